@@ -1,0 +1,72 @@
+// Backend: everything that touches device memory or does arithmetic, behind one interface.
+// Layers, the optimizer and the schedulers call only this; the CPU implementation (oneDNN) is
+// the reference and the CUDA one (cuDNN, cuBLAS, own kernels) must match it per op.
+#pragma once
+#include <memory>  // unique_ptr: ops are owned by the layer that made them
+#include <string>
+
+#include "backend/ops.h"  // op specs and op interfaces
+#include "core/tensor.h"  // Tensor, Allocator
+
+namespace dtrain {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu (oneDNN 2.6, avx512_core_amx)", "cuda (H100)"
+  virtual Device device() const = 0;
+  virtual Allocator& allocator() = 0;
+  // Intra-op threads (CPU); a no-op elsewhere.
+  virtual void set_num_threads(int threads) = 0;
+  // Waits until every enqueued operation has finished.
+  virtual void synchronize() = 0;
+
+  Tensor empty(const Shape& shape, DType dtype = DType::f32) {
+    return Tensor::empty(shape, dtype, allocator());
+  }
+  Tensor zeros(const Shape& shape, DType dtype = DType::f32) {
+    Tensor t = empty(shape, dtype);
+    fill_zero(t);
+    return t;
+  }
+
+  // ---- op factories (called at build time, once per shape) ----
+  virtual std::unique_ptr<LinearOp> make_linear(const LinearSpec&) = 0;
+  virtual std::unique_ptr<ConvOp> make_conv(const ConvSpec&) = 0;
+  virtual std::unique_ptr<PoolOp> make_pool(const PoolSpec&) = 0;
+  virtual std::unique_ptr<ReluOp> make_relu(const Shape&) = 0;
+  virtual std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) = 0;
+  virtual std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) = 0;
+  virtual std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) = 0;
+  virtual std::unique_ptr<DropoutOp> make_dropout(const Shape&) = 0;
+
+  // ---- element-wise and flat-buffer operations (f32 unless said) ----
+  virtual void fill_zero(const Tensor& t) = 0;  // any dtype
+  virtual void fill(const Tensor& t, float value) = 0;
+  // dst ← src; either may be on the host (the only way data crosses devices).
+  virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;        // out = a + b
+  virtual void axpy(float alpha, const Tensor& x, const Tensor& y) = 0;              // y += αx
+  virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = αx + βy
+  virtual void scale(const Tensor& x, float alpha) = 0;                               // x *= α
+  // One fused pass of SGD over (a range of) the flat buffers, PyTorch semantics:
+  //   g ← g + wd·w;  v ← μ·v + (1−dampening)·g;  step = nesterov ? g + μ·v : v;  w ← w − lr·step
+  // `momentum_buf` may be undefined when hyper.momentum == 0. Gradients are left unchanged.
+  virtual void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                        const SgdHyper& hyper) = 0;
+};
+
+enum class DeviceChoice { cpu, cuda, auto_ };
+
+struct BackendOptions {
+  DeviceChoice device = DeviceChoice::auto_;
+  int threads = 1;
+  int local_rank = 0;  // picks the GPU on multi-GPU nodes
+};
+
+// The CPU backend always exists; `cuda` without a usable GPU is an InputError; `auto_` picks
+// CUDA when built and a GPU is usable, else the CPU.
+std::unique_ptr<Backend> make_backend(const BackendOptions& options);
+
+}  // namespace dtrain

@@ -1,0 +1,163 @@
+// The operations layers need, as objects created once per shape ("plans").
+// A backend builds each op from a spec at graph-build time; the op keeps whatever it needs to
+// run fast (oneDNN primitives and memory descriptors, cuDNN descriptors, chosen algorithms and
+// workspaces) and is then executed every iteration without re-creating anything.
+// Ops hold no per-sample state: anything the backward pass needs (max-pool indices, LRN
+// scratch, batch statistics) is passed in by the caller, so that several micro-batches can be
+// in flight at once (pipeline schedules).
+// All tensors are dense, row-major, on the backend's device: activations NCHW or [N, F],
+// Linear weights [out, in], Conv2d weights [out, in, kh, kw] (the PyTorch layouts).
+// On asynchronous backends (CUDA) every call only enqueues work on the compute stream.
+#pragma once
+#include <cstddef>  // size_t
+#include <cstdint>  // int64_t
+
+#include "core/shape.h"   // Shape
+#include "core/tensor.h"  // Tensor
+
+namespace dtrain {
+
+// ---- Linear: y = x·wᵀ + b -----------------------------------------------------------------
+struct LinearSpec {
+  int64_t batch = 0, in_features = 0, out_features = 0;
+  bool bias = true;
+};
+class LinearOp {
+ public:
+  virtual ~LinearOp() = default;
+  // `b` is ignored (may be undefined) without bias.
+  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) = 0;
+  virtual void backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) = 0;
+  // Overwrites dw (and db when the op has a bias).
+  virtual void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                                const Tensor& db) = 0;
+};
+
+// ---- Conv2d (groups = 1) -----------------------------------------------------------------
+struct ConvSpec {
+  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool bias = true;
+  int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
+  int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  Shape input_shape() const { return {batch, in_channels, height, width}; }
+  Shape output_shape() const { return {batch, out_channels, out_height(), out_width()}; }
+  Shape weight_shape() const { return {out_channels, in_channels, kernel_h, kernel_w}; }
+};
+class ConvOp {
+ public:
+  virtual ~ConvOp() = default;
+  virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) = 0;
+  virtual void backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) = 0;
+  // Overwrites dw (and db when the op has a bias).
+  virtual void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
+                                const Tensor& db) = 0;
+};
+
+// ---- Pooling -----------------------------------------------------------------------------
+enum class PoolKind { max, avg };
+struct PoolSpec {
+  PoolKind kind = PoolKind::max;
+  int64_t batch = 0, channels = 0, height = 0, width = 0;
+  int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
+  bool ceil_mode = false;             // Caffe-style output size (cuda-convnet / cifar nets)
+  bool avg_include_padding = true;    // PyTorch's count_include_pad default
+  int64_t out_height() const;
+  int64_t out_width() const;
+  Shape input_shape() const { return {batch, channels, height, width}; }
+  Shape output_shape() const { return {batch, channels, out_height(), out_width()}; }
+};
+class PoolOp {
+ public:
+  virtual ~PoolOp() = default;
+  // Bytes of per-forward scratch (max indices) that backward needs; 0 if none.
+  virtual size_t workspace_bytes() const = 0;
+  // `training` false may skip writing the workspace.
+  virtual void forward(const Tensor& x, const Tensor& y, const Tensor& workspace,
+                       bool training) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& workspace, const Tensor& dx) = 0;
+};
+
+// ---- ReLU --------------------------------------------------------------------------------
+class ReluOp {
+ public:
+  virtual ~ReluOp() = default;
+  virtual void forward(const Tensor& x, const Tensor& y) = 0;
+  // dx = dy where y > 0, else 0. Implementations may read x or y.
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& dx) = 0;
+};
+
+// ---- Local response normalisation across channels (AlexNet) ------------------------------
+struct LrnSpec {
+  int64_t batch = 0, channels = 0, height = 0, width = 0;
+  int64_t size = 5;
+  float alpha = 1e-4f, beta = 0.75f, k = 2.0f;  // PyTorch LocalResponseNorm semantics
+  Shape shape() const { return {batch, channels, height, width}; }
+};
+class LrnOp {
+ public:
+  virtual ~LrnOp() = default;
+  virtual size_t workspace_bytes() const = 0;
+  virtual void forward(const Tensor& x, const Tensor& y, const Tensor& workspace,
+                       bool training) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                        const Tensor& workspace, const Tensor& dx) = 0;
+};
+
+// ---- Batch normalisation over N, H, W per channel ---------------------------------------
+struct BatchNormSpec {
+  int64_t batch = 0, channels = 0, height = 1, width = 1;  // [N, C] inputs use height=width=1
+  float epsilon = 1e-5f;
+  Shape shape() const { return {batch, channels, height, width}; }
+};
+class BatchNormOp {
+ public:
+  virtual ~BatchNormOp() = default;
+  // Uses batch statistics; writes the batch mean and biased variance ([C] each).
+  virtual void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                const Tensor& y, const Tensor& mean, const Tensor& variance) = 0;
+  // Uses the given (running) statistics.
+  virtual void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                 const Tensor& mean, const Tensor& variance,
+                                 const Tensor& y) = 0;
+  // Backward of forward_training; overwrites dx, dscale, dshift.
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& scale,
+                        const Tensor& mean, const Tensor& variance, const Tensor& dx,
+                        const Tensor& dscale, const Tensor& dshift) = 0;
+};
+
+// ---- Softmax + cross-entropy over [batch, classes] logits with i32 labels ----------------
+struct SoftmaxXentSpec {
+  int64_t batch = 0, classes = 0;
+};
+class SoftmaxXentOp {
+ public:
+  virtual ~SoftmaxXentOp() = default;
+  // probs = softmax(logits); stats (2 floats on the device) = {sum of losses, correct count}.
+  virtual void forward(const Tensor& logits, const Tensor& labels, const Tensor& probs,
+                       const Tensor& stats) = 0;
+  // dlogits = (probs − onehot(labels)) · grad_scale  (grad_scale = 1/batch gives the mean).
+  virtual void backward(const Tensor& probs, const Tensor& labels, const Tensor& dlogits,
+                        float grad_scale) = 0;
+};
+
+// ---- Dropout (inverted: kept values are scaled by 1/(1−p)) -------------------------------
+class DropoutOp {
+ public:
+  virtual ~DropoutOp() = default;
+  // mask: u8, one per element; drawn from random_uniform(seed, stream, index).
+  virtual void forward(const Tensor& x, const Tensor& y, const Tensor& mask, float p,
+                       uint64_t seed, uint64_t stream) = 0;
+  virtual void backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;
+};
+
+// ---- SGD on flat buffers (PyTorch semantics) ---------------------------------------------
+struct SgdHyper {
+  float lr = 0.1f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+}  // namespace dtrain
