@@ -46,6 +46,10 @@ class Backend {
   virtual void fill(const Tensor& t, float value) = 0;
   // dst ← src; either may be on the host (the only way data crosses devices).
   virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+  // `rows` rows of `row_elems` elements from src (row r at src.data + r·src_stride) to dst
+  // (row r at dst.data + r·dst_stride), same device: channel padding, concatenation, slicing.
+  virtual void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src,
+                         int64_t src_stride, int64_t rows, int64_t row_elems) = 0;
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;        // out = a + b
   virtual void axpy(float alpha, const Tensor& x, const Tensor& y) = 0;              // y += αx
   virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = αx + βy
