@@ -61,8 +61,8 @@ struct PoolSpec {
   PoolKind kind = PoolKind::max;
   int64_t batch = 0, channels = 0, height = 0, width = 0;
   int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
-  bool ceil_mode = false;             // Caffe-style output size (cuda-convnet / cifar nets)
-  bool avg_include_padding = true;    // PyTorch's count_include_pad default
+  bool ceil_mode = false;           // Caffe-style output size (cuda-convnet / cifar nets)
+  bool avg_include_padding = true;  // PyTorch's count_include_pad default
   int64_t out_height() const;
   int64_t out_width() const;
   Shape input_shape() const { return {batch, channels, height, width}; }
@@ -76,8 +76,8 @@ class PoolOp {
   // `training` false may skip writing the workspace.
   virtual void forward(const Tensor& x, const Tensor& y, const Tensor& workspace,
                        bool training) = 0;
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
-                        const Tensor& workspace, const Tensor& dx) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
+                        const Tensor& dx) = 0;
 };
 
 // ---- ReLU --------------------------------------------------------------------------------
@@ -86,8 +86,7 @@ class ReluOp {
   virtual ~ReluOp() = default;
   virtual void forward(const Tensor& x, const Tensor& y) = 0;
   // dx = dy where y > 0, else 0. Implementations may read x or y.
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
-                        const Tensor& dx) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
 };
 
 // ---- Local response normalisation across channels (AlexNet) ------------------------------
@@ -103,8 +102,8 @@ class LrnOp {
   virtual size_t workspace_bytes() const = 0;
   virtual void forward(const Tensor& x, const Tensor& y, const Tensor& workspace,
                        bool training) = 0;
-  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy,
-                        const Tensor& workspace, const Tensor& dx) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
+                        const Tensor& dx) = 0;
 };
 
 // ---- Batch normalisation over N, H, W per channel ---------------------------------------
@@ -121,12 +120,11 @@ class BatchNormOp {
                                 const Tensor& y, const Tensor& mean, const Tensor& variance) = 0;
   // Uses the given (running) statistics.
   virtual void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
-                                 const Tensor& mean, const Tensor& variance,
-                                 const Tensor& y) = 0;
+                                 const Tensor& mean, const Tensor& variance, const Tensor& y) = 0;
   // Backward of forward_training; overwrites dx, dscale, dshift.
-  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& scale,
-                        const Tensor& mean, const Tensor& variance, const Tensor& dx,
-                        const Tensor& dscale, const Tensor& dshift) = 0;
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
+                        const Tensor& variance, const Tensor& dx, const Tensor& dscale,
+                        const Tensor& dshift) = 0;
 };
 
 // ---- Softmax + cross-entropy over [batch, classes] logits with i32 labels ----------------
@@ -149,8 +147,8 @@ class DropoutOp {
  public:
   virtual ~DropoutOp() = default;
   // mask: u8, one per element; drawn from random_uniform(seed, stream, index).
-  virtual void forward(const Tensor& x, const Tensor& y, const Tensor& mask, float p,
-                       uint64_t seed, uint64_t stream) = 0;
+  virtual void forward(const Tensor& x, const Tensor& y, const Tensor& mask, float p, uint64_t seed,
+                       uint64_t stream) = 0;
   virtual void backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;
 };
 

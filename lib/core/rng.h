@@ -33,7 +33,13 @@ inline float random_normal(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 // Names the streams so that two uses of one seed never draw the same numbers.
-enum class RngStream : uint64_t { init = 1, dropout = 2, shuffle = 3, synthetic_data = 4, augment = 5 };
+enum class RngStream : uint64_t {
+  init = 1,
+  dropout = 2,
+  shuffle = 3,
+  synthetic_data = 4,
+  augment = 5
+};
 
 constexpr uint64_t stream_id(RngStream s, uint64_t sub = 0) {
   return (static_cast<uint64_t>(s) << 48) ^ sub;

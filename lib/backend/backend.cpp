@@ -1,0 +1,58 @@
+#include "backend/backend.h"
+
+#include "backend/cpu/cpu_backend.h"  // CpuBackend: always available
+#include "core/error.h"
+
+#ifdef DTRAIN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"  // make_cuda_backend, cuda_device_usable
+#endif
+
+namespace dtrain {
+
+namespace {
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, bool ceil_mode) {
+  int64_t span = in + 2 * pad - kernel;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // As PyTorch and Caffe: the last window must start inside the (left-padded) input.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+}  // namespace
+
+int64_t PoolSpec::out_height() const {
+  return pooled_size(height, kernel_h, stride_h, pad_h, ceil_mode);
+}
+int64_t PoolSpec::out_width() const {
+  return pooled_size(width, kernel_w, stride_w, pad_w, ceil_mode);
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
+  std::unique_ptr<Backend> backend;
+  switch (options.device) {
+    case DeviceChoice::cpu:
+      backend = std::make_unique<CpuBackend>();
+      break;
+    case DeviceChoice::cuda:
+#ifdef DTRAIN_HAVE_CUDA
+      backend = make_cuda_backend(options.local_rank);  // InputError when no GPU is usable
+#else
+      throw InputError(
+          "cluster.device: cuda requested but this dtrain was built without CUDA "
+          "(configure with -DDTRAIN_CUDA=ON on a machine with the CUDA toolkit)");
+#endif
+      break;
+    case DeviceChoice::auto_:
+#ifdef DTRAIN_HAVE_CUDA
+      if (cuda_device_usable(options.local_rank)) {
+        backend = make_cuda_backend(options.local_rank);
+        break;
+      }
+#endif
+      backend = std::make_unique<CpuBackend>();
+      break;
+  }
+  backend->set_num_threads(options.threads);
+  return backend;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,171 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <omp.h>  // omp_set_num_threads: oneDNN (Debian build) and our loops use OpenMP
+
+#include <cstring>  // memcpy, memset
+
+#include "backend/cpu/cpu_ops.h"  // op constructors
+#include "core/error.h"
+
+namespace dtrain {
+
+CpuBackend::CpuBackend() : ctx_(std::make_unique<cpu::DnnlContext>()) {}
+
+std::string CpuBackend::name() const {
+  const dnnl_version_t* v = dnnl_version();
+  return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + ", " + std::to_string(threads_) + " thread" +
+         (threads_ == 1 ? "" : "s") + ")";
+}
+
+void CpuBackend::set_num_threads(int threads) {
+  DTRAIN_CHECK(threads >= 1) << "threads must be >= 1";
+  threads_ = threads;
+  omp_set_num_threads(threads);
+}
+
+std::unique_ptr<LinearOp> CpuBackend::make_linear(const LinearSpec& s) {
+  return cpu::make_linear(*ctx_, s);
+}
+std::unique_ptr<ConvOp> CpuBackend::make_conv(const ConvSpec& s) {
+  return cpu::make_conv(*ctx_, s);
+}
+std::unique_ptr<PoolOp> CpuBackend::make_pool(const PoolSpec& s) {
+  return cpu::make_pool(*ctx_, s);
+}
+std::unique_ptr<ReluOp> CpuBackend::make_relu(const Shape& s) {
+  return cpu::make_relu(*ctx_, s);
+}
+std::unique_ptr<LrnOp> CpuBackend::make_lrn(const LrnSpec& s) {
+  return cpu::make_lrn(*ctx_, s);
+}
+std::unique_ptr<BatchNormOp> CpuBackend::make_batchnorm(const BatchNormSpec& s) {
+  return cpu::make_batchnorm(*ctx_, s);
+}
+std::unique_ptr<SoftmaxXentOp> CpuBackend::make_softmax_xent(const SoftmaxXentSpec& s) {
+  return cpu::make_softmax_xent(s);
+}
+std::unique_ptr<DropoutOp> CpuBackend::make_dropout(const Shape& s) {
+  return cpu::make_dropout(s);
+}
+
+// ---- element-wise and flat-buffer ops ---------------------------------------------------
+// Small buffers stay on one thread: waking a team costs more than the loop.
+namespace {
+constexpr int64_t kParallelThreshold = 1 << 16;
+
+void check_f32(const Tensor& t, const char* what) {
+  DTRAIN_CHECK(t.dtype() == DType::f32 && t.device() == Device::cpu)
+      << what << ": expected a host f32 tensor";
+}
+void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
+  DTRAIN_CHECK(a.numel() == b.numel())
+      << what << ": sizes differ, " << a.shape().str() << " vs " << b.shape().str();
+}
+}  // namespace
+
+void CpuBackend::fill_zero(const Tensor& t) {
+  std::memset(t.raw(), 0, t.bytes());
+}
+
+void CpuBackend::fill(const Tensor& t, float value) {
+  check_f32(t, "fill");
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+  DTRAIN_CHECK(dst.bytes() == src.bytes())
+      << "copy: " << src.shape().str() << " into " << dst.shape().str();
+  DTRAIN_CHECK(dst.device() == Device::cpu && src.device() == Device::cpu)
+      << "the CPU backend copies host memory only";
+  if (dst.raw() != src.raw() && dst.bytes() > 0) std::memcpy(dst.raw(), src.raw(), dst.bytes());
+}
+
+void CpuBackend::copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src,
+                           int64_t src_stride, int64_t rows, int64_t row_elems) {
+  DTRAIN_CHECK(dst.dtype() == src.dtype()) << "copy_rows: dtypes differ";
+  const size_t esize = dtype_size(src.dtype());
+  auto* d = static_cast<char*>(dst.raw());
+  auto* s = static_cast<const char*>(src.raw());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(d + r * dst_stride * esize, s + r * src_stride * esize, row_elems * esize);
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_f32(a, "add");
+  check_same_size(a, b, "add");
+  check_same_size(a, out, "add");
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  float* z = out.data<float>();
+  const int64_t n = a.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+}
+
+void CpuBackend::axpy(float alpha, const Tensor& x, const Tensor& y) {
+  check_f32(x, "axpy");
+  check_same_size(x, y, "axpy");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) yp[i] += alpha * xp[i];
+}
+
+void CpuBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {
+  check_f32(x, "axpby");
+  check_same_size(x, y, "axpby");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) yp[i] = alpha * xp[i] + beta * yp[i];
+}
+
+void CpuBackend::scale(const Tensor& x, float alpha) {
+  check_f32(x, "scale");
+  float* p = x.data<float>();
+  const int64_t n = x.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
+}
+
+void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                          const SgdHyper& h) {
+  check_f32(weights, "sgd_step");
+  check_same_size(weights, grads, "sgd_step");
+  float* w = weights.data<float>();
+  const float* g = grads.data<float>();
+  const int64_t n = weights.numel();
+  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
+  if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+    return;
+  }
+  check_same_size(weights, momentum_buf, "sgd_step momentum");
+  float* v = momentum_buf.data<float>();
+  if (h.nesterov) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd * w[i];
+      float vi = mu * v[i] + damp * gi;
+      v[i] = vi;
+      w[i] -= lr * (gi + mu * vi);
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd * w[i];
+      float vi = mu * v[i] + damp * gi;
+      v[i] = vi;
+      w[i] -= lr * vi;
+    }
+  }
+}
+
+}  // namespace dtrain

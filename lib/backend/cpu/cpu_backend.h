@@ -1,0 +1,47 @@
+// The CPU backend: oneDNN primitives for the heavy ops, vectorised OpenMP loops for the
+// element-wise and flat-buffer ops. It is the reference every other backend is tested against.
+#pragma once
+#include <memory>
+
+#include "backend/backend.h"           // Backend interface
+#include "backend/cpu/dnnl_context.h"  // DnnlContext
+
+namespace dtrain {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  std::string name() const override;
+  Device device() const override { return Device::cpu; }
+  Allocator& allocator() override { return cpu_allocator(); }
+  void set_num_threads(int threads) override;
+  int num_threads() const { return threads_; }
+  void synchronize() override {}
+
+  std::unique_ptr<LinearOp> make_linear(const LinearSpec&) override;
+  std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override;
+  std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override;
+  std::unique_ptr<ReluOp> make_relu(const Shape&) override;
+  std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override;
+  std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override;
+  std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override;
+  std::unique_ptr<DropoutOp> make_dropout(const Shape&) override;
+
+  void fill_zero(const Tensor& t) override;
+  void fill(const Tensor& t, float value) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src, int64_t src_stride,
+                 int64_t rows, int64_t row_elems) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void axpy(float alpha, const Tensor& x, const Tensor& y) override;
+  void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
+  void scale(const Tensor& x, float alpha) override;
+  void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                const SgdHyper& hyper) override;
+
+ private:
+  std::unique_ptr<cpu::DnnlContext> ctx_;
+  int threads_ = 1;
+};
+
+}  // namespace dtrain

@@ -1,0 +1,19 @@
+// Constructors of the CPU op implementations (one file each), used by CpuBackend.
+#pragma once
+#include <memory>
+
+#include "backend/cpu/dnnl_context.h"  // DnnlContext
+#include "backend/ops.h"               // op interfaces and specs
+
+namespace dtrain::cpu {
+
+std::unique_ptr<LinearOp> make_linear(DnnlContext& ctx, const LinearSpec& spec);
+std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec);
+std::unique_ptr<PoolOp> make_pool(DnnlContext& ctx, const PoolSpec& spec);
+std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape);
+std::unique_ptr<LrnOp> make_lrn(DnnlContext& ctx, const LrnSpec& spec);
+std::unique_ptr<BatchNormOp> make_batchnorm(DnnlContext& ctx, const BatchNormSpec& spec);
+std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec& spec);
+std::unique_ptr<DropoutOp> make_dropout(const Shape& shape);
+
+}  // namespace dtrain::cpu

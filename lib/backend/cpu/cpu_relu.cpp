@@ -1,0 +1,57 @@
+// ReLU on oneDNN eltwise primitives; the backward reads the output (use_dst_for_bwd), so the
+// input activation need not be kept and the forward may run in place.
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace dtrain::cpu {
+namespace {
+
+using namespace dnnl;
+
+class CpuRelu final : public ReluOp {
+ public:
+  CpuRelu(DnnlContext& ctx, const Shape& shape) : ctx_(ctx), numel_(shape.numel()) {
+    // Element-wise: the shape does not matter, only the count; 1-D keeps it layout-free.
+    auto md = plain_desc({numel_});
+    auto fwd_pd = eltwise_forward::primitive_desc(
+        {prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, md, 0.f, 0.f},
+        ctx.engine);
+    auto bwd_pd = eltwise_backward::primitive_desc(
+        {algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.f, 0.f}, ctx.engine, fwd_pd);
+    fwd_ = eltwise_forward(fwd_pd);
+    bwd_ = eltwise_backward(bwd_pd);
+    a_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+    b_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+    c_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+  }
+
+  void forward(const Tensor& x, const Tensor& y) override {
+    DTRAIN_CHECK(x.numel() == numel_ && y.numel() == numel_) << "relu: size mismatch";
+    a_.set_data_handle(x.raw());
+    b_.set_data_handle(y.raw());
+    fwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, b_}});
+  }
+
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override {
+    a_.set_data_handle(y.raw());
+    b_.set_data_handle(dy.raw());
+    c_.set_data_handle(dx.raw());
+    bwd_.execute(ctx_.stream,
+                 {{DNNL_ARG_DST, a_}, {DNNL_ARG_DIFF_DST, b_}, {DNNL_ARG_DIFF_SRC, c_}});
+  }
+
+ private:
+  DnnlContext& ctx_;
+  int64_t numel_;
+  eltwise_forward fwd_;
+  eltwise_backward bwd_;
+  memory a_, b_, c_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape) {
+  return std::make_unique<CpuRelu>(ctx, shape);
+}
+
+}  // namespace dtrain::cpu

@@ -1,0 +1,56 @@
+#include "backend/cpu/dnnl_context.h"
+
+#include "core/error.h"
+
+namespace dtrain::cpu {
+
+dnnl::memory::desc plain_desc(const Shape& shape, dnnl::memory::data_type type) {
+  dnnl_tag tag;
+  switch (shape.rank()) {
+    case 1:
+      tag = dnnl_tag::a;
+      break;
+    case 2:
+      tag = dnnl_tag::ab;
+      break;
+    case 3:
+      tag = dnnl_tag::abc;
+      break;
+    case 4:
+      tag = dnnl_tag::abcd;
+      break;
+    default:
+      DTRAIN_CHECK(false) << "unsupported rank for oneDNN: " << shape.str();
+  }
+  return dnnl::memory::desc(to_dims(shape), type, tag);
+}
+
+BoundArg::BoundArg(DnnlContext& ctx, const dnnl::memory::desc& user,
+                   const dnnl::memory::desc& internal)
+    : ctx_(&ctx), user_(user, ctx.engine, DNNL_MEMORY_NONE) {
+  if (user == internal) {
+    internal_ = user_;
+    return;
+  }
+  scratch_ = Tensor::empty(Shape{static_cast<int64_t>(internal.get_size())}, DType::u8);
+  internal_ = dnnl::memory(internal, ctx.engine, scratch_.raw());
+  to_internal_ = dnnl::reorder(user_, internal_);
+  to_user_ = dnnl::reorder(internal_, user_);
+}
+
+dnnl::memory& BoundArg::input(const Tensor& t) {
+  user_.set_data_handle(t.raw());
+  if (to_internal_) to_internal_->execute(ctx_->stream, user_, internal_);
+  return internal_;
+}
+
+dnnl::memory& BoundArg::output(const Tensor& t) {
+  user_.set_data_handle(t.raw());
+  return internal_;
+}
+
+void BoundArg::finish_output() {
+  if (to_user_) to_user_->execute(ctx_->stream, internal_, user_);
+}
+
+}  // namespace dtrain::cpu

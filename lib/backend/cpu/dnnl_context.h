@@ -1,0 +1,51 @@
+// Shared oneDNN state of the CPU backend and helpers that keep oneDNN boilerplate out of the
+// op files: plain memory descriptors and "bound" memories whose data pointer is set per call.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>  // engine, stream, memory, primitives
+
+#include <optional>  // optional reorder
+#include <unordered_map>
+
+#include "core/shape.h"
+#include "core/tensor.h"
+
+namespace dtrain::cpu {
+
+struct DnnlContext {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+using dnnl_tag = dnnl::memory::format_tag;
+using dnnl_dims = dnnl::memory::dims;
+
+inline dnnl_dims to_dims(const Shape& s) {
+  return dnnl_dims(s.dims().begin(), s.dims().end());
+}
+
+// Row-major f32 descriptor for a 1-, 2- or 4-D shape (x, nc/oi, nchw/oihw).
+dnnl::memory::desc plain_desc(const Shape& shape,
+                              dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+
+// A primitive argument as the caller sees it (a plain tensor) and as the primitive wants it
+// (possibly a blocked layout chosen by oneDNN for speed). When the two differ, a scratch buffer
+// and the reorders between them are created once, here, and run on every call.
+class BoundArg {
+ public:
+  BoundArg() = default;
+  BoundArg(DnnlContext& ctx, const dnnl::memory::desc& user, const dnnl::memory::desc& internal);
+  bool reorders() const { return to_internal_.has_value(); }
+  // The memory to pass to the primitive for an input `t` (reordered into scratch if needed).
+  dnnl::memory& input(const Tensor& t);
+  // The memory to pass for an output; call finish_output() after the primitive ran.
+  dnnl::memory& output(const Tensor& t);
+  void finish_output();
+
+ private:
+  DnnlContext* ctx_ = nullptr;
+  dnnl::memory user_, internal_;
+  std::optional<dnnl::reorder> to_internal_, to_user_;
+  Tensor scratch_;
+};
+
+}  // namespace dtrain::cpu

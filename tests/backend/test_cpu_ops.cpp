@@ -1,0 +1,197 @@
+// CPU backend ops against naive references (forward) and against their adjoint identities
+// (backward): for a linear map y = A(x), <A(x), g> = <x, Aᵀ(g)> must hold.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "reference_ops.h"
+
+using namespace dtrain;
+
+namespace {
+Tensor random_tensor(const Shape& s, uint64_t stream) {
+  Tensor t = Tensor::empty(s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = random_uniform(5, stream, i) - 0.5f;
+  return t;
+}
+double dot(const Tensor& a, const Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) s += double(a.data<float>()[i]) * b.data<float>()[i];
+  return s;
+}
+std::unique_ptr<Backend> cpu() {
+  return make_backend({DeviceChoice::cpu, 1, 0});
+}
+}  // namespace
+
+TEST_CASE("linear forward matches x·wᵀ + b and backward is its adjoint") {
+  auto be = cpu();
+  LinearSpec s{7, 13, 5, true};
+  auto op = be->make_linear(s);
+  Tensor x = random_tensor({7, 13}, 1), w = random_tensor({5, 13}, 2), b = random_tensor({5}, 3);
+  Tensor y = be->empty({7, 5});
+  op->forward(x, w, b, y);
+  for (int n = 0; n < 7; ++n)
+    for (int o = 0; o < 5; ++o) {
+      double acc = b.data<float>()[o];
+      for (int i = 0; i < 13; ++i)
+        acc += double(x.data<float>()[n * 13 + i]) * w.data<float>()[o * 13 + i];
+      CHECK(y.data<float>()[n * 5 + o] == doctest::Approx(acc).epsilon(1e-5));
+    }
+  Tensor g = random_tensor({7, 5}, 4), dx = be->empty({7, 13}), dw = be->empty({5, 13}),
+         db = be->empty({5});
+  op->backward_data(g, w, dx);
+  op->backward_weights(x, g, dw, db);
+  // <x·wᵀ, g> = <x, g·w> = <w, gᵀ·x>
+  Tensor y0 = be->empty({7, 5});
+  Tensor nob;
+  auto op0 = be->make_linear({7, 13, 5, false});
+  op0->forward(x, w, nob, y0);
+  CHECK(dot(y0, g) == doctest::Approx(dot(x, dx)).epsilon(1e-5));
+  CHECK(dot(y0, g) == doctest::Approx(dot(w, dw)).epsilon(1e-5));
+  for (int o = 0; o < 5; ++o) {
+    double s = 0;
+    for (int n = 0; n < 7; ++n) s += g.data<float>()[n * 5 + o];
+    CHECK(db.data<float>()[o] == doctest::Approx(s).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("conv2d forward matches the direct sum; backward is the adjoint") {
+  auto be = cpu();
+  // Small channel counts take the plain path, larger ones oneDNN's blocked layouts.
+  for (ConvSpec s : {ConvSpec{2, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, true},
+                     ConvSpec{2, 16, 7, 7, 16, 3, 3, 2, 2, 1, 1, true},
+                     ConvSpec{1, 8, 6, 6, 24, 1, 1, 1, 1, 0, 0, false},
+                     ConvSpec{3, 1, 10, 10, 6, 5, 5, 1, 1, 2, 2, true}}) {
+    CAPTURE(s.in_channels);
+    CAPTURE(s.out_channels);
+    auto op = be->make_conv(s);
+    Tensor x = random_tensor(s.input_shape(), 1), w = random_tensor(s.weight_shape(), 2);
+    Tensor b = random_tensor({s.out_channels}, 3), y = be->empty(s.output_shape());
+    op->forward(x, w, b, y);
+    auto ref =
+        test::ref_conv(s, x.data<float>(), w.data<float>(), s.bias ? b.data<float>() : nullptr);
+    for (int64_t i = 0; i < y.numel(); ++i)
+      REQUIRE(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
+
+    Tensor g = random_tensor(s.output_shape(), 4), dx = be->empty(s.input_shape());
+    Tensor dw = be->empty(s.weight_shape()), db = be->empty({s.out_channels});
+    op->backward_data(g, w, dx);
+    op->backward_weights(x, g, dw, db);
+    auto yref = test::ref_conv(s, x.data<float>(), w.data<float>(), nullptr);
+    double yg = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) yg += yref[i] * g.data<float>()[i];
+    CHECK(yg == doctest::Approx(dot(x, dx)).epsilon(1e-4));
+    CHECK(yg == doctest::Approx(dot(w, dw)).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("pooling matches the reference, max backward routes to the argmax") {
+  auto be = cpu();
+  for (PoolSpec s : {PoolSpec{PoolKind::max, 2, 3, 8, 8, 2, 2, 2, 2, 0, 0},
+                     PoolSpec{PoolKind::max, 1, 2, 7, 7, 3, 3, 2, 2, 0, 0, true},
+                     PoolSpec{PoolKind::avg, 2, 3, 6, 6, 3, 3, 2, 2, 1, 1},
+                     PoolSpec{PoolKind::avg, 2, 4, 5, 5, 5, 5, 1, 1, 0, 0}}) {
+    auto op = be->make_pool(s);
+    Tensor x = random_tensor(s.input_shape(), 7), y = be->empty(s.output_shape());
+    Tensor ws = be->empty({static_cast<int64_t>(op->workspace_bytes())}, DType::u8);
+    op->forward(x, y, ws, true);
+    auto ref = test::ref_pool(s, x.data<float>());
+    for (int64_t i = 0; i < y.numel(); ++i)
+      CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-5));
+    Tensor dy = be->empty(s.output_shape()), dx = be->empty(s.input_shape());
+    be->fill(dy, 1.0f);
+    op->backward(x, y, dy, ws, dx);
+    double total = 0;
+    for (int64_t i = 0; i < dx.numel(); ++i) total += dx.data<float>()[i];
+    if (s.kind == PoolKind::max) CHECK(total == doctest::Approx(double(y.numel())));
+  }
+  PoolSpec ceil{PoolKind::max, 1, 1, 32, 32, 3, 3, 2, 2, 0, 0, true};
+  CHECK(ceil.out_height() == 16);  // Caffe cifar10_quick: 32 → 16 → 8 → 4
+  PoolSpec floor{PoolKind::max, 1, 1, 32, 32, 3, 3, 2, 2, 0, 0, false};
+  CHECK(floor.out_height() == 15);
+}
+
+TEST_CASE("relu forward and backward") {
+  auto be = cpu();
+  Tensor x = random_tensor({4, 10}, 9), y = be->empty({4, 10}), dy = random_tensor({4, 10}, 10);
+  Tensor dx = be->empty({4, 10});
+  auto op = be->make_relu({4, 10});
+  op->forward(x, y);
+  op->backward(x, y, dy, dx);
+  for (int i = 0; i < 40; ++i) {
+    float v = x.data<float>()[i];
+    CHECK(y.data<float>()[i] == (v > 0 ? v : 0.0f));
+    CHECK(dx.data<float>()[i] == (v > 0 ? dy.data<float>()[i] : 0.0f));
+  }
+}
+
+TEST_CASE("softmax cross-entropy: loss, correct count and gradient") {
+  auto be = cpu();
+  auto op = be->make_softmax_xent({3, 4});
+  Tensor z = be->empty({3, 4}), labels = be->empty({3}, DType::i32);
+  float zs[] = {1, 2, 3, 4, 0, 0, 0, 0, 100, -100, 0, 0};
+  int32_t ls[] = {3, 1, 1};
+  std::copy(zs, zs + 12, z.data<float>());
+  std::copy(ls, ls + 3, labels.data<int32_t>());
+  Tensor p = be->empty({3, 4}), stats = be->empty({2}), dz = be->empty({3, 4});
+  op->forward(z, labels, p, stats);
+  double l0 = std::log(std::exp(1.) + std::exp(2.) + std::exp(3.) + std::exp(4.)) - 4;
+  double expect = l0 + std::log(4.0) + 200;  // third row: label logit −100, max 100
+  CHECK(stats.data<float>()[0] == doctest::Approx(expect).epsilon(1e-5));
+  CHECK(stats.data<float>()[1] == 1.0f);  // only row 0 is right (row 1 ties → index 0)
+  op->backward(p, labels, dz, 0.5f);
+  CHECK(dz.data<float>()[3] == doctest::Approx((p.data<float>()[3] - 1) * 0.5));
+  CHECK(dz.data<float>()[0] == doctest::Approx(p.data<float>()[0] * 0.5));
+}
+
+TEST_CASE("batchnorm normalises with batch statistics and its backward is consistent") {
+  auto be = cpu();
+  BatchNormSpec s{4, 3, 2, 2, 1e-5f};
+  auto op = be->make_batchnorm(s);
+  Tensor x = random_tensor(s.shape(), 11), y = be->empty(s.shape());
+  Tensor scale = be->empty({3}), shift = be->empty({3}), mean = be->empty({3}),
+         var = be->empty({3});
+  be->fill(scale, 2.0f);
+  be->fill(shift, 0.5f);
+  op->forward_training(x, scale, shift, y, mean, var);
+  for (int c = 0; c < 3; ++c) {
+    double s1 = 0, s2 = 0;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 4; ++i) {
+        double v = y.data<float>()[(n * 3 + c) * 4 + i];
+        s1 += v, s2 += v * v;
+      }
+    CHECK(s1 / 16 == doctest::Approx(0.5).epsilon(1e-4));
+    CHECK(s2 / 16 - (s1 / 16) * (s1 / 16) == doctest::Approx(4.0).epsilon(1e-3));
+  }
+  Tensor dy = be->empty(s.shape()), dx = be->empty(s.shape()), ds = be->empty({3}),
+         dsh = be->empty({3});
+  be->fill(dy, 1.0f);
+  op->backward(x, dy, scale, mean, var, dx, ds, dsh);
+  // A constant upstream gradient only moves the shift: dx = 0, dshift = count.
+  for (int64_t i = 0; i < dx.numel(); ++i) CHECK(std::abs(dx.data<float>()[i]) < 1e-4);
+  CHECK(dsh.data<float>()[0] == doctest::Approx(16));
+}
+
+TEST_CASE("dropout mask is deterministic and scales kept values") {
+  auto be = cpu();
+  auto op = be->make_dropout({1000});
+  Tensor x = be->empty({1000}), y1 = be->empty({1000}), y2 = be->empty({1000});
+  Tensor m = be->empty({1000}, DType::u8);
+  be->fill(x, 1.0f);
+  op->forward(x, y1, m, 0.25f, 3, 4);
+  op->forward(x, y2, m, 0.25f, 3, 4);
+  int kept = 0;
+  for (int i = 0; i < 1000; ++i) {
+    CHECK(y1.data<float>()[i] == y2.data<float>()[i]);
+    if (y1.data<float>()[i] != 0) {
+      ++kept;
+      CHECK(y1.data<float>()[i] == doctest::Approx(1 / 0.75));
+    }
+  }
+  CHECK(kept > 700);
+  CHECK(kept < 800);
+}

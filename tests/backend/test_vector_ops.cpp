@@ -1,0 +1,52 @@
+#include <doctest/doctest.h>
+
+#include "backend/backend.h"
+
+using namespace dtrain;
+
+TEST_CASE("sgd_step follows PyTorch's SGD formulas") {
+  auto be = make_backend({DeviceChoice::cpu, 1, 0});
+  Tensor w = be->empty({2}), g = be->empty({2}), v = be->zeros({2});
+  w.data<float>()[0] = 1.0f, w.data<float>()[1] = -2.0f;
+  g.data<float>()[0] = 0.5f, g.data<float>()[1] = 0.25f;
+  SgdHyper h{0.1f, 0.9f, 0.0f, 0.01f, false};
+  be->sgd_step(w, g, v, h);
+  // g' = g + wd·w = 0.51; v = 0.51; w = 1 − 0.1·0.51
+  CHECK(v.data<float>()[0] == doctest::Approx(0.51));
+  CHECK(w.data<float>()[0] == doctest::Approx(0.949));
+  be->sgd_step(w, g, v, h);
+  // g' = 0.5 + 0.01·0.949 = 0.50949; v = 0.9·0.51 + 0.50949 = 0.96849; w = 0.949 − 0.096849
+  CHECK(v.data<float>()[0] == doctest::Approx(0.96849));
+  CHECK(w.data<float>()[0] == doctest::Approx(0.852151));
+  // Nesterov: step = g' + μ·v
+  Tensor wn = be->empty({1}), gn = be->empty({1}), vn = be->zeros({1});
+  wn.data<float>()[0] = 1.0f, gn.data<float>()[0] = 1.0f;
+  be->sgd_step(wn, gn, vn, SgdHyper{0.1f, 0.9f, 0.0f, 0.0f, true});
+  CHECK(wn.data<float>()[0] == doctest::Approx(1 - 0.1 * (1 + 0.9)));
+  // Plain SGD needs no momentum buffer.
+  Tensor none;
+  be->sgd_step(wn, gn, none, SgdHyper{0.5f});
+  CHECK(wn.data<float>()[0] == doctest::Approx(0.81 - 0.5));
+}
+
+TEST_CASE("axpy, axpby, scale, add, fill, copy_rows") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200000;  // above the threading threshold
+  Tensor x = be->empty({n}), y = be->empty({n}), z = be->empty({n});
+  be->fill(x, 2.0f);
+  be->fill(y, 3.0f);
+  be->axpy(0.5f, x, y);         // 4
+  be->axpby(1.0f, x, 2.0f, y);  // 10
+  be->scale(y, 0.1f);           // 1
+  be->add(x, y, z);             // 3
+  CHECK(y.data<float>()[n - 1] == doctest::Approx(1.0));
+  CHECK(z.data<float>()[12345] == doctest::Approx(3.0));
+  Tensor a = be->zeros({3, 4}), b = be->empty({3, 2});
+  be->fill(b, 7.0f);
+  be->copy_rows(a.slice(1, {11}), 4, b, 2, 3, 2);
+  CHECK(a.data<float>()[0] == 0.0f);
+  CHECK(a.data<float>()[1] == 7.0f);
+  CHECK(a.data<float>()[2] == 7.0f);
+  CHECK(a.data<float>()[3] == 0.0f);
+  CHECK(a.data<float>()[9] == 7.0f);
+}
