@@ -33,7 +33,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& alloc) {
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.device_ = alloc.device();
-  void* p = alloc.allocate(t.bytes());
+  void* p = alloc.allocate(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
   t.storage_ = std::shared_ptr<void>(p, [&alloc](void* q) { alloc.deallocate(q); });
   t.data_ = p;
   return t;

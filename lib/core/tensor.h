@@ -36,11 +36,13 @@ class Tensor {
   static Tensor borrow(void* data, const Shape& shape, DType dtype = DType::f32,
                        Device device = Device::cpu);
 
-  bool defined() const { return data_ != nullptr || shape_.numel() == 0; }
+  // A default-constructed tensor is undefined and has no elements (a rank-0 shape would
+  // otherwise count as one scalar).
+  bool defined() const { return data_ != nullptr || (shape_.rank() > 0 && shape_.numel() == 0); }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
-  int64_t numel() const { return shape_.numel(); }
+  int64_t numel() const { return defined() ? shape_.numel() : 0; }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
 
   void* raw() const { return data_; }

@@ -44,3 +44,11 @@ TEST_CASE("checks carry file and line, input checks only the message") {
     CHECK(std::string(e.what()) == "dataset.batch_size: must be positive");
   }
 }
+
+TEST_CASE("a default tensor is undefined and empty") {
+  Tensor t;
+  CHECK_FALSE(t.defined());
+  CHECK(t.numel() == 0);
+  CHECK(t.bytes() == 0);
+  CHECK(Tensor::zeros({0, 3}).defined());
+}

@@ -1,0 +1,50 @@
+#include "optim/sgd.h"
+
+#include <algorithm>  // max, min
+
+#include "core/error.h"
+
+namespace dtrain {
+
+Sgd::Sgd(Backend& backend, Tensor parameters, Tensor gradients, const SgdOptions& options,
+         int64_t trainable_offset)
+    : backend_(backend),
+      parameters_(std::move(parameters)),
+      gradients_(std::move(gradients)),
+      options_(options),
+      trainable_offset_(trainable_offset) {
+  DTRAIN_CHECK(parameters_.numel() == gradients_.numel())
+      << "parameters and gradients differ in size";
+  DTRAIN_CHECK(trainable_offset_ >= 0 && trainable_offset_ <= parameters_.numel())
+      << "trainable offset " << trainable_offset_ << " outside the buffer";
+  DTRAIN_CHECK(!options_.nesterov || (options_.momentum > 0 && options_.dampening == 0))
+      << "Nesterov momentum needs momentum > 0 and dampening = 0";
+  if (options_.momentum != 0.0f) momentum_ = backend_.zeros(parameters_.shape());
+}
+
+void Sgd::step(float lr, const Tensor& parameters, const Tensor& gradients) {
+  DTRAIN_CHECK(parameters.numel() == parameters_.numel() &&
+               gradients.numel() == parameters_.numel())
+      << "Sgd::step with buffers of another size";
+  const int64_t n = parameters_.numel() - trainable_offset_;
+  if (n == 0) return;
+  const Shape s{n};
+  const Tensor v = momentum_.defined() ? momentum_.slice(trainable_offset_, s) : Tensor();
+  backend_.sgd_step(parameters.slice(trainable_offset_, s), gradients.slice(trainable_offset_, s),
+                    v,
+                    SgdHyper{lr, options_.momentum, options_.dampening, options_.weight_decay,
+                             options_.nesterov});
+}
+
+void Sgd::step_range(float lr, int64_t offset, int64_t count) {
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, parameters_.numel());
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  backend_.sgd_step(parameters_.slice(begin, s), gradients_.slice(begin, s), v,
+                    SgdHyper{lr, options_.momentum, options_.dampening, options_.weight_decay,
+                             options_.nesterov});
+}
+
+}  // namespace dtrain

@@ -1,0 +1,40 @@
+// SGD with momentum, weight decay and Nesterov (PyTorch semantics) on the flat parameter and
+// gradient buffers: one fused backend call per step, or per contiguous segment when a
+// scheduler updates parts of the model as their gradients arrive.
+#pragma once
+#include "backend/backend.h"  // Backend, SgdHyper
+#include "core/tensor.h"
+
+namespace dtrain {
+
+struct SgdOptions {
+  float momentum = 0.9f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+class Sgd {
+ public:
+  // Updates parameters[trainable_offset, P) from gradients of the same range; the frozen
+  // prefix [0, trainable_offset) is never touched.
+  Sgd(Backend& backend, Tensor parameters, Tensor gradients, const SgdOptions& options,
+      int64_t trainable_offset = 0);
+
+  void step(float lr) { step(lr, parameters_, gradients_); }
+  // Same, with other buffers of the model's layout (a stashed or predicted copy, an
+  // aggregated gradient from the communication thread).
+  void step(float lr, const Tensor& parameters, const Tensor& gradients);
+  // Only [offset, offset + count) of the flat buffers (clipped to the trainable range).
+  void step_range(float lr, int64_t offset, int64_t count);
+
+  const Tensor& momentum() const { return momentum_; }
+  int64_t trainable_offset() const { return trainable_offset_; }
+  const SgdOptions& options() const { return options_; }
+
+ private:
+  Backend& backend_;
+  Tensor parameters_, gradients_, momentum_;
+  SgdOptions options_;
+  int64_t trainable_offset_;
+};
+
+}  // namespace dtrain
