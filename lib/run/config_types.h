@@ -1,0 +1,132 @@
+// The typed settings of an experiment file (DESIGN.md §1): one plain struct per section, with
+// the documented defaults inline so that a default-constructed struct *is* the default section.
+#pragma once
+#include <yaml-cpp/yaml.h>  // YAML::Node: the free-form `model:` map, validated by a hook
+
+#include <cstdint>   // int64_t, uint64_t
+#include <optional>  // ClusterConfig::link: absent means "no network emulation"
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+struct DatasetConfig {
+  std::string name;      // mnist | fashion_mnist | cifar10 | cifar100 | imagefolder | synthetic
+  std::string path;      // data directory; unused by synthetic
+  int batch_size = 100;  // GLOBAL batch, split evenly over data-parallel ranks
+  int test_batch_size = 100;          // defaults to batch_size
+  std::vector<int> shape{1, 28, 28};  // synthetic only: C, H, W of one sample
+  int classes = 10;                   // synthetic only
+  int64_t train_size = 0;             // 0: the whole split (synthetic: see lib/data)
+  int64_t test_size = 0;
+  int image_size = 224;  // imagefolder: side of the (centre or random) crop
+  int resize = 256;      // imagefolder: shorter side after resizing, before cropping
+  bool augment = false;
+  int prefetch = 2;  // batches the loader prepares ahead of the compute thread
+  // Per-channel normalisation; empty means none. Named after the YAML keys; `std` is declared
+  // last so that no later declaration in this struct sees the member instead of namespace std.
+  std::vector<double> mean;
+  std::vector<double> std;
+
+  bool operator==(const DatasetConfig&) const = default;
+};
+
+// Emulated network: every message is paced to this bandwidth and delayed by this latency.
+struct LinkConfig {
+  double bandwidth_Bps = 0;  // bytes per second
+  double latency_s = 0;
+  std::string bandwidth_text, latency_text;  // as written ("10Gbps", "20us"), for output
+
+  bool operator==(const LinkConfig&) const = default;
+};
+
+// A rank whose compute is stretched by `slowdown` (AD-PSGD's heterogeneous cluster).
+struct StragglerConfig {
+  int rank = 0;
+  double slowdown = 1;
+
+  bool operator==(const StragglerConfig&) const = default;
+};
+
+struct ClusterConfig {
+  std::string device = "auto";  // cpu | cuda | auto
+  int threads_per_rank = 1;
+  std::optional<LinkConfig> link;  // absent: real network speed
+  std::vector<StragglerConfig> stragglers;
+
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+struct AlgorithmConfig {
+  std::string name = "sync";  // sync | ps_sync | pipe_sgd | sapipe | pipedream | gossip | ...
+  int K = 2;                  // Pipe-SGD staleness bound (iterations in flight)
+  int warmup_epochs = 0;      // Pipe-SGD: epochs of plain synchronous SGD first
+  int segments = 1;           // Pipe-SGD: gradient segments communicated separately
+
+  bool operator==(const AlgorithmConfig&) const = default;
+};
+
+struct CompressionConfig {
+  std::string name = "none";  // none | truncate16 | quantize8
+
+  bool operator==(const CompressionConfig&) const = default;
+};
+
+struct ScheduleConfig {
+  std::string name = "constant";  // constant | step | multistep | cosine
+  int every_epochs = 30;          // step
+  double gamma = 0.1;             // step, multistep: factor per decay
+  std::vector<int> milestones;    // multistep: epochs at which to decay, increasing
+  double min_lr = 0;              // cosine: the floor reached at the last epoch
+  // Linear warm-up from warmup_start_factor·lr to lr, in front of any schedule; fractional
+  // epochs are allowed because short runs warm up for part of an epoch.
+  double warmup_epochs = 0;
+  double warmup_start_factor = 0.1;
+
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  std::string name = "sgd";
+  double lr = 0.1;
+  double momentum = 0.9;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  int freeze_layers = 0;  // the first N layers that have parameters stay fixed
+  ScheduleConfig schedule;
+
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct TrainConfig {
+  int epochs = 5;
+  int eval_every_epochs = 1;
+  int64_t max_iterations = 0;        // 0: no limit
+  int64_t log_every_iterations = 0;  // 0: chosen automatically
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct OutputConfig {
+  std::string dir;  // defaults to runs/<name>
+  bool trace = false;
+
+  bool operator==(const OutputConfig&) const = default;
+};
+
+struct ExperimentConfig {
+  std::string name;  // defaults to the config file's stem
+  uint64_t seed = 1;
+  YAML::Node model;  // the resolved model map (after the model hook filled its defaults)
+  DatasetConfig dataset;
+  ClusterConfig cluster;
+  AlgorithmConfig algorithm;
+  CompressionConfig compression;
+  OptimizerConfig optimizer;
+  TrainConfig train;
+  OutputConfig output;
+  std::string source_path;  // the config file it was loaded from
+};
+
+}  // namespace dtrain

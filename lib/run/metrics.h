@@ -1,0 +1,46 @@
+// The CSV outputs of a run (DESIGN.md §1): accuracy.csv, one row per evaluation, and
+// timing.csv, one row per rank per epoch. Rows are flushed as written so a run that dies still
+// leaves what it measured. Only rank 0 creates a MetricsWriter.
+#pragma once
+#include <cstdio>  // FILE
+#include <string>
+#include <vector>
+
+#include "sched/scheduler.h"  // EpochStats
+
+namespace dtrain {
+
+struct AccuracyRow {
+  int epoch = 0;
+  int64_t iteration = 0;
+  double wall_s = 0;
+  double train_loss = 0, train_acc = 0, test_loss = 0, test_acc = 0;
+};
+
+inline constexpr const char* kAccuracyHeader =
+    "epoch,iteration,wall_s,train_loss,train_acc,test_loss,test_acc";
+inline constexpr const char* kTimingHeader =
+    "rank,epoch,iterations,wall_s,data_s,forward_s,backward_s,update_s,compress_s,comm_s,wait_s";
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& dir);  // creates/truncates both files, writes headers
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  void accuracy(const AccuracyRow& row);
+  // One row per rank, in rank order.
+  void timing(int epoch, const std::vector<EpochStats>& per_rank);
+
+ private:
+  std::FILE* accuracy_ = nullptr;
+  std::FILE* timing_ = nullptr;
+  std::string dir_;
+};
+
+// EpochStats as a flat row of doubles (for Comm::gather) and back.
+std::vector<double> to_row(const EpochStats& s);
+EpochStats from_row(const std::vector<double>& row);
+
+}  // namespace dtrain

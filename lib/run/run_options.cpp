@@ -1,0 +1,73 @@
+#include "run/run_options.h"
+
+namespace dtrain {
+
+BackendOptions backend_options(const ExperimentConfig& c) {
+  BackendOptions o;
+  o.device = c.cluster.device == "cpu"    ? DeviceChoice::cpu
+             : c.cluster.device == "cuda" ? DeviceChoice::cuda
+                                          : DeviceChoice::auto_;
+  o.threads = c.cluster.threads_per_rank;
+  return o;
+}
+
+DatasetOptions dataset_options(const ExperimentConfig& c) {
+  const DatasetConfig& d = c.dataset;
+  DatasetOptions o;
+  o.name = d.name;
+  o.path = d.path;
+  o.shape.assign(d.shape.begin(), d.shape.end());
+  o.classes = d.classes;
+  o.train_size = d.train_size;
+  o.test_size = d.test_size;
+  o.image_size = d.image_size;
+  o.resize = d.resize;
+  o.augment = d.augment;
+  o.mean.assign(d.mean.begin(), d.mean.end());
+  o.std.assign(d.std.begin(), d.std.end());
+  o.seed = c.seed;
+  return o;
+}
+
+LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm) {
+  LoaderOptions o;
+  o.global_batch = c.dataset.batch_size;
+  o.rank = comm.rank();
+  o.world = comm.size();
+  o.seed = c.seed;
+  o.shuffle = true;
+  o.drop_last = true;
+  o.prefetch = c.dataset.prefetch;
+  return o;
+}
+
+LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm) {
+  LoaderOptions o = train_loader_options(c, comm);
+  o.global_batch = c.dataset.test_batch_size;
+  o.shuffle = false;
+  o.drop_last = false;
+  return o;
+}
+
+SgdOptions sgd_options(const ExperimentConfig& c) {
+  const OptimizerConfig& o = c.optimizer;
+  return SgdOptions{static_cast<float>(o.momentum), static_cast<float>(o.dampening),
+                    static_cast<float>(o.weight_decay), o.nesterov};
+}
+
+LrScheduleOptions schedule_options(const ExperimentConfig& c) {
+  const ScheduleConfig& s = c.optimizer.schedule;
+  LrScheduleOptions o;
+  o.name = s.name;
+  o.base_lr = c.optimizer.lr;
+  o.every_epochs = s.every_epochs;
+  o.gamma = s.gamma;
+  o.milestones = s.milestones;
+  o.min_lr = s.min_lr;
+  o.total_epochs = c.train.epochs;
+  o.warmup_epochs = s.warmup_epochs;
+  o.warmup_start_factor = s.warmup_start_factor;
+  return o;
+}
+
+}  // namespace dtrain

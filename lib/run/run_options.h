@@ -1,0 +1,21 @@
+// Maps the validated experiment settings onto the options structs of the modules below run/,
+// which know nothing of the config format.
+#pragma once
+#include "backend/backend.h"    // BackendOptions
+#include "comm/comm.h"          // Comm: rank and world for the loaders
+#include "data/dataset.h"       // DatasetOptions
+#include "data/loader.h"        // LoaderOptions
+#include "optim/lr_schedule.h"  // LrScheduleOptions
+#include "optim/sgd.h"          // SgdOptions
+#include "run/config.h"         // ExperimentConfig
+
+namespace dtrain {
+
+BackendOptions backend_options(const ExperimentConfig& c);
+DatasetOptions dataset_options(const ExperimentConfig& c);
+LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm);
+LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm);
+SgdOptions sgd_options(const ExperimentConfig& c);
+LrScheduleOptions schedule_options(const ExperimentConfig& c);
+
+}  // namespace dtrain
