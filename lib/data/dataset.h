@@ -1,0 +1,57 @@
+// Dataset: the samples of one split (train or test) of an image-classification dataset, each
+// produced on demand as a normalised float CHW image and a label. open_dataset picks the format
+// from the `dataset:` section of the config.
+#pragma once
+#include <cstdint>  // int64_t, int32_t, uint64_t
+#include <memory>   // unique_ptr: open_dataset's result
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/shape.h"  // Shape: the per-sample [C, H, W]
+
+namespace dtrain {
+
+enum class Split { train, test };
+
+constexpr std::string_view split_name(Split s) {
+  return s == Split::train ? "train" : "test";
+}
+
+// Mirrors the `dataset:` section of the config (batch_size belongs to the Loader).
+struct DatasetOptions {
+  std::string name;  // mnist | fashion_mnist | cifar10 | cifar100 | imagefolder | synthetic
+  std::string path;  // folder (not used by synthetic)
+  std::vector<int64_t> shape{1, 28, 28};  // synthetic: [C, H, W]
+  int64_t classes = 10;                   // synthetic
+  // synthetic: sizes (0 → 1024 / 256); others: 0 = whole split, N = first N samples.
+  int64_t train_size = 0, test_size = 0;
+  // imagefolder: resize the shorter side to `resize`, then crop image_size × image_size.
+  int64_t image_size = 224, resize = 256;
+  // Train split only: random crop + horizontal flip (imagefolder: random crop of image_size after
+  // the resize; cifar: pad 4 + random 32 crop + flip; fashion_mnist: pad 2 + crop + flip;
+  // mnist: pad 2 + crop, no flip since mirrored digits are other symbols; synthetic: none).
+  bool augment = false;
+  // Per-channel normalisation after scaling to [0, 1]; empty → the dataset's standard values.
+  std::vector<float> mean, std;
+  uint64_t seed = 1;  // synthetic contents and augmentation draws
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual Shape sample_shape() const = 0;  // [C, H, W]
+  virtual int64_t num_classes() const = 0;
+  // Thread-safe. Writes sample `index` as normalised float CHW into `out` and returns its label.
+  // `epoch` lets augmentation differ per epoch yet stay deterministic (counter RNG).
+  virtual int32_t load(int64_t index, float* out, int64_t epoch) const = 0;
+  // One line: "fashion_mnist train: 60000 × [1, 28, 28], 10 classes (/usr/share/...)".
+  virtual std::string describe() const = 0;
+};
+
+// Opens a split; every problem with the options or the files is an InputError naming the key or
+// the file and what was expected.
+std::unique_ptr<Dataset> open_dataset(const DatasetOptions& options, Split split);
+
+}  // namespace dtrain

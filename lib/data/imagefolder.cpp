@@ -1,0 +1,214 @@
+#include "data/imagefolder.h"
+
+#include "core/error.h"  // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
+
+#ifdef DTRAIN_HAS_OPENCV
+#include <opencv2/core.hpp>       // cv::Mat
+#include <opencv2/imgcodecs.hpp>  // cv::imread
+#include <opencv2/imgproc.hpp>    // cv::resize
+
+#include <algorithm>   // sort, min
+#include <cctype>      // tolower
+#include <cmath>       // lround
+#include <filesystem>  // directory_iterator
+#include <set>
+#include <vector>
+
+#include "core/rng.h"        // random_bits: crop offsets and flips
+#include "data/describe.h"   // describe_dataset
+#include "data/normalize.h"  // Normalization, ByteLut
+#include "data/subset.h"     // requested_samples
+#endif
+
+namespace dtrain {
+
+#ifndef DTRAIN_HAS_OPENCV
+
+std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions&, Split) {
+  DTRAIN_INPUT_CHECK(false) << "dataset.name: imagefolder needs OpenCV, but dtrain was built "
+                               "without it (DTRAIN_OPENCV=OFF)";
+  return nullptr;
+}
+
+#else
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Sample {
+  std::string file;
+  int32_t label;
+};
+
+bool is_image(const fs::path& p) {
+  static const std::set<std::string> kExtensions = {".jpg", ".jpeg", ".png",  ".bmp", ".ppm",
+                                                    ".pgm", ".tif",  ".tiff", ".webp"};
+  std::string ext = p.extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return kExtensions.count(ext) > 0;
+}
+
+std::vector<std::string> sorted_subfolders(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    if (e.is_directory()) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+fs::path split_folder(const fs::path& root, Split split) {
+  if (split == Split::train) {
+    DTRAIN_INPUT_CHECK(fs::is_directory(root / "train"))
+        << "dataset.path: " << root.string()
+        << " has no train/ folder (imagefolder expects <path>/train/<class>/<image>)";
+    return root / "train";
+  }
+  for (const char* name : {"val", "test"}) {
+    if (fs::is_directory(root / name)) return root / name;
+  }
+  DTRAIN_INPUT_CHECK(false) << "dataset.path: " << root.string()
+                            << " has neither a val/ nor a test/ folder (imagefolder expects "
+                               "<path>/val/<class>/<image>)";
+  return {};
+}
+
+// Every image of `dir`, labelled by the index of its class folder in `classes`: the train
+// folder's classes, so that both splits number the classes the same way.
+std::vector<Sample> list_samples(const fs::path& dir, const std::vector<std::string>& classes) {
+  std::vector<Sample> samples;
+  for (const std::string& name : sorted_subfolders(dir)) {
+    auto it = std::lower_bound(classes.begin(), classes.end(), name);
+    DTRAIN_INPUT_CHECK(it != classes.end() && *it == name)
+        << (dir / name).string() << ": class folder not present in the train split";
+    const int32_t label = static_cast<int32_t>(it - classes.begin());
+    std::vector<std::string> files;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir / name)) {
+      if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    for (std::string& f : files) samples.push_back({std::move(f), label});
+  }
+  return samples;
+}
+
+class ImageFolderDataset final : public Dataset {
+ public:
+  ImageFolderDataset(std::vector<Sample> samples, int64_t classes, int64_t image_size,
+                     int64_t resize, bool augment, const Normalization& norm, uint64_t seed,
+                     std::string description)
+      : samples_(std::move(samples)),
+        classes_(classes),
+        image_size_(image_size),
+        resize_(resize),
+        augment_(augment),
+        lut_(norm),
+        seed_(seed),
+        description_(std::move(description)) {}
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  Shape sample_shape() const override { return Shape{3, image_size_, image_size_}; }
+  int64_t num_classes() const override { return classes_; }
+  std::string describe() const override { return description_; }
+
+  int32_t load(int64_t index, float* out, int64_t epoch) const override {
+    DTRAIN_CHECK(index >= 0 && index < size()) << "sample " << index << " of " << size();
+    const Sample& sample = samples_[index];
+    cv::Mat image = cv::imread(sample.file, cv::IMREAD_COLOR);  // 8-bit BGR, grey expanded
+    DTRAIN_CHECK(!image.empty()) << sample.file << ": cannot read or decode the image";
+
+    // Shorter side → resize_, aspect kept.
+    const double scale = static_cast<double>(resize_) / std::min(image.rows, image.cols);
+    const int rows = std::max<int>(resize_, static_cast<int>(std::lround(image.rows * scale)));
+    const int cols = std::max<int>(resize_, static_cast<int>(std::lround(image.cols * scale)));
+    cv::Mat resized;
+    // Area averaging does not alias when shrinking; bilinear is right for enlarging.
+    cv::resize(image, resized, cv::Size(cols, rows), 0, 0,
+               scale < 1.0 ? cv::INTER_AREA : cv::INTER_LINEAR);
+
+    const int64_t S = image_size_;
+    int64_t y0 = (rows - S) / 2, x0 = (cols - S) / 2;
+    bool flip = false;
+    if (augment_) {
+      uint64_t bits = random_bits(seed_, stream_id(RngStream::augment, epoch), index);
+      y0 = static_cast<int64_t>((bits & 0xffffff) % static_cast<uint64_t>(rows - S + 1));
+      x0 = static_cast<int64_t>(((bits >> 24) & 0xffffff) % static_cast<uint64_t>(cols - S + 1));
+      flip = (bits >> 63) & 1;
+    }
+    // HWC BGR bytes → CHW RGB floats.
+    const float* lut_r = lut_.channel(0);
+    const float* lut_g = lut_.channel(1);
+    const float* lut_b = lut_.channel(2);
+    float* out_r = out;
+    float* out_g = out + S * S;
+    float* out_b = out + 2 * S * S;
+    for (int64_t y = 0; y < S; ++y) {
+      const uint8_t* row = resized.ptr<uint8_t>(static_cast<int>(y0 + y)) + 3 * x0;
+      for (int64_t x = 0; x < S; ++x) {
+        const uint8_t* px = row + 3 * (flip ? S - 1 - x : x);
+        out_r[y * S + x] = lut_r[px[2]];
+        out_g[y * S + x] = lut_g[px[1]];
+        out_b[y * S + x] = lut_b[px[0]];
+      }
+    }
+    return sample.label;
+  }
+
+ private:
+  std::vector<Sample> samples_;
+  int64_t classes_, image_size_, resize_;
+  bool augment_;
+  ByteLut lut_;
+  uint64_t seed_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions& options, Split split) {
+  DTRAIN_INPUT_CHECK(options.image_size > 0)
+      << "dataset.image_size: " << options.image_size << " is not > 0";
+  DTRAIN_INPUT_CHECK(options.resize >= options.image_size)
+      << "dataset.resize: " << options.resize << " is smaller than dataset.image_size "
+      << options.image_size << " (the crop must fit in the resized image)";
+  const fs::path root = options.path;
+  const fs::path dir = split_folder(root, split);
+  // Class numbering comes from train/ when it exists, so that a test-only copy still agrees.
+  const fs::path class_dir = fs::is_directory(root / "train") ? root / "train" : dir;
+  const std::vector<std::string> classes = sorted_subfolders(class_dir);
+  DTRAIN_INPUT_CHECK(!classes.empty()) << class_dir.string() << ": no class folders (expected "
+                                       << class_dir.string() << "/<class>/<image>)";
+  std::vector<Sample> samples = list_samples(dir, classes);
+  DTRAIN_INPUT_CHECK(!samples.empty())
+      << dir.string() << ": no images (.jpg, .jpeg, .png, .bmp, .ppm, .pgm, .tif, .tiff, .webp) "
+      << "in its class folders";
+
+  // A subset keeps every k-th image rather than the first N: the list is sorted by class, and the
+  // first N would be the first few classes only.
+  const int64_t total = static_cast<int64_t>(samples.size());
+  const int64_t n = requested_samples(options, split, total, dir.string());
+  if (n < total) {
+    std::vector<Sample> subset;
+    subset.reserve(n);
+    for (int64_t i = 0; i < n; ++i) subset.push_back(std::move(samples[i * total / n]));
+    samples = std::move(subset);
+  }
+
+  // Decoding runs on the loader's threads; OpenCV's own pool inside each resize would only
+  // oversubscribe the cores.
+  cv::setNumThreads(1);
+  const int64_t classes_count = static_cast<int64_t>(classes.size());
+  const Normalization imagenet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  std::string description = describe_dataset(
+      "imagefolder", split, static_cast<int64_t>(samples.size()),
+      Shape{3, options.image_size, options.image_size}, classes_count, dir.string());
+  return std::make_unique<ImageFolderDataset>(
+      std::move(samples), classes_count, options.image_size, options.resize,
+      options.augment && split == Split::train, resolve_normalization(options, 3, imagenet),
+      options.seed, std::move(description));
+}
+
+#endif  // DTRAIN_HAS_OPENCV
+
+}  // namespace dtrain
