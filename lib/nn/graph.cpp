@@ -1,0 +1,169 @@
+// Graph construction: names, topological order, shape inference, parameter layout, summary.
+#include "nn/graph.h"
+
+#include <fmt/format.h>  // summary table
+
+#include <map>    // name → node lookups at build time
+#include <queue>  // priority_queue: stable topological sort
+
+#include "nn/graph_internal.h"  // Graph::Node
+
+namespace dtrain {
+
+Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape) {
+  DTRAIN_INPUT_CHECK(!specs.empty()) << "model: the layer list is empty";
+  DTRAIN_INPUT_CHECK(input_shape.rank() >= 2 && input_shape.numel() > 0)
+      << "model: bad input shape " << input_shape.str();
+  // ---- names and producers (indices into `specs`, -1 = graph input) ----
+  const int n = static_cast<int>(specs.size());
+  std::map<std::string, int> index;
+  for (int i = 0; i < n; ++i) {
+    const std::string& name = specs[i].name;
+    DTRAIN_INPUT_CHECK(!name.empty()) << "model: layer " << i << " has no name";
+    DTRAIN_INPUT_CHECK(name != kInputName)
+        << "model: '" << name << "' is reserved for the model input; rename layer " << i;
+    DTRAIN_INPUT_CHECK(specs[i].layer != nullptr) << "model: layer '" << name << "' has no type";
+    DTRAIN_INPUT_CHECK(index.emplace(name, i).second)
+        << "model: two layers are named '" << name << "'";
+  }
+  std::vector<std::vector<int>> producers(n);
+  for (int i = 0; i < n; ++i) {
+    const GraphNode& s = specs[i];
+    if (s.inputs.empty()) {
+      producers[i].push_back(i - 1);
+    } else {
+      for (const std::string& in : s.inputs) {
+        if (in == kInputName) {
+          producers[i].push_back(-1);
+          continue;
+        }
+        auto it = index.find(in);
+        DTRAIN_INPUT_CHECK(it != index.end())
+            << "layer '" << s.name << "' reads '" << in << "', which is not a layer of the model";
+        DTRAIN_INPUT_CHECK(it->second != i) << "layer '" << s.name << "' reads itself";
+        producers[i].push_back(it->second);
+      }
+    }
+    DTRAIN_INPUT_CHECK(static_cast<int>(producers[i].size()) == s.layer->num_inputs())
+        << "layer '" << s.name << "' (" << s.layer->type() << ") takes " << s.layer->num_inputs()
+        << " input" << (s.layer->num_inputs() == 1 ? "" : "s") << " but is given "
+        << producers[i].size();
+  }
+  // ---- topological order (Kahn; ties keep the list order) ----
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> readers(n);
+  for (int i = 0; i < n; ++i)
+    for (int p : producers[i])
+      if (p >= 0) ++pending[i], readers[p].push_back(i);
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push(i);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int r : readers[i])
+      if (--pending[r] == 0) ready.push(r);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    std::string cycle;
+    for (int i = 0; i < n; ++i)
+      if (pending[i] > 0) cycle += (cycle.empty() ? "'" : ", '") + specs[i].name + "'";
+    throw InputError("model: the layers " + cycle + " read each other in a cycle");
+  }
+  // ---- the output and unused layers ----
+  const int last = n - 1;
+  DTRAIN_INPUT_CHECK(readers[last].empty())
+      << "model: the last layer '" << specs[last].name << "' is the output, but '"
+      << specs[readers[last][0]].name << "' reads it";
+  for (int i = 0; i < last; ++i)
+    DTRAIN_INPUT_CHECK(!readers[i].empty())
+        << "model: layer '" << specs[i].name
+        << "' is not read by any layer (only the last layer is an output)";
+
+  // ---- nodes in topological order; node 0 is the input ----
+  std::vector<int> position(n);
+  nodes_.resize(n + 1);
+  nodes_[0].name = kInputName;
+  nodes_[0].shape = input_shape;
+  for (int t = 0; t < n; ++t) {
+    position[order[t]] = t + 1;
+    Node& node = nodes_[t + 1];
+    node.name = specs[order[t]].name;
+    node.layer = std::move(specs[order[t]].layer);
+  }
+  bool input_read = false;
+  for (int t = 0; t < n; ++t) {
+    Node& node = nodes_[t + 1];
+    for (int p : producers[order[t]]) {
+      const int src = p < 0 ? 0 : position[p];
+      input_read |= src == 0;
+      node.inputs.push_back(src);
+      nodes_[src].consumers.emplace_back(t + 1, static_cast<int>(node.inputs.size()) - 1);
+    }
+  }
+  DTRAIN_INPUT_CHECK(input_read) << "model: no layer reads the model input";
+
+  // ---- shapes, parameters, FLOPs ----
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    std::vector<InputInfo> info;
+    for (int src : node.inputs) info.push_back({nodes_[src].name, nodes_[src].shape});
+    node.shape = node.layer->infer(node.name, info);
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      node.views.push_back(node.layer->input_view(static_cast<int>(k), info[k].shape));
+    node.params = node.layer->params();
+    node.buffers = node.layer->buffers();
+    node.param_offset = num_params_;
+    for (const ParamDecl& p : node.params) node.param_count += p.shape.numel();
+    node.buffer_offset = num_buffers_;
+    for (const ParamDecl& b : node.buffers) num_buffers_ += b.shape.numel();
+    if (node.param_count > 0) {
+      node.range = static_cast<int>(ranges_.size());
+      ranges_.push_back(
+          {node.name, std::string(node.layer->type()), num_params_, node.param_count});
+      num_params_ += node.param_count;
+    }
+    node.flops = node.layer->flops();
+  }
+}
+
+Graph::~Graph() = default;
+
+const Shape& Graph::input_shape() const {
+  return nodes_.front().shape;
+}
+const Shape& Graph::output_shape() const {
+  return nodes_.back().shape;
+}
+const std::string& Graph::output_name() const {
+  return nodes_.back().name;
+}
+
+int64_t Graph::forward_flops() const {
+  int64_t total = 0;
+  for (const Node& node : nodes_) total += node.flops;
+  return total;
+}
+
+std::string Graph::summary() const {
+  std::string out = fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "layer", "type",
+                                "output shape", "parameters", "FLOPs");
+  for (const Node& node : nodes_) {
+    out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", node.name,
+                       node.layer ? node.layer->type() : "input", node.shape.inner().str(),
+                       node.param_count, node.flops);
+  }
+  out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "total", "",
+                     fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());
+  out += fmt::format("parameters: {}\n", num_params_);
+  return out;
+}
+
+Backend& Graph::backend() {
+  DTRAIN_CHECK(backend_ != nullptr) << "graph used before materialize()";
+  return *backend_;
+}
+
+}  // namespace dtrain

@@ -1,0 +1,116 @@
+// Graph: a DAG of named layers with one input and one output, run in topological order.
+// Built in two phases: the constructor resolves names, orders the nodes, infers every shape
+// and lays out the parameters (no device memory: parameter counts and summaries of huge
+// models are free); materialize() then allocates the flat parameter, gradient and buffer
+// tensors (DESIGN decision 1: one contiguous buffer each, in forward order, layers hold
+// views), the activations and gradients for the build batch, the op plans, and initialises
+// the parameters. After that forward/backward allocate nothing and create no ops; a smaller
+// batch (the last evaluation batch) gets its own plans once, on first use.
+#pragma once
+#include <cstdint>     // int64_t
+#include <functional>  // function: gradient-ready callback
+#include <memory>      // unique_ptr
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"  // Backend
+#include "core/tensor.h"      // Tensor
+#include "nn/layer.h"         // Layer
+#include "nn/model.h"         // LayerRange
+
+namespace dtrain {
+
+struct GraphNode {
+  std::string name;
+  std::unique_ptr<Layer> layer;
+  // Producer names: earlier nodes, or "input" for the graph input. Empty: the previous node
+  // (the graph input for the first node).
+  std::vector<std::string> inputs;
+};
+
+class Graph {
+ public:
+  // The name by which nodes refer to the graph input.
+  static constexpr const char* kInputName = "input";
+
+  // `input_shape`: [batch, ...] at the build batch. The last node is the output; every other
+  // node must be read by some node. Throws InputError naming the layers and shapes at fault.
+  Graph(std::vector<GraphNode> nodes, const Shape& input_shape);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Allocates everything on `backend` and initialises the parameters from `seed` (generated on
+  // the host with the counter RNG, stream = parameter index, so any thread count and any
+  // device give the same values). `input_gradient`: also compute d(loss)/d(input) (tests).
+  void materialize(Backend& backend, uint64_t seed, bool input_gradient = false);
+
+  // ---- structure (available right after construction) ----
+  int64_t num_parameters() const { return num_params_; }
+  int64_t num_buffer_elements() const { return num_buffers_; }
+  const std::vector<LayerRange>& layer_ranges() const { return ranges_; }
+  const Shape& input_shape() const;
+  const Shape& output_shape() const;  // at the build batch
+  const std::string& output_name() const;
+  int64_t forward_flops() const;  // per sample
+  // Table of layer, type, output shape, parameters, FLOPs; the last line is "parameters: N".
+  std::string summary() const;
+
+  // ---- running (after materialize) ----
+  Backend& backend();
+  const Tensor& parameters() const { return params_; }
+  const Tensor& gradients() const { return grads_; }
+  const Tensor& buffers() const { return buffers_; }
+  void set_training(bool training) { training_ = training; }
+  bool training() const { return training_; }
+  void set_dropout_seed(uint64_t seed) { seed_ = seed; }
+  // Training forwards so far; the dropout masks of a step depend on it. Setting it replays a
+  // step's masks (recomputation, gradient checks).
+  uint64_t step() const { return step_; }
+  void set_step(uint64_t step) { step_ = step; }
+
+  // Runs every layer on `input` ([b, ...], b ≤ build batch, f32, on the host or the device;
+  // device memory is used in place and must stay valid until backward). Returns the output.
+  const Tensor& forward(const Tensor& input);
+  // The gradient of the output for the last forward's batch: fill it, then call backward.
+  const Tensor& output_gradient();
+  // Backpropagates output_gradient(). Overwrites the gradients of trainable layers; calls
+  // on_ready(offset) when gradients[offset, P) are final (decreasing; last = trainable_offset).
+  void backward(const std::function<void(int64_t)>& on_ready = {});
+  // d(loss)/d(input) of the last backward (materialize with input_gradient = true).
+  const Tensor& input_gradient();
+
+  // The first `layers` parameterised layers get no gradient and backward stops before them.
+  void freeze_first(int layers);
+  int frozen_layers() const { return frozen_; }
+  int64_t trainable_offset() const;
+
+ private:
+  enum class Route { write, accumulate, shared };
+  struct Node;
+  struct Plan;
+
+  Plan& plan_for(int64_t batch);
+  std::unique_ptr<Plan> make_plan(int64_t batch);
+  void bind_input(Plan& plan, const Tensor& input);
+  void refresh_input_views(Plan& plan);
+  void update_needs();
+  void update_targets(Plan& plan);
+  void initialise(uint64_t seed);
+
+  std::vector<Node> nodes_;  // topological order; nodes_[0] is the graph input
+  std::vector<LayerRange> ranges_;
+  int64_t num_params_ = 0, num_buffers_ = 0;
+  Backend* backend_ = nullptr;
+  Tensor params_, grads_, buffers_;
+  Tensor staging_;  // the input, when it arrives on another device
+  Tensor scratch_;  // gradients of multi-consumer nodes before accumulation
+  std::vector<std::unique_ptr<Plan>> plans_;
+  Plan* current_ = nullptr;  // plan of the last forward
+  bool input_gradient_ = false;
+  bool training_ = true;
+  uint64_t seed_ = 0, step_ = 0;
+  int frozen_ = 0;
+};
+
+}  // namespace dtrain

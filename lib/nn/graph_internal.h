@@ -1,0 +1,46 @@
+// Private to the Graph implementation files: the per-node bookkeeping and the per-batch
+// tensor plans.
+#pragma once
+#include <memory>  // unique_ptr
+#include <string>
+#include <utility>  // pair
+#include <vector>
+
+#include "nn/graph.h"  // Graph, Layer
+
+namespace dtrain {
+
+struct Graph::Node {
+  std::string name;
+  std::unique_ptr<Layer> layer;                // null for the graph input (node 0)
+  std::vector<int> inputs;                     // producer nodes
+  std::vector<std::pair<int, int>> consumers;  // (node, input slot)
+  Shape shape;                                 // output at the build batch
+  std::vector<Shape> views;                    // per input, as the layer reads it
+  std::vector<ParamDecl> params, buffers;
+  int64_t param_offset = 0, param_count = 0, buffer_offset = 0;
+  int range = -1;     // index in ranges_, for parameterised layers
+  int64_t flops = 0;  // per sample
+
+  // Memory (materialize): whose buffers this node's output and gradient live in.
+  int out_owner = 0, grad_owner = 0;
+  Tensor out_buf, grad_buf;             // owned storage at the build batch (undefined when shared)
+  std::vector<Route> routes;            // per input: how its gradient reaches the producer
+  std::vector<int64_t> scratch_offset;  // per input with Route::accumulate
+  // Depend on freezing (update_needs).
+  bool need_grad = false;  // d(loss)/d(output) is needed
+  bool trainable = false;  // parameter gradients are computed
+};
+
+// Tensors for one batch size: views of the build-batch buffers, made once.
+struct Graph::Plan {
+  int64_t batch = 0;
+  std::vector<Tensor> out, grad;             // per node
+  std::vector<std::vector<Tensor>> in;       // per node, per input
+  std::vector<std::vector<Tensor>> dx;       // gradient targets; undefined = none
+  std::vector<std::vector<Tensor>> scratch;  // per node, per accumulating input
+  Tensor staging;                            // input copy from another device
+  const void* bound = nullptr;               // data of the bound input
+};
+
+}  // namespace dtrain

@@ -1,0 +1,200 @@
+// Graph::materialize: flat buffers, parameter initialisation, activation and gradient memory
+// (which buffers are shared, where gradients accumulate) and the per-batch tensor plans.
+#include <algorithm>  // max, sort, fill
+
+#include "core/rng.h"  // random_uniform, random_normal, stream_id
+#include "nn/graph.h"
+#include "nn/graph_internal.h"  // Graph::Node, Graph::Plan
+
+namespace dtrain {
+
+// ---- materialize ---------------------------------------------------------------------------
+
+void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
+  DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
+  backend_ = &backend;
+  seed_ = seed;
+  input_gradient_ = input_gradient;
+  params_ = backend.empty({num_params_});
+  grads_ = backend.empty({num_params_});
+  buffers_ = backend.empty({num_buffers_});
+  backend.fill_zero(grads_);
+  initialise(seed);
+
+  // Parameter views for the layers.
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    std::vector<Tensor> p, g, b;
+    int64_t offset = node.param_offset;
+    for (const ParamDecl& d : node.params) {
+      p.push_back(params_.slice(offset, d.shape));
+      g.push_back(grads_.slice(offset, d.shape));
+      offset += d.shape.numel();
+    }
+    offset = node.buffer_offset;
+    for (const ParamDecl& d : node.buffers) {
+      b.push_back(buffers_.slice(offset, d.shape));
+      offset += d.shape.numel();
+    }
+    node.layer->bind(p, g, b);
+  }
+
+  // Outputs: views share their producer's memory.
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    const bool view = node.layer && node.layer->output_is_view();
+    node.out_owner = view ? nodes_[node.inputs[0]].out_owner : static_cast<int>(i);
+    if (!view && i > 0) node.out_buf = backend.empty(node.shape);
+  }
+  // Gradients, from the output backwards: a producer whose only reader passes the gradient
+  // through unchanged (Add, Flatten) shares that reader's buffer; otherwise the first reader
+  // to run backward writes the producer's gradient and the others accumulate into it.
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    Node& node = nodes_[i];
+    node.grad_owner = static_cast<int>(i);
+    if (node.consumers.size() == 1) {
+      auto [c, k] = node.consumers[0];
+      if (nodes_[c].layer->gradient_passes_through(k)) {
+        node.grad_owner = nodes_[c].grad_owner;
+        nodes_[c].routes.resize(nodes_[c].inputs.size(), Route::write);
+        nodes_[c].routes[k] = Route::shared;
+      }
+    }
+    if (node.grad_owner == static_cast<int>(i) && (i > 0 || input_gradient_))
+      node.grad_buf = backend.empty(node.shape);
+  }
+  int64_t scratch = 0;
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    nodes_[i].routes.resize(nodes_[i].inputs.size(), Route::write);
+  for (Node& producer : nodes_) {
+    if (producer.consumers.size() < 2) continue;
+    // Backward runs in reverse topological order, slots in increasing order.
+    auto edges = producer.consumers;
+    std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t e = 1; e < edges.size(); ++e)
+      nodes_[edges[e].first].routes[edges[e].second] = Route::accumulate;
+  }
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    node.scratch_offset.assign(node.inputs.size(), 0);
+    int64_t used = 0;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.routes[k] != Route::accumulate) continue;
+      node.scratch_offset[k] = used;
+      used += node.views[k].numel();
+    }
+    scratch = std::max(scratch, used);
+  }
+  if (scratch > 0) scratch_ = backend.empty({scratch});
+
+  update_needs();
+  plans_.push_back(make_plan(nodes_[0].shape[0]));
+  current_ = plans_.back().get();
+}
+
+void Graph::initialise(uint64_t seed) {
+  // Host buffers filled element by element from the counter RNG, then one copy each.
+  Tensor host = Tensor::empty({num_params_});
+  Tensor host_buffers = Tensor::empty({num_buffers_});
+  float* p = host.data<float>();
+  float* b = host_buffers.data<float>();
+  uint64_t param_index = 0;
+  auto fill = [&](float* dst, const ParamDecl& d, uint64_t stream) {
+    const int64_t count = d.shape.numel();
+    const float a = d.init.a;
+    switch (d.init.kind) {
+      case ParamInit::Kind::constant:
+        std::fill(dst, dst + count, a);
+        break;
+      // Each element is a pure function of (seed, stream, j): threads cannot change values.
+      case ParamInit::Kind::uniform:
+#pragma omp parallel for if (count > (1 << 16))
+        for (int64_t j = 0; j < count; ++j)
+          dst[j] = (2.0f * random_uniform(seed, stream, j) - 1.0f) * a;
+        break;
+      case ParamInit::Kind::normal:
+#pragma omp parallel for if (count > (1 << 16))
+        for (int64_t j = 0; j < count; ++j) dst[j] = random_normal(seed, stream, j) * a;
+        break;
+    }
+  };
+  for (const Node& node : nodes_) {
+    int64_t offset = node.param_offset;
+    for (const ParamDecl& d : node.params) {
+      fill(p + offset, d, stream_id(RngStream::init, param_index++));
+      offset += d.shape.numel();
+    }
+    offset = node.buffer_offset;
+    for (const ParamDecl& d : node.buffers) {
+      fill(b + offset, d, 0);  // constants only
+      offset += d.shape.numel();
+    }
+  }
+  backend_->copy(params_, host);
+  backend_->copy(buffers_, host_buffers);
+}
+
+std::unique_ptr<Graph::Plan> Graph::make_plan(int64_t batch) {
+  auto plan = std::make_unique<Plan>();
+  Plan& p = *plan;
+  p.batch = batch;
+  const size_t n = nodes_.size();
+  p.out.resize(n);
+  p.grad.resize(n);
+  p.in.resize(n);
+  p.dx.resize(n);
+  p.scratch.resize(n);
+  for (size_t i = 1; i < n; ++i) nodes_[i].layer->prepare(*backend_, batch);
+  for (size_t i = 0; i < n; ++i) {
+    Node& node = nodes_[i];
+    const Shape shape = node.shape.with_batch(batch);
+    if (node.out_owner != 0) p.out[i] = nodes_[node.out_owner].out_buf.slice(0, shape);
+    const Node& owner = nodes_[node.grad_owner];
+    if (owner.grad_buf.defined()) p.grad[i] = owner.grad_buf.slice(0, shape);
+    if (i == 0) continue;
+    p.in[i].resize(node.inputs.size());
+    p.dx[i].resize(node.inputs.size());
+    p.scratch[i].resize(node.inputs.size());
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Node& src = nodes_[node.inputs[k]];
+      const Shape view = node.views[k].with_batch(batch);
+      if (src.out_owner != 0) p.in[i][k] = nodes_[src.out_owner].out_buf.slice(0, view);
+      if (node.routes[k] == Route::accumulate)
+        p.scratch[i][k] = scratch_.slice(node.scratch_offset[k], view);
+    }
+  }
+  update_targets(p);
+  return plan;
+}
+
+// Which nodes need d(loss)/d(output): those with trainable parameters and everything after.
+void Graph::update_needs() {
+  nodes_[0].need_grad = input_gradient_;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    node.trainable = node.range >= frozen_;
+    node.need_grad = node.trainable;
+    for (int src : node.inputs) node.need_grad |= nodes_[src].need_grad;
+  }
+}
+
+void Graph::update_targets(Plan& p) {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Node& src = nodes_[node.inputs[k]];
+      Tensor& dx = p.dx[i][k];
+      if (!src.need_grad || node.routes[k] == Route::shared) {
+        dx = Tensor();
+      } else if (node.routes[k] == Route::accumulate) {
+        dx = p.scratch[i][k];
+      } else {
+        dx = nodes_[src.grad_owner].grad_buf.slice(0, node.views[k].with_batch(p.batch));
+      }
+    }
+  }
+}
+
+}  // namespace dtrain

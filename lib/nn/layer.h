@@ -1,0 +1,116 @@
+// Layer: one node's computation, expressed only in Backend ops. A layer is configured from its
+// options, learns its input shapes once (infer), declares its parameters and non-trainable
+// buffers (views into the model's flat buffers are bound later), creates its op plans per batch
+// size (prepare: at build time, and once for a smaller last batch), then runs forward/backward
+// every iteration without allocating. The Graph owns activations and gradient buffers; a layer
+// keeps only what its own backward needs (pool indices, dropout masks, batch statistics).
+#pragma once
+#include <cstdint>  // int64_t, uint64_t
+#include <memory>   // unique_ptr: op plans
+#include <span>     // span: input lists
+#include <string>
+#include <string_view>
+#include <utility>  // pair
+#include <vector>
+
+#include "backend/backend.h"  // Backend, op specs
+#include "core/error.h"       // DTRAIN_CHECK, InputError
+#include "core/shape.h"       // Shape
+#include "core/tensor.h"      // Tensor
+
+namespace dtrain {
+
+// How a parameter tensor starts: U(-a, a), N(0, a²) or the constant a.
+struct ParamInit {
+  enum class Kind { uniform, normal, constant } kind = Kind::constant;
+  float a = 0.0f;
+};
+
+struct ParamDecl {
+  std::string name;  // "weight", "bias", "running_mean"
+  Shape shape;
+  ParamInit init;
+};
+
+// Per-call state shared by every layer of one forward/backward.
+struct RunContext {
+  Backend* backend = nullptr;
+  bool training = true;
+  uint64_t seed = 0;  // dropout masks
+  uint64_t step = 0;  // training forwards so far: a fresh dropout mask each step
+  int node = 0;       // index of the running node in the graph: its dropout stream
+};
+
+// The producers of a layer's inputs, for shape inference and its messages.
+struct InputInfo {
+  std::string name;  // producer node ("input" for the graph input)
+  Shape shape;       // [batch, ...] at the build batch
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string_view type() const = 0;
+  virtual int num_inputs() const { return 1; }
+
+  // Output shape for the given inputs; throws InputError naming `self`, the producers and
+  // the shapes when they do not fit. Called once, before anything else.
+  virtual Shape infer(const std::string& self, std::span<const InputInfo> inputs) = 0;
+  // The shape in which the layer reads input k (Linear and Flatten see [batch, features]).
+  virtual Shape input_view(int k, const Shape& produced) const { return produced; }
+  // The output is a view of input 0 (no computation, no memory of its own).
+  virtual bool output_is_view() const { return false; }
+  // d(loss)/d(input k) equals d(loss)/d(output) element for element (Add, Flatten): the graph
+  // may let the producer share this node's gradient buffer and skip the copy.
+  virtual bool gradient_passes_through(int k) const { return false; }
+
+  virtual std::vector<ParamDecl> params() const { return {}; }
+  virtual std::vector<ParamDecl> buffers() const { return {}; }  // non-trainable state
+  // Views of the flat buffers, in the order of params() / buffers().
+  virtual void bind(std::span<const Tensor> params, std::span<const Tensor> grads,
+                    std::span<const Tensor> buffers) {}
+
+  // Creates the op plans for `batch` rows. The first call is the build batch and allocates
+  // saved state; later calls (a smaller batch) reuse it through views.
+  virtual void prepare(Backend& backend, int64_t batch) = 0;
+  // x: inputs as input_view() shapes them; y: the output (both at the current batch).
+  virtual void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) = 0;
+  // dx[k] undefined: input k needs no gradient. `weights`: write this layer's parameter
+  // gradients (overwrite); otherwise leave them untouched (frozen).
+  virtual void backward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y,
+                        const Tensor& dy, std::span<const Tensor> dx, bool weights) = 0;
+
+  // Forward FLOPs per sample (a multiply-add counts 2) for the inferred shapes.
+  virtual int64_t flops() const { return 0; }
+};
+
+// A layer's per-batch-size state (op plans and views of saved buffers): usually one entry, two
+// with a smaller last batch. A linear search over a vector does not allocate.
+template <typename T>
+class PerBatch {
+ public:
+  bool has(int64_t batch) const {
+    for (const auto& e : entries_)
+      if (e.first == batch) return true;
+    return false;
+  }
+  T& add(int64_t batch, T value) {
+    DTRAIN_CHECK(!has(batch)) << "plans for batch " << batch << " created twice";
+    entries_.emplace_back(batch, std::move(value));
+    return entries_.back().second;
+  }
+  T& at(int64_t batch) {
+    for (auto& e : entries_)
+      if (e.first == batch) return e.second;
+    DTRAIN_CHECK(false) << "no plan prepared for batch " << batch;
+    return entries_.front().second;  // unreachable
+  }
+  bool empty() const { return entries_.empty(); }
+  // The build batch's entry (the first one).
+  T& first() { return entries_.front().second; }
+
+ private:
+  std::vector<std::pair<int64_t, T>> entries_;
+};
+
+}  // namespace dtrain

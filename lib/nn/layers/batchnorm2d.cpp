@@ -1,0 +1,102 @@
+// BatchNorm2d over N, H, W per channel ([N, C] inputs are treated as H = W = 1).
+// Training normalises with the batch statistics and updates the running estimates as PyTorch:
+//   running_mean ← (1 − m)·running_mean + m·mean,  running_var ← (1 − m)·running_var +
+//   m·var·n/(n−1)
+// (the unbiased variance, n = N·H·W). Evaluation uses the running estimates, which are buffers
+// (not trained, not in the gradient), initialised to 0 and 1; weight and bias start at 1 and 0.
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class BatchNorm2d final : public Layer {
+ public:
+  explicit BatchNorm2d(const BatchNormConfig& c) : config_(c) {}
+  std::string_view type() const override { return "batchnorm2d"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    const Shape& s = in[0].shape;
+    DTRAIN_INPUT_CHECK(s.rank() == 4 || s.rank() == 2)
+        << "layer '" << self << "' expects a [batch, channels, height, width] or [batch, channels]"
+        << " input but '" << in[0].name << "' gives " << s.str();
+    spec_ = {s[0], s[1], s.rank() == 4 ? s[2] : 1, s.rank() == 4 ? s[3] : 1, config_.epsilon};
+    shape_ = s;
+    return s;
+  }
+
+  std::vector<ParamDecl> params() const override {
+    return {{"weight", {spec_.channels}, {ParamInit::Kind::constant, 1.0f}},
+            {"bias", {spec_.channels}, {ParamInit::Kind::constant, 0.0f}}};
+  }
+  std::vector<ParamDecl> buffers() const override {
+    return {{"running_mean", {spec_.channels}, {ParamInit::Kind::constant, 0.0f}},
+            {"running_var", {spec_.channels}, {ParamInit::Kind::constant, 1.0f}}};
+  }
+  void bind(std::span<const Tensor> p, std::span<const Tensor> g,
+            std::span<const Tensor> b) override {
+    scale_ = p[0], shift_ = p[1], dscale_ = g[0], dshift_ = g[1];
+    running_mean_ = b[0], running_var_ = b[1];
+  }
+
+  void prepare(Backend& backend, int64_t batch) override {
+    if (!mean_.defined()) {
+      mean_ = backend.empty({spec_.channels});
+      var_ = backend.empty({spec_.channels});
+      frozen_dscale_ = backend.empty({spec_.channels});
+      frozen_dshift_ = backend.empty({spec_.channels});
+    }
+    BatchNormSpec spec = spec_;
+    spec.batch = batch;
+    plans_.add(batch, {backend.make_batchnorm(spec), {}});
+  }
+
+  void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
+    const int64_t batch = y.shape()[0];
+    BatchNormOp& op = *plans_.at(batch).op;
+    if (!ctx.training) {
+      op.forward_inference(x[0], scale_, shift_, running_mean_, running_var_, y);
+      return;
+    }
+    op.forward_training(x[0], scale_, shift_, y, mean_, var_);
+    const float m = config_.momentum;
+    const int64_t n = batch * spec_.height * spec_.width;
+    const float unbias = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
+    ctx.backend->axpby(m, mean_, 1.0f - m, running_mean_);
+    ctx.backend->axpby(m * unbias, var_, 1.0f - m, running_var_);
+  }
+
+  void backward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool weights) override {
+    Plan& p = plans_.at(y.shape()[0]);
+    // The op always writes all three gradients; unwanted ones go to scratch.
+    const Tensor* target = &dx[0];
+    if (!target->defined()) {
+      if (!p.dx_scratch.defined()) p.dx_scratch = ctx.backend->empty(y.shape());  // once
+      target = &p.dx_scratch;
+    }
+    p.op->backward(x[0], dy, scale_, mean_, var_, *target, weights ? dscale_ : frozen_dscale_,
+                   weights ? dshift_ : frozen_dshift_);
+  }
+  int64_t flops() const override { return 2 * shape_.numel() / shape_[0]; }
+
+ private:
+  struct Plan {
+    std::unique_ptr<BatchNormOp> op;
+    Tensor dx_scratch;  // only when the input needs no gradient but the weights do
+  };
+  BatchNormConfig config_;
+  BatchNormSpec spec_;
+  Shape shape_;
+  Tensor scale_, shift_, dscale_, dshift_, running_mean_, running_var_;
+  Tensor mean_, var_;                     // batch statistics of the last training forward
+  Tensor frozen_dscale_, frozen_dshift_;  // gradient sink while frozen
+  PerBatch<Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_batchnorm2d(const BatchNormConfig& config) {
+  return std::make_unique<BatchNorm2d>(config);
+}
+
+}  // namespace dtrain

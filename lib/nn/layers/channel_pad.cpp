@@ -1,0 +1,102 @@
+// Option-A shortcut of the CIFAR ResNets (He et al. 2016 §4.2; the common PyTorch port pads
+// x[:, :, ::s, ::s] with zero channels on both sides): a 1×1 average pool with stride s
+// subsamples, then strided row copies place each sample's channels in the middle of the
+// zero-filled output.
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class ChannelPad final : public Layer {
+ public:
+  explicit ChannelPad(const ChannelPadConfig& c) : config_(c) {}
+  std::string_view type() const override { return "channel_pad"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    const Shape& s = in[0].shape;
+    DTRAIN_INPUT_CHECK(s.rank() == 4)
+        << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
+        << in[0].name << "' gives " << s.str();
+    DTRAIN_INPUT_CHECK(config_.out_channels >= s[1])
+        << "layer '" << self << "' pads to " << config_.out_channels << " channels but '"
+        << in[0].name << "' gives " << s.str();
+    const int64_t k = config_.stride;
+    pool_ = {PoolKind::avg, s[0], s[1], s[2], s[3], 1, 1, k, k, 0, 0, false, true};
+    in_channels_ = s[1];
+    return {s[0], config_.out_channels, pool_.out_height(), pool_.out_width()};
+  }
+
+  void prepare(Backend& backend, int64_t batch) override {
+    Plan plan;
+    if (config_.stride > 1) {
+      PoolSpec spec = pool_;
+      spec.batch = batch;
+      plan.pool = backend.make_pool(spec);
+      if (!sub_.defined()) {
+        sub_ = backend.empty(pool_.output_shape());
+        dsub_ = backend.empty(pool_.output_shape());
+      }
+      plan.sub = sub_.narrow_batch(batch);
+      plan.dsub = dsub_.narrow_batch(batch);
+    }
+    plans_.add(batch, std::move(plan));
+  }
+
+  void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
+    Plan& p = plans_.at(y.shape()[0]);
+    const Tensor* src = &x[0];
+    if (p.pool) {
+      p.pool->forward(x[0], p.sub, {}, ctx.training);
+      src = &p.sub;
+    }
+    ctx.backend->fill_zero(y);
+    const int64_t plane = y.shape()[2] * y.shape()[3], rows = in_channels_ * plane;
+    ctx.backend->copy_rows(middle(p.y, y), config_.out_channels * plane, *src, rows, y.shape()[0],
+                           rows);
+  }
+
+  void backward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool) override {
+    if (!dx[0].defined()) return;
+    Plan& p = plans_.at(y.shape()[0]);
+    const Tensor& dsrc = p.pool ? p.dsub : dx[0];
+    const int64_t plane = y.shape()[2] * y.shape()[3], rows = in_channels_ * plane;
+    ctx.backend->copy_rows(dsrc, rows, middle(p.dy, dy), config_.out_channels * plane, y.shape()[0],
+                           rows);
+    if (p.pool) p.pool->backward(x[0], p.sub, p.dsub, {}, dx[0]);
+  }
+
+ private:
+  // A view of `t` from the first copied channel on, cached per tensor (no steady-state work).
+  struct Middle {
+    const void* base = nullptr;
+    Tensor view;
+  };
+  const Tensor& middle(Middle& cache, const Tensor& t) const {
+    if (cache.base != t.raw()) {
+      const int64_t offset =
+          (config_.out_channels - in_channels_) / 2 * t.shape()[2] * t.shape()[3];
+      cache.view = t.slice(offset, {t.numel() - offset});
+      cache.base = t.raw();
+    }
+    return cache.view;
+  }
+  struct Plan {
+    std::unique_ptr<PoolOp> pool;  // null for stride 1
+    Tensor sub, dsub;              // the subsampled input and its gradient
+    Middle y, dy;
+  };
+  ChannelPadConfig config_;
+  PoolSpec pool_;
+  int64_t in_channels_ = 0;
+  Tensor sub_, dsub_;
+  PerBatch<Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_channel_pad(const ChannelPadConfig& config) {
+  return std::make_unique<ChannelPad>(config);
+}
+
+}  // namespace dtrain

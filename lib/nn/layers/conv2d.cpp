@@ -1,0 +1,77 @@
+// Conv2d (groups = 1) on NCHW activations with [out, in, kh, kw] weights.
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class Conv2d final : public Layer {
+ public:
+  explicit Conv2d(const Conv2dConfig& c) : config_(c) {}
+  std::string_view type() const override { return "conv2d"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    const Shape& s = in[0].shape;
+    DTRAIN_INPUT_CHECK(s.rank() == 4)
+        << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
+        << in[0].name << "' gives " << s.str();
+    DTRAIN_INPUT_CHECK(config_.in_channels == 0 || config_.in_channels == s[1])
+        << "layer '" << self << "' expects " << config_.in_channels << " input channels but '"
+        << in[0].name << "' gives " << s.str();
+    const Conv2dConfig& c = config_;
+    spec_ = {s[0],       s[1],       s[2],       s[3],    c.out_channels, c.kernel_h,
+             c.kernel_w, c.stride_h, c.stride_w, c.pad_h, c.pad_w,        c.bias};
+    DTRAIN_INPUT_CHECK(s[2] + 2 * c.pad_h >= c.kernel_h && s[3] + 2 * c.pad_w >= c.kernel_w)
+        << "layer '" << self << "': kernel " << c.kernel_h << "x" << c.kernel_w
+        << " is larger than its padded input " << s.str() << " from '" << in[0].name << "'";
+    return spec_.output_shape();
+  }
+
+  std::vector<ParamDecl> params() const override {
+    const int64_t field = config_.kernel_h * config_.kernel_w;
+    const int64_t fan_in = spec_.in_channels * field, fan_out = spec_.out_channels * field;
+    std::vector<ParamDecl> p{{"weight", spec_.weight_shape(),
+                              weight_init(config_.weight_init, fan_in, fan_out, config_.init_std)}};
+    if (config_.bias)
+      p.push_back({"bias", {spec_.out_channels}, bias_init(config_.bias_init, fan_in)});
+    return p;
+  }
+  void bind(std::span<const Tensor> p, std::span<const Tensor> g,
+            std::span<const Tensor>) override {
+    w_ = p[0], dw_ = g[0];
+    if (config_.bias) b_ = p[1], db_ = g[1];
+  }
+
+  void prepare(Backend& backend, int64_t batch) override {
+    ConvSpec spec = spec_;
+    spec.batch = batch;
+    ops_.add(batch, backend.make_conv(spec));
+  }
+  void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
+    ops_.at(y.shape()[0])->forward(x[0], w_, b_, y);
+  }
+  void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool weights) override {
+    ConvOp& op = *ops_.at(y.shape()[0]);
+    if (weights) op.backward_weights(x[0], dy, dw_, db_);
+    if (dx[0].defined()) op.backward_data(dy, w_, dx[0]);
+  }
+  int64_t flops() const override {
+    const int64_t outputs = spec_.out_channels * spec_.out_height() * spec_.out_width();
+    return outputs *
+           (2 * spec_.in_channels * spec_.kernel_h * spec_.kernel_w + (config_.bias ? 1 : 0));
+  }
+
+ private:
+  Conv2dConfig config_;
+  ConvSpec spec_;
+  Tensor w_, b_, dw_, db_;
+  PerBatch<std::unique_ptr<ConvOp>> ops_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv2d(const Conv2dConfig& config) {
+  return std::make_unique<Conv2d>(config);
+}
+
+}  // namespace dtrain

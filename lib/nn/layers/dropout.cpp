@@ -1,0 +1,65 @@
+// Dropout (inverted). The mask of training step t comes from the counter RNG with this layer's
+// own stream, so it is the same on every backend and thread count and needs no RNG state.
+// Identity in evaluation mode.
+#include "core/rng.h"  // stream_id
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(float p) : p_(p) {}
+  std::string_view type() const override { return "dropout"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    shape_ = in[0].shape;
+    return shape_;
+  }
+  void prepare(Backend& backend, int64_t batch) override {
+    const Shape shape = shape_.with_batch(batch);
+    if (!mask_.defined()) mask_ = backend.empty(shape, DType::u8);
+    plans_.add(batch, {backend.make_dropout(shape), mask_.narrow_batch(batch)});
+  }
+  void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
+    trained_ = ctx.training;
+    if (!ctx.training) {
+      ctx.backend->copy(y, x[0]);
+      return;
+    }
+    Plan& p = plans_.at(y.shape()[0]);
+    // One stream per (node, step): node index in the high bits, the step in the low 32.
+    const uint64_t sub = (static_cast<uint64_t>(ctx.node) << 32) + (ctx.step & 0xffffffffULL);
+    p.op->forward(x[0], y, p.mask, p_, ctx.seed, stream_id(RngStream::dropout, sub));
+  }
+  void backward(const RunContext& ctx, std::span<const Tensor>, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool) override {
+    if (!dx[0].defined()) return;
+    if (!trained_) {
+      ctx.backend->copy(dx[0], dy);
+      return;
+    }
+    Plan& p = plans_.at(y.shape()[0]);
+    p.op->backward(dy, p.mask, p_, dx[0]);
+  }
+  int64_t flops() const override { return shape_.numel() / shape_[0]; }
+
+ private:
+  struct Plan {
+    std::unique_ptr<DropoutOp> op;
+    Tensor mask;
+  };
+  float p_;
+  Shape shape_;
+  bool trained_ = true;
+  Tensor mask_;
+  PerBatch<Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dropout(float p) {
+  return std::make_unique<Dropout>(p);
+}
+
+}  // namespace dtrain

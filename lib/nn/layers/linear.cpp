@@ -1,0 +1,69 @@
+// Linear: y = x·wᵀ + b on [batch, features]; a 4-D input is read as its flattened view.
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class Linear final : public Layer {
+ public:
+  explicit Linear(const LinearConfig& c) : config_(c) {}
+  std::string_view type() const override { return "linear"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    const Shape& s = in[0].shape;
+    DTRAIN_INPUT_CHECK(s.rank() >= 2)
+        << "layer '" << self << "' expects a [batch, features] input but '" << in[0].name
+        << "' gives " << s.str();
+    in_features_ = s.numel() / s[0];
+    DTRAIN_INPUT_CHECK(config_.in_features == 0 || config_.in_features == in_features_)
+        << "layer '" << self << "' expects " << config_.in_features << " input features but '"
+        << in[0].name << "' gives " << s.str() << " (= " << in_features_ << ")";
+    return {s[0], config_.out_features};
+  }
+  Shape input_view(int, const Shape& s) const override { return {s[0], s.numel() / s[0]}; }
+
+  std::vector<ParamDecl> params() const override {
+    std::vector<ParamDecl> p{
+        {"weight",
+         {config_.out_features, in_features_},
+         weight_init(config_.weight_init, in_features_, config_.out_features, config_.init_std)}};
+    if (config_.bias)
+      p.push_back({"bias", {config_.out_features}, bias_init(config_.bias_init, in_features_)});
+    return p;
+  }
+  void bind(std::span<const Tensor> p, std::span<const Tensor> g,
+            std::span<const Tensor>) override {
+    w_ = p[0], dw_ = g[0];
+    if (config_.bias) b_ = p[1], db_ = g[1];
+  }
+
+  void prepare(Backend& backend, int64_t batch) override {
+    ops_.add(batch, backend.make_linear({batch, in_features_, config_.out_features, config_.bias}));
+  }
+  void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
+    ops_.at(y.shape()[0])->forward(x[0], w_, b_, y);
+  }
+  void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool weights) override {
+    LinearOp& op = *ops_.at(y.shape()[0]);
+    if (weights) op.backward_weights(x[0], dy, dw_, db_);
+    if (dx[0].defined()) op.backward_data(dy, w_, dx[0]);
+  }
+  int64_t flops() const override {
+    return 2 * in_features_ * config_.out_features + (config_.bias ? config_.out_features : 0);
+  }
+
+ private:
+  LinearConfig config_;
+  int64_t in_features_ = 0;
+  Tensor w_, b_, dw_, db_;
+  PerBatch<std::unique_ptr<LinearOp>> ops_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_linear(const LinearConfig& config) {
+  return std::make_unique<Linear>(config);
+}
+
+}  // namespace dtrain

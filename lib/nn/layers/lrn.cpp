@@ -1,0 +1,64 @@
+// Local response normalisation across channels (AlexNet, Krizhevsky et al. 2012 §3.3).
+#include "nn/layers/layers.h"
+
+namespace dtrain {
+namespace {
+
+class Lrn final : public Layer {
+ public:
+  explicit Lrn(const LrnConfig& c) : config_(c) {}
+  std::string_view type() const override { return "lrn"; }
+
+  Shape infer(const std::string& self, std::span<const InputInfo> in) override {
+    const Shape& s = in[0].shape;
+    DTRAIN_INPUT_CHECK(s.rank() == 4)
+        << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
+        << in[0].name << "' gives " << s.str();
+    spec_ = {s[0], s[1], s[2], s[3], config_.size, config_.alpha, config_.beta, config_.k};
+    return s;
+  }
+
+  void prepare(Backend& backend, int64_t batch) override {
+    LrnSpec spec = spec_;
+    spec.batch = batch;
+    Plan plan{backend.make_lrn(spec), {}};
+    const auto bytes = static_cast<int64_t>(plan.op->workspace_bytes());
+    if (bytes > 0) {
+      if (workspace_.numel() < bytes) workspace_ = backend.empty({bytes}, DType::u8);
+      plan.workspace = workspace_.slice(0, {bytes});
+    }
+    plans_.add(batch, std::move(plan));
+  }
+  void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
+    Plan& p = plans_.at(y.shape()[0]);
+    p.op->forward(x[0], y, p.workspace, ctx.training);
+  }
+  void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+                std::span<const Tensor> dx, bool) override {
+    if (!dx[0].defined()) return;
+    Plan& p = plans_.at(y.shape()[0]);
+    p.op->backward(x[0], y, dy, p.workspace, dx[0]);
+  }
+  // Σx² over `size` channels (2 per term), then scale, power and divide.
+  int64_t flops() const override {
+    return spec_.shape().numel() / spec_.batch * (2 * config_.size + 3);
+  }
+
+ private:
+  struct Plan {
+    std::unique_ptr<LrnOp> op;
+    Tensor workspace;
+  };
+  LrnConfig config_;
+  LrnSpec spec_;
+  Tensor workspace_;
+  PerBatch<Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_lrn(const LrnConfig& config) {
+  return std::make_unique<Lrn>(config);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,138 @@
+#include "nn/model.h"
+
+#include "core/error.h"
+#include "nn/graph.h"
+#include "nn/layers/softmax_xent.h"
+#include "nn/spec.h"
+
+namespace dtrain {
+
+Model::Model(std::unique_ptr<Graph> graph, const ModelInput& input) : graph_(std::move(graph)) {
+  const Shape& out = graph_->output_shape();
+  DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
+      << "model: the last layer '" << graph_->output_name() << "' gives " << out.str()
+      << " but the loss needs [batch, classes] = [" << input.batch << ", " << input.classes
+      << "] (the dataset has " << input.classes << " classes)";
+  loss_ = std::make_unique<SoftmaxCrossEntropy>(graph_->backend(), input.batch, input.classes);
+}
+
+Model::~Model() = default;
+
+int64_t Model::num_parameters() const {
+  return graph_->num_parameters();
+}
+const Tensor& Model::parameters() const {
+  return graph_->parameters();
+}
+const Tensor& Model::gradients() const {
+  return graph_->gradients();
+}
+const Tensor& Model::buffers() const {
+  return graph_->buffers();
+}
+const std::vector<LayerRange>& Model::layer_ranges() const {
+  return graph_->layer_ranges();
+}
+void Model::set_training(bool training) {
+  graph_->set_training(training);
+}
+bool Model::training() const {
+  return graph_->training();
+}
+void Model::set_dropout_seed(uint64_t seed) {
+  graph_->set_dropout_seed(seed);
+}
+
+void Model::forward(const Tensor& images, const Tensor& labels) {
+  logits_ = &graph_->forward(images);
+  loss_->forward(*logits_, labels);
+}
+
+void Model::backward(float grad_scale, const std::function<void(int64_t)>& on_ready) {
+  DTRAIN_CHECK(logits_ != nullptr) << "backward before forward";
+  loss_->backward(graph_->output_gradient(), grad_scale);
+  graph_->backward(on_ready);
+}
+
+LossStats Model::last_stats() {
+  auto [loss, correct] = loss_->stats();
+  return {loss, correct, loss_->last_batch()};
+}
+
+void Model::freeze_first(int layers) {
+  graph_->freeze_first(layers);
+}
+int64_t Model::trainable_offset() const {
+  return graph_->trainable_offset();
+}
+int64_t Model::forward_flops() const {
+  return graph_->forward_flops();
+}
+std::string Model::summary() const {
+  return graph_->summary();
+}
+Backend& Model::backend() {
+  return graph_->backend();
+}
+
+const Tensor& Model::logits() const {
+  DTRAIN_CHECK(logits_ != nullptr) << "logits before forward";
+  return *logits_;
+}
+
+// ---- building ------------------------------------------------------------------------------
+
+namespace {
+
+// Checks the spec (again: cheap, and build_model may be handed an unchecked one) and returns
+// the structural graph for this input.
+std::unique_ptr<Graph> make_graph(const YAML::Node& model, const ModelInput& input) {
+  DTRAIN_INPUT_CHECK(input.batch > 0) << "model: batch size must be positive, got " << input.batch;
+  DTRAIN_INPUT_CHECK(input.classes > 0)
+      << "model: class count must be positive, got " << input.classes;
+  DTRAIN_INPUT_CHECK(input.sample_shape.rank() >= 1 && input.sample_shape.numel() > 0)
+      << "model: bad sample shape " << input.sample_shape.str();
+  const YAML::Node layers = expand_model_spec(model, input)["layers"];
+  std::vector<int64_t> dims{input.batch};
+  for (int64_t d : input.sample_shape.dims()) dims.push_back(d);
+  auto graph = std::make_unique<Graph>(make_nodes(layers), Shape(dims));
+  const Shape& out = graph->output_shape();
+  DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
+      << "model: the last layer '" << graph->output_name() << "' gives " << out.str()
+      << " but the loss needs [batch, classes] = [" << input.batch << ", " << input.classes
+      << "] (the dataset has " << input.classes << " classes)";
+  return graph;
+}
+
+}  // namespace
+
+YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
+  std::vector<std::string> problems;
+  YAML::Node checked = check_model_spec(model, problems);
+  throw_if_problems(problems);
+  if (checked["layers"]) return checked;
+  // A zoo model: its list must pass the same checks (an error here is a zoo bug).
+  YAML::Node spec = zoo_layers(checked, input);
+  YAML::Node out(YAML::NodeType::Map);
+  out["layers"] = check_layer_list(spec["layers"], "model.layers", problems);
+  DTRAIN_CHECK(problems.empty()) << "zoo model '" << checked["name"].as<std::string>()
+                                 << "' is malformed: " << problems.front();
+  return out;
+}
+
+std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
+                                   const ModelInput& input, uint64_t seed) {
+  std::unique_ptr<Graph> graph = make_graph(model, input);
+  graph->materialize(backend, seed);
+  return std::make_unique<Model>(std::move(graph), input);
+}
+
+int64_t count_parameters(const YAML::Node& model, const ModelInput& input) {
+  return make_graph(model, input)->num_parameters();
+}
+
+std::string describe_model(const YAML::Node& model, const ModelInput& input) {
+  return make_graph(model, input)->summary();
+}
+
+}  // namespace dtrain

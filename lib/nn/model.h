@@ -1,0 +1,97 @@
+// Model: the network the schedulers train — a layer Graph on a Backend, its flat parameter and
+// gradient buffers, and the softmax cross-entropy loss on its last layer. Built by name from
+// the zoo (mlp, lenet, cifar_cnn, alexnet, vgg16, resnet18, resnet50, resnet20) or from a
+// YAML `layers:` list; both go through the same builder (the zoo writes the list).
+#pragma once
+#include <yaml-cpp/yaml.h>  // YAML::Node: the `model:` section of an experiment
+
+#include <cstdint>     // int64_t, uint64_t
+#include <functional>  // function: gradient-ready callback
+#include <memory>      // unique_ptr
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"  // Backend
+#include "core/shape.h"       // Shape
+#include "core/tensor.h"      // Tensor
+
+namespace dtrain {
+
+struct ModelInput {
+  Shape sample_shape;  // [C, H, W]
+  int64_t classes = 10;
+  int64_t batch = 1;
+};
+// Elements of one parameterised layer in the flat buffers.
+struct LayerRange {
+  std::string name, type;
+  int64_t offset = 0, count = 0;
+};
+struct LossStats {
+  double loss_sum = 0;
+  double correct = 0;
+  int64_t count = 0;
+};
+
+class Graph;
+class SoftmaxCrossEntropy;
+
+class Model {
+ public:
+  Model(std::unique_ptr<Graph> graph, const ModelInput& input);
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  int64_t num_parameters() const;
+  const Tensor& parameters() const;  // flat [P], device memory
+  const Tensor& gradients() const;   // flat [P]
+  const Tensor& buffers() const;     // flat non-trainable state (BN running stats), may be empty
+  const std::vector<LayerRange>& layer_ranges() const;  // parameterised layers, forward order
+  void set_training(bool training);
+  bool training() const;
+  // images [b, C, H, W] f32 and labels [b] i32, on the host or on the device; b ≤ build batch.
+  // Device tensors are used in place: keep them unchanged until backward has run.
+  void forward(const Tensor& images, const Tensor& labels);
+  // Backward of the loss scaled by grad_scale (1/b for the batch mean; schedulers pass other
+  // values). Overwrites the gradients of trainable layers. If given, on_ready(offset) is called
+  // each time gradients[offset, P) are final (offsets decrease; the last call is
+  // trainable_offset()). On asynchronous backends the work is only enqueued at that point.
+  void backward(float grad_scale, const std::function<void(int64_t)>& on_ready = {});
+  LossStats last_stats();  // of the last forward; copies 2 floats to the host (synchronises)
+  void freeze_first(int layers);
+  int64_t trainable_offset() const;
+  int64_t forward_flops() const;  // per sample
+  std::string summary() const;
+  Backend& backend();
+
+  // Dropout masks are drawn from (seed, layer, step); data-parallel ranks may want distinct
+  // masks (PyTorch draws them from each rank's own generator).
+  void set_dropout_seed(uint64_t seed);
+  // The logits of the last forward ([b, classes], device memory).
+  const Tensor& logits() const;
+  Graph& graph() { return *graph_; }
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<SoftmaxCrossEntropy> loss_;
+  const Tensor* logits_ = nullptr;
+};
+
+// Validates and fills defaults of a `model:` YAML map (zoo `name` + options, or `layers:`);
+// appends one message per problem: "model.hidden[1]: must be > 0 (line 4)" (line from
+// YAML::Node::Mark().line+1 when known). Returns the completed copy (the input is not changed).
+YAML::Node check_model_spec(const YAML::Node& model, std::vector<std::string>& problems);
+// Builds a model from a checked spec for the dataset's input and the build (largest) batch.
+// Throws InputError for shape problems (and for an unchecked spec with problems).
+std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
+                                   const ModelInput& input, uint64_t seed);
+std::vector<std::string> zoo_names();
+
+// Without allocating anything on a device: the number of parameters, and the summary table.
+int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
+std::string describe_model(const YAML::Node& model, const ModelInput& input);
+// The `layers:` list a zoo model expands to (zoo specs only; custom specs are returned as is).
+YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input);
+
+}  // namespace dtrain

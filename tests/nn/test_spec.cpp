@@ -1,0 +1,155 @@
+// check_model_spec: every problem at once, with key paths and YAML lines; defaults filled.
+#include "helpers.h"
+
+using namespace dtrain;
+using namespace dtrain::test;
+
+namespace {
+
+std::vector<std::string> problems_of(const std::string& yaml) {
+  std::vector<std::string> problems;
+  YAML::Node doc = YAML::Load(yaml);
+  check_model_spec(doc["model"], problems);
+  return problems;
+}
+
+bool has(const std::vector<std::string>& problems, const std::string& text) {
+  for (const auto& p : problems)
+    if (p == text) return true;
+  for (const auto& p : problems) MESSAGE("problem: " << p);
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("zoo options are validated with key paths and lines") {
+  auto p = problems_of(R"(seed: 1
+model:
+  name: mlp
+  hidden: [500, 0, x]
+  depth: 3
+)");
+  CHECK(p.size() == 3);
+  CHECK(has(p, "model.hidden[1]: must be > 0 (line 4)"));
+  CHECK(has(p, "model.hidden[2]: must be a positive integer (line 4)"));
+  CHECK(has(p, "model.depth: unknown option for model 'mlp' (known: hidden) (line 5)"));
+
+  CHECK(has(problems_of("model: {name: mlp, hidden: 500}"),
+            "model.hidden: must be a list of positive integers (line 1)"));
+  CHECK(has(problems_of("model: {name: resnet18, small_input: maybe}"),
+            "model.small_input: must be true, false or auto (line 1)"));
+  CHECK(has(problems_of("model: {name: alexnet, dropout: 1.5}"),
+            "model.dropout: must be in [0, 1) (line 1)"));
+  CHECK(has(problems_of("model: {name: resnet20, shortcut: C}"),
+            "model.shortcut: must be one of: A, B (line 1)"));
+  CHECK(has(problems_of("model: {name: lenet, lrn: true}"),
+            "model.lrn: unknown option for model 'lenet' (it takes none) (line 1)"));
+  CHECK(
+      problems_of("model: {name: resnet99}").front().find("model.name: unknown model 'resnet99'") ==
+      0);
+  CHECK(problems_of("model: {}").front().find("model: needs `name`") == 0);
+  CHECK(problems_of("seed: 1").front().find("model: missing") == 0);
+  CHECK(has(
+      problems_of("model: {name: mlp, layers: []}"),
+      "model: give either `name` (a zoo model) or `layers` (a custom graph), not both (line 1)"));
+}
+
+TEST_CASE("zoo defaults are filled in") {
+  std::vector<std::string> problems;
+  YAML::Node m = check_model_spec(YAML::Load("{name: mlp}"), problems);
+  CHECK(problems.empty());
+  CHECK(m["hidden"].size() == 2);
+  CHECK(m["hidden"][1].as<int>() == 500);
+  m = check_model_spec(YAML::Load("{name: resnet18}"), problems);
+  CHECK(m["small_input"].as<std::string>() == "auto");
+  m = check_model_spec(YAML::Load("{name: vgg16, batch_norm: yes}"), problems);
+  CHECK(m["batch_norm"].as<bool>() == true);
+  CHECK(m["dropout"].as<double>() == 0.5);
+  CHECK(problems.empty());
+  for (const auto& name : zoo_names()) {
+    check_model_spec(YAML::Load("{name: " + name + "}"), problems);
+    CHECK(problems.empty());
+  }
+}
+
+TEST_CASE("custom layer lists are validated entry by entry") {
+  auto p = problems_of(R"(model:
+  layers:
+    - {name: c1, type: conv2d, out_channels: 6, kernel: 0}
+    - {name: c1, type: relu}
+    - {name: p, type: maxpool2d, kernel: [2], stride: -1}
+    - {name: q, type: conv, out_channels: 3}
+    - {name: fc, type: linear}
+    - {name: s, type: add, inputs: [fc, nowhere]}
+    - {name: t, type: add}
+    - {name: d, type: dropout, p: 1, colour: red}
+    - {type: relu}
+)");
+  CHECK(has(p, "model.layers[0].kernel: must be > 0 (line 3)"));
+  CHECK(has(p, "model.layers[1].name: duplicate name 'c1' (line 4)"));
+  CHECK(has(
+      p, "model.layers[2].kernel: must be a positive integer or a [height, width] pair (line 5)"));
+  CHECK(has(p, "model.layers[2].stride: must be > 0 (line 5)"));
+  CHECK(p[4].find("model.layers[3].type: unknown layer type 'conv' (known: linear, conv2d,") == 0);
+  CHECK(has(p, "model.layers[4].out_features: missing (required for linear) (line 7)"));
+  CHECK(has(p,
+            "model.layers[5].inputs[1]: unknown layer 'nowhere' (inputs must name earlier "
+            "layers or 'input') (line 8)"));
+  CHECK(has(p, "model.layers[6].inputs: add needs `inputs: [a, b]` (line 9)"));
+  CHECK(has(p, "model.layers[7].p: must be in [0, 1) (line 10)"));
+  CHECK(has(p, "model.layers[7].colour: unknown option for dropout (known: p) (line 10)"));
+  CHECK(has(p, "model.layers[8].name: missing (line 11)"));
+  CHECK(has(
+      problems_of("model: {layers: [{name: a, type: relu, inputs: [b]}, {name: b, type: relu}]}"),
+      "model.layers[0].inputs[0]: unknown layer 'b' (inputs must name earlier layers or "
+      "'input') (line 1)"));
+  CHECK(has(problems_of(
+                "model: {layers: [{name: a, type: relu}, {name: b, type: relu, inputs: [input]}]}"),
+            "model.layers[0].name: layer 'a' is not read by any layer (only the last layer is the "
+            "output) (line 1)"));
+  CHECK(has(problems_of("model: {layers: [{name: a, type: relu, inputs: [input, input]}]}"),
+            "model.layers[0].inputs: relu takes 1 input, got 2 (line 1)"));
+  CHECK(has(problems_of("model: {layers: []}"),
+            "model.layers: must be a non-empty list of layers (line 1)"));
+  CHECK(has(problems_of("model: {layers: [{name: a, type: relu}], extra: 1}"),
+            "model.extra: unknown option for a custom `layers:` model (it takes none) (line 1)"));
+}
+
+TEST_CASE("custom layer defaults are filled in") {
+  std::vector<std::string> problems;
+  YAML::Node m = check_model_spec(YAML::Load(R"({layers: [
+      {name: c, type: conv2d, out_channels: 2, kernel: [3, 5]},
+      {name: p, type: maxpool2d, kernel: 3},
+      {name: fc, type: linear, out_features: 2, weight_init: normal}]})"),
+                                  problems);
+  CHECK(problems.empty());
+  const YAML::Node c = m["layers"][0], p = m["layers"][1], fc = m["layers"][2];
+  CHECK(c["stride"].as<int>() == 1);
+  CHECK(c["padding"].as<int>() == 0);
+  CHECK(c["bias"].as<bool>() == true);
+  CHECK(c["kernel"][1].as<int>() == 5);
+  CHECK(p["stride"].as<int>() == 3);
+  CHECK(p["ceil_mode"].as<bool>() == false);
+  CHECK(fc["init_std"].as<double>() == 0.01);
+  CHECK(fc["bias_init"].as<std::string>() == "pytorch");
+}
+
+TEST_CASE("build_model rejects an unchecked spec with all its problems") {
+  auto backend = cpu();
+  try {
+    build_model(*backend, YAML::Load("{name: mlp, hidden: [0, -1]}"), {{1, 28, 28}, 10, 2}, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "model.hidden[0]: must be > 0 (line 1)\nmodel.hidden[1]: must be > 0 (line 1)");
+  }
+}
+
+TEST_CASE("a zoo model expands to a layer list a user could write") {
+  YAML::Node layers = expand_model_spec(YAML::Load("{name: resnet20}"), {{3, 32, 32}, 10, 1});
+  std::vector<std::string> problems;
+  YAML::Node again = check_model_spec(layers, problems);
+  CHECK(problems.empty());
+  CHECK(count_parameters(again, {{3, 32, 32}, 10, 1}) == 269722);
+  CHECK(layers["layers"][0]["name"].as<std::string>() == "conv1");
+}
