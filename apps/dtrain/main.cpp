@@ -1,0 +1,118 @@
+// dtrain: command-line parsing and the mapping of errors to exit codes; nothing else.
+//   0 success · 1 runtime failure · 2 bad usage, bad config or bad input file
+#include <spdlog/spdlog.h>  // logging set-up
+
+#include <CLI/CLI.hpp>  // command line
+#include <cstdio>
+#include <iostream>
+
+#include "comm/comm.h"     // make_local_comm
+#include "core/error.h"    // Error, InputError
+#include "nn/model.h"      // check_model_spec: the config's model hook
+#include "run/config.h"    // load_config
+#include "run/trainer.h"   // Trainer
+
+#ifndef DTRAIN_VERSION
+#define DTRAIN_VERSION "0.0.0"
+#endif
+
+namespace {
+
+struct Options {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string out;
+  bool dry_run = false;
+  int ranks = 0;
+  std::string csv;
+};
+
+dtrain::ExperimentConfig load(const Options& o) {
+  dtrain::ConfigSources sources;
+  sources.path = o.config;
+  sources.overrides = o.overrides;
+  if (!o.out.empty()) sources.output_dir = o.out;
+  sources.check_model = [](const YAML::Node& model, std::vector<std::string>& problems) {
+    return dtrain::check_model_spec(model, problems);
+  };
+  return dtrain::load_config(sources);
+}
+
+int train(const Options& o) {
+  const dtrain::ExperimentConfig config = load(o);
+  auto comm = dtrain::make_local_comm();
+  dtrain::Trainer trainer(config, *comm);
+  if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
+  if (o.dry_run) return 0;
+  trainer.run();
+  return 0;
+}
+
+int not_yet(const std::string& what, const std::string& issue) {
+  std::cerr << "dtrain: " << what << " is not implemented yet (it arrives with " << issue
+            << ")\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("%H:%M:%S %v");
+  CLI::App app{"dtrain: distributed deep-net training (sync, Pipe-SGD, PipeDream, AD-PSGD, "
+               "HPSGD, SAPipe) on one engine",
+               "dtrain"};
+  app.set_version_flag("--version", std::string("dtrain ") + DTRAIN_VERSION);
+  Options o;
+  auto add_config_options = [&o](CLI::App* cmd, bool required) {
+    auto* c = cmd->add_option("--config", o.config, "experiment YAML file");
+    if (required) c->required();
+    cmd->add_option("--set", o.overrides, "override a key by its dotted path, e.g. train.epochs=1")
+        ->type_name("KEY=VALUE")
+        ->allow_extra_args(false);
+  };
+  add_config_options(&app, false);
+  app.add_option("--out", o.out, "output directory (overrides output.dir)");
+  app.add_flag("--dry-run", o.dry_run,
+               "validate the config, build the model, print both and exit");
+
+  CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
+  add_config_options(plan, true);
+  plan->add_option("--ranks", o.ranks, "number of ranks to predict for");
+  plan->add_option("--csv", o.csv, "write the predictions as CSV");
+  CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
+  CLI::App* bench_comm = bench->add_subcommand("comm", "all-reduce bandwidth table");
+  bench_comm->allow_extras();
+  bench->require_subcommand(1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  try {
+    if (*plan) return not_yet("'dtrain plan'", "the Pipe-SGD timing model");
+    if (*bench) return not_yet("'dtrain bench comm'", "the communication core");
+    if (o.config.empty()) {
+      std::cerr << "dtrain: --config FILE is required (see dtrain --help)\n";
+      return 2;
+    }
+    return train(o);
+  } catch (const dtrain::InputError& e) {
+    std::cerr << "dtrain: error: " << e.what() << "\n";
+    return 2;
+  } catch (const dtrain::Error& e) {
+    std::cerr << "dtrain: failed: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "dtrain: failed: " << e.what() << "\n";
+    return 1;
+  }
+}

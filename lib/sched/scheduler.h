@@ -1,0 +1,63 @@
+// Scheduler: owns the training loop of one distributed algorithm (DESIGN.md §2). It sees the
+// rest of dtrain only through the Model, the optimizer, the LR schedule and the Comm, and
+// reports what it did per epoch in the units of timing.csv.
+#pragma once
+#include <cstdint>
+#include <functional>  // per-iteration progress callback
+#include <string>
+
+#include "comm/comm.h"          // Comm
+#include "data/loader.h"        // Loader: this rank's batches
+#include "nn/model.h"           // Model
+#include "optim/lr_schedule.h"  // LrSchedule
+#include "optim/sgd.h"          // Sgd
+
+namespace dtrain {
+
+// One rank's account of one epoch (timing.csv columns plus the running training loss).
+struct EpochStats {
+  int64_t iterations = 0;
+  double wall_s = 0, data_s = 0, forward_s = 0, backward_s = 0, update_s = 0;
+  double compress_s = 0, comm_s = 0, wait_s = 0;
+  double loss_sum = 0, correct = 0;  // over this rank's training samples of the epoch
+  int64_t samples = 0;
+};
+
+struct IterationReport {
+  int epoch = 0;
+  int64_t iteration = 0;        // within the epoch, 1-based
+  double loss = 0;              // mean loss of this iteration's local batch
+  int64_t samples = 0;          // global samples processed in this iteration
+};
+
+struct SchedulerContext {
+  Model& model;
+  Sgd& optimizer;
+  const LrSchedule& schedule;
+  Comm& comm;
+  int64_t iterations_per_epoch = 1;
+  std::function<void(const IterationReport&)> on_iteration;  // may be empty
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerContext ctx) : ctx_(std::move(ctx)) {}
+  virtual ~Scheduler() = default;
+  virtual std::string name() const = 0;
+  // Trains on the batches of `loader` (whose epoch has been started) until it ends or
+  // `max_iterations` (> 0) iterations were done.
+  virtual EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) = 0;
+  // Leaves the parameters in the state to evaluate or save (pipelined algorithms apply what is
+  // still in flight). Called before every evaluation and at the end.
+  virtual void flush() {}
+
+ protected:
+  // Learning rate at iteration `i` (0-based) of `epoch`.
+  float lr_at(int epoch, int64_t i) const {
+    return static_cast<float>(
+        ctx_.schedule.lr_at(epoch + static_cast<double>(i) / ctx_.iterations_per_epoch));
+  }
+  SchedulerContext ctx_;
+};
+
+}  // namespace dtrain

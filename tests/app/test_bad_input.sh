@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Every kind of bad input ends with exit code 2, one line naming the problem, and nothing
+# created in the output directory.
+source "$(dirname "$0")/lib.sh"
+
+out="$WORK/out"
+good="$WORK/good.yaml"
+write_synthetic_config "$good" "$out"
+
+expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
+  local what=$1 pattern=$2; shift 2
+  local msg rc
+  msg=$("$DTRAIN" "$@" 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] || fail "$what: exit code $rc, expected 2 (stderr: $msg)"
+  echo "$msg" | grep -q -- "$pattern" || fail "$what: message lacks '$pattern': $msg"
+  [ ! -e "$out" ] || { fail "$what: created $out"; rm -rf "$out"; }
+}
+
+expect_2 "missing config" "nope.yaml" --config "$WORK/nope.yaml"
+printf 'name: x\nmodel: {name: mlp\n' > "$WORK/syntax.yaml"
+expect_2 "YAML syntax error" "syntax.yaml:" --config "$WORK/syntax.yaml"
+sed 's/^train: {epochs: 2}/train: {epochs: 2, epoks: 3}/' "$good" > "$WORK/unknown.yaml"
+expect_2 "unknown key" "train.epoks" --config "$WORK/unknown.yaml"
+sed 's/batch_size: 32/batch_size: -1/' "$good" > "$WORK/batch.yaml"
+expect_2 "negative batch" "dataset.batch_size" --config "$WORK/batch.yaml"
+expect_2 "unknown algorithm" "algorithm.name" --config "$good" --set algorithm.name=nonsense
+expect_2 "missing dataset path" "/does/not/exist" --config "$good" \
+  --set dataset.name=mnist --set dataset.path=/does/not/exist
+mkdir -p "$WORK/trunc"
+for f in /usr/share/datasets/fashion-mnist/*.gz; do cp "$f" "$WORK/trunc/"; done
+if [ -f "$WORK/trunc/train-images-idx3-ubyte.gz" ]; then
+  gzip -dc "$WORK/trunc/train-images-idx3-ubyte.gz" | head -c 100000 > "$WORK/trunc/train-images-idx3-ubyte"
+  rm "$WORK/trunc/train-images-idx3-ubyte.gz"
+  expect_2 "truncated idx" "train-images-idx3-ubyte" --config "$good" \
+    --set dataset.name=fashion_mnist --set dataset.path="$WORK/trunc"
+else
+  echo "skip: truncated idx (no Fashion-MNIST installed)"
+fi
+expect_2 "--set unknown key" "foo.bar" --config "$good" --set foo.bar=1
+expect_2 "malformed --set" "--set" --config "$good" --set novalue
+expect_2 "unknown option" "--frobnicate" --config "$good" --frobnicate
+expect_2 "plan not yet" "plan" plan --config "$good"
+
+# Existing results are not touched by a bad run.
+mkdir -p "$out" && echo keep > "$out/accuracy.csv"
+"$DTRAIN" --config "$good" --set dataset.batch_size=0 >/dev/null 2>&1
+[ "$(cat "$out/accuracy.csv")" = keep ] || fail "a bad run overwrote accuracy.csv"
+finish

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A short run writes config.yaml, accuracy.csv and timing.csv exactly as DESIGN.md §1 says;
+# timing parts add up to no more than wall_s; --dry-run prints the parameter count and writes
+# nothing; the resolved config.yaml runs again as it is.
+source "$(dirname "$0")/lib.sh"
+
+out="$WORK/out"
+cfg="$WORK/tiny.yaml"
+write_synthetic_config "$cfg" "$out"
+
+dry=$("$DTRAIN" --config "$cfg" --dry-run) || fail "dry run exit code $?"
+echo "$dry" | tail -n 1 | grep -qx "parameters: [0-9]*" || fail "dry run's last line: $(echo "$dry" | tail -n 1)"
+# mlp 64-32-4: 64·32 + 32 + 32·4 + 4
+echo "$dry" | tail -n 1 | grep -qx "parameters: 2212" || fail "parameter count: $(echo "$dry" | tail -n 1)"
+[ ! -e "$out" ] || fail "dry run created $out"
+
+"$DTRAIN" --config "$cfg" > "$WORK/log.txt" 2>&1 || fail "training exit code $? ($(tail -3 "$WORK/log.txt"))"
+for f in config.yaml accuracy.csv timing.csv; do [ -s "$out/$f" ] || fail "missing $f"; done
+[ "$(head -1 "$out/accuracy.csv")" = "epoch,iteration,wall_s,train_loss,train_acc,test_loss,test_acc" ] \
+  || fail "accuracy.csv header: $(head -1 "$out/accuracy.csv")"
+[ "$(head -1 "$out/timing.csv")" = "rank,epoch,iterations,wall_s,data_s,forward_s,backward_s,update_s,compress_s,comm_s,wait_s" ] \
+  || fail "timing.csv header: $(head -1 "$out/timing.csv")"
+[ "$(wc -l < "$out/accuracy.csv")" -eq 3 ] || fail "accuracy.csv should have 2 rows"
+[ "$(wc -l < "$out/timing.csv")" -eq 3 ] || fail "timing.csv should have 2 rows (1 rank × 2 epochs)"
+awk -F, 'NR > 1 {
+  parts = $5 + $6 + $7 + $8 + $9 + $10 + $11
+  if ($3 != 16) { print "iterations " $3 " != 16"; bad = 1 }
+  if (parts > $4 * 1.0001 + 1e-6) { print "parts " parts " exceed wall_s " $4; bad = 1 }
+  if ($6 <= 0 || $7 <= 0) { print "forward/backward not measured"; bad = 1 }
+} END { exit bad }' "$out/timing.csv" || fail "timing.csv does not add up"
+
+# max_iterations ends training and still evaluates once.
+"$DTRAIN" --config "$out/config.yaml" --set train.max_iterations=5 --out "$WORK/again" >/dev/null 2>&1 \
+  || fail "rerun of the resolved config.yaml failed"
+[ "$(tail -1 "$WORK/again/accuracy.csv" | cut -d, -f2)" = 5 ] || fail "max_iterations row: $(tail -1 "$WORK/again/accuracy.csv")"
+finish
