@@ -3,8 +3,8 @@
 // layer — input gradient dx = dy·W) with dnnl_sgemm and nothing else, and prints the samples/s
 // that would give. bench/mlp_vs_pytorch.py compares dtrain's training throughput with it.
 //   dtrain_gemm_bound --batch 100 --layers 784,500,500,10 --threads 1 --seconds 3
-#include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm
 #include <omp.h>               // omp_set_num_threads
+#include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm
 
 #include <CLI/CLI.hpp>  // command line
 #include <chrono>
@@ -47,12 +47,12 @@ int main(int argc, char** argv) {
       dnnl_sgemm('N', 'T', batch, widths[l + 1], widths[l], 1.f, acts[l].data(), widths[l],
                  w[l].data(), widths[l], 0.f, acts[l + 1].data(), widths[l + 1]);
     for (size_t l = n_layers; l-- > 0;) {
-      dnnl_sgemm('T', 'N', widths[l + 1], widths[l], batch, 1.f, grads[l + 1].data(),
-                 widths[l + 1], acts[l].data(), widths[l], 0.f, dw[l].data(), widths[l]);
+      dnnl_sgemm('T', 'N', widths[l + 1], widths[l], batch, 1.f, grads[l + 1].data(), widths[l + 1],
+                 acts[l].data(), widths[l], 0.f, dw[l].data(), widths[l]);
       ++gemms_per_step;
       if (l == 0) continue;  // nobody needs the gradient of the input images
-      dnnl_sgemm('N', 'N', batch, widths[l], widths[l + 1], 1.f, grads[l + 1].data(),
-                 widths[l + 1], w[l].data(), widths[l], 0.f, grads[l].data(), widths[l]);
+      dnnl_sgemm('N', 'N', batch, widths[l], widths[l + 1], 1.f, grads[l + 1].data(), widths[l + 1],
+                 w[l].data(), widths[l], 0.f, grads[l].data(), widths[l]);
       ++gemms_per_step;
     }
   };
@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
     steps += 10;
     elapsed = std::chrono::duration<double>(clock::now() - start).count();
   }
-  std::printf("gemm_bound batch=%lld layers=%s threads=%d gemms_per_step=%d step_ms=%.4f samples_per_s=%.1f\n",
-              static_cast<long long>(batch), layers_text.c_str(), threads, gemms_per_step,
-              1e3 * elapsed / steps, steps * batch / elapsed);
+  std::printf(
+      "gemm_bound batch=%lld layers=%s threads=%d gemms_per_step=%d step_ms=%.4f "
+      "samples_per_s=%.1f\n",
+      static_cast<long long>(batch), layers_text.c_str(), threads, gemms_per_step,
+      1e3 * elapsed / steps, steps * batch / elapsed);
   return 0;
 }

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "comm/comm.h"     // make_local_comm
-#include "core/error.h"    // Error, InputError
-#include "nn/model.h"      // check_model_spec: the config's model hook
-#include "run/config.h"    // load_config
-#include "run/trainer.h"   // Trainer
+#include "comm/comm.h"    // make_local_comm
+#include "core/error.h"   // Error, InputError
+#include "nn/model.h"     // check_model_spec: the config's model hook
+#include "run/config.h"   // load_config
+#include "run/trainer.h"  // Trainer
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -49,8 +49,7 @@ int train(const Options& o) {
 }
 
 int not_yet(const std::string& what, const std::string& issue) {
-  std::cerr << "dtrain: " << what << " is not implemented yet (it arrives with " << issue
-            << ")\n";
+  std::cerr << "dtrain: " << what << " is not implemented yet (it arrives with " << issue << ")\n";
   return 2;
 }
 
@@ -58,9 +57,10 @@ int not_yet(const std::string& what, const std::string& issue) {
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S %v");
-  CLI::App app{"dtrain: distributed deep-net training (sync, Pipe-SGD, PipeDream, AD-PSGD, "
-               "HPSGD, SAPipe) on one engine",
-               "dtrain"};
+  CLI::App app{
+      "dtrain: distributed deep-net training (sync, Pipe-SGD, PipeDream, AD-PSGD, "
+      "HPSGD, SAPipe) on one engine",
+      "dtrain"};
   app.set_version_flag("--version", std::string("dtrain ") + DTRAIN_VERSION);
   Options o;
   auto add_config_options = [&o](CLI::App* cmd, bool required) {
@@ -72,8 +72,7 @@ int main(int argc, char** argv) {
   };
   add_config_options(&app, false);
   app.add_option("--out", o.out, "output directory (overrides output.dir)");
-  app.add_flag("--dry-run", o.dry_run,
-               "validate the config, build the model, print both and exit");
+  app.add_flag("--dry-run", o.dry_run, "validate the config, build the model, print both and exit");
 
   CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
   add_config_options(plan, true);

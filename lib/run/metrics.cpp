@@ -37,16 +37,25 @@ void MetricsWriter::accuracy(const AccuracyRow& r) {
 void MetricsWriter::timing(int epoch, const std::vector<EpochStats>& per_rank) {
   for (size_t rank = 0; rank < per_rank.size(); ++rank) {
     const EpochStats& s = per_rank[rank];
-    fmt::print(timing_, "{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n",
-               rank, epoch, s.iterations, s.wall_s, s.data_s, s.forward_s, s.backward_s,
-               s.update_s, s.compress_s, s.comm_s, s.wait_s);
+    fmt::print(timing_, "{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n", rank,
+               epoch, s.iterations, s.wall_s, s.data_s, s.forward_s, s.backward_s, s.update_s,
+               s.compress_s, s.comm_s, s.wait_s);
   }
   if (std::fflush(timing_) != 0) throw Error("cannot write " + dir_ + "/timing.csv");
 }
 
 std::vector<double> to_row(const EpochStats& s) {
-  return {static_cast<double>(s.iterations), s.wall_s, s.data_s, s.forward_s, s.backward_s,
-          s.update_s, s.compress_s, s.comm_s, s.wait_s, s.loss_sum, s.correct,
+  return {static_cast<double>(s.iterations),
+          s.wall_s,
+          s.data_s,
+          s.forward_s,
+          s.backward_s,
+          s.update_s,
+          s.compress_s,
+          s.comm_s,
+          s.wait_s,
+          s.loss_sum,
+          s.correct,
           static_cast<double>(s.samples)};
 }
 

@@ -38,9 +38,8 @@ void Progress::iteration(const IterationReport& r) {
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;
   const double eta = done_ > 0 ? elapsed / done_ * (total_iterations_ - done_) : -1;
   const std::string text =
-      fmt::format("epoch {}/{} | iter {}/{} | loss {:.4f} | {:.0f} samples/s | ETA {}",
-                  r.epoch + 1, epochs_, r.iteration, iterations_per_epoch_, loss_ema_, rate,
-                  format_eta(eta));
+      fmt::format("epoch {}/{} | iter {}/{} | loss {:.4f} | {:.0f} samples/s | ETA {}", r.epoch + 1,
+                  epochs_, r.iteration, iterations_per_epoch_, loss_ema_, rate, format_eta(eta));
   if (tty_) {
     if (seconds_since(last_draw_) < 0.1 && r.iteration != iterations_per_epoch_) return;
     last_draw_ = Clock::now();

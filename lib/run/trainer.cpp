@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "run/metrics.h"          // MetricsWriter
-#include "run/progress.h"         // Progress
-#include "run/run_options.h"      // config → module options
+#include "run/metrics.h"           // MetricsWriter
+#include "run/progress.h"          // Progress
+#include "run/run_options.h"       // config → module options
 #include "sched/sync_scheduler.h"  // SyncScheduler
 
 namespace dtrain {
@@ -55,18 +55,18 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(tc.epochs, per_epoch, tc.max_iterations,
                                            tc.log_every_iterations);
-  SchedulerContext ctx{*model_, *optimizer_, *schedule_, comm_, per_epoch,
-                       [this](const IterationReport& r) {
-                         if (progress_) progress_->iteration(r);
-                       }};
+  SchedulerContext ctx{
+      *model_, *optimizer_, *schedule_, comm_, per_epoch, [this](const IterationReport& r) {
+        if (progress_) progress_->iteration(r);
+      }};
   scheduler_ = make_scheduler(config_.algorithm, std::move(ctx));
 }
 
 Trainer::~Trainer() = default;
 
 std::string Trainer::describe() const {
-  return fmt::format("{}\nbackend  {}\ncomm     {}\ntrain    {}\ntest     {}\n\n{}", to_table(config_),
-                     backend_->name(), comm_.name(), train_set_->describe(),
+  return fmt::format("{}\nbackend  {}\ncomm     {}\ntrain    {}\ntest     {}\n\n{}",
+                     to_table(config_), backend_->name(), comm_.name(), train_set_->describe(),
                      test_set_->describe(), model_->summary());
 }
 
@@ -143,8 +143,9 @@ RunResult Trainer::run() {
   }
   scheduler_->flush();
   if (root)
-    spdlog::info("done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, config.yaml)",
-                 result.test_acc, config_.output.dir);
+    spdlog::info(
+        "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, config.yaml)",
+        result.test_acc, config_.output.dir);
   return result;
 }
 

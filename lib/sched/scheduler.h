@@ -25,9 +25,9 @@ struct EpochStats {
 
 struct IterationReport {
   int epoch = 0;
-  int64_t iteration = 0;        // within the epoch, 1-based
-  double loss = 0;              // mean loss of this iteration's local batch
-  int64_t samples = 0;          // global samples processed in this iteration
+  int64_t iteration = 0;  // within the epoch, 1-based
+  double loss = 0;        // mean loss of this iteration's local batch
+  int64_t samples = 0;    // global samples processed in this iteration
 };
 
 struct SchedulerContext {
