@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """dtrain's CPU engine against PyTorch, in one run, on Fashion-MNIST, single thread.
 
 For MNIST-MLP (batch 100) and LeNet (batch 64) it trains the same architecture with the same
@@ -7,7 +7,7 @@ samples/s and the ratio. PyTorch is measured two ways: a lean loop over pre-load
 (the fastest idiomatic peer: no DataLoader) and the usual DataLoader loop. It also prints the
 MLP's samples/s as a fraction of the GEMM-only bound (bench/gemm_bound.cpp).
 
-    python3 bench/engine_vs_pytorch.py [--build build] [--epochs 2] [--threads 1]
+    /usr/bin/python3 bench/engine_vs_pytorch.py   (Debian's python, which has python3-torch) [--build build] [--epochs 2] [--threads 1]
 Needs: scripts/setup.sh --bench, and a release build.
 """
 import argparse, csv, gzip, os, struct, subprocess, sys, tempfile, time
