@@ -7,6 +7,10 @@
 // in flight at once (pipeline schedules).
 // All tensors are dense, row-major, on the backend's device: activations NCHW or [N, F],
 // Linear weights [out, in], Conv2d weights [out, in, kh, kw] (the PyTorch layouts).
+// Linear and Conv2d may carry a fused ReLU (spec `relu`): the forward writes max(y, 0), and
+// the backward passes take dy with respect to that activated output together with the output
+// itself and apply the ReLU's mask (y > 0) on their own. This saves the ReLU's pass over the
+// activation, its buffer, and on the CPU a reorder per pass.
 // On asynchronous backends (CUDA) every call only enqueues work on the compute stream.
 #pragma once
 #include <cstddef>  // size_t
@@ -21,16 +25,19 @@ namespace dtrain {
 struct LinearSpec {
   int64_t batch = 0, in_features = 0, out_features = 0;
   bool bias = true;
+  bool relu = false;  // fused activation: y = max(x·wᵀ + b, 0)
 };
 class LinearOp {
  public:
   virtual ~LinearOp() = default;
   // `b` is ignored (may be undefined) without bias.
   virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) = 0;
-  virtual void backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) = 0;
+  // `y`: the forward's output, read only with a fused ReLU (may be undefined otherwise).
+  virtual void backward_data(const Tensor& y, const Tensor& dy, const Tensor& w,
+                             const Tensor& dx) = 0;
   // Overwrites dw (and db when the op has a bias).
-  virtual void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                                const Tensor& db) = 0;
+  virtual void backward_weights(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& dw, const Tensor& db) = 0;
 };
 
 // ---- Conv2d (groups = 1) -----------------------------------------------------------------
@@ -39,6 +46,7 @@ struct ConvSpec {
   int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   bool bias = true;
+  bool relu = false;  // fused activation: y = max(conv(x) + b, 0)
   int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
   Shape input_shape() const { return {batch, in_channels, height, width}; }
@@ -49,10 +57,12 @@ class ConvOp {
  public:
   virtual ~ConvOp() = default;
   virtual void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) = 0;
-  virtual void backward_data(const Tensor& dy, const Tensor& w, const Tensor& dx) = 0;
+  // `y`: the forward's output, read only with a fused ReLU (may be undefined otherwise).
+  virtual void backward_data(const Tensor& y, const Tensor& dy, const Tensor& w,
+                             const Tensor& dx) = 0;
   // Overwrites dw (and db when the op has a bias).
-  virtual void backward_weights(const Tensor& x, const Tensor& dy, const Tensor& dw,
-                                const Tensor& db) = 0;
+  virtual void backward_weights(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& dw, const Tensor& db) = 0;
 };
 
 // ---- Pooling -----------------------------------------------------------------------------

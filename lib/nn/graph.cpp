@@ -10,7 +10,7 @@
 
 namespace dtrain {
 
-Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape) {
+Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape, bool fuse_relus) {
   DTRAIN_INPUT_CHECK(!specs.empty()) << "model: the layer list is empty";
   DTRAIN_INPUT_CHECK(input_shape.rank() >= 2 && input_shape.numel() > 0)
       << "model: bad input shape " << input_shape.str();
@@ -127,6 +127,20 @@ Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape) {
     }
     node.flops = node.layer->flops();
   }
+  if (fuse_relus) fuse_activations();
+}
+
+// A ReLU whose producer is read by nothing else is folded into that producer when it can
+// apply it (Linear, Conv2d): one pass over the activation instead of two in each direction,
+// and one activation buffer less. The ReLU node stays, as a view.
+void Graph::fuse_activations() {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    if (!node.layer->is_relu() || node.inputs.size() != 1) continue;
+    Node& producer = nodes_[node.inputs[0]];
+    if (!producer.layer || producer.consumers.size() != 1) continue;
+    if (producer.layer->absorb_relu()) node.layer->mark_absorbed();
+  }
 }
 
 Graph::~Graph() = default;
@@ -151,9 +165,10 @@ std::string Graph::summary() const {
   std::string out = fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "layer", "type",
                                 "output shape", "parameters", "FLOPs");
   for (const Node& node : nodes_) {
-    out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", node.name,
-                       node.layer ? node.layer->type() : "input", node.shape.inner().str(),
-                       node.param_count, node.flops);
+    std::string type = node.layer ? std::string(node.layer->type()) : "input";
+    if (node.layer && node.layer->absorbed()) type += " (fused)";
+    out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", node.name, type,
+                       node.shape.inner().str(), node.param_count, node.flops);
   }
   out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "total", "",
                      fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());

@@ -35,7 +35,9 @@ class Graph {
 
   // `input_shape`: [batch, ...] at the build batch. The last node is the output; every other
   // node must be read by some node. Throws InputError naming the layers and shapes at fault.
-  Graph(std::vector<GraphNode> nodes, const Shape& input_shape);
+  // `fuse_relus`: fold each ReLU into its producing Linear/Conv2d when nothing else reads that
+  // producer (same results up to rounding; the summary marks them "relu (fused)").
+  Graph(std::vector<GraphNode> nodes, const Shape& input_shape, bool fuse_relus = true);
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -94,6 +96,7 @@ class Graph {
   std::unique_ptr<Plan> make_plan(int64_t batch);
   void bind_input(Plan& plan, const Tensor& input);
   void refresh_input_views(Plan& plan);
+  void fuse_activations();
   void update_needs();
   void update_targets(Plan& plan);
   void initialise(uint64_t seed);

@@ -64,6 +64,18 @@ class Layer {
   // may let the producer share this node's gradient buffer and skip the copy.
   virtual bool gradient_passes_through(int k) const { return false; }
 
+  // ---- ReLU fusion (graph build, after infer, before prepare) ----
+  // An element-wise ReLU, which a producer may absorb.
+  virtual bool is_relu() const { return false; }
+  // Absorbs a ReLU that reads only this layer's output: from now on the layer outputs
+  // max(y, 0) and masks its output gradient by that output itself (ops.h, fused ReLU).
+  // Returns false when the layer cannot.
+  virtual bool absorb_relu() { return false; }
+  // The ReLU's producer absorbed it: it becomes a view of its input whose gradient passes
+  // straight through, and does no work.
+  virtual void mark_absorbed() {}
+  virtual bool absorbed() const { return false; }
+
   virtual std::vector<ParamDecl> params() const { return {}; }
   virtual std::vector<ParamDecl> buffers() const { return {}; }  // non-trainable state
   // Views of the flat buffers, in the order of params() / buffers().

@@ -29,6 +29,36 @@ inline std::vector<double> ref_conv(const ConvSpec& s, const float* x, const flo
   return y;
 }
 
+// Gradients of y = conv(x, w) + b for an output gradient g: dx, dw and db (double).
+struct ConvGrads {
+  std::vector<double> dx, dw, db;
+};
+inline ConvGrads ref_conv_grads(const ConvSpec& s, const float* x, const float* w,
+                                const std::vector<double>& g) {
+  const int64_t oh = s.out_height(), ow = s.out_width();
+  ConvGrads r{std::vector<double>(s.batch * s.in_channels * s.height * s.width),
+              std::vector<double>(s.out_channels * s.in_channels * s.kernel_h * s.kernel_w),
+              std::vector<double>(s.out_channels)};
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t o = 0; o < s.out_channels; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          const double gv = g[((n * s.out_channels + o) * oh + i) * ow + j];
+          r.db[o] += gv;
+          for (int64_t c = 0; c < s.in_channels; ++c)
+            for (int64_t ki = 0; ki < s.kernel_h; ++ki)
+              for (int64_t kj = 0; kj < s.kernel_w; ++kj) {
+                int64_t yi = i * s.stride_h - s.pad_h + ki, xj = j * s.stride_w - s.pad_w + kj;
+                if (yi < 0 || yi >= s.height || xj < 0 || xj >= s.width) continue;
+                const int64_t xi = ((n * s.in_channels + c) * s.height + yi) * s.width + xj;
+                const int64_t wi = ((o * s.in_channels + c) * s.kernel_h + ki) * s.kernel_w + kj;
+                r.dx[xi] += gv * w[wi];
+                r.dw[wi] += gv * x[xi];
+              }
+        }
+  return r;
+}
+
 inline std::vector<double> ref_pool(const PoolSpec& s, const float* x) {
   const int64_t oh = s.out_height(), ow = s.out_width();
   std::vector<double> y(s.batch * s.channels * oh * ow);

@@ -42,8 +42,8 @@ TEST_CASE("linear forward matches x·wᵀ + b and backward is its adjoint") {
     }
   Tensor g = random_tensor({7, 5}, 4), dx = be->empty({7, 13}), dw = be->empty({5, 13}),
          db = be->empty({5});
-  op->backward_data(g, w, dx);
-  op->backward_weights(x, g, dw, db);
+  op->backward_data(Tensor(), g, w, dx);
+  op->backward_weights(x, Tensor(), g, dw, db);
   // <x·wᵀ, g> = <x, g·w> = <w, gᵀ·x>
   Tensor y0 = be->empty({7, 5});
   Tensor nob;
@@ -58,34 +58,38 @@ TEST_CASE("linear forward matches x·wᵀ + b and backward is its adjoint") {
   }
 }
 
-TEST_CASE("conv2d forward matches the direct sum; backward is the adjoint") {
+TEST_CASE("linear with a fused ReLU: clamped output, masked gradients") {
   auto be = cpu();
-  // Small channel counts take the plain path, larger ones oneDNN's blocked layouts.
-  for (ConvSpec s : {ConvSpec{2, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, true},
-                     ConvSpec{2, 16, 7, 7, 16, 3, 3, 2, 2, 1, 1, true},
-                     ConvSpec{1, 8, 6, 6, 24, 1, 1, 1, 1, 0, 0, false},
-                     ConvSpec{3, 1, 10, 10, 6, 5, 5, 1, 1, 2, 2, true}}) {
-    CAPTURE(s.in_channels);
-    CAPTURE(s.out_channels);
-    auto op = be->make_conv(s);
-    Tensor x = random_tensor(s.input_shape(), 1), w = random_tensor(s.weight_shape(), 2);
-    Tensor b = random_tensor({s.out_channels}, 3), y = be->empty(s.output_shape());
-    op->forward(x, w, b, y);
-    auto ref =
-        test::ref_conv(s, x.data<float>(), w.data<float>(), s.bias ? b.data<float>() : nullptr);
-    for (int64_t i = 0; i < y.numel(); ++i)
-      REQUIRE(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
-
-    Tensor g = random_tensor(s.output_shape(), 4), dx = be->empty(s.input_shape());
-    Tensor dw = be->empty(s.weight_shape()), db = be->empty({s.out_channels});
-    op->backward_data(g, w, dx);
-    op->backward_weights(x, g, dw, db);
-    auto yref = test::ref_conv(s, x.data<float>(), w.data<float>(), nullptr);
-    double yg = 0;
-    for (int64_t i = 0; i < g.numel(); ++i) yg += yref[i] * g.data<float>()[i];
-    CHECK(yg == doctest::Approx(dot(x, dx)).epsilon(1e-4));
-    CHECK(yg == doctest::Approx(dot(w, dw)).epsilon(1e-4));
+  auto fused = be->make_linear({6, 9, 8, true, true});
+  auto plain = be->make_linear({6, 9, 8, true, false});
+  Tensor x = random_tensor({6, 9}, 1), w = random_tensor({8, 9}, 2), b = random_tensor({8}, 3);
+  Tensor y = be->empty({6, 8}), z = be->empty({6, 8});
+  fused->forward(x, w, b, y);
+  plain->forward(x, w, b, z);
+  int positive = 0;
+  for (int i = 0; i < 48; ++i) {
+    const float v = z.data<float>()[i];
+    CHECK(y.data<float>()[i] == doctest::Approx(v > 0 ? v : 0.0f).epsilon(1e-6));
+    positive += v > 0;
   }
+  CHECK(positive > 5);
+  CHECK(positive < 43);
+  // The fused op's gradients equal the plain op's for the masked output gradient.
+  Tensor g = random_tensor({6, 8}, 4), gm = be->empty({6, 8});
+  for (int i = 0; i < 48; ++i)
+    gm.data<float>()[i] = y.data<float>()[i] > 0 ? g.data<float>()[i] : 0;
+  Tensor dx = be->empty({6, 9}), dw = be->empty({8, 9}), db = be->empty({8});
+  Tensor ex = be->empty({6, 9}), ew = be->empty({8, 9}), eb = be->empty({8});
+  fused->backward_data(y, g, w, dx);
+  fused->backward_weights(x, y, g, dw, db);
+  plain->backward_data(Tensor(), gm, w, ex);
+  plain->backward_weights(x, Tensor(), gm, ew, eb);
+  for (int64_t i = 0; i < dx.numel(); ++i)
+    CHECK(dx.data<float>()[i] == doctest::Approx(ex.data<float>()[i]).epsilon(1e-6));
+  for (int64_t i = 0; i < dw.numel(); ++i)
+    CHECK(dw.data<float>()[i] == doctest::Approx(ew.data<float>()[i]).epsilon(1e-6));
+  for (int64_t i = 0; i < db.numel(); ++i)
+    CHECK(db.data<float>()[i] == doctest::Approx(eb.data<float>()[i]).epsilon(1e-6));
 }
 
 TEST_CASE("pooling matches the reference, max backward routes to the argmax") {
@@ -112,6 +116,41 @@ TEST_CASE("pooling matches the reference, max backward routes to the argmax") {
   CHECK(ceil.out_height() == 16);  // Caffe cifar10_quick: 32 → 16 → 8 → 4
   PoolSpec floor{PoolKind::max, 1, 1, 32, 32, 3, 3, 2, 2, 0, 0, false};
   CHECK(floor.out_height() == 15);
+}
+
+TEST_CASE("2x2 max pooling: first maximum on ties, rows of any width") {
+  auto be = cpu();
+  // Widths below, at and above one vector of outputs, odd widths (last column dropped).
+  for (int64_t width : {4, 10, 28, 33, 70}) {
+    CAPTURE(width);
+    PoolSpec s{PoolKind::max, 2, 3, 7, width, 2, 2, 2, 2, 0, 0};
+    auto op = be->make_pool(s);
+    // Few distinct values (as after a ReLU: many zeros) make ties common.
+    Tensor x = be->empty(s.input_shape());
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] = static_cast<float>(static_cast<int>(random_uniform(6, 1, i) * 3)) - 1;
+    Tensor y = be->empty(s.output_shape()), dy = random_tensor(s.output_shape(), 2);
+    Tensor dx = be->empty(s.input_shape());
+    Tensor ws = be->empty({static_cast<int64_t>(op->workspace_bytes())}, DType::u8);
+    op->forward(x, y, ws, true);
+    op->backward(x, y, dy, ws, dx);
+    const int64_t oh = s.out_height(), ow = s.out_width(), H = s.height, W = s.width;
+    std::vector<float> expect(x.numel(), 0.0f);
+    for (int64_t p = 0; p < s.batch * s.channels; ++p)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t best = p * H * W + 2 * i * W + 2 * j;  // scan order: the first maximum wins
+          for (int64_t a = 0; a < 2; ++a)
+            for (int64_t b = 0; b < 2; ++b) {
+              const int64_t at = p * H * W + (2 * i + a) * W + 2 * j + b;
+              if (x.data<float>()[at] > x.data<float>()[best]) best = at;
+            }
+          const int64_t o = (p * oh + i) * ow + j;
+          REQUIRE(y.data<float>()[o] == x.data<float>()[best]);
+          expect[best] += dy.data<float>()[o];
+        }
+    for (int64_t i = 0; i < dx.numel(); ++i) REQUIRE(dx.data<float>()[i] == expect[i]);
+  }
 }
 
 TEST_CASE("relu forward and backward") {

@@ -39,13 +39,15 @@ namespace {
 
 struct NopLinear final : LinearOp {
   void forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
-  void backward_data(const Tensor&, const Tensor&, const Tensor&) override {}
-  void backward_weights(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void backward_data(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void backward_weights(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) override {}
 };
 struct NopConv final : ConvOp {
   void forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
-  void backward_data(const Tensor&, const Tensor&, const Tensor&) override {}
-  void backward_weights(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void backward_data(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
+  void backward_weights(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) override {}
 };
 struct NopPool final : PoolOp {
   size_t workspace_bytes() const override { return 64; }

@@ -30,30 +30,27 @@ class CpuBatchNorm final : public BatchNormOp {
     src_ = mk(md), dst_ = mk(md), diff_src_ = mk(md);
     unused_shift_ = Tensor::zeros({s.channels});
     scale_ = mk(c), shift_ = mk(c), mean_ = mk(c), var_ = mk(c), dscale_ = mk(c), dshift_ = mk(c);
+    fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_},
+                 {DNNL_ARG_DST, dst_}, {DNNL_ARG_MEAN, mean_},   {DNNL_ARG_VARIANCE, var_}};
+    bwd_args_ = {{DNNL_ARG_SRC, src_},           {DNNL_ARG_DIFF_DST, dst_},
+                 {DNNL_ARG_SCALE, scale_},       {DNNL_ARG_SHIFT, shift_},
+                 {DNNL_ARG_MEAN, mean_},         {DNNL_ARG_VARIANCE, var_},
+                 {DNNL_ARG_DIFF_SRC, diff_src_}, {DNNL_ARG_DIFF_SCALE, dscale_},
+                 {DNNL_ARG_DIFF_SHIFT, dshift_}};
   }
 
   void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y,
                         const Tensor& mean, const Tensor& variance) override {
     bind(x, scale, shift, mean, variance);
     dst_.set_data_handle(y.raw());
-    train_.execute(ctx_.stream, {{DNNL_ARG_SRC, src_},
-                                 {DNNL_ARG_SCALE, scale_},
-                                 {DNNL_ARG_SHIFT, shift_},
-                                 {DNNL_ARG_DST, dst_},
-                                 {DNNL_ARG_MEAN, mean_},
-                                 {DNNL_ARG_VARIANCE, var_}});
+    train_.execute(ctx_.stream, fwd_args_);
   }
 
   void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
                          const Tensor& mean, const Tensor& variance, const Tensor& y) override {
     bind(x, scale, shift, mean, variance);
     dst_.set_data_handle(y.raw());
-    infer_.execute(ctx_.stream, {{DNNL_ARG_SRC, src_},
-                                 {DNNL_ARG_SCALE, scale_},
-                                 {DNNL_ARG_SHIFT, shift_},
-                                 {DNNL_ARG_DST, dst_},
-                                 {DNNL_ARG_MEAN, mean_},
-                                 {DNNL_ARG_VARIANCE, var_}});
+    infer_.execute(ctx_.stream, fwd_args_);
   }
 
   void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
@@ -64,15 +61,7 @@ class CpuBatchNorm final : public BatchNormOp {
     diff_src_.set_data_handle(dx.raw());
     dscale_.set_data_handle(dscale.raw());
     dshift_.set_data_handle(dshift.raw());
-    bwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, src_},
-                               {DNNL_ARG_DIFF_DST, dst_},
-                               {DNNL_ARG_SCALE, scale_},
-                               {DNNL_ARG_SHIFT, shift_},
-                               {DNNL_ARG_MEAN, mean_},
-                               {DNNL_ARG_VARIANCE, var_},
-                               {DNNL_ARG_DIFF_SRC, diff_src_},
-                               {DNNL_ARG_DIFF_SCALE, dscale_},
-                               {DNNL_ARG_DIFF_SHIFT, dshift_}});
+    bwd_.execute(ctx_.stream, bwd_args_);
   }
 
  private:
@@ -91,6 +80,7 @@ class CpuBatchNorm final : public BatchNormOp {
   // oneDNN's backward insists on a shift argument although the gradient does not depend on it.
   Tensor unused_shift_;
   memory src_, dst_, diff_src_, scale_, shift_, mean_, var_, dscale_, dshift_;
+  DnnlArgs fwd_args_, bwd_args_;  // the inference forward takes the training one's arguments
 };
 
 }  // namespace

@@ -24,7 +24,13 @@ class CpuLrn final : public LrnOp {
     src_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
     dst_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
     diff_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
-    if (ws_desc_.get_size() > 0) ws_ = memory(ws_desc_, ctx.engine, DNNL_MEMORY_NONE);
+    fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+    bwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_DST, dst_}, {DNNL_ARG_DIFF_SRC, diff_}};
+    if (ws_desc_.get_size() > 0) {
+      ws_ = memory(ws_desc_, ctx.engine, DNNL_MEMORY_NONE);
+      fwd_args_.emplace(DNNL_ARG_WORKSPACE, ws_);
+      bwd_args_.emplace(DNNL_ARG_WORKSPACE, ws_);
+    }
   }
 
   size_t workspace_bytes() const override { return ws_desc_.get_size(); }
@@ -32,13 +38,11 @@ class CpuLrn final : public LrnOp {
   void forward(const Tensor& x, const Tensor& y, const Tensor& workspace, bool) override {
     src_.set_data_handle(x.raw());
     dst_.set_data_handle(y.raw());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
     if (workspace_bytes() > 0) {
       DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "LRN workspace too small";
       ws_.set_data_handle(workspace.raw());
-      args.emplace(DNNL_ARG_WORKSPACE, ws_);
     }
-    fwd_.execute(ctx_.stream, args);
+    fwd_.execute(ctx_.stream, fwd_args_);
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
@@ -46,13 +50,8 @@ class CpuLrn final : public LrnOp {
     src_.set_data_handle(x.raw());
     dst_.set_data_handle(dy.raw());
     diff_.set_data_handle(dx.raw());
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_DST, dst_}, {DNNL_ARG_DIFF_SRC, diff_}};
-    if (workspace_bytes() > 0) {
-      ws_.set_data_handle(workspace.raw());
-      args.emplace(DNNL_ARG_WORKSPACE, ws_);
-    }
-    bwd_.execute(ctx_.stream, args);
+    if (workspace_bytes() > 0) ws_.set_data_handle(workspace.raw());
+    bwd_.execute(ctx_.stream, bwd_args_);
   }
 
  private:
@@ -61,6 +60,7 @@ class CpuLrn final : public LrnOp {
   lrn_backward bwd_;
   memory::desc ws_desc_;
   memory src_, dst_, diff_, ws_;
+  DnnlArgs fwd_args_, bwd_args_;
 };
 
 }  // namespace

@@ -7,8 +7,13 @@
 
 namespace dtrain::cpu {
 
+// Which implementation a convolution's passes use: chosen per pass by shape (automatic), or
+// forced, so that the tests cover both.
+enum class ConvPath { automatic, dnnl, direct };
+
 std::unique_ptr<LinearOp> make_linear(DnnlContext& ctx, const LinearSpec& spec);
-std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec);
+std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec,
+                                  ConvPath path = ConvPath::automatic);
 std::unique_ptr<PoolOp> make_pool(DnnlContext& ctx, const PoolSpec& spec);
 std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape);
 std::unique_ptr<LrnOp> make_lrn(DnnlContext& ctx, const LrnSpec& spec);

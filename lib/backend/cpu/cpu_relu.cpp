@@ -23,21 +23,22 @@ class CpuRelu final : public ReluOp {
     a_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
     b_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
     c_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+    fwd_args_ = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, b_}};
+    bwd_args_ = {{DNNL_ARG_DST, a_}, {DNNL_ARG_DIFF_DST, b_}, {DNNL_ARG_DIFF_SRC, c_}};
   }
 
   void forward(const Tensor& x, const Tensor& y) override {
     DTRAIN_CHECK(x.numel() == numel_ && y.numel() == numel_) << "relu: size mismatch";
     a_.set_data_handle(x.raw());
     b_.set_data_handle(y.raw());
-    fwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, b_}});
+    fwd_.execute(ctx_.stream, fwd_args_);
   }
 
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override {
     a_.set_data_handle(y.raw());
     b_.set_data_handle(dy.raw());
     c_.set_data_handle(dx.raw());
-    bwd_.execute(ctx_.stream,
-                 {{DNNL_ARG_DST, a_}, {DNNL_ARG_DIFF_DST, b_}, {DNNL_ARG_DIFF_SRC, c_}});
+    bwd_.execute(ctx_.stream, bwd_args_);
   }
 
  private:
@@ -46,6 +47,7 @@ class CpuRelu final : public ReluOp {
   eltwise_forward fwd_;
   eltwise_backward bwd_;
   memory a_, b_, c_;
+  DnnlArgs fwd_args_, bwd_args_;
 };
 
 }  // namespace

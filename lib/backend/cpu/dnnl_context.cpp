@@ -36,11 +36,13 @@ BoundArg::BoundArg(DnnlContext& ctx, const dnnl::memory::desc& user,
   internal_ = dnnl::memory(internal, ctx.engine, scratch_.raw());
   to_internal_ = dnnl::reorder(user_, internal_);
   to_user_ = dnnl::reorder(internal_, user_);
+  to_internal_args_ = {{DNNL_ARG_FROM, user_}, {DNNL_ARG_TO, internal_}};
+  to_user_args_ = {{DNNL_ARG_FROM, internal_}, {DNNL_ARG_TO, user_}};
 }
 
 dnnl::memory& BoundArg::input(const Tensor& t) {
   user_.set_data_handle(t.raw());
-  if (to_internal_) to_internal_->execute(ctx_->stream, user_, internal_);
+  if (to_internal_) to_internal_->execute(ctx_->stream, to_internal_args_);
   return internal_;
 }
 
@@ -50,7 +52,7 @@ dnnl::memory& BoundArg::output(const Tensor& t) {
 }
 
 void BoundArg::finish_output() {
-  if (to_user_) to_user_->execute(ctx_->stream, internal_, user_);
+  if (to_user_) to_user_->execute(ctx_->stream, to_user_args_);
 }
 
 }  // namespace dtrain::cpu

@@ -3,8 +3,8 @@
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>  // engine, stream, memory, primitives
 
-#include <optional>  // optional reorder
-#include <unordered_map>
+#include <optional>       // optional reorder
+#include <unordered_map>  // primitive arguments
 
 #include "core/shape.h"
 #include "core/tensor.h"
@@ -17,6 +17,9 @@ struct DnnlContext {
 };
 
 using dnnl_tag = dnnl::memory::format_tag;
+// A primitive's arguments. Ops build theirs once and only change the memories' data pointers
+// per call: a map built per call costs a heap allocation per node.
+using DnnlArgs = std::unordered_map<int, dnnl::memory>;
 using dnnl_dims = dnnl::memory::dims;
 
 inline dnnl_dims to_dims(const Shape& s) {
@@ -40,11 +43,15 @@ class BoundArg {
   // The memory to pass for an output; call finish_output() after the primitive ran.
   dnnl::memory& output(const Tensor& t);
   void finish_output();
+  // The memory the primitive sees, for argument maps built once: input() and output() only
+  // change its contents or data pointer.
+  const dnnl::memory& internal() const { return internal_; }
 
  private:
   DnnlContext* ctx_ = nullptr;
   dnnl::memory user_, internal_;
   std::optional<dnnl::reorder> to_internal_, to_user_;
+  DnnlArgs to_internal_args_, to_user_args_;
   Tensor scratch_;
 };
 

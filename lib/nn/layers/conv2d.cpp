@@ -1,4 +1,5 @@
-// Conv2d (groups = 1) on NCHW activations with [out, in, kh, kw] weights.
+// Conv2d (groups = 1) on NCHW activations with [out, in, kh, kw] weights; may absorb the ReLU
+// that follows it (the op then applies it, see ops.h).
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -41,6 +42,12 @@ class Conv2d final : public Layer {
     if (config_.bias) b_ = p[1], db_ = g[1];
   }
 
+  bool absorb_relu() override {
+    DTRAIN_CHECK(ops_.empty()) << "conv2d: ReLU fused after prepare()";
+    spec_.relu = true;
+    return true;
+  }
+
   void prepare(Backend& backend, int64_t batch) override {
     ConvSpec spec = spec_;
     spec.batch = batch;
@@ -52,8 +59,8 @@ class Conv2d final : public Layer {
   void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
                 std::span<const Tensor> dx, bool weights) override {
     ConvOp& op = *ops_.at(y.shape()[0]);
-    if (weights) op.backward_weights(x[0], dy, dw_, db_);
-    if (dx[0].defined()) op.backward_data(dy, w_, dx[0]);
+    if (weights) op.backward_weights(x[0], y, dy, dw_, db_);
+    if (dx[0].defined()) op.backward_data(y, dy, w_, dx[0]);
   }
   int64_t flops() const override {
     const int64_t outputs = spec_.out_channels * spec_.out_height() * spec_.out_width();

@@ -1,4 +1,5 @@
-// Linear: y = x·wᵀ + b on [batch, features]; a 4-D input is read as its flattened view.
+// Linear: y = x·wᵀ + b on [batch, features]; a 4-D input is read as its flattened view. May
+// absorb the ReLU that follows it (the op then applies it, see ops.h).
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -37,8 +38,15 @@ class Linear final : public Layer {
     if (config_.bias) b_ = p[1], db_ = g[1];
   }
 
+  bool absorb_relu() override {
+    DTRAIN_CHECK(ops_.empty()) << "linear: ReLU fused after prepare()";
+    relu_ = true;
+    return true;
+  }
+
   void prepare(Backend& backend, int64_t batch) override {
-    ops_.add(batch, backend.make_linear({batch, in_features_, config_.out_features, config_.bias}));
+    ops_.add(batch,
+             backend.make_linear({batch, in_features_, config_.out_features, config_.bias, relu_}));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
     ops_.at(y.shape()[0])->forward(x[0], w_, b_, y);
@@ -46,8 +54,8 @@ class Linear final : public Layer {
   void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
                 std::span<const Tensor> dx, bool weights) override {
     LinearOp& op = *ops_.at(y.shape()[0]);
-    if (weights) op.backward_weights(x[0], dy, dw_, db_);
-    if (dx[0].defined()) op.backward_data(dy, w_, dx[0]);
+    if (weights) op.backward_weights(x[0], y, dy, dw_, db_);
+    if (dx[0].defined()) op.backward_data(y, dy, w_, dx[0]);
   }
   int64_t flops() const override {
     return 2 * in_features_ * config_.out_features + (config_.bias ? config_.out_features : 0);
@@ -56,6 +64,7 @@ class Linear final : public Layer {
  private:
   LinearConfig config_;
   int64_t in_features_ = 0;
+  bool relu_ = false;  // absorbed the following ReLU
   Tensor w_, b_, dw_, db_;
   PerBatch<std::unique_ptr<LinearOp>> ops_;
 };

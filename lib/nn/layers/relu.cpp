@@ -1,4 +1,6 @@
-// ReLU. The backward reads the output (y > 0 ⇔ x > 0), which every backend supports.
+// ReLU. The backward reads the output (y > 0 ⇔ x > 0), which every backend supports. When the
+// producing Linear or Conv2d absorbed it (Graph fuses them at build), it is a view of that
+// layer's output and does nothing: the producer applies max(·, 0) and the mask.
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -11,20 +13,33 @@ class Relu final : public Layer {
     shape_ = in[0].shape;
     return shape_;
   }
+  bool is_relu() const override { return true; }
+  void mark_absorbed() override { absorbed_ = true; }
+  bool absorbed() const override { return absorbed_; }
+  bool output_is_view() const override { return absorbed_; }
+  bool gradient_passes_through(int) const override { return absorbed_; }
+
   void prepare(Backend& backend, int64_t batch) override {
-    ops_.add(batch, backend.make_relu(shape_.with_batch(batch)));
+    if (!absorbed_) ops_.add(batch, backend.make_relu(shape_.with_batch(batch)));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
-    ops_.at(y.shape()[0])->forward(x[0], y);
+    if (!absorbed_) ops_.at(y.shape()[0])->forward(x[0], y);
   }
-  void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
+  void backward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
                 std::span<const Tensor> dx, bool) override {
-    if (dx[0].defined()) ops_.at(y.shape()[0])->backward(x[0], y, dy, dx[0]);
+    if (!dx[0].defined()) return;
+    if (absorbed_) {
+      // The graph shares the gradient buffer with the producer; a copy only if it did not.
+      ctx.backend->copy(dx[0], dy);
+      return;
+    }
+    ops_.at(y.shape()[0])->backward(x[0], y, dy, dx[0]);
   }
   int64_t flops() const override { return shape_.numel() / shape_[0]; }
 
  private:
   Shape shape_;
+  bool absorbed_ = false;
   PerBatch<std::unique_ptr<ReluOp>> ops_;
 };
 

@@ -1,0 +1,111 @@
+// 16-float vectors for the hand-written CPU kernels (direct convolution, pooling), as GCC/Clang
+// vector extensions: one AVX-512 register with -march=native on AVX-512 machines, pairs of
+// AVX2 registers elsewhere, always correct. Row tails use AVX-512 masked loads and stores where
+// available, element loops otherwise.
+#pragma once
+#include <cstdint>  // int64_t
+#include <cstring>  // memcpy: unaligned vector loads and stores
+
+#ifdef __AVX512F__
+#include <immintrin.h>  // masked loads and stores
+#endif
+
+// Without AVX-512, GCC notes at every use that passing 64-byte vectors by value has no fixed
+// ABI; the kernels including this header pass them only to inline helpers of their own file,
+// never across a library boundary, so the note is off for them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+namespace dtrain::cpu::simd {
+
+constexpr int L = 16;  // floats per vector
+typedef float Vec __attribute__((vector_size(64)));
+typedef int32_t IVec __attribute__((vector_size(64)));
+
+inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, Vec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline void store(int32_t* p, IVec v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The first n lanes (0 ≤ n ≤ 16); the other lanes read as 0 and are not written.
+inline Vec load_part(const float* p, int64_t n) {
+#ifdef __AVX512F__
+  return reinterpret_cast<Vec>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p));
+#else
+  Vec v{};
+  for (int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+inline IVec load_part(const int32_t* p, int64_t n) {
+#ifdef __AVX512F__
+  return reinterpret_cast<IVec>(_mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << n) - 1), p));
+#else
+  IVec v{};
+  for (int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+#endif
+}
+inline void store_part(float* p, Vec v, int64_t n) {
+#ifdef __AVX512F__
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512>(v));
+#else
+  for (int64_t l = 0; l < n; ++l) p[l] = v[l];
+#endif
+}
+inline void store_part(int32_t* p, IVec v, int64_t n) {
+#ifdef __AVX512F__
+  _mm512_mask_storeu_epi32(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m512i>(v));
+#else
+  for (int64_t l = 0; l < n; ++l) p[l] = v[l];
+#endif
+}
+
+// Lanes 0, 2, …, 30 (1, 3, …, 31) of the 32 floats lo:hi: the even (odd) columns of a row.
+inline Vec even_lanes(Vec lo, Vec hi) {
+#ifdef __clang__
+  return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+#else
+  return __builtin_shuffle(lo, hi, IVec{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30});
+#endif
+}
+inline Vec odd_lanes(Vec lo, Vec hi) {
+#ifdef __clang__
+  return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
+  return __builtin_shuffle(lo, hi, IVec{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+#endif
+}
+// a0 b0 a1 b1 … a7 b7 (a8 b8 … a15 b15): the inverse of even_lanes / odd_lanes.
+inline Vec interleave_low(Vec a, Vec b) {
+#ifdef __clang__
+  return __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+#else
+  return __builtin_shuffle(a, b, IVec{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
+#endif
+}
+inline Vec interleave_high(Vec a, Vec b) {
+#ifdef __clang__
+  return __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
+                                 31);
+#else
+  return __builtin_shuffle(a, b,
+                           IVec{8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+#endif
+}
+
+inline float lane_sum(Vec v) {
+  float s = 0;
+  for (int l = 0; l < L; ++l) s += v[l];
+  return s;
+}
+
+}  // namespace dtrain::cpu::simd

@@ -1,0 +1,128 @@
+// Conv2d on the CPU backend against double-precision references, element by element: the
+// forward and all three gradients, with and without a fused ReLU, through oneDNN, through the
+// direct kernels and through the per-pass choice, on one and two threads.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"      // make_conv with a forced path
+#include "backend/cpu/direct_conv.h"  // direct_conv_suits
+#include "core/rng.h"
+#include "reference_ops.h"
+
+using namespace dtrain;
+
+namespace {
+
+Tensor random_tensor(const Shape& s, uint64_t stream) {
+  Tensor t = Tensor::empty(s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = random_uniform(5, stream, i) - 0.5f;
+  return t;
+}
+
+// max |a − r| relative to max |r|.
+double rel_error(const Tensor& a, const std::vector<double>& r) {
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < r.size(); ++i) {
+    err = std::max(err, std::fabs(a.data<float>()[i] - r[i]));
+    scale = std::max(scale, std::fabs(r[i]));
+  }
+  return err / scale;
+}
+
+std::string describe(const ConvSpec& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.in_channels) + "x" +
+         std::to_string(s.height) + "x" + std::to_string(s.width) + " → " +
+         std::to_string(s.out_channels) + " k" + std::to_string(s.kernel_h) + "x" +
+         std::to_string(s.kernel_w) + " s" + std::to_string(s.stride_h) + " p" +
+         std::to_string(s.pad_h) + "," + std::to_string(s.pad_w) + (s.bias ? "" : " nobias") +
+         (s.relu ? " relu" : "");
+}
+
+void check_conv(ConvOp& op, const ConvSpec& s) {
+  Tensor x = random_tensor(s.input_shape(), 1), w = random_tensor(s.weight_shape(), 2);
+  Tensor b = random_tensor({s.out_channels}, 3), y = Tensor::empty(s.output_shape());
+  op.forward(x, w, b, y);
+  auto ref =
+      test::ref_conv(s, x.data<float>(), w.data<float>(), s.bias ? b.data<float>() : nullptr);
+  if (s.relu)
+    for (double& v : ref) v = std::max(v, 0.0);
+  CHECK(rel_error(y, ref) < 1e-5);
+
+  // Gradients for g masked where the activated output is not positive.
+  Tensor g = random_tensor(s.output_shape(), 4);
+  std::vector<double> gm(g.numel());
+  for (int64_t i = 0; i < g.numel(); ++i)
+    gm[i] = !s.relu || y.data<float>()[i] > 0 ? g.data<float>()[i] : 0.0;
+  const auto expect = test::ref_conv_grads(s, x.data<float>(), w.data<float>(), gm);
+  Tensor dx = Tensor::empty(s.input_shape()), dw = Tensor::empty(s.weight_shape());
+  Tensor db = Tensor::empty({s.out_channels});
+  op.backward_data(y, g, w, dx);
+  op.backward_weights(x, y, g, dw, s.bias ? db : Tensor());
+  CHECK(rel_error(dx, expect.dx) < 1e-5);
+  CHECK(rel_error(dw, expect.dw) < 1e-5);
+  if (s.bias) CHECK(rel_error(db, expect.db) < 1e-5);
+}
+
+const ConvSpec kSpecs[] = {
+    {2, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, true},    {2, 16, 7, 7, 16, 3, 3, 2, 2, 1, 1, true},
+    {1, 8, 6, 6, 24, 1, 1, 1, 1, 0, 0, false},  {3, 1, 10, 10, 6, 5, 5, 1, 1, 2, 2, true},
+    {4, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2, true},   // LeNet C1
+    {4, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, true},  // LeNet C3
+    {2, 5, 11, 70, 9, 3, 3, 1, 1, 0, 1, true},   // rows longer than one tile
+    {3, 2, 7, 40, 3, 5, 5, 1, 1, 1, 2, false},   // asymmetric padding
+    {2, 3, 9, 19, 17, 7, 7, 1, 1, 3, 3, true},   // more output channels than one block
+    {2, 18, 6, 9, 5, 2, 4, 1, 1, 1, 3, true},    // even kernel sizes
+    {2, 4, 5, 33, 2, 6, 1, 1, 1, 5, 0, true},    // a kernel taller than the image
+};
+
+}  // namespace
+
+TEST_CASE("conv2d through the backend: forward and gradients, plain and fused ReLU") {
+  for (int threads : {1, 2}) {
+    auto be = make_backend({DeviceChoice::cpu, threads, 0});
+    for (ConvSpec s : kSpecs)
+      for (bool relu : {false, true}) {
+        s.relu = relu;
+        CAPTURE(threads);
+        CAPTURE(describe(s));
+        auto op = be->make_conv(s);
+        check_conv(*op, s);
+      }
+  }
+}
+
+TEST_CASE("conv2d: oneDNN and direct kernels each match the reference") {
+  auto be = make_backend({DeviceChoice::cpu, 1, 0});  // one thread
+  cpu::DnnlContext ctx;
+  for (ConvSpec s : kSpecs)
+    for (bool relu : {false, true}) {
+      s.relu = relu;
+      CAPTURE(describe(s));
+      auto dnnl = cpu::make_conv(ctx, s, cpu::ConvPath::dnnl);
+      check_conv(*dnnl, s);
+      if (!cpu::direct_conv_supports(s)) continue;
+      auto direct = cpu::make_conv(ctx, s, cpu::ConvPath::direct);
+      check_conv(*direct, s);
+    }
+}
+
+TEST_CASE("direct kernels take small channel counts and full-vector rows") {
+  const ConvSpec c1{64, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2, true};
+  const ConvSpec c3{64, 6, 14, 14, 16, 5, 5, 1, 1, 0, 0, true};
+  const ConvSpec wide{64, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, true};
+  const ConvSpec rows32{64, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1, true};
+  const ConvSpec strided{64, 3, 32, 32, 8, 3, 3, 2, 2, 1, 1, true};
+  auto p = cpu::direct_conv_suits(c1);
+  CHECK((p.forward && p.backward_weights && p.backward_data));
+  p = cpu::direct_conv_suits(c3);
+  CHECK((!p.forward && !p.backward_weights && p.backward_data));
+  p = cpu::direct_conv_suits(wide);
+  CHECK((!p.forward && !p.backward_weights && !p.backward_data));
+  p = cpu::direct_conv_suits(rows32);
+  CHECK((p.forward && !p.backward_weights && p.backward_data));
+  p = cpu::direct_conv_suits(strided);
+  CHECK((!p.forward && !p.backward_weights && !p.backward_data));
+}
