@@ -5,12 +5,14 @@
 #include <CLI/CLI.hpp>  // command line
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
-#include "comm/comm.h"    // make_local_comm
-#include "core/error.h"   // Error, InputError
-#include "nn/model.h"     // check_model_spec: the config's model hook
-#include "run/config.h"   // load_config
-#include "run/trainer.h"  // Trainer
+#include "comm/comm.h"      // make_local_comm
+#include "comm/mpi_comm.h"  // launched_under_mpi, init_mpi, make_mpi_comm
+#include "core/error.h"     // Error, InputError
+#include "nn/model.h"       // check_model_spec: the config's model hook
+#include "run/config.h"     // load_config
+#include "run/trainer.h"    // Trainer
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -38,11 +40,12 @@ dtrain::ExperimentConfig load(const Options& o) {
   return dtrain::load_config(sources);
 }
 
-int train(const Options& o) {
+// Under mpirun every rank runs this; one rank's failure ends them all (MPI_Abort) so that no
+// rank waits forever for a dead peer.
+int train(const Options& o, dtrain::Comm& comm) {
   const dtrain::ExperimentConfig config = load(o);
-  auto comm = dtrain::make_local_comm();
-  dtrain::Trainer trainer(config, *comm);
-  if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
+  dtrain::Trainer trainer(config, comm);
+  if (comm.rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
   trainer.run();
   return 0;
@@ -96,22 +99,32 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::unique_ptr<dtrain::Comm> comm;
+  auto fail = [&comm](const char* kind, const std::exception& e, int code) {
+    std::cerr << "dtrain: " << kind
+              << (comm && comm->size() > 1 ? " (rank " + std::to_string(comm->rank()) + ")"
+                                           : std::string())
+              << ": " << e.what() << "\n";
+    if (comm && comm->size() > 1) comm->abort(code);
+    return code;
+  };
   try {
+    if (dtrain::launched_under_mpi()) {
+      dtrain::init_mpi(&argc, &argv);
+      comm = dtrain::make_mpi_comm();
+    } else {
+      comm = dtrain::make_local_comm();
+    }
     if (*plan) return not_yet("'dtrain plan'", "the Pipe-SGD timing model");
     if (*bench) return not_yet("'dtrain bench comm'", "the communication core");
     if (o.config.empty()) {
       std::cerr << "dtrain: --config FILE is required (see dtrain --help)\n";
       return 2;
     }
-    return train(o);
+    return train(o, *comm);
   } catch (const dtrain::InputError& e) {
-    std::cerr << "dtrain: error: " << e.what() << "\n";
-    return 2;
-  } catch (const dtrain::Error& e) {
-    std::cerr << "dtrain: failed: " << e.what() << "\n";
-    return 1;
+    return fail("error", e, 2);
   } catch (const std::exception& e) {
-    std::cerr << "dtrain: failed: " << e.what() << "\n";
-    return 1;
+    return fail("failed", e, 1);
   }
 }

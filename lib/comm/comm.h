@@ -1,16 +1,25 @@
-// Comm: how ranks talk. The trainer and the schedulers see only this interface; the MPI and
-// NCCL implementations arrive with the communication issues, LocalComm is the one-process case.
-// Collectives here are the small host-side ones the runner needs (metrics, consistency);
-// gradient all-reduce on device buffers goes through the same object.
+// Comm: how ranks talk (DESIGN.md §2 decision 3). The trainer and the schedulers see only this
+// interface; MpiComm is the implementation for host memory, LocalComm the one-process case, and
+// an NCCL one (device buffers) comes with the CUDA backend. Compute threads do not call these
+// directly during training: requests go through a CommThread, in issue order.
 #pragma once
+#include <cstddef>  // size_t
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"  // Tensor: device buffers for the gradient collectives
+#include "core/tensor.h"  // Tensor: buffers of the gradient collectives
 
 namespace dtrain {
+
+// A non-blocking operation in flight; wait() completes it (also done by the destructor).
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;  // true once complete
+};
 
 class Comm {
  public:
@@ -19,21 +28,32 @@ class Comm {
   virtual int size() const = 0;
   virtual std::string name() const = 0;
 
-  // In-place element-wise sum over all ranks of a host vector.
-  virtual void allreduce_sum(std::vector<double>& values) = 0;
-  // In-place sum of an f32 buffer (gradients).
+  // ---- point to point (bytes; `tag` separates concurrent conversations) ----
+  virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;
+  virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
+  virtual std::unique_ptr<CommRequest> isend(const void* data, size_t bytes, int peer, int tag) = 0;
+  virtual std::unique_ptr<CommRequest> irecv(void* data, size_t bytes, int peer, int tag) = 0;
+  // Send to `dst` and receive from `src` at once (deadlock-free ring steps).
+  virtual void sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,
+                        size_t recv_bytes, int src, int tag) = 0;
+
+  // ---- collectives ----
+  virtual void allreduce_sum(std::vector<double>& values) = 0;  // host, in place
+  // In-place sum of an f32 buffer with the library's own all-reduce (MPI_Allreduce); the ring
+  // all-reduce with codecs is RingAllreduce, built on the point-to-point calls above.
   virtual void allreduce_sum(const Tensor& buffer) = 0;
-  // Rank `root`'s bytes to everyone.
   virtual void broadcast(std::string& bytes, int root) = 0;
   virtual void broadcast(const Tensor& buffer, int root) = 0;
   // Each rank contributes `row`; root receives all rows in rank order (others get nothing).
   virtual std::vector<std::vector<double>> gather(const std::vector<double>& row, int root) = 0;
   virtual void barrier() = 0;
-  // Ends every rank now, after `message` was printed (no rank may wait forever on a dead one).
+  // A sub-communicator of the ranks passing the same `color`, ordered by `key`.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+  // Ends every rank now (no rank may wait forever on a dead one).
   [[noreturn]] virtual void abort(int exit_code) = 0;
 };
 
-// One process: every collective is the identity.
+// One process: collectives are the identity, point to point is an error.
 std::unique_ptr<Comm> make_local_comm();
 
 }  // namespace dtrain

@@ -1,6 +1,7 @@
 #include <cstdlib>  // std::exit
 
 #include "comm/comm.h"
+#include "core/error.h"
 
 namespace dtrain {
 namespace {
@@ -10,6 +11,11 @@ class LocalComm final : public Comm {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string name() const override { return "local (1 process)"; }
+  void send(const void*, size_t, int peer, int) override { no_peer(peer); }
+  void recv(void*, size_t, int peer, int) override { no_peer(peer); }
+  std::unique_ptr<CommRequest> isend(const void*, size_t, int peer, int) override { no_peer(peer); }
+  std::unique_ptr<CommRequest> irecv(void*, size_t, int peer, int) override { no_peer(peer); }
+  void sendrecv(const void*, size_t, int dst, void*, size_t, int, int) override { no_peer(dst); }
   void allreduce_sum(std::vector<double>&) override {}
   void allreduce_sum(const Tensor&) override {}
   void broadcast(std::string&, int) override {}
@@ -18,7 +24,13 @@ class LocalComm final : public Comm {
     return {row};
   }
   void barrier() override {}
+  std::unique_ptr<Comm> split(int, int) override { return make_local_comm(); }
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
+
+ private:
+  [[noreturn]] static void no_peer(int peer) {
+    throw Error("point-to-point with rank " + std::to_string(peer) + " in a one-process run");
+  }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "run/consistency.h"       // check_consistency
 #include "run/metrics.h"           // MetricsWriter
 #include "run/progress.h"          // Progress
 #include "run/run_options.h"       // config → module options
@@ -47,6 +48,8 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
         << " would freeze every layer with parameters (the model has " << layers << ")";
     model_->freeze_first(config_.optimizer.freeze_layers);
   }
+  check_consistency(
+      comm_, {to_yaml(config_), model_->num_parameters(), train_set_->size(), test_set_->size()});
   schedule_ = std::make_unique<LrSchedule>(schedule_options(config_));
   optimizer_ = std::make_unique<Sgd>(*backend_, model_->parameters(), model_->gradients(),
                                      sgd_options(config_), model_->trainable_offset());
@@ -55,19 +58,24 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(tc.epochs, per_epoch, tc.max_iterations,
                                            tc.log_every_iterations);
-  SchedulerContext ctx{
-      *model_, *optimizer_, *schedule_, comm_, per_epoch, [this](const IterationReport& r) {
-        if (progress_) progress_->iteration(r);
-      }};
+  SchedulerContext ctx{*model_,
+                       *optimizer_,
+                       *schedule_,
+                       comm_,
+                       per_epoch,
+                       [this](const IterationReport& r) {
+                         if (progress_) progress_->iteration(r);
+                       },
+                       config_.compression.name};
   scheduler_ = make_scheduler(config_.algorithm, std::move(ctx));
 }
 
 Trainer::~Trainer() = default;
 
 std::string Trainer::describe() const {
-  return fmt::format("{}\nbackend  {}\ncomm     {}\ntrain    {}\ntest     {}\n\n{}",
-                     to_table(config_), backend_->name(), comm_.name(), train_set_->describe(),
-                     test_set_->describe(), model_->summary());
+  return fmt::format("{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n\n{}",
+                     to_table(config_), backend_->name(), comm_.name(), scheduler_->describe(),
+                     train_set_->describe(), test_set_->describe(), model_->summary());
 }
 
 Trainer::Eval Trainer::evaluate() {

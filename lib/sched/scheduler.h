@@ -37,6 +37,7 @@ struct SchedulerContext {
   Comm& comm;
   int64_t iterations_per_epoch = 1;
   std::function<void(const IterationReport&)> on_iteration;  // may be empty
+  std::string compression = "none";                          // codec inside the gradient all-reduce
 };
 
 class Scheduler {
@@ -44,6 +45,8 @@ class Scheduler {
   explicit Scheduler(SchedulerContext ctx) : ctx_(std::move(ctx)) {}
   virtual ~Scheduler() = default;
   virtual std::string name() const = 0;
+  // One line for the start-up log: the algorithm and how it communicates.
+  virtual std::string describe() const { return name(); }
   // Trains on the batches of `loader` (whose epoch has been started) until it ends or
   // `max_iterations` (> 0) iterations were done.
   virtual EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) = 0;

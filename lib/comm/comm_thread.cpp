@@ -1,0 +1,62 @@
+#include "comm/comm_thread.h"
+
+#include "core/timer.h"  // Clock, seconds_since
+
+namespace dtrain {
+
+CommThread::CommThread() : thread_([this] { loop(); }) {}
+
+CommThread::~CommThread() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+std::future<void> CommThread::submit(std::function<void()> task) {
+  // The busy time is added before the future becomes ready, so a caller that waited for its
+  // request sees that request's time in take_busy_seconds().
+  std::packaged_task<void()> packaged([this, task = std::move(task)] {
+    struct Account {
+      CommThread* self;
+      Clock::time_point start = Clock::now();
+      ~Account() {
+        std::lock_guard lock(self->mutex_);
+        self->busy_s_ += seconds_since(start);
+      }
+    } account{this};
+    task();
+  });
+  std::future<void> done = packaged.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(packaged));
+  }
+  cv_.notify_one();
+  return done;
+}
+
+double CommThread::take_busy_seconds() {
+  std::lock_guard lock(mutex_);
+  const double s = busy_s_;
+  busy_s_ = 0;
+  return s;
+}
+
+void CommThread::loop() {
+  for (;;) {
+    std::packaged_task<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();  // exceptions land in the task's future
+  }
+}
+
+}  // namespace dtrain

@@ -1,0 +1,37 @@
+// CommThread: one per rank; runs communication requests on its own thread, one at a time in
+// issue order, and hands back futures (DESIGN.md §2 decision 3). Its busy time is what
+// timing.csv reports as comm_s; the time a compute thread spends in future::wait() is wait_s.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>  // std::future, std::packaged_task
+#include <mutex>
+#include <thread>
+
+namespace dtrain {
+
+class CommThread {
+ public:
+  CommThread();
+  ~CommThread();  // runs what is queued, then joins
+  CommThread(const CommThread&) = delete;
+  CommThread& operator=(const CommThread&) = delete;
+
+  // Queues `task`; its exception, if any, comes out of the future's get().
+  std::future<void> submit(std::function<void()> task);
+  // Seconds spent running tasks since the last call (and resets the count).
+  double take_busy_seconds();
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<void()>> queue_;
+  bool stopping_ = false;
+  double busy_s_ = 0;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace dtrain

@@ -1,0 +1,66 @@
+#include "comm/ring_allreduce.h"
+
+#include <cstring>  // memcpy
+
+#include "core/error.h"
+#include "core/timer.h"  // Clock
+
+namespace dtrain {
+namespace {
+constexpr int kRingTag = 0x5249;  // "RI"
+}
+
+RingAllreduce::RingAllreduce(Comm& comm, const Codec& codec, int64_t max_elements)
+    : comm_(comm), codec_(codec), max_elements_(max_elements) {
+  const int p = comm.size();
+  const int64_t block = (max_elements + p - 1) / p;
+  send_buf_.resize(codec.encoded_bytes(block));
+  recv_buf_.resize(codec.encoded_bytes(block));
+}
+
+AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
+  DTRAIN_CHECK(n <= max_elements_) << "all-reduce of " << n << " > " << max_elements_;
+  AllreduceTimes t;
+  const int p = comm_.size(), r = comm_.rank();
+  if (p == 1 || n == 0) return t;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  auto begin = [&](int c) { return n * c / p; };
+  auto length = [&](int c) { return begin(c + 1) - begin(c); };
+  auto mod = [p](int c) { return ((c % p) + p) % p; };
+  auto timed = [](double* sink, auto&& f) {
+    const auto start = Clock::now();
+    f();
+    *sink += seconds_since(start);
+  };
+
+  // Reduce-scatter: after p−1 steps rank r holds the full sum of block r+1.
+  for (int s = 0; s < p - 1; ++s) {
+    const int out = mod(r - s), in = mod(r - s - 1);
+    timed(&t.compress_s, [&] { codec_.encode(data + begin(out), length(out), send_buf_.data()); });
+    timed(&t.comm_s, [&] {
+      comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
+                     codec_.encoded_bytes(length(in)), left, kRingTag);
+    });
+    timed(&t.compress_s,
+          [&] { codec_.decode_add(recv_buf_.data(), length(in), data + begin(in)); });
+  }
+  // All-gather: the owner encodes its block once (and keeps the decoded value, as everyone
+  // else will); each rank forwards what it received in the step before.
+  const int own = mod(r + 1);
+  timed(&t.compress_s, [&] {
+    codec_.encode(data + begin(own), length(own), send_buf_.data());
+    codec_.decode(send_buf_.data(), length(own), data + begin(own));
+  });
+  for (int s = 0; s < p - 1; ++s) {
+    const int out = mod(r + 1 - s), in = mod(r - s);
+    timed(&t.comm_s, [&] {
+      comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
+                     codec_.encoded_bytes(length(in)), left, kRingTag);
+    });
+    timed(&t.compress_s, [&] { codec_.decode(recv_buf_.data(), length(in), data + begin(in)); });
+    std::swap(send_buf_, recv_buf_);  // forward the received block unchanged
+  }
+  return t;
+}
+
+}  // namespace dtrain

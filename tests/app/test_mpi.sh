@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Multi-rank runs of the binary: 2-rank sync training writes one timing row per rank per
+# epoch; a rank started with a different --set stops every rank with exit 2 naming the key;
+# a failure on one rank ends the job instead of hanging it.
+source "$(dirname "$0")/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe"
+
+out="$WORK/out"
+cfg="$WORK/tiny.yaml"
+write_synthetic_config "$cfg" "$out"
+
+timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set compression.name=quantize8 \
+  > "$WORK/log.txt" 2>&1 || fail "2-rank training exit code $? ($(tail -5 "$WORK/log.txt"))"
+[ "$(wc -l < "$out/timing.csv")" -eq 5 ] || fail "timing.csv should have 4 rows (2 ranks × 2 epochs)"
+cut -d, -f1 "$out/timing.csv" | tail -n +2 | sort -u | tr '\n' ' ' | grep -q "^0 1 $" \
+  || fail "timing.csv ranks: $(cut -d, -f1 "$out/timing.csv" | tr '\n' ' ')"
+grep -q "ring all-reduce + quantize8" "$WORK/log.txt" || fail "log does not say which all-reduce runs"
+awk -F, 'NR > 1 && $11 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
+  || fail "wait_s not measured on 2 ranks"
+
+rm -rf "$out"
+timeout 120 $MPIRUN -np 1 "$DTRAIN" --config "$cfg" : -np 1 "$DTRAIN" --config "$cfg" \
+  --set train.epochs=3 > "$WORK/mismatch.txt" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "mismatched ranks: exit code $rc, expected 2"
+grep -q "epochs" "$WORK/mismatch.txt" || fail "mismatch message does not name the key: $(tail -3 "$WORK/mismatch.txt")"
+[ ! -e "$out/accuracy.csv" ] || fail "a mismatched start wrote results"
+finish

@@ -1,0 +1,119 @@
+// Comm, CommThread and the ring all-reduce on however many ranks mpirun started.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "comm/comm_thread.h"
+#include "comm/mpi_comm.h"
+#include "comm/ring_allreduce.h"
+#include "compress/codec.h"
+
+using namespace dtrain;
+
+namespace {
+// Small integers: float sums of them are exact in any order.
+float value(int rank, int64_t i) {
+  return static_cast<float>((rank * 31 + i * 7) % 17 - 8);
+}
+}  // namespace
+
+TEST_CASE("ring all-reduce without compression equals the exact sum, odd sizes") {
+  auto comm = make_mpi_comm();
+  const int p = comm->size(), r = comm->rank();
+  auto codec = make_codec("none");
+  RingAllreduce ring(*comm, *codec, 100003);
+  for (int64_t n : {1, 2, 3, 5, 7, 64, 1000, 100003}) {
+    CAPTURE(n);
+    std::vector<float> data(n);
+    for (int64_t i = 0; i < n; ++i) data[i] = value(r, i);
+    ring.run(data.data(), n);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float expect = 0;
+      for (int q = 0; q < p; ++q) expect += value(q, i);
+      wrong += data[i] != expect;
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("ring all-reduce with codecs stays within the bound its steps imply") {
+  auto comm = make_mpi_comm();
+  const int p = comm->size(), r = comm->rank();
+  for (const char* name : {"truncate16", "quantize8"}) {
+    CAPTURE(name);
+    auto codec = make_codec(name);
+    const int64_t n = 10007;
+    RingAllreduce ring(*comm, *codec, n);
+    std::vector<float> data(n), exact(n, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      data[i] = std::sin(0.001f * i * (r + 1)) * (1 + r);
+      for (int q = 0; q < p; ++q) exact[i] += std::sin(0.001f * i * (q + 1)) * (1 + q);
+    }
+    ring.run(data.data(), n);
+    // Each of the p−1 reduce-scatter steps and the final broadcast encode once; a partial sum
+    // is bounded by the sum of magnitudes (here Σ(1+q)).
+    double magnitude = 0;
+    for (int q = 0; q < p; ++q) magnitude += 1 + q;
+    const double bound = p * codec->error_bound(magnitude, magnitude) + 1e-5;
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) worst = std::max(worst, double(std::abs(data[i] - exact[i])));
+    CHECK(worst <= bound);
+    // Every rank holds the very same result.
+    double checksum = 0;
+    for (float v : data) checksum += v;
+    std::vector<double> mine{checksum}, total{checksum * p};
+    comm->allreduce_sum(mine);
+    CHECK(mine[0] == doctest::Approx(total[0]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("comm thread runs requests in order and reports their time") {
+  CommThread thread;
+  std::vector<int> order;
+  std::vector<std::future<void>> done;
+  for (int i = 0; i < 20; ++i) done.push_back(thread.submit([&order, i] { order.push_back(i); }));
+  for (auto& f : done) f.get();
+  for (int i = 0; i < 20; ++i) CHECK(order[i] == i);
+  auto failing = thread.submit([] { throw std::runtime_error("boom"); });
+  CHECK_THROWS_WITH(failing.get(), "boom");
+  CHECK(thread.take_busy_seconds() >= 0);
+}
+
+TEST_CASE("all-reduce on the comm thread while the main thread computes") {
+  auto comm = make_mpi_comm();
+  auto codec = make_codec("none");
+  RingAllreduce ring(*comm, *codec, 4096);
+  CommThread thread;
+  std::vector<float> grads(4096, 1.0f);
+  auto pending = thread.submit([&] { ring.run(grads.data(), 4096); });
+  double busy_work = 0;
+  for (int i = 0; i < 100000; ++i) busy_work += std::sqrt(double(i));
+  pending.get();
+  CHECK(busy_work > 0);
+  CHECK(grads[4095] == float(comm->size()));
+}
+
+TEST_CASE("point to point, broadcast, gather and split") {
+  auto comm = make_mpi_comm();
+  const int p = comm->size(), r = comm->rank();
+  std::string text = r == 0 ? "hello" : "";
+  comm->broadcast(text, 0);
+  CHECK(text == "hello");
+  auto rows = comm->gather({double(r), double(r * r)}, 0);
+  if (r == 0) {
+    REQUIRE(rows.size() == size_t(p));
+    CHECK(rows[p - 1][1] == double((p - 1) * (p - 1)));
+  }
+  if (p >= 2) {
+    int got = -1, mine = r;
+    comm->sendrecv(&mine, sizeof mine, (r + 1) % p, &got, sizeof got, (r + p - 1) % p, 7);
+    CHECK(got == (r + p - 1) % p);
+  }
+  auto half = comm->split(r % 2, r);
+  CHECK(half->size() == (p + 1 - r % 2) / 2);
+  std::vector<double> one{1.0};
+  half->allreduce_sum(one);
+  CHECK(one[0] == double(half->size()));
+}
