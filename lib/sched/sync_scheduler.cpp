@@ -40,9 +40,8 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_itera
       ctx_.model.backward(1.0f / static_cast<float>(rows * world));
     }
     if (allreducer_) {
-      auto summed = allreducer_->start(ctx_.model.gradients());
       ScopedTimer t(&stats.wait_s);  // nothing to overlap with in D-Sync: all of it is exposed
-      summed.get();
+      allreducer_->start(ctx_.model.gradients()).get();
     }
     {
       ScopedTimer t(&stats.update_s);
