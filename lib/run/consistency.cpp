@@ -15,17 +15,23 @@ std::string serialise(const RankFacts& f) {
   return out.str();
 }
 
-// The first line where two texts differ, as "'ours' vs 'theirs'".
+// The first line where two texts differ, with its YAML section: "train.epochs: 3 (rank 0: 5)".
 std::string first_difference(const std::string& a, const std::string& b) {
   std::istringstream x(a), y(b);
-  std::string la, lb;
+  std::string la, lb, section;
+  auto trim = [](const std::string& t) { return t.substr(t.find_first_not_of(' ')); };
   while (true) {
     const bool more_a = static_cast<bool>(std::getline(x, la));
     const bool more_b = static_cast<bool>(std::getline(y, lb));
     if (!more_a && !more_b) return "";
-    if (!more_a) la = "<nothing>";
-    if (!more_b) lb = "<nothing>";
-    if (la != lb || !more_a || !more_b) return "'" + la + "' vs rank 0's '" + lb + "'";
+    if (more_a && more_b && la == lb) {
+      if (!la.empty() && la[0] != ' ' && la.back() == ':') section = la.substr(0, la.size() - 1);
+      continue;
+    }
+    const std::string ours = more_a && !la.empty() ? trim(la) : "<nothing>";
+    const std::string theirs = more_b && !lb.empty() ? trim(lb) : "<nothing>";
+    const bool nested = more_a && !la.empty() && la[0] == ' ' && !section.empty();
+    return (nested ? section + "." : "") + ours + " (rank 0: " + theirs + ")";
   }
 }
 
@@ -36,15 +42,19 @@ void check_consistency(Comm& comm, const RankFacts& mine) {
   const std::string ours = serialise(mine);
   std::string reference = ours;
   comm.broadcast(reference, 0);
-  const std::string diff = first_difference(ours, reference);
-  std::vector<double> bad{diff.empty() ? 0.0 : 1.0};
-  comm.allreduce_sum(bad);
-  if (bad[0] == 0) return;
-  if (!diff.empty())
-    throw InputError("rank " + std::to_string(comm.rank()) +
-                     " was started with a different experiment than rank 0: " + diff);
-  throw InputError(std::to_string(static_cast<int>(bad[0])) +
-                   " rank(s) were started with a different experiment than rank 0");
+  std::string diff = first_difference(ours, reference);
+  // Which ranks differ; the first of them tells everyone how, so that every rank's message (and
+  // whichever one reaches the terminal first) names the difference.
+  std::vector<double> differs(comm.size(), 0.0);
+  differs[comm.rank()] = diff.empty() ? 0.0 : 1.0;
+  comm.allreduce_sum(differs);
+  int first = -1, count = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    if (differs[r] != 0) count += 1, first = first < 0 ? r : first;
+  if (count == 0) return;
+  comm.broadcast(diff, first);
+  throw InputError(std::to_string(count) + " rank(s) were started with a different experiment " +
+                   "than rank 0; rank " + std::to_string(first) + " has " + diff);
 }
 
 }  // namespace dtrain

@@ -24,6 +24,6 @@ timeout 120 $MPIRUN -np 1 "$DTRAIN" --config "$cfg" : -np 1 "$DTRAIN" --config "
   --set train.epochs=3 > "$WORK/mismatch.txt" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] || fail "mismatched ranks: exit code $rc, expected 2"
-grep -q "epochs" "$WORK/mismatch.txt" || fail "mismatch message does not name the key: $(tail -3 "$WORK/mismatch.txt")"
+grep -q "train.epochs: 3" "$WORK/mismatch.txt" || fail "mismatch message does not name the key: $(tail -3 "$WORK/mismatch.txt")"
 [ ! -e "$out/accuracy.csv" ] || fail "a mismatched start wrote results"
 finish
