@@ -7,12 +7,13 @@
 #include <iostream>
 #include <memory>
 
-#include "comm/comm.h"      // make_local_comm
-#include "comm/mpi_comm.h"  // launched_under_mpi, init_mpi, make_mpi_comm
-#include "core/error.h"     // Error, InputError
-#include "nn/model.h"       // check_model_spec: the config's model hook
-#include "run/config.h"     // load_config
-#include "run/trainer.h"    // Trainer
+#include "comm/comm.h"        // make_local_comm
+#include "comm/mpi_comm.h"    // launched_under_mpi, init_mpi, make_mpi_comm
+#include "comm/paced_comm.h"  // make_paced_comm: cluster.link emulation
+#include "core/error.h"       // Error, InputError
+#include "nn/model.h"         // check_model_spec: the config's model hook
+#include "run/config.h"       // load_config
+#include "run/trainer.h"      // Trainer
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -42,10 +43,13 @@ dtrain::ExperimentConfig load(const Options& o) {
 
 // Under mpirun every rank runs this; one rank's failure ends them all (MPI_Abort) so that no
 // rank waits forever for a dead peer.
-int train(const Options& o, dtrain::Comm& comm) {
+int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   const dtrain::ExperimentConfig config = load(o);
-  dtrain::Trainer trainer(config, comm);
-  if (comm.rank() == 0) std::cout << trainer.describe() << std::flush;
+  if (config.cluster.link)  // network emulation: explicit, off by default
+    comm = dtrain::make_paced_comm(
+        std::move(comm), {config.cluster.link->bandwidth_Bps, config.cluster.link->latency_s});
+  dtrain::Trainer trainer(config, *comm);
+  if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
   trainer.run();
   return 0;
@@ -121,7 +125,7 @@ int main(int argc, char** argv) {
       std::cerr << "dtrain: --config FILE is required (see dtrain --help)\n";
       return 2;
     }
-    return train(o, *comm);
+    return train(o, comm);
   } catch (const dtrain::InputError& e) {
     return fail("error", e, 2);
   } catch (const std::exception& e) {

@@ -23,6 +23,18 @@ std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& a, SchedulerCon
                    "' is not available in this build yet (available: sync)");
 }
 
+// The slow-down cluster.stragglers gives this rank (1 when it is not listed).
+double compute_slowdown(const ClusterConfig& cluster, const Comm& comm) {
+  double slowdown = 1.0;
+  for (size_t i = 0; i < cluster.stragglers.size(); ++i) {
+    const StragglerConfig& s = cluster.stragglers[i];
+    DTRAIN_INPUT_CHECK(s.rank < comm.size()) << "cluster.stragglers[" << i << "].rank: " << s.rank
+                                             << ", but the job has " << comm.size() << " rank(s)";
+    if (s.rank == comm.rank()) slowdown = s.slowdown;
+  }
+  return slowdown;
+}
+
 }  // namespace
 
 Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), comm_(comm) {
@@ -66,7 +78,8 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
                        [this](const IterationReport& r) {
                          if (progress_) progress_->iteration(r);
                        },
-                       config_.compression.name};
+                       config_.compression.name,
+                       compute_slowdown(config_.cluster, comm_)};
   scheduler_ = make_scheduler(config_.algorithm, std::move(ctx));
 }
 

@@ -38,6 +38,9 @@ struct SchedulerContext {
   int64_t iterations_per_epoch = 1;
   std::function<void(const IterationReport&)> on_iteration;  // may be empty
   std::string compression = "none";                          // codec inside the gradient all-reduce
+  // Straggler emulation (cluster.stragglers): this rank's compute takes `compute_slowdown`
+  // times as long as it really does.
+  double compute_slowdown = 1.0;
 };
 
 class Scheduler {
@@ -60,6 +63,9 @@ class Scheduler {
     return static_cast<float>(
         ctx_.schedule.lr_at(epoch + static_cast<double>(i) / ctx_.iterations_per_epoch));
   }
+  // Stretches compute that took `seconds` to compute_slowdown × seconds; returns the added time.
+  double emulate_straggler(double seconds) const;
+
   SchedulerContext ctx_;
 };
 

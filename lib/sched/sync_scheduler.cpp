@@ -30,6 +30,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_itera
       if (!loader.next(batch)) break;
     }
     const int64_t rows = batch.labels.numel();
+    const double compute_before = stats.forward_s + stats.backward_s;
     {
       ScopedTimer t(&stats.forward_s);
       ctx_.model.forward(batch.images, batch.labels);
@@ -39,6 +40,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_itera
       ScopedTimer t(&stats.backward_s);
       ctx_.model.backward(1.0f / static_cast<float>(rows * world));
     }
+    stats.backward_s += emulate_straggler(stats.forward_s + stats.backward_s - compute_before);
     if (allreducer_) {
       ScopedTimer t(&stats.wait_s);  // nothing to overlap with in D-Sync: all of it is exposed
       allreducer_->start(ctx_.model.gradients()).get();

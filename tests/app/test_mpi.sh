@@ -19,6 +19,17 @@ grep -q "ring all-reduce + quantize8" "$WORK/log.txt" || fail "log does not say 
 awk -F, 'NR > 1 && $11 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
   || fail "wait_s not measured on 2 ranks"
 
+# A straggler's compute is stretched by its factor (rank 1: 4×; compared within the run).
+rm -rf "$out"
+timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set 'cluster.stragglers=[{rank: 1, slowdown: 4}]' \
+  > "$WORK/straggler.txt" 2>&1 || fail "straggler run exit code $? ($(tail -3 "$WORK/straggler.txt"))"
+awk -F, 'NR > 1 { c[$1] += $6 + $7 } END { exit !(c[1] > 2 * c[0]) }' "$out/timing.csv" \
+  || fail "rank 1's compute is not stretched: $(cat "$out/timing.csv")"
+timeout 60 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set 'cluster.stragglers=[{rank: 5, slowdown: 2}]' \
+  > "$WORK/bad_straggler.txt" 2>&1
+[ $? -eq 2 ] || fail "a straggler rank outside the job should exit 2"
+grep -q "cluster.stragglers\[0\].rank" "$WORK/bad_straggler.txt" || fail "bad straggler message: $(tail -2 "$WORK/bad_straggler.txt")"
+
 rm -rf "$out"
 timeout 120 $MPIRUN -np 1 "$DTRAIN" --config "$cfg" : -np 1 "$DTRAIN" --config "$cfg" \
   --set train.epochs=3 > "$WORK/mismatch.txt" 2>&1
