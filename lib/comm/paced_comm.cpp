@@ -1,9 +1,13 @@
 #include "comm/paced_comm.h"
 
+#include "core/timer.h"  // Clock
+
+#include <algorithm>  // max
 #include <chrono>
 #include <cstdio>   // snprintf
 #include <cstdlib>  // exit
-#include <thread>   // sleep_for
+#include <mutex>
+#include <thread>  // sleep_for, sleep_until
 
 #include "core/error.h"
 
@@ -33,7 +37,17 @@ class PacedComm final : public Comm {
     wait_seconds(link_.seconds_for(n));
     inner_->send(d, n, peer, tag);
   }
-  void recv(void* d, size_t n, int peer, int tag) override { inner_->recv(d, n, peer, tag); }
+  // A blocking receive also waits for this rank's incoming link: messages from several senders
+  // arrive one after another (a parameter server's bottleneck), not in parallel.
+  void recv(void* d, size_t n, int peer, int tag) override {
+    const auto start = Clock::now();
+    inner_->recv(d, n, peer, tag);
+    std::lock_guard lock(ingress_mutex_);
+    ingress_free_ = std::max(ingress_free_, start) +
+                    std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(n / link_.bandwidth_Bps));
+    std::this_thread::sleep_until(ingress_free_);
+  }
   std::unique_ptr<CommRequest> isend(const void* d, size_t n, int peer, int tag) override {
     wait_seconds(link_.seconds_for(n));
     return inner_->isend(d, n, peer, tag);
@@ -74,6 +88,8 @@ class PacedComm final : public Comm {
  private:
   std::unique_ptr<Comm> inner_;
   LinkModel link_;
+  std::mutex ingress_mutex_;
+  Clock::time_point ingress_free_{};  // when the incoming link is next idle
 };
 
 }  // namespace

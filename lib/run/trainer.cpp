@@ -8,19 +8,21 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "run/consistency.h"       // check_consistency
-#include "run/metrics.h"           // MetricsWriter
-#include "run/progress.h"          // Progress
-#include "run/run_options.h"       // config → module options
-#include "sched/sync_scheduler.h"  // SyncScheduler
+#include "run/consistency.h"          // check_consistency
+#include "run/metrics.h"              // MetricsWriter
+#include "run/progress.h"             // Progress
+#include "run/run_options.h"          // config → module options
+#include "sched/ps_sync_scheduler.h"  // PsSyncScheduler
+#include "sched/sync_scheduler.h"     // SyncScheduler
 
 namespace dtrain {
 namespace {
 
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& a, SchedulerContext ctx) {
   if (a.name == "sync") return std::make_unique<SyncScheduler>(std::move(ctx));
+  if (a.name == "ps_sync") return std::make_unique<PsSyncScheduler>(std::move(ctx));
   throw InputError("algorithm.name: '" + a.name +
-                   "' is not available in this build yet (available: sync)");
+                   "' is not available in this build yet (available: sync, ps_sync)");
 }
 
 // The slow-down cluster.stragglers gives this rank (1 when it is not listed).

@@ -1,0 +1,102 @@
+#include "sched/ps_sync_scheduler.h"
+
+#include <cmath>  // isfinite
+
+#include "core/error.h"
+#include "core/timer.h"  // ScopedTimer
+
+namespace dtrain {
+namespace {
+constexpr int kGradientTag = 0x5053, kWeightTag = 0x5054;  // "PS", "PT"
+}
+
+PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx)
+    : Scheduler(std::move(ctx)), codec_(make_codec(ctx_.compression)) {
+  const int64_t n = ctx_.model.num_parameters();
+  encoded_.resize(codec_->encoded_bytes(n));
+  if (ctx_.comm.rank() == 0)
+    inbox_.assign(ctx_.comm.size() - 1, std::vector<char>(codec_->encoded_bytes(n)));
+}
+
+std::string PsSyncScheduler::describe() const {
+  return "ps_sync: rank 0 is the parameter server of " + std::to_string(ctx_.comm.size()) +
+         " ranks, gradient pushes " +
+         (codec_->name() == "none" ? std::string("uncompressed") : "with " + codec_->name());
+}
+
+void PsSyncScheduler::serve(float lr, double* compress_s) {
+  const Tensor& grads = ctx_.model.gradients();
+  const int64_t n = grads.numel();
+  // One worker after another: the server's incoming link is the shared resource.
+  for (int w = 1; w < ctx_.comm.size(); ++w) {
+    ctx_.comm.recv(inbox_[w - 1].data(), inbox_[w - 1].size(), w, kGradientTag);
+    ScopedTimer t(compress_s);
+    codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
+  }
+  ctx_.optimizer.step(lr);
+  const Tensor& weights = ctx_.model.parameters();
+  for (int w = 1; w < ctx_.comm.size(); ++w)
+    ctx_.comm.send(weights.raw(), weights.bytes(), w, kWeightTag);
+}
+
+void PsSyncScheduler::push_and_pull(double* compress_s) {
+  const Tensor& grads = ctx_.model.gradients();
+  {
+    ScopedTimer t(compress_s);
+    codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
+  }
+  ctx_.comm.send(encoded_.data(), encoded_.size(), 0, kGradientTag);
+  const Tensor& weights = ctx_.model.parameters();
+  ctx_.comm.recv(weights.raw(), weights.bytes(), 0, kWeightTag);
+}
+
+EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+  EpochStats stats;
+  const auto epoch_start = Clock::now();
+  const int world = ctx_.comm.size();
+  const bool server = ctx_.comm.rank() == 0;
+  double compress_s = 0;
+  Batch batch;
+  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+    {
+      ScopedTimer t(&stats.data_s);
+      if (!loader.next(batch)) break;
+    }
+    const int64_t rows = batch.labels.numel();
+    const double compute_before = stats.forward_s + stats.backward_s;
+    {
+      ScopedTimer t(&stats.forward_s);
+      ctx_.model.forward(batch.images, batch.labels);
+    }
+    {
+      ScopedTimer t(&stats.backward_s);
+      ctx_.model.backward(1.0f / static_cast<float>(rows * world));
+    }
+    stats.backward_s += emulate_straggler(stats.forward_s + stats.backward_s - compute_before);
+    const float lr = lr_at(epoch, i);
+    if (world == 1) {
+      ScopedTimer t(&stats.update_s);
+      ctx_.optimizer.step(lr);
+    } else {
+      // The exchange runs on the comm thread; the compute thread has nothing to overlap.
+      ScopedTimer t(&stats.wait_s);
+      thread_.submit([&] { server ? serve(lr, &compress_s) : push_and_pull(&compress_s); }).get();
+    }
+    const LossStats ls = ctx_.model.last_stats();
+    if (!std::isfinite(ls.loss_sum))
+      throw Error("training diverged: the loss is " + std::to_string(ls.loss_sum) + " at epoch " +
+                  std::to_string(epoch + 1) + ", iteration " + std::to_string(i + 1));
+    stats.loss_sum += ls.loss_sum;
+    stats.correct += ls.correct;
+    stats.samples += rows;
+    ++stats.iterations;
+    if (ctx_.on_iteration)
+      ctx_.on_iteration({epoch, i + 1, rows ? ls.loss_sum / rows : 0.0, rows * world});
+  }
+  stats.wall_s = seconds_since(epoch_start);
+  stats.compress_s = compress_s;
+  stats.comm_s = thread_.take_busy_seconds() - compress_s;
+  return stats;
+}
+
+}  // namespace dtrain

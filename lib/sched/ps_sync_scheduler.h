@@ -1,0 +1,36 @@
+// PS-Sync: the centralised baseline of the Pipe-SGD paper (Fig. 2a, "parameter server").
+// Every rank computes the gradient of its share of the global batch and pushes it to the
+// parameter server (rank 0, which also computes its own share); the server sums the pushes,
+// applies the update and sends the new weights back; workers wait for them. The server's link
+// carries (p−1) gradients in and (p−1) weight copies out per iteration — the imbalance D-Sync's
+// ring removes. A codec, when configured, compresses the gradient pushes.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/comm_thread.h"  // CommThread
+#include "compress/codec.h"    // Codec
+#include "sched/scheduler.h"   // Scheduler
+
+namespace dtrain {
+
+class PsSyncScheduler final : public Scheduler {
+ public:
+  explicit PsSyncScheduler(SchedulerContext ctx);
+  std::string name() const override { return "ps_sync"; }
+  std::string describe() const override;
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+
+ private:
+  // Server: receive and sum every worker's gradient, update, send the weights back.
+  void serve(float lr, double* compress_s);
+  // Worker: push the gradient, receive the new weights.
+  void push_and_pull(double* compress_s);
+
+  std::unique_ptr<Codec> codec_;
+  CommThread thread_;
+  std::vector<char> encoded_;
+  std::vector<std::vector<char>> inbox_;  // server: one encoded gradient per worker
+};
+
+}  // namespace dtrain
