@@ -4,16 +4,19 @@
 
 #include <CLI/CLI.hpp>  // command line
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
-#include "comm/comm.h"        // make_local_comm
-#include "comm/mpi_comm.h"    // launched_under_mpi, init_mpi, make_mpi_comm
-#include "comm/paced_comm.h"  // make_paced_comm: cluster.link emulation
-#include "core/error.h"       // Error, InputError
-#include "nn/model.h"         // check_model_spec: the config's model hook
-#include "run/config.h"       // load_config
-#include "run/trainer.h"      // Trainer
+#include "comm/allreduce_bench.h"  // dtrain bench comm
+#include "comm/comm.h"             // make_local_comm
+#include "comm/mpi_comm.h"         // launched_under_mpi, init_mpi, make_mpi_comm
+#include "comm/paced_comm.h"       // make_paced_comm: cluster.link emulation
+#include "compress/codec.h"        // make_codec: validate --codecs
+#include "core/error.h"            // Error, InputError
+#include "nn/model.h"              // check_model_spec: the config's model hook
+#include "run/config.h"            // load_config
+#include "run/trainer.h"           // Trainer
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -55,6 +58,22 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   return 0;
 }
 
+int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::string& csv,
+                    dtrain::Comm& comm) {
+  for (const auto& c : options.codecs) dtrain::make_codec(c);  // unknown names: exit 2 now
+  const auto rows = dtrain::run_allreduce_bench(comm, options);
+  if (comm.rank() != 0) return 0;
+  std::cout << "# all-reduce over " << comm.size() << " rank(s) (" << comm.name()
+            << "); time averaged over ranks; busbw = algbw * 2(p-1)/p\n"
+            << dtrain::allreduce_bench_table(rows);
+  if (!csv.empty()) {
+    std::ofstream out(csv);
+    out << dtrain::allreduce_bench_csv(rows);
+    if (!out) throw dtrain::Error("cannot write " + csv);
+  }
+  return 0;
+}
+
 int not_yet(const std::string& what, const std::string& issue) {
   std::cerr << "dtrain: " << what << " is not implemented yet (it arrives with " << issue << ")\n";
   return 2;
@@ -86,8 +105,19 @@ int main(int argc, char** argv) {
   plan->add_option("--ranks", o.ranks, "number of ranks to predict for");
   plan->add_option("--csv", o.csv, "write the predictions as CSV");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
-  CLI::App* bench_comm = bench->add_subcommand("comm", "all-reduce bandwidth table");
-  bench_comm->allow_extras();
+  CLI::App* bench_comm =
+      bench->add_subcommand("comm", "all-reduce bandwidth table (nccl-tests style)");
+  dtrain::AllreduceBenchOptions bench_opts;
+  bool no_mpi = false;
+  bench_comm->add_option("--min-bytes", bench_opts.min_bytes, "smallest message (4K, 1M, ...)")
+      ->transform(CLI::AsSizeValue(false));
+  bench_comm->add_option("--max-bytes", bench_opts.max_bytes, "largest message")
+      ->transform(CLI::AsSizeValue(false));
+  bench_comm->add_option("--codecs", bench_opts.codecs, "codecs for the ring all-reduce")
+      ->delimiter(',');
+  bench_comm->add_flag("--no-mpi", no_mpi, "skip MPI_Allreduce");
+  bench_comm->add_option("--iters", bench_opts.iterations, "timed iterations (0: automatic)");
+  bench_comm->add_option("--csv", o.csv, "write the rows as CSV");
   bench->require_subcommand(1);
 
   try {
@@ -120,7 +150,10 @@ int main(int argc, char** argv) {
       comm = dtrain::make_local_comm();
     }
     if (*plan) return not_yet("'dtrain plan'", "the Pipe-SGD timing model");
-    if (*bench) return not_yet("'dtrain bench comm'", "the communication core");
+    if (*bench) {
+      bench_opts.include_mpi = !no_mpi;
+      return bench_comm_main(bench_opts, o.csv, *comm);
+    }
     if (o.config.empty()) {
       std::cerr << "dtrain: --config FILE is required (see dtrain --help)\n";
       return 2;

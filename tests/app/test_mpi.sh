@@ -37,4 +37,14 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "mismatched ranks: exit code $rc, expected 2"
 grep -q "train.epochs: 3" "$WORK/mismatch.txt" || fail "mismatch message does not name the key: $(tail -3 "$WORK/mismatch.txt")"
 [ ! -e "$out/accuracy.csv" ] || fail "a mismatched start wrote results"
+# dtrain bench comm: the CSV contract, every implementation present, exact sums for `none`.
+timeout 120 $MPIRUN -np 2 "$DTRAIN" bench comm --min-bytes 4K --max-bytes 64K --iters 3 \
+  --csv "$WORK/bench.csv" > "$WORK/bench.txt" 2>&1 || fail "bench comm exit code $? ($(tail -3 "$WORK/bench.txt"))"
+[ "$(head -1 "$WORK/bench.csv")" = "ranks,codec,impl,bytes,time_us,algbw_GBps,busbw_GBps,max_rel_error" ] \
+  || fail "bench comm CSV header: $(head -1 "$WORK/bench.csv")"
+[ "$(wc -l < "$WORK/bench.csv")" -eq 21 ] || fail "bench comm: expected 20 rows (4 impls x 5 sizes)"
+awk -F, 'NR > 1 && $2 == "none" && $8 > 1e-6 { bad = 1 } NR > 1 && $2 == "quantize8" && $8 > 0.02 { bad = 1 }
+         END { exit bad }' "$WORK/bench.csv" || fail "bench comm errors out of bounds: $(cat "$WORK/bench.csv")"
+timeout 60 "$DTRAIN" bench comm --codecs zip > /dev/null 2>&1
+[ $? -eq 2 ] || fail "bench comm with an unknown codec should exit 2"
 finish
