@@ -1,7 +1,5 @@
 #include "sched/ps_sync_scheduler.h"
 
-#include <cmath>  // isfinite
-
 #include "core/error.h"
 #include "core/timer.h"  // ScopedTimer
 
@@ -53,7 +51,6 @@ void PsSyncScheduler::push_and_pull(double* compress_s) {
 EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
   EpochStats stats;
   const auto epoch_start = Clock::now();
-  const int world = ctx_.comm.size();
   const bool server = ctx_.comm.rank() == 0;
   double compress_s = 0;
   Batch batch;
@@ -62,19 +59,9 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
       ScopedTimer t(&stats.data_s);
       if (!loader.next(batch)) break;
     }
-    const int64_t rows = batch.labels.numel();
-    const double compute_before = stats.forward_s + stats.backward_s;
-    {
-      ScopedTimer t(&stats.forward_s);
-      ctx_.model.forward(batch.images, batch.labels);
-    }
-    {
-      ScopedTimer t(&stats.backward_s);
-      ctx_.model.backward(1.0f / static_cast<float>(rows * world));
-    }
-    stats.backward_s += emulate_straggler(stats.forward_s + stats.backward_s - compute_before);
+    compute_gradients(batch, stats);
     const float lr = lr_at(epoch, i);
-    if (world == 1) {
+    if (ctx_.comm.size() == 1) {
       ScopedTimer t(&stats.update_s);
       ctx_.optimizer.step(lr);
     } else {
@@ -82,16 +69,7 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
       ScopedTimer t(&stats.wait_s);
       thread_.submit([&] { server ? serve(lr, &compress_s) : push_and_pull(&compress_s); }).get();
     }
-    const LossStats ls = ctx_.model.last_stats();
-    if (!std::isfinite(ls.loss_sum))
-      throw Error("training diverged: the loss is " + std::to_string(ls.loss_sum) + " at epoch " +
-                  std::to_string(epoch + 1) + ", iteration " + std::to_string(i + 1));
-    stats.loss_sum += ls.loss_sum;
-    stats.correct += ls.correct;
-    stats.samples += rows;
-    ++stats.iterations;
-    if (ctx_.on_iteration)
-      ctx_.on_iteration({epoch, i + 1, rows ? ls.loss_sum / rows : 0.0, rows * world});
+    finish_iteration(epoch, i, batch.labels.numel(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   stats.compress_s = compress_s;

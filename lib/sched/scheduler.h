@@ -65,6 +65,11 @@ class Scheduler {
   }
   // Stretches compute that took `seconds` to compute_slowdown × seconds; returns the added time.
   double emulate_straggler(double seconds) const;
+  // The local half of a data-parallel step: forward and backward of this rank's batch with the
+  // loss scaled to the global-batch mean (straggler emulation included), timed into `stats`.
+  void compute_gradients(const Batch& batch, EpochStats& stats);
+  // Accounts the step's loss (throws on divergence) and reports progress.
+  void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
 
   SchedulerContext ctx_;
 };
