@@ -125,4 +125,37 @@ class PerBatch {
   std::vector<std::pair<int64_t, T>> entries_;
 };
 
+// Per-batch plans of an op that needs per-forward scratch for its backward (PoolOp, LrnOp:
+// forward(x, y, workspace, training), backward(x, y, dy, workspace, dx)). The plans share one
+// workspace buffer sized for the largest batch prepared first (the build batch).
+template <typename Op>
+class WorkspacePlans {
+ public:
+  void add(Backend& backend, int64_t batch, std::unique_ptr<Op> op) {
+    Plan plan{std::move(op), {}};
+    const auto bytes = static_cast<int64_t>(plan.op->workspace_bytes());
+    if (bytes > 0) {
+      if (workspace_.numel() < bytes) workspace_ = backend.empty({bytes}, DType::u8);
+      plan.workspace = workspace_.slice(0, {bytes});
+    }
+    plans_.add(batch, std::move(plan));
+  }
+  void forward(const Tensor& x, const Tensor& y, bool training) {
+    Plan& p = plans_.at(y.shape()[0]);
+    p.op->forward(x, y, p.workspace, training);
+  }
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+    Plan& p = plans_.at(y.shape()[0]);
+    p.op->backward(x, y, dy, p.workspace, dx);
+  }
+
+ private:
+  struct Plan {
+    std::unique_ptr<Op> op;
+    Tensor workspace;
+  };
+  Tensor workspace_;
+  PerBatch<Plan> plans_;
+};
+
 }  // namespace dtrain

@@ -21,23 +21,14 @@ class Lrn final : public Layer {
   void prepare(Backend& backend, int64_t batch) override {
     LrnSpec spec = spec_;
     spec.batch = batch;
-    Plan plan{backend.make_lrn(spec), {}};
-    const auto bytes = static_cast<int64_t>(plan.op->workspace_bytes());
-    if (bytes > 0) {
-      if (workspace_.numel() < bytes) workspace_ = backend.empty({bytes}, DType::u8);
-      plan.workspace = workspace_.slice(0, {bytes});
-    }
-    plans_.add(batch, std::move(plan));
+    plans_.add(backend, batch, backend.make_lrn(spec));
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
-    Plan& p = plans_.at(y.shape()[0]);
-    p.op->forward(x[0], y, p.workspace, ctx.training);
+    plans_.forward(x[0], y, ctx.training);
   }
   void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
                 std::span<const Tensor> dx, bool) override {
-    if (!dx[0].defined()) return;
-    Plan& p = plans_.at(y.shape()[0]);
-    p.op->backward(x[0], y, dy, p.workspace, dx[0]);
+    if (dx[0].defined()) plans_.backward(x[0], y, dy, dx[0]);
   }
   // Σx² over `size` channels (2 per term), then scale, power and divide.
   int64_t flops() const override {
@@ -45,14 +36,9 @@ class Lrn final : public Layer {
   }
 
  private:
-  struct Plan {
-    std::unique_ptr<LrnOp> op;
-    Tensor workspace;
-  };
   LrnConfig config_;
   LrnSpec spec_;
-  Tensor workspace_;
-  PerBatch<Plan> plans_;
+  WorkspacePlans<LrnOp> plans_;
 };
 
 }  // namespace

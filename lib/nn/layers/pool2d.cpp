@@ -36,38 +36,24 @@ class Pool2d final : public Layer {
   void prepare(Backend& backend, int64_t batch) override {
     PoolSpec spec = spec_;
     spec.batch = batch;
-    Plan plan{backend.make_pool(spec), {}};
-    const auto bytes = static_cast<int64_t>(plan.op->workspace_bytes());
-    if (bytes > 0) {
-      if (workspace_.numel() < bytes) workspace_ = backend.empty({bytes}, DType::u8);
-      plan.workspace = workspace_.slice(0, {bytes});
-    }
-    plans_.add(batch, std::move(plan));
+    plans_.add(backend, batch, backend.make_pool(spec));
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
-    Plan& p = plans_.at(y.shape()[0]);
-    p.op->forward(x[0], y, p.workspace, ctx.training);
+    plans_.forward(x[0], y, ctx.training);
   }
   void backward(const RunContext&, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
                 std::span<const Tensor> dx, bool) override {
-    if (!dx[0].defined()) return;
-    Plan& p = plans_.at(y.shape()[0]);
-    p.op->backward(x[0], y, dy, p.workspace, dx[0]);
+    if (dx[0].defined()) plans_.backward(x[0], y, dy, dx[0]);
   }
   int64_t flops() const override {
     return spec_.output_shape().numel() / spec_.batch * spec_.kernel_h * spec_.kernel_w;
   }
 
  private:
-  struct Plan {
-    std::unique_ptr<PoolOp> op;
-    Tensor workspace;
-  };
   Pool2dConfig config_;
   bool global_;
   PoolSpec spec_;
-  Tensor workspace_;  // sized for the build batch, shared by the plans
-  PerBatch<Plan> plans_;
+  WorkspacePlans<PoolOp> plans_;
 };
 
 }  // namespace
