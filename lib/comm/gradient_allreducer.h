@@ -17,6 +17,9 @@ namespace dtrain {
 
 class GradientAllreducer {
  public:
+  // Works on its own duplicate of `comm` (a collective call: every rank constructs one at the
+  // same point), so that its collectives, running on the comm thread, never interleave with
+  // collectives the compute thread issues on `comm` meanwhile (metrics, evaluation).
   GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements);
   // Starts summing `buffer` (host f32) over the ranks; in place.
   std::future<void> start(const Tensor& buffer);
@@ -27,7 +30,7 @@ class GradientAllreducer {
   void take_times(double* comm_s, double* compress_s);
 
  private:
-  Comm& comm_;
+  std::unique_ptr<Comm> comm_;
   std::unique_ptr<Codec> codec_;
   std::unique_ptr<RingAllreduce> ring_;  // null: MPI_Allreduce
   CommThread thread_;

@@ -63,6 +63,10 @@ class Graph {
   const Tensor& parameters() const { return params_; }
   const Tensor& gradients() const { return grads_; }
   const Tensor& buffers() const { return buffers_; }
+  // Points the layers' gradient views at another flat buffer of the same size and device, so a
+  // scheduler can keep several iterations' gradients in flight without copying (Pipe-SGD).
+  // Backward then writes there; frozen layers' ranges are neither read nor written.
+  void set_gradients(const Tensor& flat);
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
   void set_dropout_seed(uint64_t seed) { seed_ = seed; }
@@ -100,6 +104,7 @@ class Graph {
   void update_needs();
   void update_targets(Plan& plan);
   void initialise(uint64_t seed);
+  void bind_layers();
 
   std::vector<Node> nodes_;  // topological order; nodes_[0] is the graph input
   std::vector<LayerRange> ranges_;

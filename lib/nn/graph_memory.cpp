@@ -10,18 +10,8 @@ namespace dtrain {
 
 // ---- materialize ---------------------------------------------------------------------------
 
-void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
-  DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
-  backend_ = &backend;
-  seed_ = seed;
-  input_gradient_ = input_gradient;
-  params_ = backend.empty({num_params_});
-  grads_ = backend.empty({num_params_});
-  buffers_ = backend.empty({num_buffers_});
-  backend.fill_zero(grads_);
-  initialise(seed);
-
-  // Parameter views for the layers.
+// Hands every layer its views of the flat parameter, gradient and buffer tensors.
+void Graph::bind_layers() {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     std::vector<Tensor> p, g, b;
@@ -38,6 +28,29 @@ void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
     }
     node.layer->bind(p, g, b);
   }
+}
+
+void Graph::set_gradients(const Tensor& flat) {
+  DTRAIN_CHECK(backend_ != nullptr) << "graph used before materialize()";
+  DTRAIN_CHECK(flat.numel() == num_params_ && flat.dtype() == grads_.dtype() &&
+               flat.device() == grads_.device())
+      << "set_gradients: needs a flat buffer like gradients() (" << num_params_ << " elements)";
+  grads_ = flat;
+  bind_layers();
+}
+
+void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
+  DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
+  backend_ = &backend;
+  seed_ = seed;
+  input_gradient_ = input_gradient;
+  params_ = backend.empty({num_params_});
+  grads_ = backend.empty({num_params_});
+  buffers_ = backend.empty({num_buffers_});
+  backend.fill_zero(grads_);
+  initialise(seed);
+
+  bind_layers();
 
   // Outputs: views share their producer's memory.
   for (size_t i = 0; i < nodes_.size(); ++i) {

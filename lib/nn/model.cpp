@@ -27,6 +27,9 @@ const Tensor& Model::parameters() const {
 const Tensor& Model::gradients() const {
   return graph_->gradients();
 }
+void Model::set_gradients(const Tensor& flat) {
+  graph_->set_gradients(flat);
+}
 const Tensor& Model::buffers() const {
   return graph_->buffers();
 }

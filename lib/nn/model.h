@@ -45,8 +45,11 @@ class Model {
 
   int64_t num_parameters() const;
   const Tensor& parameters() const;  // flat [P], device memory
-  const Tensor& gradients() const;   // flat [P]
-  const Tensor& buffers() const;     // flat non-trainable state (BN running stats), may be empty
+  const Tensor& gradients() const;   // flat [P]: where backward writes
+  // Makes backward write into `flat` (same size and device as gradients()) from now on; a
+  // pipelined scheduler rotates several buffers this way instead of copying gradients.
+  void set_gradients(const Tensor& flat);
+  const Tensor& buffers() const;  // flat non-trainable state (BN running stats), may be empty
   const std::vector<LayerRange>& layer_ranges() const;  // parameterised layers, forward order
   void set_training(bool training);
   bool training() const;

@@ -8,12 +8,13 @@
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "run/consistency.h"          // check_consistency
-#include "run/metrics.h"              // MetricsWriter
-#include "run/progress.h"             // Progress
-#include "run/run_options.h"          // config → module options
-#include "sched/ps_sync_scheduler.h"  // PsSyncScheduler
-#include "sched/sync_scheduler.h"     // SyncScheduler
+#include "run/consistency.h"           // check_consistency
+#include "run/metrics.h"               // MetricsWriter
+#include "run/progress.h"              // Progress
+#include "run/run_options.h"           // config → module options
+#include "sched/pipe_sgd_scheduler.h"  // PipeSgdScheduler
+#include "sched/ps_sync_scheduler.h"   // PsSyncScheduler
+#include "sched/sync_scheduler.h"      // SyncScheduler
 
 namespace dtrain {
 namespace {
@@ -21,8 +22,9 @@ namespace {
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& a, SchedulerContext ctx) {
   if (a.name == "sync") return std::make_unique<SyncScheduler>(std::move(ctx));
   if (a.name == "ps_sync") return std::make_unique<PsSyncScheduler>(std::move(ctx));
+  if (a.name == "pipe_sgd") return std::make_unique<PipeSgdScheduler>(std::move(ctx));
   throw InputError("algorithm.name: '" + a.name +
-                   "' is not available in this build yet (available: sync, ps_sync)");
+                   "' is not available in this build yet (available: sync, ps_sync, pipe_sgd)");
 }
 
 // The slow-down cluster.stragglers gives this rank (1 when it is not listed).
@@ -72,16 +74,18 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(tc.epochs, per_epoch, tc.max_iterations,
                                            tc.log_every_iterations);
-  SchedulerContext ctx{*model_,
-                       *optimizer_,
-                       *schedule_,
-                       comm_,
-                       per_epoch,
-                       [this](const IterationReport& r) {
-                         if (progress_) progress_->iteration(r);
-                       },
-                       config_.compression.name,
-                       compute_slowdown(config_.cluster, comm_)};
+  SchedulerContext ctx{
+      *model_,
+      *optimizer_,
+      *schedule_,
+      comm_,
+      per_epoch,
+      [this](const IterationReport& r) {
+        if (progress_) progress_->iteration(r);
+      },
+      config_.compression.name,
+      compute_slowdown(config_.cluster, comm_),
+      {config_.algorithm.K, config_.algorithm.warmup_epochs, config_.algorithm.segments}};
   scheduler_ = make_scheduler(config_.algorithm, std::move(ctx));
 }
 

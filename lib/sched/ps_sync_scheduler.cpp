@@ -22,29 +22,37 @@ std::string PsSyncScheduler::describe() const {
          (codec_->name() == "none" ? std::string("uncompressed") : "with " + codec_->name());
 }
 
+// Frozen layers never change: only the trainable range travels.
+Tensor PsSyncScheduler::trainable_parameters() const {
+  const Tensor& w = ctx_.model.parameters();
+  const int64_t offset = ctx_.model.trainable_offset();
+  return w.slice(offset, {w.numel() - offset});
+}
+
 void PsSyncScheduler::serve(float lr, double* compress_s) {
-  const Tensor& grads = ctx_.model.gradients();
+  const Tensor grads = trainable_gradients();
   const int64_t n = grads.numel();
+  const size_t bytes = codec_->encoded_bytes(n);
   // One worker after another: the server's incoming link is the shared resource.
   for (int w = 1; w < ctx_.comm.size(); ++w) {
-    ctx_.comm.recv(inbox_[w - 1].data(), inbox_[w - 1].size(), w, kGradientTag);
+    ctx_.comm.recv(inbox_[w - 1].data(), bytes, w, kGradientTag);
     ScopedTimer t(compress_s);
     codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
   }
   ctx_.optimizer.step(lr);
-  const Tensor& weights = ctx_.model.parameters();
+  const Tensor weights = trainable_parameters();
   for (int w = 1; w < ctx_.comm.size(); ++w)
     ctx_.comm.send(weights.raw(), weights.bytes(), w, kWeightTag);
 }
 
 void PsSyncScheduler::push_and_pull(double* compress_s) {
-  const Tensor& grads = ctx_.model.gradients();
+  const Tensor grads = trainable_gradients();
   {
     ScopedTimer t(compress_s);
     codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
   }
-  ctx_.comm.send(encoded_.data(), encoded_.size(), 0, kGradientTag);
-  const Tensor& weights = ctx_.model.parameters();
+  ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, kGradientTag);
+  const Tensor weights = trainable_parameters();
   ctx_.comm.recv(weights.raw(), weights.bytes(), 0, kWeightTag);
 }
 

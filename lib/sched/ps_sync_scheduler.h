@@ -26,6 +26,7 @@ class PsSyncScheduler final : public Scheduler {
   void serve(float lr, double* compress_s);
   // Worker: push the gradient, receive the new weights.
   void push_and_pull(double* compress_s);
+  Tensor trainable_parameters() const;
 
   std::unique_ptr<Codec> codec_;
   CommThread thread_;

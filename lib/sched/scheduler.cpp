@@ -16,7 +16,8 @@ double Scheduler::emulate_straggler(double seconds) const {
   return extra;
 }
 
-void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats) {
+void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
+                                  const std::function<void(int64_t)>& on_ready) {
   const int64_t rows = batch.labels.numel();
   const double before = stats.forward_s + stats.backward_s;
   {
@@ -26,9 +27,15 @@ void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats) {
   {
     // Scaling by the global batch makes the sum over ranks the global-batch mean.
     ScopedTimer t(&stats.backward_s);
-    ctx_.model.backward(1.0f / static_cast<float>(rows * ctx_.comm.size()));
+    ctx_.model.backward(1.0f / static_cast<float>(rows * ctx_.comm.size()), on_ready);
   }
   stats.backward_s += emulate_straggler(stats.forward_s + stats.backward_s - before);
+}
+
+Tensor Scheduler::trainable_gradients() const {
+  const Tensor& g = ctx_.model.gradients();
+  const int64_t offset = ctx_.model.trainable_offset();
+  return g.slice(offset, {g.numel() - offset});
 }
 
 void Scheduler::finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats) {

@@ -30,6 +30,13 @@ struct IterationReport {
   int64_t samples = 0;    // global samples processed in this iteration
 };
 
+// Pipe-SGD's knobs (algorithm.K, .warmup_epochs, .segments).
+struct PipelineOptions {
+  int K = 2;              // iteration dependency: the update at t uses the gradient of t − K
+  int warmup_epochs = 0;  // epochs of D-Sync before pipelining starts
+  int segments = 1;       // gradient segments all-reduced as backward produces them
+};
+
 struct SchedulerContext {
   Model& model;
   Sgd& optimizer;
@@ -41,6 +48,7 @@ struct SchedulerContext {
   // Straggler emulation (cluster.stragglers): this rank's compute takes `compute_slowdown`
   // times as long as it really does.
   double compute_slowdown = 1.0;
+  PipelineOptions pipeline = {};
 };
 
 class Scheduler {
@@ -67,7 +75,11 @@ class Scheduler {
   double emulate_straggler(double seconds) const;
   // The local half of a data-parallel step: forward and backward of this rank's batch with the
   // loss scaled to the global-batch mean (straggler emulation included), timed into `stats`.
-  void compute_gradients(const Batch& batch, EpochStats& stats);
+  // `on_ready(offset)`: gradients[offset, P) are final (Model::backward).
+  void compute_gradients(const Batch& batch, EpochStats& stats,
+                         const std::function<void(int64_t)>& on_ready = {});
+  // The part of the flat gradient the optimizer updates: frozen layers are not communicated.
+  Tensor trainable_gradients() const;
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
 

@@ -29,7 +29,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_itera
     compute_gradients(batch, stats);
     if (allreducer_) {
       ScopedTimer t(&stats.wait_s);  // nothing to overlap with in D-Sync: all of it is exposed
-      allreducer_->start(ctx_.model.gradients()).get();
+      allreducer_->start(trainable_gradients()).get();
     }
     {
       ScopedTimer t(&stats.update_s);

@@ -1,0 +1,58 @@
+// Pipe-SGD (Li et al., NeurIPS 2018, Algorithm 1): the computation thread updates the weights
+// with the aggregated gradient of iteration t − K, then computes the gradient of iteration t,
+// while the communication thread all-reduces the gradients of the iterations in between. An
+// iteration then costs max(compute, communication) instead of their sum (Eq. 4), and the codec
+// runs on the communication thread, off the critical path.
+//
+// Every gradient is applied exactly once, in iteration order: K − 1 iterations after it was
+// computed when pipelining, at once in D-Sync (K = 1 and the warm-up epochs), and what is still
+// in flight at flush() (evaluation, the end). So the first K − 1 updates of a pipelined phase
+// use zero gradients, as in the paper, and switching from warm-up to pipelining neither stalls
+// nor loses a gradient.
+#pragma once
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "comm/gradient_allreducer.h"  // GradientAllreducer
+#include "sched/scheduler.h"           // Scheduler
+
+namespace dtrain {
+
+class PipeSgdScheduler final : public Scheduler {
+ public:
+  explicit PipeSgdScheduler(SchedulerContext ctx);
+  ~PipeSgdScheduler() override;
+  std::string name() const override { return "pipe_sgd"; }
+  std::string describe() const override;
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  void flush() override;
+
+ private:
+  // One iteration's gradient buffer: computed into by backward, then summed over the ranks in
+  // place by the communication thread, then applied.
+  struct Slot {
+    Tensor gradients;
+    std::vector<std::future<void>> inflight;  // one per segment
+    int64_t iteration = -1;                   // whose gradient it holds; -1: none to apply
+  };
+
+  // Forward and backward of iteration t into `slot`, starting the all-reduce of each segment as
+  // soon as backward has produced it.
+  void compute_into(Slot& slot, const Batch& batch, EpochStats& stats);
+  void start_segments_ready_from(Slot& slot, int64_t offset);
+  // Waits for the slot's all-reduce and applies its gradient with learning rate `lr`.
+  void apply(Slot& slot, float lr, EpochStats* stats);
+
+  int K_, warmup_epochs_;
+  std::vector<int64_t> segment_begin_;  // L + 1 boundaries of the trainable range
+  std::vector<Slot> slots_;             // K of them; slot t mod K holds iteration t
+  size_t segments_started_ = 0;         // of the iteration being computed
+  int64_t iteration_ = 0;               // over the whole run
+  float last_lr_ = 0;
+  // Declared last: its thread is joined, finishing any all-reduce still writing into a slot,
+  // before the slots are freed.
+  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+};
+
+}  // namespace dtrain
