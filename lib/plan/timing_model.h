@@ -1,0 +1,83 @@
+// The Pipe-SGD timing model (paper §3.1–3.2, Eq. 2–7) for what dtrain actually runs: D-Sync,
+// the parameter-server baseline and Pipe-SGD, each with every codec. Pure functions of measured
+// inputs (the profiler supplies them), no I/O, so that the formulas can be checked against
+// hand-computed numbers. Times are seconds; sizes are f32 elements unless a name says bytes.
+#pragma once
+#include <cstdint>  // int64_t
+#include <string>
+#include <vector>
+
+namespace dtrain {
+
+// Measured cost of one codec, per element of the block it works on, and its wire format
+// (encoded_bytes(k) = header_bytes + bytes_per_element · k).
+struct CodecCost {
+  std::string name;  // none | truncate16 | quantize8
+  double encode_s = 0, decode_s = 0, decode_add_s = 0;
+  double bytes_per_element = 4, header_bytes = 0;
+  double wire_bytes(double elements) const { return header_bytes + bytes_per_element * elements; }
+};
+
+struct TimingInputs {
+  // Computation on one rank, for its share of the global batch (paper: l_for, l_back, l_up).
+  double l_for = 0, l_back = 0, l_up = 0;
+  int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
+  int p = 1;      // data-parallel ranks
+  int64_t global_batch = 1;
+  // One message of b bytes costs α + b·β (+ the two terms below). With cluster.link, α and β
+  // are the emulated link's latency and 1/bandwidth; without it, the local transport's.
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  // With emulation only: PacedComm sleeps first and then really transfers the bytes over
+  // shared memory (copy_s_per_byte), and every sleep overshoots by the timer's slack.
+  double copy_s_per_byte = 0;
+  double pacing_overshoot_s = 0;
+  double gamma_s_per_byte = 0;  // γ: summing two f32 buffers, per byte of one of them
+  double sync_s = 0;            // S: starting one collective on the comm thread and seeing it end
+  int K = 2;                    // Pipe-SGD iteration dependency
+  int L = 1;                    // Pipe-SGD gradient segments
+  std::vector<CodecCost> codecs;
+};
+
+struct Prediction {
+  std::string algorithm, compression;
+  int K = 0, L = 0;      // pipe_sgd only
+  double compute_s = 0;  // l_up + l_for + l_back on the critical path
+  double comm_s = 0;     // communication (with its codec work and S)
+  double iteration_s = 0;
+  bool compute_bound = false;  // compute_s >= comm_s
+  double samples_per_s = 0;
+  double speedup = 1;             // vs sync + none
+  double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
+};
+
+// Seconds of one all-reduce of `elements` as GradientAllreducer runs it: MPI_Allreduce for
+// `none`, dtrain's ring with the codec inside otherwise. Excludes S.
+double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements);
+
+// Eq. 2: D-Sync, forward + backward + exposed all-reduce + update.
+Prediction predict_sync(const TimingInputs& in, const CodecCost& codec);
+// The parameter-server baseline as ps_sync_scheduler.cpp runs it (rank 0 serves and computes).
+Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
+// Eq. 4–6: Pipe-SGD with iteration dependency K and L gradient segments (K = 1 is D-Sync).
+Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L);
+
+// Eq. 7: SE = (l_up + l_comp) / max(l_up + l_comp, l_comm) for a pipelined iteration.
+double scaling_efficiency(double compute_s, double comm_s);
+
+// sync, ps_sync, pipe_sgd (in.K, in.L) × in.codecs in that order, with speedups against
+// sync + none (or the first sync row when `none` is not among the codecs).
+std::vector<Prediction> predict_all(const TimingInputs& in);
+
+// The paper's rule (§3.1): "Pipe-SGD is optimal for K = 2, system is compute bound (after
+// compression), and sequential gradient communication is used", applied to the inputs.
+struct Recommendation {
+  Prediction best;             // the fastest candidate of predict_all
+  Prediction fastest_pipe;     // the fastest pipe_sgd with K = 2, L = 1
+  int L = 1;                   // segments: 1 unless more are predicted faster
+  bool compute_bound = false;  // of fastest_pipe: communication fully hidden
+  std::string text;            // one or two lines for the user
+};
+Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& predictions);
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// The profiler measures something plausible, and reports codec wire formats exactly.
+#include <doctest/doctest.h>
+
+#include <yaml-cpp/yaml.h>
+
+#include "backend/backend.h"
+#include "plan/profiler.h"
+
+using namespace dtrain;
+
+TEST_CASE("codec costs: positive per-element times and the exact wire format") {
+  const CodecCost q8 = profile_codec("quantize8", 4096);
+  CHECK(q8.name == "quantize8");
+  CHECK(q8.bytes_per_element == 1);
+  CHECK(q8.header_bytes == 4);
+  CHECK(q8.encode_s > 0);
+  CHECK(q8.decode_s > 0);
+  CHECK(q8.decode_add_s > 0);
+  const CodecCost t16 = profile_codec("truncate16", 4096);
+  CHECK(t16.bytes_per_element == 2);
+  CHECK(t16.header_bytes == 0);
+  CHECK(profile_codec("none", 4096).bytes_per_element == 4);
+  CHECK(q8.wire_bytes(4096) == 4100);
+}
+
+TEST_CASE("transport figures are positive and bounded") {
+  const TransportTimes t = profile_transport(1 << 16);
+  CHECK(t.copy_s_per_byte > 0);
+  CHECK(t.copy_s_per_byte < 1e-8);  // faster than 100 MB/s
+  CHECK(t.gamma_s_per_byte > 0);
+  CHECK(t.handoff_s > 0);
+  CHECK(t.sleep_overshoot_s >= 0);
+  CHECK(t.sync_s > 0);
+}
+
+TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches take longer") {
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  std::vector<std::string> problems;
+  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [256]}"), problems);
+  REQUIRE(problems.empty());
+  auto time_batch = [&](int64_t batch) {
+    const ModelInput input{Shape{1, 16, 16}, 10, batch};
+    auto model = build_model(*backend, spec, input, 1);
+    Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
+    return profile_compute(*model, sgd, input, 2, 2, 7);
+  };
+  const ComputeTimes small = time_batch(4), large = time_batch(512);
+  CHECK(small.iterations == 7);
+  CHECK(small.forward_s > 0);
+  CHECK(small.backward_s > 0);
+  CHECK(small.update_s > 0);
+  CHECK(large.forward_s + large.backward_s > small.forward_s + small.backward_s);
+}
