@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>  // logging set-up
 
 #include <CLI/CLI.hpp>  // command line
+#include <algorithm>  // max
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>  // the plan's output on ranks other than 0
 
 #include "comm/allreduce_bench.h"  // dtrain bench comm
 #include "comm/comm.h"             // make_local_comm
@@ -16,6 +18,7 @@
 #include "core/error.h"            // Error, InputError
 #include "nn/model.h"              // check_model_spec: the config's model hook
 #include "run/config.h"            // load_config
+#include "run/plan_command.h"      // dtrain plan
 #include "run/trainer.h"           // Trainer
 
 #ifndef DTRAIN_VERSION
@@ -74,9 +77,16 @@ int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::str
   return 0;
 }
 
-int not_yet(const std::string& what, const std::string& issue) {
-  std::cerr << "dtrain: " << what << " is not implemented yet (it arrives with " << issue << ")\n";
-  return 2;
+// Every rank profiles (under mpirun they share the machine as training would); rank 0 prints.
+// Without --ranks it predicts for the mpirun world, or for 2 ranks.
+int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
+  const dtrain::ExperimentConfig config = load(o);
+  dtrain::PlanOptions options;
+  options.ranks = ranks_given ? o.ranks : std::max(comm.size(), 2);
+  if (comm.rank() == 0) options.csv = o.csv;
+  std::ostringstream quiet;
+  dtrain::run_plan(config, options, comm.rank() == 0 ? std::cout : quiet);
+  return 0;
 }
 
 }  // namespace
@@ -102,7 +112,8 @@ int main(int argc, char** argv) {
 
   CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
   add_config_options(plan, true);
-  plan->add_option("--ranks", o.ranks, "number of ranks to predict for");
+  auto* ranks_opt =
+      plan->add_option("--ranks", o.ranks, "ranks to predict for (default: mpirun's, or 2)");
   plan->add_option("--csv", o.csv, "write the predictions as CSV");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
   CLI::App* bench_comm =
@@ -149,7 +160,7 @@ int main(int argc, char** argv) {
     } else {
       comm = dtrain::make_local_comm();
     }
-    if (*plan) return not_yet("'dtrain plan'", "the Pipe-SGD timing model");
+    if (*plan) return plan_main(o, ranks_opt->count() > 0, *comm);
     if (*bench) {
       bench_opts.include_mpi = !no_mpi;
       return bench_comm_main(bench_opts, o.csv, *comm);

@@ -39,7 +39,7 @@ fi
 expect_2 "--set unknown key" "foo.bar" --config "$good" --set foo.bar=1
 expect_2 "malformed --set" "--set" --config "$good" --set novalue
 expect_2 "unknown option" "--frobnicate" --config "$good" --frobnicate
-expect_2 "plan not yet" "plan" plan --config "$good"
+expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
 
 # Existing results are not touched by a bad run.
 mkdir -p "$out" && echo keep > "$out/accuracy.csv"

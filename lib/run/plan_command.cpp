@@ -1,0 +1,172 @@
+#include "run/plan_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>  // max
+#include <fstream>
+#include <memory>
+
+#include "compress/codec.h"   // codec_names
+#include "core/error.h"       // DTRAIN_INPUT_CHECK
+#include "data/dataset.h"     // open_dataset: the sample shape and classes
+#include "plan/profiler.h"    // profile_compute, profile_transport, profile_codec
+#include "run/run_options.h"  // backend_options, dataset_options, sgd_options
+
+namespace dtrain {
+namespace {
+
+constexpr int kWarmup = 3;
+
+std::string ms(double s) {
+  return fmt::format("{:.3f}", s * 1e3);
+}
+
+// The slowest rank's compute stretch among the first `ranks` (cluster.stragglers): every
+// algorithm here waits for it each iteration.
+double straggler_slowdown(const ClusterConfig& cluster, int ranks) {
+  double slowdown = 1;
+  for (const StragglerConfig& s : cluster.stragglers)
+    if (s.rank < ranks) slowdown = std::max(slowdown, s.slowdown);
+  return slowdown;
+}
+
+std::string table(const std::vector<Prediction>& rows) {
+  std::string t = fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10} {:>8} {:>6}  {}\n",
+                              "algorithm", "compression", "compute_ms", "comm_ms", "iteration_ms",
+                              "samples/s", "speedup", "SE", "bound");
+  for (const Prediction& r : rows) {
+    t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n",
+                     r.algorithm, r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s),
+                     r.samples_per_s, r.speedup, r.scaling_efficiency,
+                     r.compute_bound ? "compute" : "communication");
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string plan_csv(const std::vector<Prediction>& predictions) {
+  std::string csv = "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound\n";
+  for (const Prediction& r : predictions)
+    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{}\n", r.algorithm, r.compression, r.compute_s,
+                       r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication");
+  return csv;
+}
+
+void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out) {
+  const std::string& file = config.source_path;
+  DTRAIN_INPUT_CHECK(options.ranks >= 1) << "--ranks: must be >= 1, got " << options.ranks;
+  const int p = options.ranks;
+  const int batch = config.dataset.batch_size;
+  DTRAIN_INPUT_CHECK(batch % p == 0) << file << ": dataset.batch_size: the global batch " << batch
+                                     << " must be divisible by --ranks " << p;
+
+  // One rank as the trainer builds it, for its share of the global batch.
+  auto backend = make_backend(backend_options(config));
+  auto dataset = open_dataset(dataset_options(config), Split::train);
+  const ModelInput input{dataset->sample_shape(), dataset->num_classes(), batch / p};
+  auto model = build_model(*backend, config.model, input, config.seed);
+  if (config.optimizer.freeze_layers > 0) {
+    const int layers = static_cast<int>(model->layer_ranges().size());
+    DTRAIN_INPUT_CHECK(config.optimizer.freeze_layers < layers)
+        << file << ": optimizer.freeze_layers: " << config.optimizer.freeze_layers
+        << " would freeze every layer with parameters (the model has " << layers << ")";
+    model->freeze_first(config.optimizer.freeze_layers);
+  }
+  Sgd optimizer(*backend, model->parameters(), model->gradients(), sgd_options(config),
+                model->trainable_offset());
+  const ComputeTimes compute =
+      profile_compute(*model, optimizer, input, p, kWarmup, std::max(options.iterations, 1));
+
+  TimingInputs in;
+  const double slowdown = straggler_slowdown(config.cluster, p);
+  in.l_for = compute.forward_s * slowdown;
+  in.l_back = compute.backward_s * slowdown;
+  in.l_up = compute.update_s;
+  in.n = model->num_parameters() - model->trainable_offset();
+  in.p = p;
+  in.global_batch = batch;
+  in.K = config.algorithm.K;
+  in.L = config.algorithm.segments;
+  const int64_t block = (in.n + p - 1) / p;  // the ring's blocks
+  const TransportTimes transport = profile_transport(block);
+  for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, block));
+  in.gamma_s_per_byte = transport.gamma_s_per_byte;
+  in.sync_s = transport.sync_s;
+  const std::optional<LinkConfig>& link = config.cluster.link;
+  std::string link_line;
+  if (link) {
+    // PacedComm: wait α + bytes·β, then the real shared-memory transfer.
+    in.alpha_s = link->latency_s;
+    in.beta_s_per_byte = 1.0 / link->bandwidth_Bps;
+    in.copy_s_per_byte = transport.copy_s_per_byte;
+    in.pacing_overshoot_s = transport.sleep_overshoot_s;
+    link_line = fmt::format("emulated link (cluster.link) {} + {}: every message is paced",
+                            link->bandwidth_text, link->latency_text);
+  } else {
+    // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
+    // hand-off and β a memory copy, both measured here.
+    in.alpha_s = transport.handoff_s;
+    in.beta_s_per_byte = transport.copy_s_per_byte;
+    link_line =
+        "local shared-memory transport (no cluster.link): alpha and beta measured on this "
+        "machine; a real network is slower — set cluster.link to plan for one";
+  }
+
+  const std::vector<Prediction> rows = predict_all(in);
+  const Recommendation rec = recommend(in, rows);
+
+  const double n_bytes = 4.0 * static_cast<double>(in.n);
+  out << fmt::format(
+      "dtrain plan: {} on {} rank(s), global batch {} ({} per rank), {} thread(s) per rank\n"
+      "backend  {}\nlink     {}\n\n",
+      config.name, p, batch, batch / p, config.cluster.threads_per_rank, backend->name(),
+      link_line);
+  out << fmt::format("measured on one rank (median of {} iterations after {} warm-up):\n",
+                     compute.iterations, kWarmup);
+  out << fmt::format("  l_for   {:>10} ms   forward of {} samples\n", ms(in.l_for), batch / p);
+  out << fmt::format("  l_back  {:>10} ms   backward\n", ms(in.l_back));
+  out << fmt::format("  l_up    {:>10} ms   SGD update of the trainable parameters\n", ms(in.l_up));
+  if (slowdown > 1)
+    out << fmt::format("          (l_for, l_back × {} for the slowest straggler)\n", slowdown);
+  out << fmt::format("  n       {:>10}      floats communicated per iteration ({:.2f} MB)\n", in.n,
+                     n_bytes / 1e6);
+  out << fmt::format("  p       {:>10}\n", p);
+  out << fmt::format("  alpha   {:>10} us   per message{}\n",
+                     fmt::format("{:.2f}", in.alpha_s * 1e6),
+                     link ? fmt::format(" (+ {:.1f} us timer overshoot per paced wait)",
+                                        in.pacing_overshoot_s * 1e6)
+                          : " (core-to-core hand-off)");
+  out << fmt::format("  beta    {:>10} ns/B {}\n", fmt::format("{:.4f}", in.beta_s_per_byte * 1e9),
+                     link ? fmt::format("({:.3g} GB/s link; + {:.4f} ns/B real copy after pacing)",
+                                        1e-9 / in.beta_s_per_byte, in.copy_s_per_byte * 1e9)
+                          : fmt::format("({:.3g} GB/s memory copy)", 1e-9 / in.beta_s_per_byte));
+  out << fmt::format("  gamma   {:>10} ns/B float sum\n",
+                     fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9));
+  out << fmt::format("  S       {:>10} us   hand-off to the comm thread and back\n",
+                     fmt::format("{:.1f}", in.sync_s * 1e6));
+  out << fmt::format(
+      "  codecs on blocks of n/p = {} floats, ns per element (encode / decode / "
+      "decode_add), wire bytes per element:\n",
+      block);
+  for (const CodecCost& c : in.codecs)
+    out << fmt::format("    {:<11} {:.3f} / {:.3f} / {:.3f}   {:g}\n", c.name, c.encode_s * 1e9,
+                       c.decode_s * 1e9, c.decode_add_s * 1e9, c.bytes_per_element);
+  out << fmt::format(
+      "\npredicted per iteration (pipe_sgd with K={}, L={}; speedup vs sync+none; SE = scaling "
+      "efficiency, Eq. 7):\n",
+      in.K, in.L);
+  out << table(rows);
+  out << "\nrecommendation (K = 2, compute-bound after compression, sequential communication):\n  "
+      << rec.text << "\n";
+  out << "compare with training: predicted iteration_ms = 1000 * wall_s / iterations of "
+         "timing.csv\n";
+
+  if (!options.csv.empty()) {
+    std::ofstream csv(options.csv);
+    csv << plan_csv(rows);
+    if (!csv) throw Error("cannot write " + options.csv);
+  }
+}
+
+}  // namespace dtrain

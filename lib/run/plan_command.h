@@ -1,0 +1,29 @@
+// `dtrain plan`: profiles the experiment's model on one rank, measures what the timing model
+// needs (lib/plan/profiler.h), and prints the predicted iteration time and speedup of sync,
+// ps_sync and pipe_sgd with each codec, plus the Pipe-SGD paper's recommendation for this
+// model and cluster. No training, nothing written except the optional CSV.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "plan/timing_model.h"  // Prediction
+#include "run/config.h"         // ExperimentConfig
+
+namespace dtrain {
+
+struct PlanOptions {
+  int ranks = 2;    // data-parallel ranks to predict for (--ranks)
+  std::string csv;  // --csv FILE: one row per candidate; empty: none
+  // Profiled iterations after the warm-up; fewer when they would take longer than ~2 s.
+  int iterations = 15;
+};
+
+// InputError (exit 2) when the ranks do not fit the config (--ranks < 1, a global batch not
+// divisible by them); the config file is named in the message.
+void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out);
+
+// The DESIGN.md §1 CSV: `algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound`.
+std::string plan_csv(const std::vector<Prediction>& predictions);
+
+}  // namespace dtrain

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `dtrain plan`: the CSV contract (header, one row per candidate), predictions that react to the
+# link, and bad input → exit 2 naming the culprit, with no CSV written.
+source "$(dirname "$0")/lib.sh"
+
+header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound"
+check_csv() {  # check_csv FILE WHAT
+  local f=$1 what=$2
+  [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 9 ] || fail "$what: expected 9 rows, got $(tail -n +2 "$f" | wc -l)"
+  for a in sync ps_sync pipe_sgd; do
+    for c in none truncate16 quantize8; do
+      grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\)$" "$f" ||
+        fail "$what: no well-formed row for $a,$c"
+    done
+  done
+}
+# predicted_iteration_s of ALGORITHM,CODEC in FILE
+predicted() { grep "^$2,$3," "$1" | cut -d, -f5; }
+
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  out=$("$DTRAIN" plan --config "$ROOT/configs/fashion_mlp_sync.yaml" --ranks 2 \
+        --csv "$WORK/mlp.csv" 2>&1); rc=$?
+  [ "$rc" -eq 0 ] || fail "plan fashion_mlp_sync: exit code $rc: $out"
+  check_csv "$WORK/mlp.csv" "fashion_mlp_sync"
+  echo "$out" | grep -q "recommendation" || fail "no recommendation line: $out"
+  echo "$out" | grep -q "shared-memory" || fail "no-link plan does not say the link is local"
+else
+  echo "skip: fashion_mlp_sync (no Fashion-MNIST installed)"
+fi
+
+cfg="$WORK/tiny.yaml"
+write_synthetic_config "$cfg" "$WORK/out"
+"$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/fast.csv" \
+  --set cluster.link.bandwidth=10Gbps --set cluster.link.latency=20us >"$WORK/fast.txt" 2>&1 ||
+  fail "plan on a 10 Gbit/s link failed: $(cat "$WORK/fast.txt")"
+check_csv "$WORK/fast.csv" "tiny, 10Gbps"
+grep -q "emulated link" "$WORK/fast.txt" || fail "plan with cluster.link does not name it"
+"$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/slow.csv" \
+  --set cluster.link.bandwidth=10Mbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
+  fail "plan on a 10 Mbit/s link failed"
+# A 1000x slower link: communication-bound, and D-Sync slower than on the fast link.
+grep -q "^sync,none,.*,communication$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 10 Mbit/s"
+awk -v s="$(predicted "$WORK/slow.csv" sync none)" -v f="$(predicted "$WORK/fast.csv" sync none)" \
+  'BEGIN { exit !(s > f) }' || fail "sync,none is not slower on a slower link"
+# Pipe-SGD hides computation behind communication: never slower than D-Sync, same codec.
+for c in none truncate16 quantize8; do
+  awk -v p="$(predicted "$WORK/slow.csv" pipe_sgd $c)" -v s="$(predicted "$WORK/slow.csv" sync $c)" \
+    'BEGIN { exit !(p <= s) }' || fail "pipe_sgd,$c slower than sync,$c"
+done
+
+expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
+  local what=$1 pattern=$2; shift 2
+  local msg rc
+  msg=$("$DTRAIN" "$@" 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] || fail "$what: exit code $rc, expected 2 (stderr: $msg)"
+  echo "$msg" | grep -q -- "$pattern" || fail "$what: message lacks '$pattern': $msg"
+  [ ! -e "$WORK/bad.csv" ] || { fail "$what: wrote the CSV"; rm -f "$WORK/bad.csv"; }
+}
+expect_2 "batch not divisible by --ranks" "dataset.batch_size" \
+  plan --config "$cfg" --ranks 3 --csv "$WORK/bad.csv"
+expect_2 "batch error names the file" "tiny.yaml" plan --config "$cfg" --ranks 3 --csv "$WORK/bad.csv"
+expect_2 "--ranks 0" "--ranks" plan --config "$cfg" --ranks 0 --csv "$WORK/bad.csv"
+expect_2 "missing config" "nope.yaml" plan --config "$WORK/nope.yaml" --csv "$WORK/bad.csv"
+expect_2 "bad --set" "foo.bar" plan --config "$cfg" --set foo.bar=1 --csv "$WORK/bad.csv"
+expect_2 "no --config" "--config" plan --ranks 2
+finish
