@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Every experiment under configs/ (recursively) is valid as shipped: `dtrain --dry-run` exits 0
+# and ends with `parameters: N` for each config whose dataset is on this machine; the others are
+# reported as skipped and, when python3 can write datasets/make_tiny.py's fixtures (256 samples:
+# the largest global batch), dry-run on those instead so that their keys are still checked.
+# No two configs share an output.dir, and configs/paper/ is what configs/paper/generate.py writes.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT" || exit 1
+
+# The value of `KEY` in the top-level map `SECTION` of a config, in flow style (also wrapped
+# over several lines) or block style; empty when absent. Enough for the flat keys read here.
+section_value() {
+  awk -v section="$2" -v key="$3" '
+    function flush() {
+      if (done || text == "") return
+      done = 1
+      gsub(/[{}]/, ",", text)
+      n = split(text, parts, ",")
+      for (i = 1; i <= n; ++i) {
+        p = parts[i]
+        sub(/^[ \t]+/, "", p)
+        if (index(p, key ":") == 1) {
+          v = substr(p, length(key) + 2)
+          gsub(/^[ \t"'\'']+|[ \t"'\'']+$/, "", v)
+          print v
+          return
+        }
+      }
+    }
+    /^[^ \t#]/ { if (inside) { flush(); exit } inside = (index($0, section ":") == 1)
+                 if (inside) { line = substr($0, length(section) + 2) } else next }
+    inside && !/^[^ \t#]/ { line = $0 }
+    inside { sub(/[ \t]#.*$/, "", line); if (line !~ /^[ \t]*#/) text = text "," line }
+    END { if (inside) flush() }' "$1"
+}
+
+top_value() {
+  sed -n "s/^$2:[[:space:]]*//p" "$1" | sed 's/[[:space:]]#.*$//; s/^["'\'']//; s/["'\'']*[[:space:]]*$//' | head -1
+}
+
+tiny=""
+if command -v python3 > /dev/null && python3 datasets/make_tiny.py --train 256 "$WORK/tiny" > /dev/null 2>&1; then
+  tiny="$WORK/tiny"
+fi
+
+checked=0
+skipped=0
+: > "$WORK/dirs.txt"
+while IFS= read -r cfg; do
+  name=$(top_value "$cfg" name)
+  [ -n "$name" ] || name=$(basename "$cfg" .yaml)
+  dir=$(section_value "$cfg" output dir)
+  [ -n "$dir" ] || dir="runs/$name"
+  dir=${dir#./}
+  echo "${dir%/} $cfg" >> "$WORK/dirs.txt"
+
+  dataset=$(section_value "$cfg" dataset name)
+  path=$(section_value "$cfg" dataset path)
+  [ "$dataset" = fashion_mnist ] && [ -z "$path" ] && path=/usr/share/datasets/fashion-mnist
+  set_path=()
+  if [ "$dataset" != synthetic ] && [ ! -e "$path" ]; then
+    echo "skipped: dataset missing: $cfg needs $dataset at $path (datasets/README.md)"
+    skipped=$((skipped + 1))
+    [ -n "$tiny" ] && [ -d "$tiny/$dataset" ] || continue
+    set_path=(--set "dataset.path=$tiny/$dataset")
+  fi
+  log="$WORK/dry.txt"
+  timeout 60 "$DTRAIN" --config "$cfg" "${set_path[@]}" --dry-run > "$log" 2>&1
+  rc=$?
+  what="$cfg${set_path[*]:+ (on the tiny $dataset fixture)}"
+  if [ "$rc" -ne 0 ]; then
+    fail "$what: dry run exit code $rc: $(tail -3 "$log")"
+  elif ! tail -n 1 "$log" | grep -qx "parameters: [0-9]*"; then
+    fail "$what: dry run's last line: $(tail -n 1 "$log")"
+  fi
+  checked=$((checked + 1))
+done < <(find configs -name '*.yaml' | sort)
+
+[ "$checked" -gt 0 ] || fail "no config under configs/ was dry-run"
+dups=$(cut -d' ' -f1 "$WORK/dirs.txt" | sort | uniq -d)
+for d in $dups; do
+  fail "output.dir $d is shared by: $(awk -v d="$d" '$1 == d { printf "%s ", $2 }' "$WORK/dirs.txt")"
+done
+
+if command -v python3 > /dev/null; then
+  python3 configs/paper/generate.py --check > "$WORK/gen.txt" 2>&1 \
+    || fail "configs/paper/ differs from configs/paper/generate.py: $(cat "$WORK/gen.txt")"
+else
+  echo "skipped: python3 missing, configs/paper/generate.py --check not run"
+fi
+
+echo "$(wc -l < "$WORK/dirs.txt") configs, $checked dry-run, $skipped without their dataset"
+finish
