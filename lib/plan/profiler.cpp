@@ -1,15 +1,19 @@
 #include "plan/profiler.h"
 
-#include <algorithm>  // nth_element
+#include <sched.h>  // sched_getaffinity: available_cores
+
+#include <algorithm>  // nth_element, sort
 #include <atomic>
 #include <chrono>
+#include <cmath>    // pow
 #include <cstring>  // memcpy
+#include <numeric>  // accumulate
 #include <thread>
 
 #include "comm/comm_thread.h"  // CommThread: S
 #include "compress/codec.h"    // make_codec
 #include "core/error.h"
-#include "core/rng.h"    // random_normal, random_bits: profile inputs
+#include "core/rng.h"    // random_normal: profile inputs
 #include "core/timer.h"  // Clock, seconds_since
 
 namespace dtrain {
@@ -22,33 +26,47 @@ double median(std::vector<double> v) {
   return *mid;
 }
 
-// Median seconds of `reps` calls of f (after one untimed call that warms caches and pages).
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Median seconds of `reps` calls of f(i) (after one untimed call that warms caches and pages).
 template <typename F>
 double time_median(int reps, F&& f) {
-  f();
+  f(0);
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     const auto start = Clock::now();
-    f();
+    f(i + 1);
     t.push_back(seconds_since(start));
   }
   return median(std::move(t));
 }
 
 // Repetitions that keep one measurement near `budget_s` for an operation on `bytes`, assuming
-// a few GB/s; at least 3 so that the median means something.
+// a few GB/s; at least 5 so that the median means something.
 int reps_for(double bytes, double budget_s = 0.01) {
   const double guess = bytes / 4e9 + 1e-6;
-  return std::clamp(static_cast<int>(budget_s / guess), 3, 200);
+  return std::clamp(static_cast<int>(budget_s / guess), 5, 200);
 }
 
-// A gradient-like block: small signed values of varied magnitude.
-Tensor random_block(int64_t elements, uint64_t stream) {
-  Tensor t = Tensor::empty(Shape{std::max<int64_t>(elements, 1)});
-  float* x = t.data<float>();
-  for (int64_t i = 0; i < elements; ++i) x[i] = 1e-3f * random_normal(17, stream, i);
-  return t;
-}
+// Gradient-like blocks: small signed values of varied magnitude. Enough of them to exceed the
+// caches of one core (blocks in training come from the backward pass or from another rank).
+struct Blocks {
+  std::vector<Tensor> blocks;
+  Blocks(int64_t elements, uint64_t stream) {
+    const double bytes = 4.0 * static_cast<double>(elements);
+    const int count = std::clamp(static_cast<int>(16e6 / bytes), 1, 16);
+    for (int b = 0; b < count; ++b) {
+      Tensor t = Tensor::empty(Shape{elements});
+      float* x = t.data<float>();
+      for (int64_t i = 0; i < elements; ++i)
+        x[i] = 1e-3f * random_normal(17, stream + static_cast<uint64_t>(b) * 1000, i);
+      blocks.push_back(std::move(t));
+    }
+  }
+  float* operator[](int i) const { return blocks[i % blocks.size()].data<float>(); }
+};
 
 // One-way latency of handing a cache line from one core to another: the floor of any
 // shared-memory message. Two threads bounce a counter; half the median round trip.
@@ -57,13 +75,9 @@ double measure_handoff() {
   std::atomic<bool> stop{false};
   constexpr int kRounds = 2000;
   std::thread partner([&] {
-    int64_t seen = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       const int64_t v = ball.load(std::memory_order_acquire);
-      if (v != seen && v % 2 == 1) {
-        ball.store(v + 1, std::memory_order_release);
-        seen = v + 1;
-      }
+      if (v % 2 == 1) ball.store(v + 1, std::memory_order_release);
     }
   });
   std::vector<double> trips;
@@ -83,70 +97,140 @@ double measure_handoff() {
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
 }
 
+// Mean lateness of sleep_for(seconds).
+double sleep_overshoot(double seconds, int reps) {
+  std::vector<double> late;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    late.push_back(seconds_since(start) - seconds);
+  }
+  return std::max(mean(late), 0.0);
+}
+
+// Per-iteration totals of the timed iterations.
+std::vector<double> timed_totals(const std::vector<double>& data, const std::vector<double>& fwd,
+                                 const std::vector<double>& bwd, const std::vector<double>& upd,
+                                 int warmup) {
+  std::vector<double> totals;
+  for (size_t i = static_cast<size_t>(warmup); i < fwd.size(); ++i)
+    totals.push_back(data[i] + fwd[i] + bwd[i] + upd[i]);
+  return totals;
+}
+
 }  // namespace
 
-ComputeTimes profile_compute(Model& model, Sgd& optimizer, const ModelInput& input, int world,
-                             int warmup, int iterations, double budget_s) {
-  DTRAIN_CHECK(input.batch > 0 && iterations > 0) << "nothing to profile";
-  std::vector<int64_t> dims{input.batch};
-  for (int64_t d : input.sample_shape.dims()) dims.push_back(d);
-  Tensor images = Tensor::empty(Shape(dims));
-  Tensor labels = Tensor::empty(Shape{input.batch}, DType::i32);
-  for (int64_t i = 0; i < images.numel(); ++i) images.data<float>()[i] = random_normal(3, 1, i);
-  for (int64_t i = 0; i < input.batch; ++i)
-    labels.data<int32_t>()[i] = static_cast<int32_t>(random_bits(3, 2, i) % input.classes);
+double expected_max_excess(std::vector<double> samples, int p) {
+  if (samples.empty() || p <= 1) return 0;
+  std::sort(samples.begin(), samples.end());
+  // P(max of p draws = the i-th smallest) = (i/N)^p − ((i−1)/N)^p.
+  const double n = static_cast<double>(samples.size());
+  double expected = 0;
+  for (size_t i = 0; i < samples.size(); ++i)
+    expected += samples[i] * (std::pow((i + 1) / n, p) - std::pow(i / n, p));
+  return std::max(expected - mean(samples), 0.0);
+}
 
+ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int world, int warmup,
+                             int iterations, double budget_s) {
+  DTRAIN_CHECK(iterations > 0) << "nothing to profile";
   Backend& backend = model.backend();
   model.set_training(true);
-  std::vector<double> fwd, bwd, upd;
+  std::vector<double> data, fwd, bwd, upd;
   auto phase = [&backend](std::vector<double>& sink, auto&& f) {
     const auto start = Clock::now();
     f();
     backend.synchronize();
     sink.push_back(seconds_since(start));
   };
-  // As the schedulers do: the loss scaled to the global-batch mean.
-  const float scale = 1.0f / static_cast<float>(input.batch * world);
+  int64_t epoch = 0;
+  loader.start_epoch(epoch);
+  Batch batch;
   const auto start = Clock::now();
   for (int i = 0; i < warmup + iterations; ++i) {
     if (seconds_since(start) > budget_s) {
       if (i >= 1 && i < warmup) warmup = i;  // one warm-up step must do
       if (i >= warmup + 3) break;
     }
+    phase(data, [&] {
+      if (!loader.next(batch)) {
+        loader.start_epoch(++epoch);
+        DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
+      }
+    });
+    const int64_t rows = batch.labels.numel();
     phase(fwd, [&] {
-      model.forward(images, labels);
+      model.forward(batch.images, batch.labels);
       model.last_stats();  // the scheduler reads the loss every iteration
     });
-    phase(bwd, [&] { model.backward(scale); });
+    // As the schedulers do: the loss scaled to the global-batch mean.
+    phase(bwd, [&] { model.backward(1.0f / static_cast<float>(rows * world)); });
     phase(upd, [&] { optimizer.step(1e-4f); });
   }
-  auto timed = [warmup](std::vector<double>& v) {
-    return median(std::vector<double>(v.begin() + warmup, v.end()));
+  auto step = [&] {
+    if (!loader.next(batch)) loader.start_epoch(++epoch), loader.next(batch);
+    model.forward(batch.images, batch.labels);
+    model.last_stats();
+    model.backward(1.0f / static_cast<float>(batch.labels.numel() * world));
+    optimizer.step(1e-4f);
+    backend.synchronize();
   };
-  return {timed(fwd), timed(bwd), timed(upd), static_cast<int>(fwd.size()) - warmup};
+  ComputeTimes t;
+  const double hot = mean(timed_totals(data, fwd, bwd, upd, warmup));
+  for (const double idle : {5e-3, 20e-3}) {
+    std::vector<double> after;
+    for (int i = 0; i < 4 && seconds_since(start) < budget_s; ++i) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(idle));
+      const auto begin = Clock::now();
+      step();
+      after.push_back(seconds_since(begin));
+    }
+    t.idle_s.push_back(idle);
+    t.idle_penalty_s.push_back(after.empty() ? 0 : std::max(mean(after) - hot, 0.0));
+  }
+  auto timed = [warmup](const std::vector<double>& v) {
+    return std::vector<double>(v.begin() + warmup, v.end());
+  };
+  t.data_s = mean(timed(data));
+  t.forward_s = mean(timed(fwd));
+  t.backward_s = mean(timed(bwd));
+  t.update_s = mean(timed(upd));
+  const std::vector<double> totals = timed_totals(data, fwd, bwd, upd, warmup);
+  t.skew_s = expected_max_excess(totals, world);
+  t.iterations = static_cast<int>(totals.size());
+  return t;
 }
 
 TransportTimes profile_transport(int64_t block_elements) {
   TransportTimes t;
   block_elements = std::max<int64_t>(block_elements, 1024);
   const double bytes = 4.0 * static_cast<double>(block_elements);
-  Tensor a = random_block(block_elements, 1), b = random_block(block_elements, 2);
+  const Blocks src(block_elements, 1), dst(block_elements, 2);
   t.copy_s_per_byte =
       time_median(reps_for(bytes),
-                  [&] { std::memcpy(b.raw(), a.raw(), static_cast<size_t>(bytes)); }) /
+                  [&](int i) { std::memcpy(dst[i], src[i], static_cast<size_t>(bytes)); }) /
       bytes;
   auto none = make_codec("none");
   t.gamma_s_per_byte =
       time_median(reps_for(bytes),
-                  [&] { none->decode_add(a.raw(), block_elements, b.data<float>()); }) /
+                  [&](int i) { none->decode_add(src[i], block_elements, dst[i]); }) /
       bytes;
   t.handoff_s = measure_handoff();
-  // PacedComm sleeps for each message; the scheduler's timer slack adds to every sleep.
-  t.sleep_overshoot_s =
-      time_median(8, [] { std::this_thread::sleep_for(std::chrono::microseconds(500)); }) - 500e-6;
-  t.sleep_overshoot_s = std::max(t.sleep_overshoot_s, 0.0);
+  // PacedComm sleeps for every message; the sleeps return late, and later for longer ones.
+  constexpr double kShort = 0.5e-3, kLong = 10e-3;
+  const double late_short = sleep_overshoot(kShort, 10), late_long = sleep_overshoot(kLong, 4);
+  t.overshoot_per_s = std::max((late_long - late_short) / (kLong - kShort), 0.0);
+  t.overshoot_s = std::max(late_short - t.overshoot_per_s * kShort, 0.0);
+  // S: in training the comm thread has been idle (asleep) when a request comes.
   CommThread thread;
-  t.sync_s = time_median(50, [&thread] { thread.submit([] {}).get(); });
+  std::vector<double> trips;
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    const auto start = Clock::now();
+    thread.submit([] {}).get();
+    trips.push_back(seconds_since(start));
+  }
+  t.sync_s = mean(trips);
   return t;
 }
 
@@ -154,23 +238,36 @@ CodecCost profile_codec(const std::string& name, int64_t block_elements) {
   auto codec = make_codec(name);
   block_elements = std::max<int64_t>(block_elements, 1024);
   const double n = static_cast<double>(block_elements);
-  Tensor grad = random_block(block_elements, 3), sum = random_block(block_elements, 4);
-  std::vector<char> wire(codec->encoded_bytes(block_elements));
+  const Blocks grads(block_elements, 3), sums(block_elements, 4);
+  // Encoded blocks, as received: one per gradient block.
+  std::vector<std::vector<char>> wire(grads.blocks.size(),
+                                      std::vector<char>(codec->encoded_bytes(block_elements)));
+  auto encoded = [&wire](int i) { return wire[i % wire.size()].data(); };
+  for (size_t b = 0; b < wire.size(); ++b)
+    codec->encode(grads[static_cast<int>(b)], block_elements, wire[b].data());
   const int reps = reps_for(4 * n);
   CodecCost c;
   c.name = name;
   c.header_bytes = static_cast<double>(codec->encoded_bytes(0));
   c.bytes_per_element = static_cast<double>(codec->encoded_bytes(1) - codec->encoded_bytes(0));
   c.encode_s =
-      time_median(reps, [&] { codec->encode(grad.data<float>(), block_elements, wire.data()); }) /
+      time_median(reps, [&](int i) { codec->encode(grads[i], block_elements, encoded(i + 1)); }) /
       n;
   c.decode_s =
-      time_median(reps, [&] { codec->decode(wire.data(), block_elements, sum.data<float>()); }) / n;
+      time_median(reps, [&](int i) { codec->decode(encoded(i), block_elements, sums[i]); }) / n;
   c.decode_add_s =
-      time_median(reps,
-                  [&] { codec->decode_add(wire.data(), block_elements, sum.data<float>()); }) /
-      n;
+      time_median(reps, [&](int i) { codec->decode_add(encoded(i), block_elements, sums[i]); }) / n;
   return c;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n > 0 ? static_cast<int>(n) : 1;
+  }
+  return std::max(CPU_COUNT(&set), 1);
 }
 
 }  // namespace dtrain

@@ -24,14 +24,22 @@ Prediction make(const TimingInputs& in, const std::string& algorithm, const Code
   return r;
 }
 
+// The paper's l_up + l_comp, plus what dtrain's compute thread also waits for each iteration:
+// the loader, and the slowest rank (with one rank there is none to wait for).
 double compute_seconds(const TimingInputs& in) {
-  return in.l_up + in.l_for + in.l_back;
+  return in.l_up + in.l_for + in.l_back + in.l_data + (in.p > 1 ? in.l_skew : 0);
 }
 
-// One paced message of `bytes` on the link (a ring step's sendrecv, a push or a pull): the
-// sender waits α + bytes·β (plus the timer's overshoot), then the bytes really move.
-double message_seconds(const TimingInputs& in, double bytes) {
-  return in.alpha_s + in.pacing_overshoot_s + bytes * (in.beta_s_per_byte + in.copy_s_per_byte);
+// A sleep of `s` seconds in PacedComm, with the timer's overshoot.
+double paced_wait(const TimingInputs& in, double s) {
+  return s + in.overshoot_s + in.overshoot_per_s * s;
+}
+
+// One message of `bytes` (a ring step's sendrecv, a push, a pull): the sender waits α + bytes·β
+// (asleep when the link is emulated), then the bytes really move (copy).
+CommCost message(const TimingInputs& in, double bytes) {
+  const double sleep = in.alpha_s + bytes * in.beta_s_per_byte;
+  return {in.beta_s_per_byte > 0 ? paced_wait(in, sleep) : in.alpha_s, bytes * in.copy_s_per_byte};
 }
 
 // The iteration time speedups are measured against: sync + none, else the first sync row.
@@ -45,37 +53,50 @@ double reference_seconds(const std::vector<Prediction>& rows) {
 
 }  // namespace
 
-double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
+double idle_penalty(const TimingInputs& in, double idle) {
+  if (idle <= 0 || in.idle_s.empty()) return 0;
+  double d0 = 0, p0 = 0;  // no idling, no penalty
+  for (size_t i = 0; i < in.idle_s.size() && i < in.idle_penalty_s.size(); ++i) {
+    const double d1 = in.idle_s[i], p1 = in.idle_penalty_s[i];
+    if (idle <= d1) return p0 + (p1 - p0) * (idle - d0) / (d1 - d0);
+    d0 = d1, p0 = p1;
+  }
+  return p0;
+}
+
+CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements) {
   const int p = in.p;
-  if (p <= 1 || elements <= 0) return 0;
-  const double ring = 2.0 * (p - 1);   // messages per rank: reduce-scatter + all-gather
+  if (p <= 1 || elements <= 0) return {};
+  const double steps = 2.0 * (p - 1);  // messages per rank: reduce-scatter + all-gather
   const double share = (p - 1.0) / p;  // fraction of the buffer each rank reduces
   if (codec.name == "none") {
-    // Eq. 5's communication term, 2(p−1)α + 2((p−1)/p)·n·β + ((p−1)/p)·n·γ, with n in bytes.
-    // dtrain runs MPI_Allreduce here; PacedComm charges exactly the ring's 2(p−1)(α + n/p·β)
-    // in one wait (one overshoot), then MPI moves the bytes for real (copy) and sums them (γ).
+    // Eq. 5's communication term, 2(p−1)·α + 2((p−1)/p)·n·β + ((p−1)/p)·n·γ, n in bytes.
+    // dtrain runs MPI_Allreduce here; PacedComm charges the ring's 2(p−1)(α + (n/p)·β) in one
+    // sleep (one overshoot), then MPI moves 2((p−1)/p)·n bytes for real and sums (γ).
     const double bytes = kFloatBytes * elements;
-    return ring * (in.alpha_s + bytes / p * in.beta_s_per_byte) + in.pacing_overshoot_s +
-           2.0 * share * bytes * in.copy_s_per_byte + share * bytes * in.gamma_s_per_byte;
+    const double link = steps * (in.alpha_s + bytes / p * in.beta_s_per_byte);
+    return {in.beta_s_per_byte > 0 ? paced_wait(in, link) : steps * in.alpha_s,
+            2.0 * share * bytes * in.copy_s_per_byte + share * bytes * in.gamma_s_per_byte};
   }
   // dtrain's ring with the codec inside (ring_allreduce.cpp). Per rank, for blocks of n/p:
   //   reduce-scatter, p−1 steps: encode, sendrecv of the encoded block, decode_add;
   //   all-gather: the owner encodes and decodes its reduced block once, then p−1 steps of
   //   sendrecv and decode (forwarded blocks are not re-encoded).
-  // So p encodes, p−1 decode_adds and p decodes — where the paper's Eq. 5 has ((p−1)/p)·n·γ —
-  // and every one of the 2(p−1) messages carries the encoded, not the raw, block.
+  // So p encodes, p−1 decode_adds and p decodes where Eq. 5 has ((p−1)/p)·n·γ, and each of the
+  // 2(p−1) messages carries the encoded block instead of n/p floats.
   const double block = elements / p;
+  const CommCost one = message(in, codec.wire_bytes(block));
   const double codec_s =
       block * (p * codec.encode_s + (p - 1) * codec.decode_add_s + p * codec.decode_s);
-  return ring * message_seconds(in, codec.wire_bytes(block)) + codec_s;
+  return {steps * one.wait_s, steps * one.cpu_s + codec_s};
 }
 
 Prediction predict_sync(const TimingInputs& in, const CodecCost& codec) {
-  // Eq. 2: l_up + l_comp + l_comm, with l_comp = l_for + l_back. The whole all-reduce is on
-  // the critical path: sync_scheduler.cpp waits for it before the update.
-  const double compute = compute_seconds(in);
+  // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path:
+  // sync_scheduler.cpp waits for it before the update, and computes again cold.
   const double comm =
       in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
+  const double compute = compute_seconds(in) + idle_penalty(in, comm);
   return make(in, "sync", codec, compute, comm, compute + comm);
 }
 
@@ -83,39 +104,54 @@ Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
   // Not in the paper's equations; derived from ps_sync_scheduler.cpp and PacedComm. Rank 0 is
   // the server and also computes its share, so all ranks finish backward together. Then:
   //  push: each worker encodes its n-element gradient (a memcpy for `none`) and sends it
-  //    (α + W·β). The server receives them one after another: its incoming link is paced, so
-  //    every further worker adds W·β (and one more timer overshoot), and it decode_adds each.
+  //    (α + W·β, asleep, then the copy). The server receives them one after another: its
+  //    incoming link is paced, so each further worker adds W·β (a sleep), and it decode_adds
+  //    every one.
   //  update: only the server steps (l_up); the workers wait for the weights.
-  //  pull: the server sends the full f32 weights to the workers one after another.
-  const double compute = compute_seconds(in);
-  if (in.p <= 1) return make(in, "ps_sync", codec, compute, 0, compute);
+  //  pull: the server sends the f32 weights to the workers one after another.
+  //  Then everyone computes again, cold after the wait.
+  if (in.p <= 1) return make(in, "ps_sync", codec, compute_seconds(in), 0, compute_seconds(in));
   const double n = static_cast<double>(in.n);
   const double workers = in.p - 1;
   const double w = codec.wire_bytes(n);
-  const double push = codec.encode_s * n + in.alpha_s + in.pacing_overshoot_s +
-                      w * in.copy_s_per_byte + workers * w * in.beta_s_per_byte +
-                      workers * codec.decode_add_s * n + (workers - 1) * in.pacing_overshoot_s;
-  const double pull = workers * message_seconds(in, kFloatBytes * n);
+  const CommCost first = message(in, w);
+  const double ingress =
+      in.beta_s_per_byte > 0 ? paced_wait(in, w * in.beta_s_per_byte) : w * in.copy_s_per_byte;
+  const double push = codec.encode_s * n + first.total() + (workers - 1) * ingress +
+                      workers * codec.decode_add_s * n;
+  const double pull = workers * message(in, kFloatBytes * n).total();
   const double comm = push + pull + in.sync_s;
+  const double compute = compute_seconds(in) + idle_penalty(in, comm);
   return make(in, "ps_sync", codec, compute, comm, compute + comm);
 }
 
 Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L) {
   L = std::max(L, 1);
-  const double compute = compute_seconds(in);
+  double compute = compute_seconds(in);
   // Eq. 6: L all-reduces of n/L elements each: 2(p−1)L·α + 2((p−1)/p)·n·β + ((p−1)/p)·n·γ +
-  // L·S. The communication thread runs them (codec work included, off the compute thread).
-  const double comm =
-      in.p > 1 ? L * (allreduce_seconds(in, codec, static_cast<double>(in.n) / L) + in.sync_s) : 0;
+  // L·S. The communication thread runs them, codec work included.
+  CommCost one;
+  if (in.p > 1) one = allreduce_cost(in, codec, static_cast<double>(in.n) / L);
+  double comm = in.p > 1 ? L * (one.total() + in.sync_s) : 0;
   double iteration;
   if (K >= 2) {
     // Eq. 4/5/6: with limited resources the iteration is bound by whichever of computation
     // (l_up + l_for + l_back on the compute thread) and communication is longer, for any K ≥ 2.
+    // Not in the paper: when the comm thread has no core of its own, its CPU work W is also
+    // done by the core that computes, and while the two overlap each runs at half speed.
+    if (in.comm_shares_core && in.p > 1) {
+      const double w = L * one.cpu_s;
+      comm += std::min(w, compute);
+      compute += w;
+    }
+    // The compute thread idles while communication is the longer of the two.
+    compute += idle_penalty(in, comm - compute);
     iteration = std::max(compute, comm);
   } else {
     // K = 1 is D-Sync (Eq. 2); with L > 1 segments the first L−1 all-reduces may hide behind
     // the rest of the backward pass, but the last one is always exposed.
     const double hidden = std::min(comm * (L - 1.0) / L, in.l_back * (L - 1.0) / L);
+    compute += idle_penalty(in, comm - hidden);
     iteration = compute + comm - hidden;
   }
   Prediction r = make(in, "pipe_sgd", codec, compute, comm, iteration);
@@ -181,9 +217,7 @@ Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& 
                     rec.L == 1 ? "Eq. 6 > Eq. 5: keep L=1" : "faster: keep it");
   }
 
-  const std::string ms =
-      fmt::format("{:.2f} ms/iteration, {:.2f}x sync+none", pick.iteration_s * 1e3, pick.speedup);
-  std::string bound =
+  const std::string bound =
       pick.compute_bound
           ? fmt::format(
                 "compute-bound (comm {:.2f} ms <= compute {:.2f} ms): communication is "
@@ -196,8 +230,8 @@ Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& 
                 scaling_efficiency(pick.compute_s, pick.comm_s));
   rec.text = fmt::format(
       "algorithm.name=pipe_sgd, K=2, compression.name={}, sequential communication (L={}): "
-      "{}; {}{}",
-      pick.compression, rec.L, ms, bound, segments);
+      "{:.2f} ms/iteration, {:.2f}x sync+none; {}{}",
+      pick.compression, rec.L, pick.iteration_s * 1e3, pick.speedup, bound, segments);
   if (in.p <= 1)
     rec.text = "one rank: nothing to communicate, every algorithm runs at the compute time";
   else if (rec.best.algorithm != "pipe_sgd")

@@ -19,30 +19,40 @@ struct CodecCost {
 };
 
 struct TimingInputs {
-  // Computation on one rank, for its share of the global batch (paper: l_for, l_back, l_up).
-  double l_for = 0, l_back = 0, l_up = 0;
+  // Computation on one rank, for its share of the global batch (paper: l_for, l_back, l_up),
+  // plus the time the compute thread waits for the data loader.
+  double l_for = 0, l_back = 0, l_up = 0, l_data = 0;
+  // Every algorithm here synchronises the ranks once per iteration, so it waits for the slowest:
+  // E[max over p ranks] − E[one rank] of the per-iteration compute time (part of the paper's S).
+  double l_skew = 0;
+  // Extra compute time of an iteration that starts after the compute thread idled idle_s[i]
+  // waiting for communication (cold caches and clocks); linear in between, flat beyond the last.
+  std::vector<double> idle_s, idle_penalty_s;
   int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
   int p = 1;      // data-parallel ranks
   int64_t global_batch = 1;
-  // One message of b bytes costs α + b·β (+ the two terms below). With cluster.link, α and β
-  // are the emulated link's latency and 1/bandwidth; without it, the local transport's.
+  // A message of b bytes costs α + b·(β + copy) (+ the overshoot below). With cluster.link, α
+  // and β are the emulated link's latency and 1/bandwidth, which PacedComm spends sleeping
+  // before the real shared-memory transfer (copy). Without it, β = 0: the transfer is the copy.
   double alpha_s = 0;
   double beta_s_per_byte = 0;
-  // With emulation only: PacedComm sleeps first and then really transfers the bytes over
-  // shared memory (copy_s_per_byte), and every sleep overshoots by the timer's slack.
   double copy_s_per_byte = 0;
-  double pacing_overshoot_s = 0;
+  // Each of PacedComm's sleeps returns late by overshoot_s + overshoot_per_s · its length.
+  double overshoot_s = 0, overshoot_per_s = 0;
   double gamma_s_per_byte = 0;  // γ: summing two f32 buffers, per byte of one of them
   double sync_s = 0;            // S: starting one collective on the comm thread and seeing it end
-  int K = 2;                    // Pipe-SGD iteration dependency
-  int L = 1;                    // Pipe-SGD gradient segments
+  // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
+  // work competes with the compute thread whenever the two overlap (Pipe-SGD).
+  bool comm_shares_core = false;
+  int K = 2;  // Pipe-SGD iteration dependency
+  int L = 1;  // Pipe-SGD gradient segments
   std::vector<CodecCost> codecs;
 };
 
 struct Prediction {
   std::string algorithm, compression;
   int K = 0, L = 0;      // pipe_sgd only
-  double compute_s = 0;  // l_up + l_for + l_back on the critical path
+  double compute_s = 0;  // l_up + l_for + l_back (+ l_data, l_skew) on the critical path
   double comm_s = 0;     // communication (with its codec work and S)
   double iteration_s = 0;
   bool compute_bound = false;  // compute_s >= comm_s
@@ -51,9 +61,17 @@ struct Prediction {
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
 };
 
-// Seconds of one all-reduce of `elements` as GradientAllreducer runs it: MPI_Allreduce for
-// `none`, dtrain's ring with the codec inside otherwise. Excludes S.
-double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements);
+// One all-reduce of `elements` as GradientAllreducer runs it (MPI_Allreduce for `none`, dtrain's
+// ring with the codec inside otherwise), split into waiting (latency, the emulated link's
+// sleeps) and CPU work (codecs, copies, sums). Excludes S.
+struct CommCost {
+  double wait_s = 0, cpu_s = 0;
+  double total() const { return wait_s + cpu_s; }
+};
+CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements);
+inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
+  return allreduce_cost(in, codec, elements).total();
+}
 
 // Eq. 2: D-Sync, forward + backward + exposed all-reduce + update.
 Prediction predict_sync(const TimingInputs& in, const CodecCost& codec);
@@ -61,6 +79,9 @@ Prediction predict_sync(const TimingInputs& in, const CodecCost& codec);
 Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
 // Eq. 4–6: Pipe-SGD with iteration dependency K and L gradient segments (K = 1 is D-Sync).
 Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L);
+
+// The extra compute time after idling `idle` seconds (interpolated from the inputs' points).
+double idle_penalty(const TimingInputs& in, double idle);
 
 // Eq. 7: SE = (l_up + l_comp) / max(l_up + l_comp, l_comm) for a pipelined iteration.
 double scaling_efficiency(double compute_s, double comm_s);

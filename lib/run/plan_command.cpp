@@ -61,9 +61,13 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   DTRAIN_INPUT_CHECK(batch % p == 0) << file << ": dataset.batch_size: the global batch " << batch
                                      << " must be divisible by --ranks " << p;
 
-  // One rank as the trainer builds it, for its share of the global batch.
+  // One rank as the trainer builds it, for its share of the global batch, fed by the loader.
   auto backend = make_backend(backend_options(config));
   auto dataset = open_dataset(dataset_options(config), Split::train);
+  const auto local = make_local_comm();
+  LoaderOptions loading = train_loader_options(config, *local);
+  loading.world = p;
+  Loader loader(*dataset, loading);
   const ModelInput input{dataset->sample_shape(), dataset->num_classes(), batch / p};
   auto model = build_model(*backend, config.model, input, config.seed);
   if (config.optimizer.freeze_layers > 0) {
@@ -76,91 +80,110 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   Sgd optimizer(*backend, model->parameters(), model->gradients(), sgd_options(config),
                 model->trainable_offset());
   const ComputeTimes compute =
-      profile_compute(*model, optimizer, input, p, kWarmup, std::max(options.iterations, 1));
+      profile_compute(*model, optimizer, loader, p, kWarmup, std::max(options.iterations, 1));
 
   TimingInputs in;
   const double slowdown = straggler_slowdown(config.cluster, p);
+  in.l_data = compute.data_s;
   in.l_for = compute.forward_s * slowdown;
   in.l_back = compute.backward_s * slowdown;
   in.l_up = compute.update_s;
+  in.l_skew = compute.skew_s;
+  in.idle_s = compute.idle_s;
+  in.idle_penalty_s = compute.idle_penalty_s;
   in.n = model->num_parameters() - model->trainable_offset();
   in.p = p;
   in.global_batch = batch;
   in.K = config.algorithm.K;
   in.L = config.algorithm.segments;
+  // The ranks run on this machine (the emulated or local setup): do they leave the comm thread
+  // a core of its own?
+  const int cores = available_cores();
+  in.comm_shares_core = p * (config.cluster.threads_per_rank + 1) > cores;
   const int64_t block = (in.n + p - 1) / p;  // the ring's blocks
   const TransportTimes transport = profile_transport(block);
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, block));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
+  in.copy_s_per_byte = transport.copy_s_per_byte;
   const std::optional<LinkConfig>& link = config.cluster.link;
   std::string link_line;
   if (link) {
-    // PacedComm: wait α + bytes·β, then the real shared-memory transfer.
+    // PacedComm: sleep α + bytes·β (late by the timer's overshoot), then the real transfer.
     in.alpha_s = link->latency_s;
     in.beta_s_per_byte = 1.0 / link->bandwidth_Bps;
-    in.copy_s_per_byte = transport.copy_s_per_byte;
-    in.pacing_overshoot_s = transport.sleep_overshoot_s;
-    link_line = fmt::format("emulated link (cluster.link) {} + {}: every message is paced",
+    in.overshoot_s = transport.overshoot_s;
+    in.overshoot_per_s = transport.overshoot_per_s;
+    link_line = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
                             link->bandwidth_text, link->latency_text);
   } else {
     // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
-    // hand-off and β a memory copy, both measured here.
+    // hand-off and the transfer a memory copy, both measured here.
     in.alpha_s = transport.handoff_s;
-    in.beta_s_per_byte = transport.copy_s_per_byte;
     link_line =
-        "local shared-memory transport (no cluster.link): alpha and beta measured on this "
-        "machine; a real network is slower — set cluster.link to plan for one";
+        "the local shared-memory transport (no cluster.link): alpha and beta measured on this "
+        "machine; set cluster.link to plan for a network";
   }
 
   const std::vector<Prediction> rows = predict_all(in);
   const Recommendation rec = recommend(in, rows);
 
   const double n_bytes = 4.0 * static_cast<double>(in.n);
-  out << fmt::format(
+  const double beta = link ? in.beta_s_per_byte : in.copy_s_per_byte;
+  std::string o = fmt::format(
       "dtrain plan: {} on {} rank(s), global batch {} ({} per rank), {} thread(s) per rank\n"
-      "backend  {}\nlink     {}\n\n",
-      config.name, p, batch, batch / p, config.cluster.threads_per_rank, backend->name(),
-      link_line);
-  out << fmt::format("measured on one rank (median of {} iterations after {} warm-up):\n",
-                     compute.iterations, kWarmup);
-  out << fmt::format("  l_for   {:>10} ms   forward of {} samples\n", ms(in.l_for), batch / p);
-  out << fmt::format("  l_back  {:>10} ms   backward\n", ms(in.l_back));
-  out << fmt::format("  l_up    {:>10} ms   SGD update of the trainable parameters\n", ms(in.l_up));
+      "backend  {}\nlink     {}\ncores    {} on this machine{}\n\n",
+      config.name, p, batch, batch / p, config.cluster.threads_per_rank, backend->name(), link_line,
+      cores, in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
+  o += fmt::format("measured on one rank (mean of {} iterations after {} warm-up):\n",
+                   compute.iterations, kWarmup);
+  auto line = [&o](const char* name, const std::string& value, const std::string& unit,
+                   const std::string& what) {
+    o += fmt::format("  {:<7} {:>10} {:<5} {}\n", name, value, unit, what);
+  };
+  line("l_for", ms(in.l_for), "ms", fmt::format("forward of {} samples", batch / p));
+  line("l_back", ms(in.l_back), "ms", "backward");
+  line("l_up", ms(in.l_up), "ms", "SGD update of the trainable parameters");
+  line("l_data", ms(in.l_data), "ms", "waiting for the data loader");
+  line("skew", ms(in.l_skew), "ms", fmt::format("waiting for the slowest of {} ranks", p));
+  std::string cold;
+  for (size_t i = 0; i < in.idle_s.size(); ++i)
+    cold += fmt::format("{}{:.3f} ms after {:g} ms", i ? ", " : "", in.idle_penalty_s[i] * 1e3,
+                        in.idle_s[i] * 1e3);
+  if (!cold.empty()) line("cold", "", "", "compute after waiting: + " + cold);
   if (slowdown > 1)
-    out << fmt::format("          (l_for, l_back × {} for the slowest straggler)\n", slowdown);
-  out << fmt::format("  n       {:>10}      floats communicated per iteration ({:.2f} MB)\n", in.n,
-                     n_bytes / 1e6);
-  out << fmt::format("  p       {:>10}\n", p);
-  out << fmt::format("  alpha   {:>10} us   per message{}\n",
-                     fmt::format("{:.2f}", in.alpha_s * 1e6),
-                     link ? fmt::format(" (+ {:.1f} us timer overshoot per paced wait)",
-                                        in.pacing_overshoot_s * 1e6)
-                          : " (core-to-core hand-off)");
-  out << fmt::format("  beta    {:>10} ns/B {}\n", fmt::format("{:.4f}", in.beta_s_per_byte * 1e9),
-                     link ? fmt::format("({:.3g} GB/s link; + {:.4f} ns/B real copy after pacing)",
-                                        1e-9 / in.beta_s_per_byte, in.copy_s_per_byte * 1e9)
-                          : fmt::format("({:.3g} GB/s memory copy)", 1e-9 / in.beta_s_per_byte));
-  out << fmt::format("  gamma   {:>10} ns/B float sum\n",
-                     fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9));
-  out << fmt::format("  S       {:>10} us   hand-off to the comm thread and back\n",
-                     fmt::format("{:.1f}", in.sync_s * 1e6));
-  out << fmt::format(
-      "  codecs on blocks of n/p = {} floats, ns per element (encode / decode / "
-      "decode_add), wire bytes per element:\n",
+    o += fmt::format("          (l_for, l_back x {} for the slowest straggler)\n", slowdown);
+  line("n", std::to_string(in.n), "",
+       fmt::format("floats communicated per iteration ({:.2f} MB)", n_bytes / 1e6));
+  line("p", std::to_string(p), "", "");
+  line("alpha", fmt::format("{:.2f}", in.alpha_s * 1e6), "us",
+       link ? fmt::format("per message (+ {:.1f} us + {:.2f}% timer overshoot per paced sleep)",
+                          in.overshoot_s * 1e6, in.overshoot_per_s * 100)
+            : std::string("per message (core-to-core hand-off)"));
+  line("beta", fmt::format("{:.4f}", beta * 1e9), "ns/B",
+       link ? fmt::format("{:.3g} GB/s link, then {:.4f} ns/B real copy", 1e-9 / beta,
+                          in.copy_s_per_byte * 1e9)
+            : fmt::format("{:.3g} GB/s memory copy", 1e-9 / beta));
+  line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
+  line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
+       "waking the comm thread with a request and the caller with its end");
+  o += fmt::format(
+      "  codecs on blocks of n/p = {} floats, ns per element (encode / decode / decode_add), "
+      "wire bytes per element:\n",
       block);
   for (const CodecCost& c : in.codecs)
-    out << fmt::format("    {:<11} {:.3f} / {:.3f} / {:.3f}   {:g}\n", c.name, c.encode_s * 1e9,
-                       c.decode_s * 1e9, c.decode_add_s * 1e9, c.bytes_per_element);
-  out << fmt::format(
-      "\npredicted per iteration (pipe_sgd with K={}, L={}; speedup vs sync+none; SE = scaling "
-      "efficiency, Eq. 7):\n",
+    o += fmt::format("    {:<11} {:.3f} / {:.3f} / {:.3f}   {:g}\n", c.name, c.encode_s * 1e9,
+                     c.decode_s * 1e9, c.decode_add_s * 1e9, c.bytes_per_element);
+  o += fmt::format(
+      "\npredicted per iteration (pipe_sgd with K={}, L={}; speedup vs sync+none; SE = "
+      "scaling efficiency, Eq. 7):\n",
       in.K, in.L);
-  out << table(rows);
-  out << "\nrecommendation (K = 2, compute-bound after compression, sequential communication):\n  "
-      << rec.text << "\n";
-  out << "compare with training: predicted iteration_ms = 1000 * wall_s / iterations of "
-         "timing.csv\n";
+  o += table(rows);
+  o += "\nrecommendation (Pipe-SGD: K = 2, compute-bound after compression, sequential "
+       "communication):\n  " +
+       rec.text + "\n";
+  o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
+  out << o;
 
   if (!options.csv.empty()) {
     std::ofstream csv(options.csv);

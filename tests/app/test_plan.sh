@@ -35,7 +35,7 @@ write_synthetic_config "$cfg" "$WORK/out"
   --set cluster.link.bandwidth=10Gbps --set cluster.link.latency=20us >"$WORK/fast.txt" 2>&1 ||
   fail "plan on a 10 Gbit/s link failed: $(cat "$WORK/fast.txt")"
 check_csv "$WORK/fast.csv" "tiny, 10Gbps"
-grep -q "emulated link" "$WORK/fast.txt" || fail "plan with cluster.link does not name it"
+grep -q "emulated (cluster.link)" "$WORK/fast.txt" || fail "plan with cluster.link does not name it"
 "$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/slow.csv" \
   --set cluster.link.bandwidth=10Mbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
   fail "plan on a 10 Mbit/s link failed"

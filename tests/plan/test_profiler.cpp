@@ -29,25 +29,48 @@ TEST_CASE("transport figures are positive and bounded") {
   CHECK(t.copy_s_per_byte < 1e-8);  // faster than 100 MB/s
   CHECK(t.gamma_s_per_byte > 0);
   CHECK(t.handoff_s > 0);
-  CHECK(t.sleep_overshoot_s >= 0);
+  CHECK(t.overshoot_s >= 0);
+  CHECK(t.overshoot_per_s >= 0);
   CHECK(t.sync_s > 0);
+  CHECK(available_cores() >= 1);
+}
+
+TEST_CASE("expected excess of the slowest of p ranks") {
+  CHECK(expected_max_excess({1, 1, 1, 1}, 4) == doctest::Approx(0));
+  CHECK(expected_max_excess({1, 2}, 1) == doctest::Approx(0));
+  // max of two draws from {1, 2}: 1 with probability 1/4, else 2 → 1.75, mean 1.5.
+  CHECK(expected_max_excess({1, 2}, 2) == doctest::Approx(0.25));
+  CHECK(expected_max_excess({2, 1}, 2) == doctest::Approx(0.25));
+  CHECK(expected_max_excess({1, 2, 3}, 8) > expected_max_excess({1, 2, 3}, 2));
 }
 
 TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches take longer") {
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  DatasetOptions d;
+  d.name = "synthetic";
+  d.shape = {1, 16, 16};
+  d.classes = 10;
+  d.train_size = 2048;
+  auto data = open_dataset(d, Split::train);
   std::vector<std::string> problems;
   const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [256]}"), problems);
   REQUIRE(problems.empty());
   auto time_batch = [&](int64_t batch) {
-    const ModelInput input{Shape{1, 16, 16}, 10, batch};
+    LoaderOptions lo;
+    lo.global_batch = 2 * batch;
+    lo.world = 2;
+    Loader loader(*data, lo);
+    const ModelInput input{data->sample_shape(), 10, batch};
     auto model = build_model(*backend, spec, input, 1);
     Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
-    return profile_compute(*model, sgd, input, 2, 2, 7);
+    return profile_compute(*model, sgd, loader, 2, 2, 7);
   };
   const ComputeTimes small = time_batch(4), large = time_batch(512);
   CHECK(small.iterations == 7);
+  CHECK(small.data_s >= 0);
   CHECK(small.forward_s > 0);
   CHECK(small.backward_s > 0);
   CHECK(small.update_s > 0);
+  CHECK(small.skew_s >= 0);
   CHECK(large.forward_s + large.backward_s > small.forward_s + small.backward_s);
 }

@@ -2,6 +2,8 @@
 // ps_sync, and where the bound flips.
 #include <doctest/doctest.h>
 
+#include <algorithm>  // max
+
 #include "plan/timing_model.h"
 
 using namespace dtrain;
@@ -115,19 +117,57 @@ TEST_CASE("ps_sync: pushes through the server's link one after another, weights 
   CHECK(r.iteration_s > predict_sync(in, none()).iteration_s);
 }
 
-TEST_CASE("link emulation: one timer overshoot per paced wait, and the real copy after it") {
+TEST_CASE("link emulation: every sleep overshoots, then the bytes are really copied") {
   TimingInputs in;
   in.p = 2, in.n = 1000;
   in.alpha_s = 50e-6, in.beta_s_per_byte = 8e-9;
-  in.copy_s_per_byte = 0.1e-9, in.pacing_overshoot_s = 60e-6;
-  // MPI_Allreduce: one wait of 2(α + 2000 B·β), then 2·(1/2)·4000 B copied.
-  CHECK(allreduce_seconds(in, none(), 1000) ==
-        doctest::Approx(2 * (50e-6 + 2000 * 8e-9) + 60e-6 + 4000 * 0.1e-9));
-  // The ring: both messages wait and overshoot.
-  const double wire = 504;
-  CHECK(allreduce_seconds(in, quantize8(), 1000) ==
-        doctest::Approx(2 * (50e-6 + 60e-6 + wire * 8.1e-9) +
-                        500 * (2 * 1e-9 + 1 * 0.5e-9 + 2 * 0.5e-9)));
+  in.copy_s_per_byte = 0.1e-9;
+  in.overshoot_s = 60e-6, in.overshoot_per_s = 0.01;
+  auto late = [](double s) { return s + 60e-6 + 0.01 * s; };
+  // MPI_Allreduce: one sleep of 2(α + 2000 B·β), then 2·(1/2)·4000 B copied.
+  const CommCost mpi = allreduce_cost(in, none(), 1000);
+  CHECK(mpi.wait_s == doctest::Approx(late(2 * (50e-6 + 2000 * 8e-9))));
+  CHECK(mpi.cpu_s == doctest::Approx(4000 * 0.1e-9));
+  // The ring: both messages sleep (and overshoot), then copy their 504 bytes; the codec is CPU.
+  const CommCost ring = allreduce_cost(in, quantize8(), 1000);
+  CHECK(ring.wait_s == doctest::Approx(2 * late(50e-6 + 504 * 8e-9)));
+  CHECK(ring.cpu_s ==
+        doctest::Approx(2 * 504 * 0.1e-9 + 500 * (2 * 1e-9 + 1 * 0.5e-9 + 2 * 0.5e-9)));
+}
+
+TEST_CASE("without emulation the transfer is CPU work (a copy), not a sleep") {
+  TimingInputs in = four_ranks();
+  in.copy_s_per_byte = in.beta_s_per_byte;
+  in.beta_s_per_byte = 0;
+  in.overshoot_s = 1;  // no sleeps: never charged
+  const CommCost c = allreduce_cost(in, none(), 1e6);
+  CHECK(c.wait_s == doctest::Approx(60e-6));
+  CHECK(c.cpu_s == doctest::Approx(6e-3 + 1.5e-3));
+  CHECK(c.total() == doctest::Approx(kCommNone - 20e-6));
+}
+
+TEST_CASE("a comm thread without a core of its own slows Pipe-SGD by its CPU work") {
+  TimingInputs in = four_ranks();
+  const Prediction own = predict_pipe_sgd(in, quantize8(), 2, 1);
+  in.comm_shares_core = true;
+  const Prediction shared = predict_pipe_sgd(in, quantize8(), 2, 1);
+  const double w = allreduce_cost(in, quantize8(), 1e6).cpu_s;  // the codec work, 1.875 ms
+  CHECK(w == doctest::Approx(1.875e-3));
+  CHECK(shared.compute_s == doctest::Approx(own.compute_s + w));
+  CHECK(shared.comm_s == doctest::Approx(own.comm_s + w));
+  CHECK(shared.iteration_s == doctest::Approx(std::max(shared.compute_s, shared.comm_s)));
+  CHECK(shared.iteration_s > own.iteration_s);
+  // D-Sync does not overlap the two: unchanged.
+  CHECK(predict_sync(in, quantize8()).iteration_s ==
+        doctest::Approx(predict_sync(four_ranks(), quantize8()).iteration_s));
+}
+
+TEST_CASE("the loader's wait and the slowest rank's lag count as compute, with p > 1 only") {
+  TimingInputs in = four_ranks();
+  in.l_data = 0.1e-3, in.l_skew = 0.2e-3;
+  CHECK(predict_sync(in, none()).compute_s == doctest::Approx(3.8e-3));
+  in.p = 1;
+  CHECK(predict_sync(in, none()).compute_s == doctest::Approx(3.6e-3));
 }
 
 TEST_CASE("one rank communicates nothing") {
