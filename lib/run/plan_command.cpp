@@ -83,11 +83,17 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
       profile_compute(*model, optimizer, loader, p, kWarmup, std::max(options.iterations, 1));
 
   TimingInputs in;
+  // The ranks run on this machine (the emulated or local setup): more compute threads than
+  // cores share them; and is a core left for each comm thread?
+  const int cores = available_cores();
+  const int threads = config.cluster.threads_per_rank;
+  const double crowding = std::max(1.0, static_cast<double>(p) * threads / cores);
+  in.comm_shares_core = p * (threads + 1) > cores;
   const double slowdown = straggler_slowdown(config.cluster, p);
   in.l_data = compute.data_s;
-  in.l_for = compute.forward_s * slowdown;
-  in.l_back = compute.backward_s * slowdown;
-  in.l_up = compute.update_s;
+  in.l_for = compute.forward_s * slowdown * crowding;
+  in.l_back = compute.backward_s * slowdown * crowding;
+  in.l_up = compute.update_s * crowding;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
@@ -96,10 +102,6 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   in.global_batch = batch;
   in.K = config.algorithm.K;
   in.L = config.algorithm.segments;
-  // The ranks run on this machine (the emulated or local setup): do they leave the comm thread
-  // a core of its own?
-  const int cores = available_cores();
-  in.comm_shares_core = p * (config.cluster.threads_per_rank + 1) > cores;
   const int64_t block = (in.n + p - 1) / p;  // the ring's blocks
   const TransportTimes transport = profile_transport(block);
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, block));
@@ -151,6 +153,10 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
     cold += fmt::format("{}{:.3f} ms after {:g} ms", i ? ", " : "", in.idle_penalty_s[i] * 1e3,
                         in.idle_s[i] * 1e3);
   if (!cold.empty()) line("cold", "", "", "compute after waiting: + " + cold);
+  if (crowding > 1)
+    o += fmt::format(
+        "          (l_for, l_back, l_up x {:.2f}: {} ranks x {} threads share {} cores)\n",
+        crowding, p, threads, cores);
   if (slowdown > 1)
     o += fmt::format("          (l_for, l_back x {} for the slowest straggler)\n", slowdown);
   line("n", std::to_string(in.n), "",
