@@ -49,10 +49,11 @@ struct TransportTimes {
 // Measures the transport figures on blocks of `block_elements` floats (the ring's n/p).
 TransportTimes profile_transport(int64_t block_elements);
 
-// Measures encode, decode and decode_add of the codec `name` on random gradient-like blocks of
-// `block_elements` floats, cycling through more of them than the caches hold (as in training,
-// where the blocks arrive from the other cores); per element.
-CodecCost profile_codec(const std::string& name, int64_t block_elements);
+// Measures encode, decode and decode_add of the codec `name`, per element, by running the codec
+// calls of one rank's ring all-reduce of an `elements`-float gradient over `ranks` ranks — same
+// blocks, same order, same buffers — with each transfer replaced by a local copy, so that the
+// caches are as warm or cold as in training.
+CodecCost profile_codec(const std::string& name, int64_t elements, int ranks);
 
 // Cores this process may run on (its affinity mask).
 int available_cores();

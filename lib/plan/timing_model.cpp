@@ -138,10 +138,12 @@ Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int 
     // Eq. 4/5/6: with limited resources the iteration is bound by whichever of computation
     // (l_up + l_for + l_back on the compute thread) and communication is longer, for any K ≥ 2.
     // Not in the paper: when the comm thread has no core of its own, its CPU work W is also
-    // done by the core that computes, and while the two overlap each runs at half speed.
-    if (in.comm_shares_core && in.p > 1) {
+    // done by the core that computes (compute + W), and the part of W that meets the compute
+    // thread running — a fraction compute/comm of the time, when communication is longer —
+    // is time-sliced with it and takes twice as long.
+    if (in.comm_shares_core && in.p > 1 && comm > 0) {
       const double w = L * one.cpu_s;
-      comm += std::min(w, compute);
+      comm += w * std::min(1.0, compute / comm);
       compute += w;
     }
     // The compute thread idles while communication is the longer of the two.

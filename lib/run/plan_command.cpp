@@ -104,7 +104,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   in.L = config.algorithm.segments;
   const int64_t block = (in.n + p - 1) / p;  // the ring's blocks
   const TransportTimes transport = profile_transport(block);
-  for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, block));
+  for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
   in.copy_s_per_byte = transport.copy_s_per_byte;
@@ -174,8 +174,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
        "waking the comm thread with a request and the caller with its end");
   o += fmt::format(
-      "  codecs on blocks of n/p = {} floats, ns per element (encode / decode / decode_add), "
-      "wire bytes per element:\n",
+      "  codecs in the ring's blocks of n/p = {} floats, ns per element (encode / decode / "
+      "decode_add), wire bytes per element:\n",
       block);
   for (const CodecCost& c : in.codecs)
     o += fmt::format("    {:<11} {:.3f} / {:.3f} / {:.3f}   {:g}\n", c.name, c.encode_s * 1e9,

@@ -9,17 +9,17 @@
 using namespace dtrain;
 
 TEST_CASE("codec costs: positive per-element times and the exact wire format") {
-  const CodecCost q8 = profile_codec("quantize8", 4096);
+  const CodecCost q8 = profile_codec("quantize8", 16384, 4);
   CHECK(q8.name == "quantize8");
   CHECK(q8.bytes_per_element == 1);
   CHECK(q8.header_bytes == 4);
   CHECK(q8.encode_s > 0);
   CHECK(q8.decode_s > 0);
   CHECK(q8.decode_add_s > 0);
-  const CodecCost t16 = profile_codec("truncate16", 4096);
+  const CodecCost t16 = profile_codec("truncate16", 16384, 2);
   CHECK(t16.bytes_per_element == 2);
   CHECK(t16.header_bytes == 0);
-  CHECK(profile_codec("none", 4096).bytes_per_element == 4);
+  CHECK(profile_codec("none", 4096, 1).bytes_per_element == 4);
   CHECK(q8.wire_bytes(4096) == 4100);
 }
 

@@ -154,12 +154,22 @@ TEST_CASE("a comm thread without a core of its own slows Pipe-SGD by its CPU wor
   const double w = allreduce_cost(in, quantize8(), 1e6).cpu_s;  // the codec work, 1.875 ms
   CHECK(w == doctest::Approx(1.875e-3));
   CHECK(shared.compute_s == doctest::Approx(own.compute_s + w));
+  // Computing 3.5 ms of the 3.455 ms of communication: all of W meets it.
   CHECK(shared.comm_s == doctest::Approx(own.comm_s + w));
   CHECK(shared.iteration_s == doctest::Approx(std::max(shared.compute_s, shared.comm_s)));
   CHECK(shared.iteration_s > own.iteration_s);
+  // A slower link: computation covers 3.5 ms of the communication, so does that part of W.
+  in.beta_s_per_byte = 10e-9;
+  const Prediction slow = predict_pipe_sgd(in, quantize8(), 2, 1);
+  in.comm_shares_core = false;
+  const double comm = predict_pipe_sgd(in, quantize8(), 2, 1).comm_s;
+  CHECK(slow.comm_s == doctest::Approx(comm + w * 3.5e-3 / comm));
+  in.comm_shares_core = true;
   // D-Sync does not overlap the two: unchanged.
+  TimingInputs own_core = in;
+  own_core.comm_shares_core = false;
   CHECK(predict_sync(in, quantize8()).iteration_s ==
-        doctest::Approx(predict_sync(four_ranks(), quantize8()).iteration_s));
+        doctest::Approx(predict_sync(own_core, quantize8()).iteration_s));
 }
 
 TEST_CASE("the loader's wait and the slowest rank's lag count as compute, with p > 1 only") {
