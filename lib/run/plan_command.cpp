@@ -6,9 +6,11 @@
 #include <fstream>
 #include <memory>
 
+#include "comm/comm.h"        // make_local_comm: a rank's loader options
 #include "compress/codec.h"   // codec_names
 #include "core/error.h"       // DTRAIN_INPUT_CHECK
 #include "data/dataset.h"     // open_dataset: the sample shape and classes
+#include "data/loader.h"      // Loader: the profile's batches
 #include "plan/profiler.h"    // profile_compute, profile_transport, profile_codec
 #include "run/run_options.h"  // backend_options, dataset_options, sgd_options
 
@@ -43,25 +45,19 @@ std::string table(const std::vector<Prediction>& rows) {
   return t;
 }
 
-}  // namespace
+// What the profile measured, turned into the timing model's inputs, and how to describe them.
+struct Profile {
+  TimingInputs in;
+  int iterations = 0, cores = 1;
+  double crowding = 1, slowdown = 1;
+  std::string backend, link;
+};
 
-std::string plan_csv(const std::vector<Prediction>& predictions) {
-  std::string csv = "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound\n";
-  for (const Prediction& r : predictions)
-    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{}\n", r.algorithm, r.compression, r.compute_s,
-                       r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication");
-  return csv;
-}
-
-void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out) {
+// One rank as the trainer builds it, for its share of the global batch, fed by the loader;
+// then the transport and the codecs.
+Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const std::string& file = config.source_path;
-  DTRAIN_INPUT_CHECK(options.ranks >= 1) << "--ranks: must be >= 1, got " << options.ranks;
-  const int p = options.ranks;
   const int batch = config.dataset.batch_size;
-  DTRAIN_INPUT_CHECK(batch % p == 0) << file << ": dataset.batch_size: the global batch " << batch
-                                     << " must be divisible by --ranks " << p;
-
-  // One rank as the trainer builds it, for its share of the global batch, fed by the loader.
   auto backend = make_backend(backend_options(config));
   auto dataset = open_dataset(dataset_options(config), Split::train);
   const auto local = make_local_comm();
@@ -79,21 +75,23 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   }
   Sgd optimizer(*backend, model->parameters(), model->gradients(), sgd_options(config),
                 model->trainable_offset());
-  const ComputeTimes compute =
-      profile_compute(*model, optimizer, loader, p, kWarmup, std::max(options.iterations, 1));
+  const ComputeTimes compute = profile_compute(*model, optimizer, loader, p, kWarmup, iterations);
 
-  TimingInputs in;
+  Profile r;
+  r.iterations = compute.iterations;
+  r.backend = backend->name();
+  TimingInputs& in = r.in;
   // The ranks run on this machine (the emulated or local setup): more compute threads than
   // cores share them; and is a core left for each comm thread?
-  const int cores = available_cores();
+  r.cores = available_cores();
   const int threads = config.cluster.threads_per_rank;
-  const double crowding = std::max(1.0, static_cast<double>(p) * threads / cores);
-  in.comm_shares_core = p * (threads + 1) > cores;
-  const double slowdown = straggler_slowdown(config.cluster, p);
+  r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
+  in.comm_shares_core = p * (threads + 1) > r.cores;
+  r.slowdown = straggler_slowdown(config.cluster, p);
   in.l_data = compute.data_s;
-  in.l_for = compute.forward_s * slowdown * crowding;
-  in.l_back = compute.backward_s * slowdown * crowding;
-  in.l_up = compute.update_s * crowding;
+  in.l_for = compute.forward_s * r.slowdown * r.crowding;
+  in.l_back = compute.backward_s * r.slowdown * r.crowding;
+  in.l_up = compute.update_s * r.crowding;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
@@ -102,48 +100,50 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   in.global_batch = batch;
   in.K = config.algorithm.K;
   in.L = config.algorithm.segments;
-  const int64_t block = (in.n + p - 1) / p;  // the ring's blocks
-  const TransportTimes transport = profile_transport(block);
+
+  const TransportTimes transport = profile_transport((in.n + p - 1) / p);
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
   in.copy_s_per_byte = transport.copy_s_per_byte;
-  const std::optional<LinkConfig>& link = config.cluster.link;
-  std::string link_line;
-  if (link) {
+  if (const std::optional<LinkConfig>& link = config.cluster.link) {
     // PacedComm: sleep α + bytes·β (late by the timer's overshoot), then the real transfer.
     in.alpha_s = link->latency_s;
     in.beta_s_per_byte = 1.0 / link->bandwidth_Bps;
     in.overshoot_s = transport.overshoot_s;
     in.overshoot_per_s = transport.overshoot_per_s;
-    link_line = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
-                            link->bandwidth_text, link->latency_text);
+    r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
+                         link->bandwidth_text, link->latency_text);
   } else {
     // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
     // hand-off and the transfer a memory copy, both measured here.
     in.alpha_s = transport.handoff_s;
-    link_line =
+    r.link =
         "the local shared-memory transport (no cluster.link): alpha and beta measured on this "
         "machine; set cluster.link to plan for a network";
   }
+  return r;
+}
 
-  const std::vector<Prediction> rows = predict_all(in);
-  const Recommendation rec = recommend(in, rows);
-
-  const double n_bytes = 4.0 * static_cast<double>(in.n);
-  const double beta = link ? in.beta_s_per_byte : in.copy_s_per_byte;
+// The setting and every measured input, one per line, with what it is.
+std::string describe(const ExperimentConfig& config, const Profile& r) {
+  const TimingInputs& in = r.in;
+  const int p = in.p;
+  const int64_t local = in.global_batch / p;
+  const int threads = config.cluster.threads_per_rank;
+  const bool link = config.cluster.link.has_value();
   std::string o = fmt::format(
       "dtrain plan: {} on {} rank(s), global batch {} ({} per rank), {} thread(s) per rank\n"
       "backend  {}\nlink     {}\ncores    {} on this machine{}\n\n",
-      config.name, p, batch, batch / p, config.cluster.threads_per_rank, backend->name(), link_line,
-      cores, in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
-  o += fmt::format("measured on one rank (mean of {} iterations after {} warm-up):\n",
-                   compute.iterations, kWarmup);
+      config.name, p, in.global_batch, local, threads, r.backend, r.link, r.cores,
+      in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
+  o += fmt::format("measured on one rank (mean of {} iterations after {} warm-up):\n", r.iterations,
+                   kWarmup);
   auto line = [&o](const char* name, const std::string& value, const std::string& unit,
                    const std::string& what) {
     o += fmt::format("  {:<7} {:>10} {:<5} {}\n", name, value, unit, what);
   };
-  line("l_for", ms(in.l_for), "ms", fmt::format("forward of {} samples", batch / p));
+  line("l_for", ms(in.l_for), "ms", fmt::format("forward of {} samples", local));
   line("l_back", ms(in.l_back), "ms", "backward");
   line("l_up", ms(in.l_up), "ms", "SGD update of the trainable parameters");
   line("l_data", ms(in.l_data), "ms", "waiting for the data loader");
@@ -153,19 +153,20 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
     cold += fmt::format("{}{:.3f} ms after {:g} ms", i ? ", " : "", in.idle_penalty_s[i] * 1e3,
                         in.idle_s[i] * 1e3);
   if (!cold.empty()) line("cold", "", "", "compute after waiting: + " + cold);
-  if (crowding > 1)
+  if (r.crowding > 1)
     o += fmt::format(
         "          (l_for, l_back, l_up x {:.2f}: {} ranks x {} threads share {} cores)\n",
-        crowding, p, threads, cores);
-  if (slowdown > 1)
-    o += fmt::format("          (l_for, l_back x {} for the slowest straggler)\n", slowdown);
+        r.crowding, p, threads, r.cores);
+  if (r.slowdown > 1)
+    o += fmt::format("          (l_for, l_back x {} for the slowest straggler)\n", r.slowdown);
   line("n", std::to_string(in.n), "",
-       fmt::format("floats communicated per iteration ({:.2f} MB)", n_bytes / 1e6));
+       fmt::format("floats communicated per iteration ({:.2f} MB)", 4e-6 * in.n));
   line("p", std::to_string(p), "", "");
   line("alpha", fmt::format("{:.2f}", in.alpha_s * 1e6), "us",
        link ? fmt::format("per message (+ {:.1f} us + {:.2f}% timer overshoot per paced sleep)",
                           in.overshoot_s * 1e6, in.overshoot_per_s * 100)
             : std::string("per message (core-to-core hand-off)"));
+  const double beta = link ? in.beta_s_per_byte : in.copy_s_per_byte;
   line("beta", fmt::format("{:.4f}", beta * 1e9), "ns/B",
        link ? fmt::format("{:.3g} GB/s link, then {:.4f} ns/B real copy", 1e-9 / beta,
                           in.copy_s_per_byte * 1e9)
@@ -176,10 +177,36 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   o += fmt::format(
       "  codecs in the ring's blocks of n/p = {} floats, ns per element (encode / decode / "
       "decode_add), wire bytes per element:\n",
-      block);
+      (in.n + p - 1) / p);
   for (const CodecCost& c : in.codecs)
     o += fmt::format("    {:<11} {:.3f} / {:.3f} / {:.3f}   {:g}\n", c.name, c.encode_s * 1e9,
                      c.decode_s * 1e9, c.decode_add_s * 1e9, c.bytes_per_element);
+  return o;
+}
+
+}  // namespace
+
+std::string plan_csv(const std::vector<Prediction>& predictions) {
+  std::string csv = "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound\n";
+  for (const Prediction& r : predictions)
+    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{}\n", r.algorithm, r.compression, r.compute_s,
+                       r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication");
+  return csv;
+}
+
+void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out) {
+  DTRAIN_INPUT_CHECK(options.ranks >= 1) << "--ranks: must be >= 1, got " << options.ranks;
+  const int p = options.ranks;
+  const int batch = config.dataset.batch_size;
+  DTRAIN_INPUT_CHECK(batch % p == 0)
+      << config.source_path << ": dataset.batch_size: the global batch " << batch
+      << " must be divisible by --ranks " << p;
+  const Profile measured = profile(config, p, std::max(options.iterations, 1));
+  const TimingInputs& in = measured.in;
+  const std::vector<Prediction> rows = predict_all(in);
+  const Recommendation rec = recommend(in, rows);
+
+  std::string o = describe(config, measured);
   o += fmt::format(
       "\npredicted per iteration (pipe_sgd with K={}, L={}; speedup vs sync+none; SE = "
       "scaling efficiency, Eq. 7):\n",
