@@ -179,7 +179,7 @@ ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int w
   const double hot = mean(timed_totals(data, fwd, bwd, upd, warmup));
   for (const double idle : {5e-3, 20e-3}) {
     std::vector<double> after;
-    for (int i = 0; i < 4 && seconds_since(start) < budget_s; ++i) {
+    for (int i = 0; i < (idle < 10e-3 ? 8 : 5) && seconds_since(start) < budget_s; ++i) {
       std::this_thread::sleep_for(std::chrono::duration<double>(idle));
       const auto begin = Clock::now();
       step();
