@@ -216,6 +216,12 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
        "communication):\n  " +
        rec.text + "\n";
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
+  const AlgorithmConfig& a = config.algorithm;
+  if (a.name == "pipe_sgd" && a.K > 1 && a.warmup_epochs > 0)
+    o += fmt::format(
+        "(algorithm.warmup_epochs={}: those epochs of pipe_sgd run as D-Sync, the sync "
+        "rows)\n",
+        a.warmup_epochs);
   out << o;
 
   if (!options.csv.empty()) {
