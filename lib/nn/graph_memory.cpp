@@ -35,6 +35,7 @@ void Graph::set_gradients(const Tensor& flat) {
   DTRAIN_CHECK(flat.numel() == num_params_ && flat.dtype() == grads_.dtype() &&
                flat.device() == grads_.device())
       << "set_gradients: needs a flat buffer like gradients() (" << num_params_ << " elements)";
+  if (flat.raw() == grads_.raw()) return;  // already bound (K = 1, one slot): no rebinding
   grads_ = flat;
   bind_layers();
 }

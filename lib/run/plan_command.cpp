@@ -56,7 +56,6 @@ struct Profile {
 // One rank as the trainer builds it, for its share of the global batch, fed by the loader;
 // then the transport and the codecs.
 Profile profile(const ExperimentConfig& config, int p, int iterations) {
-  const std::string& file = config.source_path;
   const int batch = config.dataset.batch_size;
   auto backend = make_backend(backend_options(config));
   auto dataset = open_dataset(dataset_options(config), Split::train);
@@ -66,13 +65,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   Loader loader(*dataset, loading);
   const ModelInput input{dataset->sample_shape(), dataset->num_classes(), batch / p};
   auto model = build_model(*backend, config.model, input, config.seed);
-  if (config.optimizer.freeze_layers > 0) {
-    const int layers = static_cast<int>(model->layer_ranges().size());
-    DTRAIN_INPUT_CHECK(config.optimizer.freeze_layers < layers)
-        << file << ": optimizer.freeze_layers: " << config.optimizer.freeze_layers
-        << " would freeze every layer with parameters (the model has " << layers << ")";
-    model->freeze_first(config.optimizer.freeze_layers);
-  }
+  freeze_layers(config, *model);
   Sgd optimizer(*backend, model->parameters(), model->gradients(), sgd_options(config),
                 model->trainable_offset());
   const ComputeTimes compute = profile_compute(*model, optimizer, loader, p, kWarmup, iterations);

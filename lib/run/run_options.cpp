@@ -1,5 +1,7 @@
 #include "run/run_options.h"
 
+#include "core/error.h"  // DTRAIN_INPUT_CHECK
+
 namespace dtrain {
 
 BackendOptions backend_options(const ExperimentConfig& c) {
@@ -68,6 +70,16 @@ LrScheduleOptions schedule_options(const ExperimentConfig& c) {
   o.warmup_epochs = s.warmup_epochs;
   o.warmup_start_factor = s.warmup_start_factor;
   return o;
+}
+
+void freeze_layers(const ExperimentConfig& c, Model& model) {
+  const int frozen = c.optimizer.freeze_layers;
+  if (frozen <= 0) return;
+  const int layers = static_cast<int>(model.layer_ranges().size());
+  DTRAIN_INPUT_CHECK(frozen < layers)
+      << c.source_path << ": optimizer.freeze_layers: " << frozen
+      << " would freeze every layer with parameters (the model has " << layers << ")";
+  model.freeze_first(frozen);
 }
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 #include "comm/comm.h"          // Comm: rank and world for the loaders
 #include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
+#include "nn/model.h"           // Model: optimizer.freeze_layers
 #include "optim/lr_schedule.h"  // LrScheduleOptions
 #include "optim/sgd.h"          // SgdOptions
 #include "run/config.h"         // ExperimentConfig
@@ -17,5 +18,7 @@ LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm);
 LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm);
 SgdOptions sgd_options(const ExperimentConfig& c);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
+// Applies optimizer.freeze_layers to `model`; InputError if it would freeze every layer.
+void freeze_layers(const ExperimentConfig& c, Model& model);
 
 }  // namespace dtrain

@@ -57,13 +57,7 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   ModelInput input{train_set_->sample_shape(), train_set_->num_classes(),
                    std::max(train_loader_->local_batch(), test_loader_->local_batch())};
   model_ = build_model(*backend_, config_.model, input, config_.seed);
-  if (config_.optimizer.freeze_layers > 0) {
-    const int layers = static_cast<int>(model_->layer_ranges().size());
-    DTRAIN_INPUT_CHECK(config_.optimizer.freeze_layers < layers)
-        << "optimizer.freeze_layers: " << config_.optimizer.freeze_layers
-        << " would freeze every layer with parameters (the model has " << layers << ")";
-    model_->freeze_first(config_.optimizer.freeze_layers);
-  }
+  freeze_layers(config_, *model_);
   check_consistency(
       comm_, {to_yaml(config_), model_->num_parameters(), train_set_->size(), test_set_->size()});
   schedule_ = std::make_unique<LrSchedule>(schedule_options(config_));
