@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <cstdio>  // fprintf: the `auto` choice goes to stderr
+
 #include "backend/cpu/cpu_backend.h"  // CpuBackend: always available
 #include "core/error.h"
 
@@ -34,22 +36,30 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
       break;
     case DeviceChoice::cuda:
 #ifdef DTRAIN_HAVE_CUDA
-      backend = make_cuda_backend(options.local_rank);  // InputError when no GPU is usable
+      backend = make_cuda_backend(options.local_rank, options.allow_tf32);  // InputError: no GPU
 #else
       throw InputError(
           "cluster.device: cuda requested but this dtrain was built without CUDA "
           "(configure with -DDTRAIN_CUDA=ON on a machine with the CUDA toolkit)");
 #endif
       break;
-    case DeviceChoice::auto_:
+    case DeviceChoice::auto_: {
+      std::string why = "this dtrain was built without CUDA";
 #ifdef DTRAIN_HAVE_CUDA
-      if (cuda_device_usable(options.local_rank)) {
-        backend = make_cuda_backend(options.local_rank);
+      if (cuda_device_usable(options.local_rank, &why)) {
+        backend = make_cuda_backend(options.local_rank, options.allow_tf32);
+        if (options.announce)
+          std::fprintf(stderr, "cluster.device: auto picked %s\n", backend->name().c_str());
         break;
       }
 #endif
       backend = std::make_unique<CpuBackend>();
-      break;
+      backend->set_num_threads(options.threads);
+      if (options.announce)
+        std::fprintf(stderr, "cluster.device: auto picked %s: %s\n", backend->name().c_str(),
+                     why.c_str());
+      return backend;
+    }
   }
   backend->set_num_threads(options.threads);
   return backend;

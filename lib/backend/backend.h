@@ -21,6 +21,14 @@ class Backend {
   virtual void set_num_threads(int threads) = 0;
   // Waits until every enqueued operation has finished.
   virtual void synchronize() = 0;
+  // Host memory that the device copies from and to asynchronously (pinned on CUDA): the
+  // loader's batches and the host staging of gradients live in it.
+  virtual Allocator& host_allocator() { return cpu_allocator(); }
+  // The native queue the ops enqueue on (a cudaStream_t on CUDA) and the device ordinal, for
+  // code that orders its own device work after the compute (the NCCL and staging transports
+  // of the gradient all-reduce); null and -1 on the CPU, whose ops finish before they return.
+  virtual void* native_stream() { return nullptr; }
+  virtual int device_index() const { return -1; }
 
   Tensor empty(const Shape& shape, DType dtype = DType::f32) {
     return Tensor::empty(shape, dtype, allocator());
@@ -66,11 +74,13 @@ enum class DeviceChoice { cpu, cuda, auto_ };
 struct BackendOptions {
   DeviceChoice device = DeviceChoice::auto_;
   int threads = 1;
-  int local_rank = 0;  // picks the GPU on multi-GPU nodes
+  int local_rank = 0;       // picks the GPU on multi-GPU nodes: GPU local_rank % device count
+  bool allow_tf32 = false;  // cluster.tf32: fp32 GEMMs/convolutions on TF32 tensor cores
+  bool announce = true;     // `auto` says on stderr which backend it picked
 };
 
 // The CPU backend always exists; `cuda` without a usable GPU is an InputError; `auto_` picks
-// CUDA when built and a GPU is usable, else the CPU.
+// CUDA when built and a GPU is usable, else the CPU, and says which (and why) on stderr.
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
 }  // namespace dtrain

@@ -27,6 +27,12 @@ class Comm {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;
+  // This rank's position among the ranks of its node, and their number: local rank → GPU.
+  virtual int local_rank() const { return 0; }
+  virtual int local_size() const { return 1; }
+  // True when messages are paced to an emulated link (cluster.link): transports that bypass
+  // this Comm (NCCL) would bypass the emulation too.
+  virtual bool emulates_link() const { return false; }
 
   // ---- point to point (bytes; `tag` separates concurrent conversations) ----
   virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;

@@ -1,28 +1,35 @@
 #include "comm/gradient_allreducer.h"
 
+#include "backend/backend.h"  // Backend: where the buffers live
 #include "core/error.h"
 
 namespace dtrain {
 
-GradientAllreducer::GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements)
-    : comm_(comm.split(0, comm.rank())), codec_(make_codec(codec)) {
-  if (codec_->name() != "none")
-    ring_ = std::make_unique<RingAllreduce>(*comm_, *codec_, max_elements);
+GradientAllreducer::GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements,
+                                       const GradientPlacement& placement)
+    : comm_(comm.split(0, comm.rank())) {
+  if (placement.backend && placement.backend->device() != Device::cpu)
+    transport_ =
+        make_device_transport(*comm_, *placement.backend, codec, max_elements, placement.transport);
+  else
+    transport_ = make_host_transport(*comm_, codec, max_elements);
 }
 
+// The comm thread stops (running what is queued) before the transport and comm it uses go.
+GradientAllreducer::~GradientAllreducer() = default;
+
 std::future<void> GradientAllreducer::start(const Tensor& buffer) {
-  DTRAIN_CHECK(buffer.device() == Device::cpu && buffer.dtype() == DType::f32)
-      << "gradient all-reduce needs a host f32 buffer";
-  return thread_.submit([this, buffer] {
-    if (!ring_) return comm_->allreduce_sum(buffer);
-    const AllreduceTimes t = ring_->run(buffer.data<float>(), buffer.numel());
+  DTRAIN_CHECK(buffer.dtype() == DType::f32) << "gradient all-reduce of a non-f32 buffer";
+  std::shared_ptr<void> ready = transport_->mark_ready(buffer);
+  return thread_.submit([this, buffer, ready = std::move(ready)] {
+    const double codec_s = transport_->reduce(buffer, ready);
     std::lock_guard lock(mutex_);
-    compress_s_ += t.compress_s;
+    compress_s_ += codec_s;
   });
 }
 
 std::string GradientAllreducer::describe() const {
-  return ring_ ? "ring all-reduce + " + codec_->name() : "MPI_Allreduce (compression none)";
+  return transport_->describe();
 }
 
 void GradientAllreducer::take_times(double* comm_s, double* compress_s) {

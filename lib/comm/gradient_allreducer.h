@@ -1,27 +1,37 @@
 // GradientAllreducer: sums a rank's flat gradient buffer over all ranks on the CommThread, so
-// that the compute thread only waits where the algorithm needs the result. With a codec it runs
-// the ring all-reduce with the codec inside; without one it uses MPI_Allreduce, which Open MPI
-// tunes per message size and which measured faster than our uncompressed ring here.
+// that the compute thread only waits where the algorithm needs the result. The buffer may live
+// on the host or on a GPU; a GradientTransport does the summing (gradient_transport.h).
 #pragma once
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 
-#include "comm/comm.h"            // Comm
-#include "comm/comm_thread.h"     // CommThread
-#include "comm/ring_allreduce.h"  // RingAllreduce
-#include "compress/codec.h"       // Codec
+#include "comm/comm.h"                // Comm
+#include "comm/comm_thread.h"         // CommThread
+#include "comm/gradient_transport.h"  // GradientTransport
 #include "core/tensor.h"
 
 namespace dtrain {
+
+class Backend;
+
+// Where the gradients live and how GPU buffers travel (cluster.comm).
+struct GradientPlacement {
+  Backend* backend = nullptr;  // null or a CPU backend: host buffers
+  std::string transport = "auto";
+};
 
 class GradientAllreducer {
  public:
   // Works on its own duplicate of `comm` (a collective call: every rank constructs one at the
   // same point), so that its collectives, running on the comm thread, never interleave with
   // collectives the compute thread issues on `comm` meanwhile (metrics, evaluation).
-  GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements);
-  // Starts summing `buffer` (host f32) over the ranks; in place.
+  GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements,
+                     const GradientPlacement& placement = {});
+  ~GradientAllreducer();
+  // Starts summing `buffer` (f32, on the placement's device) over the ranks; in place. Called
+  // on the compute thread after the work producing `buffer` was issued.
   std::future<void> start(const Tensor& buffer);
   // What it uses, for the log: "MPI_Allreduce" or "ring all-reduce + quantize8".
   std::string describe() const;
@@ -31,8 +41,7 @@ class GradientAllreducer {
 
  private:
   std::unique_ptr<Comm> comm_;
-  std::unique_ptr<Codec> codec_;
-  std::unique_ptr<RingAllreduce> ring_;  // null: MPI_Allreduce
+  std::unique_ptr<GradientTransport> transport_;
   CommThread thread_;
   std::mutex mutex_;
   double compress_s_ = 0;

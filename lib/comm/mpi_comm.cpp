@@ -59,12 +59,20 @@ class MpiComm final : public Comm {
     DTRAIN_MPI(MPI_Comm_rank(comm_, &rank_));
     DTRAIN_MPI(MPI_Comm_size(comm_, &size_));
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    // Every constructor call is collective (world, split), so finding the node's ranks is too.
+    MPI_Comm node;
+    DTRAIN_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    DTRAIN_MPI(MPI_Comm_rank(node, &local_rank_));
+    DTRAIN_MPI(MPI_Comm_size(node, &local_size_));
+    MPI_Comm_free(&node);
   }
   ~MpiComm() override {
     if (owned_) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   std::string name() const override {
     return "mpi (" + std::to_string(size_) + " rank" + (size_ == 1 ? "" : "s") + ")";
   }
@@ -171,6 +179,7 @@ class MpiComm final : public Comm {
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;
 };
 
 }  // namespace

@@ -26,6 +26,9 @@ class PacedComm final : public Comm {
   }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  int local_rank() const override { return inner_->local_rank(); }
+  int local_size() const override { return inner_->local_size(); }
+  bool emulates_link() const override { return true; }
   std::string name() const override {
     char text[96];
     std::snprintf(text, sizeof text, ", emulated link %g Gbit/s + %g us",

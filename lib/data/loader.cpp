@@ -58,8 +58,9 @@ struct Loader::Impl {
     dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
     slots.resize(static_cast<size_t>(options.prefetch) + 1);
     for (size_t s = 0; s < slots.size(); ++s) {
-      slots[s].images = Tensor::empty(Shape(dims), DType::f32);
-      slots[s].labels = Tensor::empty(Shape{local_batch}, DType::i32);
+      Allocator& memory = options.allocator ? *options.allocator : cpu_allocator();
+      slots[s].images = Tensor::empty(Shape(dims), DType::f32, memory);
+      slots[s].labels = Tensor::empty(Shape{local_batch}, DType::i32, memory);
       free.push_back(static_cast<int>(s));
     }
     if (options.prefetch > 0) thread = std::thread([this] { produce(); });

@@ -20,6 +20,9 @@ struct LoaderOptions {
   // Threads decoding one batch together. Pays off for imagefolder (JPEG decoding, ~5 ms an
   // image); in-memory datasets convert a sample in microseconds and want 1.
   int workers = 1;
+  // Memory of the batch buffers: the backend's host allocator, which is pinned for a GPU so
+  // that uploads are asynchronous. Null: plain host memory.
+  Allocator* allocator = nullptr;
 };
 
 struct Batch {
@@ -43,7 +46,9 @@ class Loader {
   void start_epoch(int64_t epoch);
   // Next batch of the epoch, or false at its end. Every rank returns the same number of batches
   // (with drop_last=false a rank may get 0 rows of the last one). The tensors stay valid until
-  // the next call of next() or start_epoch(). Rethrows a failure of the background thread.
+  // the next call of next() or start_epoch() — so an asynchronous upload of a batch must be
+  // complete by then (the schedulers read the loss, which synchronises, every iteration).
+  // Rethrows a failure of the background thread.
   bool next(Batch& out);
 
  private:

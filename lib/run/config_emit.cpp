@@ -61,6 +61,8 @@ YAML::Node to_node(const ExperimentConfig& c, bool for_table) {
 
   YAML::Node cluster(YAML::NodeType::Map);
   cluster["device"] = c.cluster.device;
+  cluster["comm"] = c.cluster.comm;
+  cluster["tf32"] = c.cluster.tf32;
   cluster["threads_per_rank"] = c.cluster.threads_per_rank;
   if (const auto& l = c.cluster.link) {
     YAML::Node link(YAML::NodeType::Map);

@@ -101,6 +101,8 @@ void read_link(Section& s, std::optional<LinkConfig>& out) {
 void read_cluster(Section& top, ClusterConfig& c) {
   Section s = top.child("cluster");
   s.choice("device", c.device, {"cpu", "cuda", "auto"});
+  s.choice("comm", c.comm, {"auto", "nccl", "mpi"});
+  s.boolean("tf32", c.tf32);
   s.integer("threads_per_rank", c.threads_per_rank, Bounds::at_least(1));
   Section link = s.child("link");
   read_link(link, c.link);

@@ -4,12 +4,15 @@
 
 namespace dtrain {
 
-BackendOptions backend_options(const ExperimentConfig& c) {
+BackendOptions backend_options(const ExperimentConfig& c, int local_rank, bool announce) {
   BackendOptions o;
+  o.local_rank = local_rank;
+  o.announce = announce;
   o.device = c.cluster.device == "cpu"    ? DeviceChoice::cpu
              : c.cluster.device == "cuda" ? DeviceChoice::cuda
                                           : DeviceChoice::auto_;
   o.threads = c.cluster.threads_per_rank;
+  o.allow_tf32 = c.cluster.tf32;
   return o;
 }
 

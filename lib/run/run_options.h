@@ -12,7 +12,8 @@
 
 namespace dtrain {
 
-BackendOptions backend_options(const ExperimentConfig& c);
+// `local_rank` picks the GPU on multi-GPU nodes; only `announce`s the `auto` choice on stderr.
+BackendOptions backend_options(const ExperimentConfig& c, int local_rank = 0, bool announce = true);
 DatasetOptions dataset_options(const ExperimentConfig& c);
 LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm);
 LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm);

@@ -46,13 +46,17 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   DTRAIN_INPUT_CHECK(config_.dataset.batch_size % world == 0)
       << "dataset.batch_size: the global batch " << config_.dataset.batch_size
       << " must be divisible by the " << world << " data-parallel ranks";
-  backend_ = make_backend(backend_options(config_));
+  backend_ = make_backend(backend_options(config_, comm_.local_rank(), comm_.rank() == 0));
 
   const DatasetOptions data = dataset_options(config_);
   train_set_ = open_dataset(data, Split::train);
   test_set_ = open_dataset(data, Split::test);
-  train_loader_ = std::make_unique<Loader>(*train_set_, train_loader_options(config_, comm_));
-  test_loader_ = std::make_unique<Loader>(*test_set_, test_loader_options(config_, comm_));
+  // Batches in the backend's host memory (pinned for a GPU: asynchronous uploads).
+  LoaderOptions train_options = train_loader_options(config_, comm_);
+  LoaderOptions test_options = test_loader_options(config_, comm_);
+  train_options.allocator = test_options.allocator = &backend_->host_allocator();
+  train_loader_ = std::make_unique<Loader>(*train_set_, train_options);
+  test_loader_ = std::make_unique<Loader>(*test_set_, test_options);
 
   ModelInput input{train_set_->sample_shape(), train_set_->num_classes(),
                    std::max(train_loader_->local_batch(), test_loader_->local_batch())};
@@ -79,7 +83,8 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
       },
       config_.compression.name,
       compute_slowdown(config_.cluster, comm_),
-      {config_.algorithm.K, config_.algorithm.warmup_epochs, config_.algorithm.segments}};
+      {config_.algorithm.K, config_.algorithm.warmup_epochs, config_.algorithm.segments},
+      config_.cluster.comm};
   scheduler_ = make_scheduler(config_.algorithm, std::move(ctx));
 }
 

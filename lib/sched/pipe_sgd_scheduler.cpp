@@ -25,7 +25,8 @@ PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx)
     slots_[k].inflight.reserve(static_cast<size_t>(segments));
   }
   if (ctx_.comm.size() > 1)
-    allreducer_ = std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression, n);
+    allreducer_ =
+        std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression, n, gradient_placement());
 }
 
 PipeSgdScheduler::~PipeSgdScheduler() {

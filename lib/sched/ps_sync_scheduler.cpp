@@ -9,7 +9,10 @@ constexpr int kGradientTag = 0x5053, kWeightTag = 0x5054;  // "PS", "PT"
 }
 
 PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx)
-    : Scheduler(std::move(ctx)), codec_(make_codec(ctx_.compression)) {
+    : Scheduler(std::move(ctx)),
+      codec_(make_codec(ctx_.compression)),
+      grads_(ctx_.model.backend(), trainable_gradients()),
+      weights_(ctx_.model.backend(), trainable_parameters()) {
   const int64_t n = ctx_.model.num_parameters();
   encoded_.resize(codec_->encoded_bytes(n));
   if (ctx_.comm.rank() == 0)
@@ -29,8 +32,8 @@ Tensor PsSyncScheduler::trainable_parameters() const {
   return w.slice(offset, {w.numel() - offset});
 }
 
-void PsSyncScheduler::serve(float lr, double* compress_s) {
-  const Tensor grads = trainable_gradients();
+void PsSyncScheduler::gather_gradients(double* compress_s) {
+  const Tensor& grads = grads_.host();
   const int64_t n = grads.numel();
   const size_t bytes = codec_->encoded_bytes(n);
   // One worker after another: the server's incoming link is the shared resource.
@@ -39,20 +42,22 @@ void PsSyncScheduler::serve(float lr, double* compress_s) {
     ScopedTimer t(compress_s);
     codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
   }
-  ctx_.optimizer.step(lr);
-  const Tensor weights = trainable_parameters();
+}
+
+void PsSyncScheduler::send_weights() {
+  const Tensor& weights = weights_.host();
   for (int w = 1; w < ctx_.comm.size(); ++w)
     ctx_.comm.send(weights.raw(), weights.bytes(), w, kWeightTag);
 }
 
 void PsSyncScheduler::push_and_pull(double* compress_s) {
-  const Tensor grads = trainable_gradients();
+  const Tensor& grads = grads_.host();
   {
     ScopedTimer t(compress_s);
     codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
   }
   ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, kGradientTag);
-  const Tensor weights = trainable_parameters();
+  const Tensor& weights = weights_.host();
   ctx_.comm.recv(weights.raw(), weights.bytes(), 0, kWeightTag);
 }
 
@@ -73,9 +78,20 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
       ScopedTimer t(&stats.update_s);
       ctx_.optimizer.step(lr);
     } else {
-      // The exchange runs on the comm thread; the compute thread has nothing to overlap.
+      // The exchange runs on the comm thread; the compute thread has nothing to overlap. GPU
+      // buffers are staged through host memory around it (no-ops on the CPU).
       ScopedTimer t(&stats.wait_s);
-      thread_.submit([&] { server ? serve(lr, &compress_s) : push_and_pull(&compress_s); }).get();
+      grads_.download();
+      if (server) {
+        thread_.submit([&] { gather_gradients(&compress_s); }).get();
+        grads_.upload();
+        ctx_.optimizer.step(lr);
+        weights_.download();
+        thread_.submit([&] { send_weights(); }).get();
+      } else {
+        thread_.submit([&] { push_and_pull(&compress_s); }).get();
+        weights_.upload();
+      }
     }
     finish_iteration(epoch, i, batch.labels.numel(), stats);
   }

@@ -8,9 +8,10 @@
 #include <memory>
 #include <vector>
 
-#include "comm/comm_thread.h"  // CommThread
-#include "compress/codec.h"    // Codec
-#include "sched/scheduler.h"   // Scheduler
+#include "comm/comm_thread.h"   // CommThread
+#include "compress/codec.h"     // Codec
+#include "sched/host_mirror.h"  // HostMirror: GPU buffers staged through host memory
+#include "sched/scheduler.h"    // Scheduler
 
 namespace dtrain {
 
@@ -22,13 +23,17 @@ class PsSyncScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
 
  private:
-  // Server: receive and sum every worker's gradient, update, send the weights back.
-  void serve(float lr, double* compress_s);
-  // Worker: push the gradient, receive the new weights.
+  // Server, on the comm thread: receive every worker's gradient and sum it into its own.
+  void gather_gradients(double* compress_s);
+  // Server, on the comm thread: send the updated weights back.
+  void send_weights();
+  // Worker, on the comm thread: push the gradient, receive the new weights.
   void push_and_pull(double* compress_s);
   Tensor trainable_parameters() const;
 
   std::unique_ptr<Codec> codec_;
+  // Host views of the trainable gradients and weights (the tensors themselves on the CPU).
+  HostMirror grads_, weights_;
   CommThread thread_;
   std::vector<char> encoded_;
   std::vector<std::vector<char>> inbox_;  // server: one encoded gradient per worker

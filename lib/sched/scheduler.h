@@ -6,11 +6,12 @@
 #include <functional>  // per-iteration progress callback
 #include <string>
 
-#include "comm/comm.h"          // Comm
-#include "data/loader.h"        // Loader: this rank's batches
-#include "nn/model.h"           // Model
-#include "optim/lr_schedule.h"  // LrSchedule
-#include "optim/sgd.h"          // Sgd
+#include "comm/comm.h"                 // Comm
+#include "comm/gradient_allreducer.h"  // GradientPlacement
+#include "data/loader.h"               // Loader: this rank's batches
+#include "nn/model.h"                  // Model
+#include "optim/lr_schedule.h"         // LrSchedule
+#include "optim/sgd.h"                 // Sgd
 
 namespace dtrain {
 
@@ -49,6 +50,8 @@ struct SchedulerContext {
   // times as long as it really does.
   double compute_slowdown = 1.0;
   PipelineOptions pipeline = {};
+  // How gradients on a GPU travel between ranks (cluster.comm): auto | nccl | mpi.
+  std::string gpu_comm = "auto";
 };
 
 class Scheduler {
@@ -80,6 +83,8 @@ class Scheduler {
                          const std::function<void(int64_t)>& on_ready = {});
   // The part of the flat gradient the optimizer updates: frozen layers are not communicated.
   Tensor trainable_gradients() const;
+  // Where the gradient all-reduce finds the buffers (host or GPU) and how GPU ones travel.
+  GradientPlacement gradient_placement() const { return {&ctx_.model.backend(), ctx_.gpu_comm}; }
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
 

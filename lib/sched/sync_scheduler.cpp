@@ -7,8 +7,8 @@ namespace dtrain {
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx) : Scheduler(std::move(ctx)) {
   if (ctx_.comm.size() > 1)
-    allreducer_ = std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression,
-                                                       ctx_.model.num_parameters());
+    allreducer_ = std::make_unique<GradientAllreducer>(
+        ctx_.comm, ctx_.compression, ctx_.model.num_parameters(), gradient_placement());
 }
 
 std::string SyncScheduler::describe() const {

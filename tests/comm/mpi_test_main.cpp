@@ -6,10 +6,25 @@
 
 #include "comm/mpi_comm.h"
 
+#ifdef DTRAIN_TEST_NEEDS_GPU
+#include <cstdio>
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"  // cuda_device_usable
+#endif
+
 int main(int argc, char** argv) {
   dtrain::init_mpi(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#ifdef DTRAIN_TEST_NEEDS_GPU
+  // CTest's SKIP_RETURN_CODE: every rank of one machine reaches the same verdict.
+  std::string why;
+  if (!dtrain::cuda_device_usable(0, &why)) {
+    if (rank == 0) std::printf("skipped: no usable CUDA GPU (%s)\n", why.c_str());
+    return 77;
+  }
+#endif
   doctest::Context context(argc, argv);
   if (rank != 0) context.setOption("minimal", true);
   int failed = context.run() != 0 ? 1 : 0;

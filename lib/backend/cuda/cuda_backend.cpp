@@ -1,0 +1,189 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstring>  // memcpy, memset: host-to-host copies
+
+#include "backend/cuda/cuda_allocator.h"  // pinned_allocator
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_context.h"  // CudaContext
+#include "backend/cuda/cuda_ops.h"      // op constructors
+#include "backend/cuda/kernels.h"       // element-wise launchers
+
+namespace dtrain {
+namespace {
+
+void check_f32(const Tensor& t, const char* what) {
+  DTRAIN_CHECK(t.dtype() == DType::f32 && t.device() == Device::cuda)
+      << what << ": expected an f32 tensor on the GPU";
+}
+void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
+  DTRAIN_CHECK(a.numel() == b.numel())
+      << what << ": sizes differ, " << a.shape().str() << " vs " << b.shape().str();
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, bool allow_tf32)
+      : ctx_(std::make_unique<cuda::CudaContext>(device, allow_tf32)) {}
+  ~CudaBackend() override { cudaStreamSynchronize(ctx_->stream()); }
+
+  std::string name() const override {
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    return "cuda (GPU " + std::to_string(ctx_->device()) + ": " + ctx_->device_name() + ", CUDA " +
+           std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + ", cuDNN " +
+           std::to_string(cudnnGetVersion()) + (ctx_->allow_tf32() ? ", TF32" : ", strict fp32") +
+           ")";
+  }
+  Device device() const override { return Device::cuda; }
+  Allocator& allocator() override { return ctx_->allocator(); }
+  Allocator& host_allocator() override { return cuda::pinned_allocator(); }
+  void* native_stream() override { return ctx_->stream(); }
+  int device_index() const override { return ctx_->device(); }
+  void set_num_threads(int) override {}
+  void synchronize() override {
+    cuda::set_device(ctx_->device());
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
+  }
+
+  std::unique_ptr<LinearOp> make_linear(const LinearSpec& s) override {
+    return cuda::make_linear(*ctx_, s);
+  }
+  std::unique_ptr<ConvOp> make_conv(const ConvSpec& s) override {
+    return cuda::make_conv(*ctx_, s);
+  }
+  std::unique_ptr<PoolOp> make_pool(const PoolSpec& s) override {
+    return cuda::make_pool(*ctx_, s);
+  }
+  std::unique_ptr<ReluOp> make_relu(const Shape& s) override { return cuda::make_relu(*ctx_, s); }
+  std::unique_ptr<LrnOp> make_lrn(const LrnSpec& s) override { return cuda::make_lrn(*ctx_, s); }
+  std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec& s) override {
+    return cuda::make_batchnorm(*ctx_, s);
+  }
+  std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec& s) override {
+    return cuda::make_softmax_xent(*ctx_, s);
+  }
+  std::unique_ptr<DropoutOp> make_dropout(const Shape& s) override {
+    return cuda::make_dropout(*ctx_, s);
+  }
+
+  void fill_zero(const Tensor& t) override {
+    if (t.bytes() == 0) return;
+    if (t.device() == Device::cpu) {  // host tensors of this backend (pinned staging)
+      synchronize();
+      std::memset(t.raw(), 0, t.bytes());
+      return;
+    }
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ctx_->stream()));
+  }
+  void fill(const Tensor& t, float value) override {
+    check_f32(t, "fill");
+    cuda::fill_f32(t.data<float>(), t.numel(), value, ctx_->stream());
+  }
+  // Host→device copies return once the source may be reused (pageable) or at once (pinned:
+  // the caller keeps the pinned buffer until the stream passed it). Device→host copies into
+  // pageable memory are complete on return; into pinned memory only after synchronize().
+  void copy(const Tensor& dst, const Tensor& src) override {
+    DTRAIN_CHECK(dst.bytes() == src.bytes())
+        << "copy: " << src.shape().str() << " into " << dst.shape().str();
+    if (dst.bytes() == 0 || dst.raw() == src.raw()) return;
+    if (dst.device() == Device::cpu && src.device() == Device::cpu) {
+      synchronize();  // the host source may be the target of an enqueued device→host copy
+      std::memcpy(dst.raw(), src.raw(), dst.bytes());
+      return;
+    }
+    DTRAIN_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw(), src.raw(), dst.bytes(), cudaMemcpyDefault, ctx_->stream()));
+  }
+  void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src, int64_t src_stride,
+                 int64_t rows, int64_t row_elems) override {
+    DTRAIN_CHECK(dst.dtype() == src.dtype()) << "copy_rows: dtypes differ";
+    if (rows <= 0 || row_elems <= 0) return;
+    const size_t esize = dtype_size(src.dtype());
+    DTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw(), dst_stride * esize, src.raw(),
+                                        src_stride * esize, row_elems * esize, rows,
+                                        cudaMemcpyDefault, ctx_->stream()));
+  }
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    check_f32(a, "add");
+    check_same_size(a, b, "add");
+    check_same_size(a, out, "add");
+    cuda::add_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), ctx_->stream());
+  }
+  void axpy(float alpha, const Tensor& x, const Tensor& y) override {
+    check_f32(x, "axpy");
+    check_same_size(x, y, "axpy");
+    cuda::axpy_f32(alpha, x.data<float>(), y.data<float>(), x.numel(), ctx_->stream());
+  }
+  void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override {
+    check_f32(x, "axpby");
+    check_same_size(x, y, "axpby");
+    cuda::axpby_f32(alpha, x.data<float>(), beta, y.data<float>(), x.numel(), ctx_->stream());
+  }
+  void scale(const Tensor& x, float alpha) override {
+    check_f32(x, "scale");
+    cuda::scale_f32(x.data<float>(), alpha, x.numel(), ctx_->stream());
+  }
+  void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                const SgdHyper& h) override {
+    check_f32(weights, "sgd_step");
+    check_same_size(weights, grads, "sgd_step");
+    float* v = nullptr;
+    if (h.momentum != 0.0f) {
+      check_same_size(weights, momentum_buf, "sgd_step momentum");
+      v = momentum_buf.data<float>();
+    }
+    cuda::sgd_step_f32(weights.data<float>(), grads.data<float>(), v, weights.numel(), h.lr,
+                       h.momentum, h.dampening, h.weight_decay, h.nesterov, ctx_->stream());
+  }
+
+ private:
+  std::unique_ptr<cuda::CudaContext> ctx_;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // not sticky, but leave no error behind for later checks
+    return 0;
+  }
+  return count;
+}
+
+bool cuda_device_usable(int local_rank, std::string* why) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    if (why)
+      *why = std::string("no usable CUDA driver or GPU (") + cudaGetErrorString(status) + ")";
+    cudaGetLastError();
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA GPU is visible";
+    return false;
+  }
+  const int device = local_rank % count;
+  // Creating the primary context is the real test (a GPU in exclusive-process mode held by
+  // another process, or a broken driver, fails here).
+  if (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    if (why)
+      *why = "GPU " + std::to_string(device) + " cannot be initialised (" +
+             cudaGetErrorString(cudaGetLastError()) + ")";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, bool allow_tf32) {
+  std::string why;
+  DTRAIN_INPUT_CHECK(cuda_device_usable(local_rank, &why))
+      << "cluster.device: cuda, but " << why << " (use cluster.device: auto or cpu)";
+  return std::make_unique<CudaBackend>(local_rank % cuda_device_count(), allow_tf32);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,149 @@
+// Batch normalisation on cuDNN (CUDNN_BATCHNORM_SPATIAL: per channel over N, H, W; [N, C]
+// inputs as N×C×1×1). The interface wants the batch mean and the *biased* variance, as the CPU
+// writes them; cuDNN reports batch statistics only as its running estimates, whose variance is
+// the unbiased one. With exponentialAverageFactor 1 the running estimates are the batch
+// statistics (the buffers are zeroed first: cuDNN blends the old contents in with weight 0,
+// and 0·NaN from uninitialised memory would still be NaN); the variance is then scaled by
+// (m−1)/m, m = N·H·W. The backward uses the mean and variance it is given, as the CPU does:
+// cuDNN's saved inverse standard deviation is recomputed from them into a per-op scratch,
+// so no statistics live in the op between calls.
+#include <limits>
+#include <memory>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/kernels.h"       // scale_f32
+#include "backend/cuda/norm_kernels.h"  // inv_std_f32
+#include "core/error.h"
+
+namespace dtrain::cuda {
+namespace {
+
+template <typename T, cudnnStatus_t (*Destroy)(T*)>
+struct CudnnDeleter {
+  void operator()(T* desc) const { Destroy(desc); }
+};
+using TensorDesc = std::unique_ptr<cudnnTensorStruct,
+                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
+
+constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
+
+int dnn_int(int64_t v) {
+  DTRAIN_CHECK(v > 0 && v <= std::numeric_limits<int>::max())
+      << "batchnorm: size " << v << " does not fit cuDNN's int sizes";
+  return static_cast<int>(v);
+}
+
+TensorDesc new_desc() {
+  cudnnTensorDescriptor_t d = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  return TensorDesc(d);
+}
+
+class CudaBatchNorm final : public BatchNormOp {
+ public:
+  CudaBatchNorm(CudaContext& ctx, const BatchNormSpec& s)
+      : ctx_(ctx), s_(s), count_(s.batch * s.height * s.width) {
+    DTRAIN_CHECK(s.epsilon >= CUDNN_BN_MIN_EPSILON)
+        << "batchnorm: epsilon " << s.epsilon << " is below cuDNN's minimum "
+        << CUDNN_BN_MIN_EPSILON;
+    x_ = new_desc();
+    DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                  dnn_int(s.batch), dnn_int(s.channels),
+                                                  dnn_int(s.height), dnn_int(s.width)));
+    stats_ = new_desc();  // 1×C×1×1
+    DTRAIN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stats_.get(), x_.get(), kMode));
+    inv_std_ = Tensor::empty({s.channels}, DType::f32, ctx.allocator());
+  }
+
+  void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y,
+                        const Tensor& mean, const Tensor& variance) override {
+    check_data(x, "x");
+    check_data(y, "y");
+    check_channels(scale, "scale");
+    check_channels(shift, "shift");
+    check_channels(mean, "mean");
+    check_channels(variance, "variance");
+    const size_t stat_bytes = static_cast<size_t>(s_.channels) * sizeof(float);
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(mean.raw(), 0, stat_bytes, ctx_.stream()));
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(variance.raw(), 0, stat_bytes, ctx_.stream()));
+    const float one = 1.0f, zero = 0.0f;
+    DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.data<float>(), x_.get(), y.data<float>(),
+        stats_.get(), scale.data<float>(), shift.data<float>(), /*exponentialAverageFactor=*/1.0,
+        mean.data<float>(), variance.data<float>(), s_.epsilon, /*resultSaveMean=*/nullptr,
+        /*resultSaveInvVariance=*/nullptr));
+    if (count_ > 1) {
+      const double unbiased_to_biased =
+          static_cast<double>(count_ - 1) / static_cast<double>(count_);
+      scale_f32(variance.data<float>(), static_cast<float>(unbiased_to_biased), s_.channels,
+                ctx_.stream());
+    } else {  // one value per channel: the biased variance is 0 (cuDNN's unbiased one is 0/0)
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(variance.raw(), 0, stat_bytes, ctx_.stream()));
+    }
+  }
+
+  void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                         const Tensor& mean, const Tensor& variance, const Tensor& y) override {
+    check_data(x, "x");
+    check_data(y, "y");
+    check_channels(scale, "scale");
+    check_channels(shift, "shift");
+    check_channels(mean, "mean");
+    check_channels(variance, "variance");
+    const float one = 1.0f, zero = 0.0f;
+    DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.data<float>(), x_.get(), y.data<float>(),
+        stats_.get(), scale.data<float>(), shift.data<float>(), mean.data<float>(),
+        variance.data<float>(), s_.epsilon));
+  }
+
+  void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
+                const Tensor& variance, const Tensor& dx, const Tensor& dscale,
+                const Tensor& dshift) override {
+    check_data(x, "x");
+    check_data(dy, "dy");
+    check_data(dx, "dx");
+    check_channels(scale, "scale");
+    check_channels(mean, "mean");
+    check_channels(variance, "variance");
+    check_channels(dscale, "dscale");
+    check_channels(dshift, "dshift");
+    inv_std_f32(variance.data<float>(), inv_std_.data<float>(), s_.channels, s_.epsilon,
+                ctx_.stream());
+    const float one = 1.0f, zero = 0.0f;  // beta 0: dx, dscale and dshift are overwritten
+    DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        ctx_.cudnn(), kMode, &one, &zero, &one, &zero, x_.get(), x.data<float>(), x_.get(),
+        dy.data<float>(), x_.get(), dx.data<float>(), stats_.get(), scale.data<float>(),
+        dscale.data<float>(), dshift.data<float>(), s_.epsilon, mean.data<float>(),
+        inv_std_.data<float>()));
+  }
+
+ private:
+  void check_data(const Tensor& t, const char* what) const {
+    const int64_t numel = s_.shape().numel();
+    DTRAIN_CHECK(t.numel() == numel)
+        << "batchnorm " << what << ": " << t.shape().str() << ", expected " << s_.shape().str()
+        << " (plans are per batch size)";
+    check_device_f32(t, numel, "batchnorm");
+  }
+  void check_channels(const Tensor& t, const char* what) const {
+    DTRAIN_CHECK(t.numel() == s_.channels)
+        << "batchnorm " << what << ": " << t.shape().str() << ", expected [" << s_.channels << "]";
+    check_device_f32(t, s_.channels, "batchnorm");
+  }
+
+  CudaContext& ctx_;
+  BatchNormSpec s_;
+  int64_t count_;  // values per channel, N·H·W
+  TensorDesc x_, stats_;
+  Tensor inv_std_;  // scratch of backward, rewritten by every call
+};
+
+}  // namespace
+
+std::unique_ptr<BatchNormOp> make_batchnorm(CudaContext& ctx, const BatchNormSpec& spec) {
+  return std::make_unique<CudaBatchNorm>(ctx, spec);
+}
+
+}  // namespace dtrain::cuda

@@ -1,0 +1,144 @@
+// Max and average pooling over NCHW. cuDNN when its output size (always floor) is the spec's;
+// then its windows and divisors are the CPU's: max pooling ignores padding, and a floor-sized
+// window never reaches past the padded border, so include-padding averages divide by the full
+// kernel as cuDNN does. cuDNN's max backward re-reads x and y and needs no workspace; it uses
+// the deterministic algorithm, which gives a tied window's gradient to one input.
+// A ceil-mode output one larger than floor has windows hanging over the bottom/right edge,
+// which cuDNN's symmetric padding cannot describe: those ops run the own kernels of norm.cu,
+// which repeat cpu_pool.cpp (and, for max, keep the argmax in the workspace as it does).
+#include <limits>
+#include <memory>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/norm_kernels.h"  // pooling with overhanging windows
+#include "core/error.h"
+
+namespace dtrain::cuda {
+namespace {
+
+template <typename T, cudnnStatus_t (*Destroy)(T*)>
+struct CudnnDeleter {
+  void operator()(T* desc) const { Destroy(desc); }
+};
+using TensorDesc = std::unique_ptr<cudnnTensorStruct,
+                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
+using PoolDesc = std::unique_ptr<cudnnPoolingStruct,
+                                 CudnnDeleter<cudnnPoolingStruct, cudnnDestroyPoolingDescriptor>>;
+
+int dnn_int(int64_t v) {
+  DTRAIN_CHECK(v >= 0 && v <= std::numeric_limits<int>::max())
+      << "pooling: size " << v << " does not fit cuDNN's int sizes";
+  return static_cast<int>(v);
+}
+
+TensorDesc nchw_desc(int64_t n, int64_t c, int64_t h, int64_t w) {
+  cudnnTensorDescriptor_t d = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  TensorDesc owned(d);
+  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dnn_int(n),
+                                                dnn_int(c), dnn_int(h), dnn_int(w)));
+  return owned;
+}
+
+cudnnPoolingMode_t pooling_mode(const PoolSpec& s) {
+  if (s.kind == PoolKind::max) return CUDNN_POOLING_MAX_DETERMINISTIC;
+  return s.avg_include_padding ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+}
+
+class CudaPool final : public PoolOp {
+ public:
+  CudaPool(CudaContext& ctx, const PoolSpec& s)
+      : ctx_(ctx), s_(s), geometry_{s.height,   s.width,    s.out_height(),       s.out_width(),
+                                    s.kernel_h, s.kernel_w, s.stride_h,           s.stride_w,
+                                    s.pad_h,    s.pad_w,    s.avg_include_padding} {
+    DTRAIN_CHECK(s.batch > 0 && geometry_.out_height > 0 && geometry_.out_width > 0)
+        << "pooling output would be empty for input " << s.input_shape().str();
+    DTRAIN_CHECK(s.pad_h < s.kernel_h && s.pad_w < s.kernel_w) << "pooling padding >= kernel";
+    x_ = nchw_desc(s.batch, s.channels, s.height, s.width);
+    y_ = nchw_desc(s.batch, s.channels, geometry_.out_height, geometry_.out_width);
+    cudnnPoolingDescriptor_t p = nullptr;
+    DTRAIN_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p));
+    pool_.reset(p);
+    // NaNs propagate, so that a diverged run shows up in the loss.
+    DTRAIN_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+        p, pooling_mode(s), CUDNN_PROPAGATE_NAN, dnn_int(s.kernel_h), dnn_int(s.kernel_w),
+        dnn_int(s.pad_h), dnn_int(s.pad_w), dnn_int(s.stride_h), dnn_int(s.stride_w)));
+    int n = 0, c = 0, h = 0, w = 0;
+    DTRAIN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p, x_.get(), &n, &c, &h, &w));
+    use_cudnn_ =
+        n == s.batch && c == s.channels && h == geometry_.out_height && w == geometry_.out_width;
+  }
+
+  size_t workspace_bytes() const override {
+    if (use_cudnn_ || s_.kind != PoolKind::max) return 0;
+    return static_cast<size_t>(planes() * geometry_.out_height * geometry_.out_width) *
+           sizeof(int32_t);
+  }
+
+  void forward(const Tensor& x, const Tensor& y, const Tensor& workspace, bool training) override {
+    check(x, s_.input_shape(), "x");
+    check(y, s_.output_shape(), "y");
+    if (use_cudnn_) {
+      const float one = 1.0f, zero = 0.0f;
+      DTRAIN_CUDNN_CHECK(cudnnPoolingForward(ctx_.cudnn(), pool_.get(), &one, x_.get(),
+                                             x.data<float>(), &zero, y_.get(), y.data<float>()));
+    } else if (s_.kind == PoolKind::max) {
+      int32_t* argmax = nullptr;
+      if (training) {
+        DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace too small";
+        argmax = workspace.data<int32_t>();
+      }
+      max_pool_forward_f32(x.data<float>(), y.data<float>(), argmax, planes(), geometry_,
+                           ctx_.stream());
+    } else {
+      avg_pool_forward_f32(x.data<float>(), y.data<float>(), planes(), geometry_, ctx_.stream());
+    }
+  }
+
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
+                const Tensor& dx) override {
+    check(dy, s_.output_shape(), "dy");
+    check(dx, s_.input_shape(), "dx");
+    if (use_cudnn_) {
+      check(x, s_.input_shape(), "x");
+      check(y, s_.output_shape(), "y");
+      const float one = 1.0f, zero = 0.0f;
+      DTRAIN_CUDNN_CHECK(cudnnPoolingBackward(ctx_.cudnn(), pool_.get(), &one, y_.get(),
+                                              y.data<float>(), y_.get(), dy.data<float>(), x_.get(),
+                                              x.data<float>(), &zero, x_.get(), dx.data<float>()));
+    } else if (s_.kind == PoolKind::max) {
+      DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace too small";
+      max_pool_backward_f32(dy.data<float>(), workspace.data<int32_t>(), dx.data<float>(), planes(),
+                            geometry_, ctx_.stream());
+    } else {
+      avg_pool_backward_f32(dy.data<float>(), dx.data<float>(), planes(), geometry_, ctx_.stream());
+    }
+  }
+
+ private:
+  int64_t planes() const { return s_.batch * s_.channels; }
+
+  static void check(const Tensor& t, const Shape& shape, const char* what) {
+    DTRAIN_CHECK(t.numel() == shape.numel())
+        << "pooling " << what << ": " << t.shape().str() << ", expected " << shape.str()
+        << " (plans are per batch size)";
+    check_device_f32(t, shape.numel(), "pooling");
+  }
+
+  CudaContext& ctx_;
+  PoolSpec s_;
+  PoolGeometry geometry_;
+  TensorDesc x_, y_;
+  PoolDesc pool_;
+  bool use_cudnn_ = false;  // cuDNN's floor output size is the spec's
+};
+
+}  // namespace
+
+std::unique_ptr<PoolOp> make_pool(CudaContext& ctx, const PoolSpec& spec) {
+  return std::make_unique<CudaPool>(ctx, spec);
+}
+
+}  // namespace dtrain::cuda

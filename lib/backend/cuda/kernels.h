@@ -1,0 +1,41 @@
+// Launchers of dtrain's own CUDA kernels (the .cu files of this folder), callable from plain
+// C++: each enqueues on `stream` and returns at once. Sizes are element counts.
+#pragma once
+#include <cuda_runtime_api.h>  // cudaStream_t
+
+#include <cstdint>
+
+namespace dtrain::cuda {
+
+// ---- element-wise (elementwise.cu) ----
+void fill_f32(float* x, int64_t n, float value, cudaStream_t stream);
+void add_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void axpy_f32(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
+void axpby_f32(float alpha, const float* x, float beta, float* y, int64_t n, cudaStream_t stream);
+void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream);
+// The fused SGD pass of Backend::sgd_step (same arithmetic order as the CPU loop).
+void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
+                  float dampening, float weight_decay, bool nesterov, cudaStream_t stream);
+
+// ---- activations (activation.cu) ----
+// y = max(x + bias[(i / inner) % channels], 0) or without ReLU, in place allowed (x == y).
+// bias may be null (ReLU only). inner = H·W for NCHW, 1 for [N, F].
+void bias_relu_f32(const float* x, const float* bias, float* y, int64_t n, int64_t channels,
+                   int64_t inner, bool relu, cudaStream_t stream);
+// dx = y > 0 ? dy : 0 (dx may alias dy).
+void relu_backward_f32(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream);
+
+// ---- loss and dropout (loss.cu) ----
+// Row-wise softmax of [batch, classes] logits, stats[0] = Σ −log p[label], stats[1] = number of
+// rows whose first largest logit is the label.
+void softmax_xent_forward(const float* logits, const int32_t* labels, float* probs, float* stats,
+                          int64_t batch, int64_t classes, cudaStream_t stream);
+// dlogits = (probs − onehot(labels))·scale.
+void softmax_xent_backward(const float* probs, const int32_t* labels, float* dlogits, int64_t batch,
+                           int64_t classes, float scale, cudaStream_t stream);
+void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p, uint64_t seed,
+                     uint64_t rng_stream, cudaStream_t stream);
+void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n, float p,
+                      cudaStream_t stream);
+
+}  // namespace dtrain::cuda
