@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/comm.h"
 #include "sched/pipe_sgd_scheduler.h"
@@ -21,10 +22,11 @@ struct TraineeOptions {
   PipelineOptions pipeline = {};
   int64_t global_batch = 24;  // divisible by 1, 2, 3, 4
   int64_t train_size = 480;
+  DeviceChoice device = DeviceChoice::cpu;  // cuda: GPU local_rank (tests/sched GPU tests)
 };
 
 struct Trainee {
-  std::unique_ptr<Backend> backend = make_backend({DeviceChoice::cpu, 1, 0});
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<Dataset> data;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<Model> model;
@@ -32,7 +34,8 @@ struct Trainee {
   std::unique_ptr<Sgd> sgd;
   std::unique_ptr<Scheduler> sched;
 
-  Trainee(Comm& comm, const TraineeOptions& o) {
+  Trainee(Comm& comm, const TraineeOptions& o)
+      : backend(make_backend({o.device, 1, comm.local_rank(), false, false})) {
     DatasetOptions d;
     d.name = "synthetic";
     d.shape = {1, 6, 6};
@@ -67,7 +70,14 @@ struct Trainee {
     return sched->run_epoch(*loader, epoch, iterations);
   }
   void start_epoch(int epoch) { loader->start_epoch(epoch); }
-  const float* weights() const { return model->parameters().data<float>(); }
+  const float* weights() const { return model->parameters().data<float>(); }  // CPU only
+  // The weights in host memory, wherever they live.
+  std::vector<float> host_weights() const {
+    std::vector<float> w(static_cast<size_t>(size()));
+    backend->copy(Tensor::borrow(w.data(), Shape{size()}), model->parameters());
+    backend->synchronize();
+    return w;
+  }
   int64_t size() const { return model->num_parameters(); }
 };
 
