@@ -16,6 +16,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+import torch_models as torch_models_lib  # dtrain's zoo models in PyTorch (beside this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # dtrain's Fashion-MNIST normalisation
@@ -32,15 +34,9 @@ def load_idx(name):
 
 
 def torch_models():
-    mlp = lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 500),
-                                nn.ReLU(), nn.Linear(500, 10))
-    # dtrain's lenet: conv 6@5x5 pad 2 → relu → maxpool 2 → conv 16@5x5 → relu → maxpool 2 →
-    # fc 120 → relu → fc 84 → relu → fc classes
-    lenet = lambda: nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                                  nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                                  nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                                  nn.Linear(84, 10))
-    return {"mlp": mlp, "lenet": lenet}
+    # dtrain's zoo mlp and lenet (bench/torch_models.py), with out-of-place ReLUs.
+    return {"mlp": lambda: torch_models_lib.mlp(inplace=False),
+            "lenet": lambda: torch_models_lib.lenet(inplace=False)}
 
 
 def torch_samples_per_s(make_model, x, y, batch, epochs, lr, use_loader):

@@ -1,0 +1,336 @@
+#!/usr/bin/python3
+"""dtrain's CUDA backend against PyTorch eager on one GPU, in one run: training throughput.
+
+ResNet-18 and AlexNet (with the paper's LRN) on synthetic 3x224x224 images of 1000 classes at
+batch 128, and MNIST-MLP (784-500-500-10) on synthetic 1x28x28 images of 10 classes at batch
+100: the same model (bench/torch_models.py mirrors dtrain's zoo layer for layer), the same SGD
+(lr, momentum and weight decay of configs/paper/<model>_dsync.yaml), batch and precision (fp32;
+TF32 off for both unless --tf32, which turns it on for both). Both sides take every batch from
+pinned host memory and copy it to the GPU, as dtrain's loader does.
+
+dtrain runs 1 + R epochs of N iterations (dataset.train_size = N·batch) and its samples/s come
+from timing.csv (iterations · batch / wall_s of an epoch); the first epoch is the warm-up.
+PyTorch (cudnn.benchmark on) runs N warm-up iterations, then R timed runs of N iterations
+between torch.cuda.synchronize() calls, "lean" (no host sync inside) and, for information,
+with loss.item() every iteration (dtrain reads every iteration's loss). Best run on each side.
+The goal is dtrain ≥ 1.0x lean PyTorch per model.
+
+    /usr/bin/python3 bench/gpu_vs_pytorch.py [--dtrain build/apps/dtrain/dtrain]
+        [--models resnet18,alexnet,mlp] [--iterations 100] [--repeats 3] [--tf32]
+    /usr/bin/python3 bench/gpu_vs_pytorch.py --check-models    # no GPU needed
+
+--check-models builds each PyTorch twin on the CPU and checks it against `dtrain --dry-run`: the
+same parameter count (`parameters: N`), the same sequence of convolution, linear, batch-norm,
+LRN, pooling and dropout layers with the same output shapes, and the SGD settings of the paper
+configs; exit 77 when PyTorch is missing (the CTest app_bench_models skips then).
+Needs: a GPU, a CUDA build of dtrain (cmake --preset release), PyTorch with CUDA.
+"""
+import argparse
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Model → dtrain's `model:` map, data and optimizer (configs/paper/<paper>.yaml's SGD settings).
+MODELS = {
+    "resnet18": dict(zoo={"name": "resnet18"}, shape=(3, 224, 224), classes=1000, batch=128,
+                     lr=0.1, momentum=0.9, weight_decay=1e-4, paper="resnet18_dsync"),
+    "alexnet": dict(zoo={"name": "alexnet", "lrn": True}, shape=(3, 224, 224), classes=1000,
+                    batch=128, lr=0.01, momentum=0.9, weight_decay=5e-4, paper="alexnet_dsync"),
+    # torchvision's AlexNet (no LRN): not in the default set.
+    "alexnet_nolrn": dict(zoo={"name": "alexnet"}, shape=(3, 224, 224), classes=1000, batch=128,
+                          lr=0.01, momentum=0.9, weight_decay=5e-4, paper="alexnet_dsync"),
+    "mlp": dict(zoo={"name": "mlp", "hidden": [500, 500]}, shape=(1, 28, 28), classes=10,
+                batch=100, lr=0.2, momentum=0.0, weight_decay=1e-4, paper="mnist_mlp_dsync"),
+}
+DEFAULT_MODELS = "resnet18,alexnet,mlp"
+
+
+def flow(value):
+    """A value in YAML flow style: {name: alexnet, lrn: true}, [500, 500]."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def dtrain_config(name, m, batch, iterations, epochs, device, out):
+    c, h, w = m["shape"]
+    return f"""name: gpu_bench_{name}
+seed: 1
+model:       {flow(m["zoo"])}
+dataset:     {{name: synthetic, shape: [{c}, {h}, {w}], classes: {m["classes"]}, train_size: {batch * iterations}, test_size: {batch}, batch_size: {batch}}}
+cluster:     {{device: {device}, threads_per_rank: 1}}
+algorithm:   {{name: sync}}
+compression: {{name: none}}
+optimizer:   {{name: sgd, lr: {m["lr"]}, momentum: {m["momentum"]}, weight_decay: {m["weight_decay"]}, schedule: {{name: constant}}}}
+train:       {{epochs: {epochs}, eval_every_epochs: {epochs}}}
+output:      {{dir: {out}}}
+"""
+
+
+def run_dtrain(args, tmp, name, m, batch, iterations, epochs, device, extra=()):
+    """Runs dtrain on a config written for `name`; returns (completed process, output dir)."""
+    out = os.path.join(tmp, f"{name}-{device}-out")
+    cfg = os.path.join(tmp, f"{name}-{device}.yaml")
+    with open(cfg, "w") as f:
+        f.write(dtrain_config(name, m, batch, iterations, epochs, device, out))
+    cmd = [args.dtrain, "--config", cfg, *extra]
+    if args.tf32:
+        cmd += ["--set", "cluster.tf32=true"]
+    return subprocess.run(cmd, capture_output=True, text=True), out
+
+
+def fail(message, code=1):
+    print(f"gpu_vs_pytorch: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def dtrain_failure(what, p):
+    tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-5:])
+    return f"dtrain {what}: exit code {p.returncode}\n{tail}"
+
+
+# ---- --check-models: no GPU needed ------------------------------------------------------------
+
+# dtrain's layer types (the dry run's summary) and PyTorch's modules that do the same work; ReLU,
+# flatten and add are left out (PyTorch's blocks reuse one ReLU module).
+DTRAIN_TYPES = {"conv2d": "conv", "linear": "linear", "batchnorm2d": "bn", "lrn": "lrn",
+                "maxpool2d": "maxpool", "avgpool2d": "avgpool", "global_avgpool": "avgpool",
+                "dropout": "dropout"}
+
+
+def dtrain_layers(summary):
+    """[(kind, output shape)] from the dry run's layer table."""
+    layers = []
+    for line in summary.splitlines():
+        f = re.match(r"^\S+\s+(\S+)(?: \(fused\))?\s+\[([\d, ]*)\]", line)
+        if f and f.group(1) in DTRAIN_TYPES:
+            layers.append((DTRAIN_TYPES[f.group(1)], [int(v) for v in f.group(2).split(",")]))
+    return layers
+
+
+def torch_layers(torch, model, shape):
+    """[(kind, output shape without the batch)] of `model`'s modules, in forward order."""
+    kinds = {torch.nn.Conv2d: "conv", torch.nn.Linear: "linear", torch.nn.BatchNorm2d: "bn",
+             torch.nn.LocalResponseNorm: "lrn", torch.nn.MaxPool2d: "maxpool",
+             torch.nn.AvgPool2d: "avgpool", torch.nn.AdaptiveAvgPool2d: "avgpool",
+             torch.nn.Dropout: "dropout"}
+    layers, hooks = [], []
+    for module in model.modules():
+        if type(module) in kinds:
+            kind = kinds[type(module)]
+            hooks.append(module.register_forward_hook(
+                lambda mod, inp, out, kind=kind: layers.append((kind, list(out.shape[1:])))))
+    with torch.no_grad():
+        out = model(torch.zeros(2, *shape))
+    for h in hooks:
+        h.remove()
+    return layers, list(out.shape)
+
+
+def check_models(args, names):
+    try:
+        import torch
+        import torch_models
+    except ImportError as e:
+        print(f"gpu_vs_pytorch --check-models: PyTorch is not installed ({e}); skipped")
+        return 77
+    if not os.access(args.dtrain, os.X_OK):
+        fail(f"no dtrain binary at {args.dtrain} (build it, or pass --dtrain PATH)", 2)
+    print(f"{'model':14} {'torch params':>14} {'dtrain params':>14}  layers and shapes")
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            m = MODELS[name]
+            model = torch_models.build(m["zoo"], m["shape"], m["classes"]).eval()
+            ours = torch_models.parameter_count(model)
+            mine, out = torch_layers(torch, model, m["shape"])
+            p, _ = run_dtrain(args, tmp, name, m, 2, 1, 1, "cpu", ["--dry-run"])
+            found = re.findall(r"^parameters: (\d+)$", p.stdout, re.M)
+            if p.returncode != 0 or not found:
+                print(dtrain_failure(f"--dry-run of {name}", p))
+                bad += 1
+                continue
+            theirs, layers = int(found[-1]), dtrain_layers(p.stdout)
+            same = mine == layers and out == [2, m["classes"]]
+            verdict = f"{len(layers)} same" if same else "DIFFER"
+            print(f"{name:14} {ours:14,d} {theirs:14,d}  {verdict}"
+                  f"{'' if ours == theirs else '  (parameter counts DIFFER)'}")
+            if not same:
+                for k in range(max(len(mine), len(layers))):
+                    a = mine[k] if k < len(mine) else None
+                    b = layers[k] if k < len(layers) else None
+                    if a != b:
+                        print(f"  first difference at layer {k}: PyTorch {a}, dtrain {b}")
+                        break
+            bad += not same or ours != theirs
+    bad += check_paper_optimizers(names)
+    return 1 if bad else 0
+
+
+def check_paper_optimizers(names):
+    """The SGD settings above are those of configs/paper/<paper>.yaml (when PyYAML is here)."""
+    try:
+        import yaml
+    except ImportError:
+        print("(PyYAML missing: the optimizer settings were not compared with configs/paper/)")
+        return 0
+    bad = 0
+    for name in names:
+        m = MODELS[name]
+        with open(os.path.join(ROOT, "configs", "paper", m["paper"] + ".yaml")) as f:
+            opt = yaml.safe_load(f)["optimizer"]
+        for key in ("lr", "momentum", "weight_decay"):
+            if float(opt.get(key, 0.0)) != m[key]:
+                print(f"{name}: {key} {m[key]} here, {opt.get(key)} in configs/paper/{m['paper']}.yaml")
+                bad += 1
+    return bad
+
+
+# ---- the benchmark -----------------------------------------------------------------------------
+
+def dtrain_samples_per_s(args, tmp, name, m):
+    """Best measured epoch (the first is the warm-up): samples/s, its data-wait fraction, the
+    samples/s without that wait, and the backend dtrain names."""
+    p, out = run_dtrain(args, tmp, name, m, m["batch"], args.iterations, 1 + args.repeats, "cuda")
+    if p.returncode != 0:
+        fail(dtrain_failure(f"training {name} on the GPU", p))
+    backend = re.search(r"^backend\s+(.*)$", p.stdout, re.M)
+    with open(os.path.join(out, "timing.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["rank"] == "0"]
+    measured = rows[1:] or rows
+    best = max(measured, key=lambda r: int(r["iterations"]) / float(r["wall_s"]))
+    samples, wall, data = int(best["iterations"]) * m["batch"], float(best["wall_s"]), float(best["data_s"])
+    return samples / wall, data / wall, samples / (wall - data), backend.group(1) if backend else "?"
+
+
+def torch_samples_per_s(args, name, m):
+    """(lean, with loss.item() every iteration): best of args.repeats timed runs each."""
+    import torch
+    import torch.nn as nn
+    import torch_models
+
+    device = torch.device("cuda")
+    torch.manual_seed(1)
+    model = torch_models.build(m["zoo"], m["shape"], m["classes"]).to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=m["lr"], momentum=m["momentum"],
+                          weight_decay=m["weight_decay"])
+    loss_fn = nn.CrossEntropyLoss()
+    batch = m["batch"]
+    # A few pinned host batches, copied to the GPU every iteration as dtrain's loader's are.
+    xs = [torch.randn(batch, *m["shape"]).pin_memory() for _ in range(4)]
+    ys = [torch.randint(m["classes"], (batch,)).pin_memory() for _ in range(4)]
+
+    def step(i):
+        x = xs[i % 4].to(device, non_blocking=True)
+        y = ys[i % 4].to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def timed(read_loss):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for i in range(args.iterations):
+            loss = step(i)
+            if read_loss:
+                loss.item()
+        torch.cuda.synchronize()
+        return args.iterations * batch / (time.perf_counter() - start)
+
+    for i in range(args.iterations):  # warm-up: cudnn.benchmark's search, the allocator
+        step(i)
+    lean = max(timed(False) for _ in range(args.repeats))
+    synced = max(timed(True) for _ in range(args.repeats))
+    del model, opt, xs, ys
+    torch.cuda.empty_cache()
+    return lean, synced
+
+
+def benchmark(args, names):
+    try:
+        import torch
+    except ImportError as e:
+        fail(f"PyTorch is not installed ({e})")
+    if not torch.cuda.is_available():
+        fail(f"PyTorch sees no CUDA GPU (torch {torch.__version__}, built for CUDA "
+             f"{torch.version.cuda or 'none'}): this benchmark needs one "
+             "(--check-models runs without)")
+    if not os.access(args.dtrain, os.X_OK):
+        fail(f"no dtrain binary at {args.dtrain} (build it, or pass --dtrain PATH)", 2)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.set_float32_matmul_precision("high" if args.tf32 else "highest")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # dtrain first on a tiny model: a build without CUDA or an unusable GPU stops here.
+        p, _ = run_dtrain(args, tmp, "probe", MODELS["mlp"], 100, 1, 1, "cuda", ["--dry-run"])
+        if p.returncode != 0:
+            fail(dtrain_failure("on cluster.device=cuda", p))
+        precision = "TF32" if args.tf32 else "fp32, TF32 off"
+        print(f"GPU: {torch.cuda.get_device_name(0)}; {precision} on both sides")
+        print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN "
+              f"{torch.backends.cudnn.version()}), eager, cudnn.benchmark")
+        print(f"best of {args.repeats} runs of {args.iterations} iterations after "
+              f"{args.iterations} warm-up iterations; batches copied from pinned host memory")
+        header = (f"{'model':14} {'batch':>5} {'dtrain/s':>10} {'data wait':>9} "
+                  f"{'w/o wait/s':>10} {'torch/s':>10} {'ratio':>6} {'torch+item/s':>12}  goal")
+        lines, backend = [], None
+        for name in names:
+            m = MODELS[name]
+            ours, data_wait, no_wait, backend = dtrain_samples_per_s(args, tmp, name, m)
+            lean, synced = torch_samples_per_s(args, name, m)
+            ratio = ours / lean
+            verdict = "met" if ratio >= 1.0 else "NOT met"
+            lines.append(f"{name:14} {m['batch']:5d} {ours:10.1f} {data_wait:9.0%} {no_wait:10.1f} "
+                         f"{lean:10.1f} {ratio:5.2f}x {synced:12.1f}  >= 1.0x lean torch: {verdict}")
+            print(f"  {name} done", file=sys.stderr)
+        print(f"dtrain: {backend}")
+        print(header)
+        print("\n".join(lines))
+        print("data wait: share of dtrain's epoch spent waiting for its loader (timing.csv data_s; "
+              "the synthetic images are made on one CPU thread); w/o wait: samples/s without it")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dtrain", default=os.path.join(ROOT, "build", "apps", "dtrain", "dtrain"),
+                   help="the dtrain binary (a CUDA build)")
+    p.add_argument("--models",
+                   help=f"comma-separated, from {', '.join(MODELS)} (default {DEFAULT_MODELS}; "
+                   "with --check-models all)")
+    p.add_argument("--iterations", type=int, default=100,
+                   help="iterations per timed run (and of the warm-up)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per side; the best counts")
+    p.add_argument("--tf32", action="store_true", help="TF32 on for both sides")
+    p.add_argument("--check-models", action="store_true",
+                   help="compare the PyTorch twins with dtrain --dry-run on the CPU, then exit")
+    args = p.parse_args()
+    chosen = args.models or (",".join(MODELS) if args.check_models else DEFAULT_MODELS)
+    names = [n.strip() for n in chosen.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown or not names:
+        p.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(MODELS)}")
+    if args.iterations < 1 or args.repeats < 1:
+        p.error("--iterations and --repeats must be at least 1")
+    args.dtrain = os.path.abspath(args.dtrain)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # torch_models
+    return check_models(args, names) if args.check_models else benchmark(args, names)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The CUDA backend end to end. The same short trainings on the CPU and on the GPU (same seed:
+# the same initial weights, data order and dropout masks; TF32 off by default) follow the same
+# loss curve, per epoch in accuracy.csv (train and test loss within REL relative, accuracies
+# within ACC) and per iteration in the progress log (its smoothed loss, printed to 4 decimals):
+# MNIST-MLP within 1e-3, LeNet within 1e-2, on Fashion-MNIST when installed, else on synthetic
+# data of the same shape. Two ranks sharing the one GPU train with pipe_sgd (codecs none and
+# quantize8): exit 0, both ranks' timing rows, a finite test loss.
+# Exits 77 (CTest: skipped), saying why, when this dtrain was built without CUDA or no GPU is
+# usable; with DTRAIN_REQUIRE_CUDA set (not 0) that is a failure instead.
+source "$(dirname "$0")/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# ---- a GPU, and a dtrain built for it? ----
+probe_cfg="$WORK/probe.yaml"
+write_synthetic_config "$probe_cfg" "$WORK/probe"
+probe=$("$DTRAIN" --config "$probe_cfg" --set cluster.device=cuda --dry-run 2>&1)
+rc=$?
+if [ "$rc" -eq 2 ] && echo "$probe" | grep -q "cluster.device"; then
+  why=$(echo "$probe" | grep -m1 "cluster.device" | sed 's/^dtrain: [a-z ]*: //')
+  if [ "${DTRAIN_REQUIRE_CUDA:-0}" != 0 ]; then
+    echo "FAIL: no usable CUDA GPU: $why (DTRAIN_REQUIRE_CUDA is set)"
+    exit 1
+  fi
+  case "$why" in
+    *"without CUDA"*) echo "no CUDA in this build of dtrain: $why; skipped" ;;
+    *) echo "no usable CUDA GPU: $why; skipped" ;;
+  esac
+  exit 77
+fi
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL: dry run with cluster.device=cuda: exit code $rc: $probe"
+  exit 1
+fi
+echo "$probe" | grep -q "^backend  *cuda" ||
+  fail "the dry run with cluster.device=cuda names no cuda backend: $(echo "$probe" | grep '^backend')"
+echo "$probe" | grep -m1 "^backend"
+
+# ---- GPU and CPU loss curves ----
+data=()
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  echo "data: Fashion-MNIST"
+else
+  echo "data: synthetic 1x28x28, 10 classes (Fashion-MNIST is not installed)"
+  data=(--set dataset.name=synthetic --set 'dataset.shape=[1, 28, 28]' --set dataset.classes=10)
+fi
+
+# compare NAME REL ACC ARGS...: trains with ARGS on the CPU and on the GPU and compares.
+compare() {
+  local name=$1 rel=$2 acc=$3 dev rc
+  shift 3
+  for dev in cpu cuda; do
+    timeout 900 "$DTRAIN" "$@" --set cluster.device=$dev --set train.log_every_iterations=1 \
+      --out "$WORK/$name-$dev" > "$WORK/$name-$dev.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+      fail "$name on $dev: exit code $rc: $(tail -3 "$WORK/$name-$dev.log")"
+      return
+    fi
+  done
+  grep -q "^backend  *cuda" "$WORK/$name-cuda.log" || fail "$name: the cuda run names no cuda backend"
+  grep -q "^backend  *cpu" "$WORK/$name-cpu.log" || fail "$name: the cpu run names no cpu backend"
+
+  # Per epoch: accuracy.csv side by side (columns 1-7 CPU, 8-14 GPU).
+  [ "$(wc -l < "$WORK/$name-cpu/accuracy.csv")" -eq "$(wc -l < "$WORK/$name-cuda/accuracy.csv")" ] ||
+    fail "$name: accuracy.csv has $(wc -l < "$WORK/$name-cpu/accuracy.csv") lines on the CPU, $(wc -l < "$WORK/$name-cuda/accuracy.csv") on the GPU"
+  paste -d, "$WORK/$name-cpu/accuracy.csv" "$WORK/$name-cuda/accuracy.csv" |
+    awk -F, -v rel="$rel" -v acc="$acc" -v name="$name" '
+      function abs(v) { return v < 0 ? -v : v }
+      function near(a, b) { return abs(a - b) <= rel * (abs(a) > abs(b) ? abs(a) : abs(b)) + 1e-6 }
+      NR == 1 { next }
+      {
+        ++rows
+        printf "  %s epoch %s (iteration %s): train loss %s / %s, test loss %s / %s, test acc %s / %s (cpu / cuda)\n",
+               name, $1, $2, $4, $11, $6, $13, $7, $14
+        if ($1 != $8 || $2 != $9) { print "    epoch or iteration differ"; bad = 1 }
+        if (!near($4, $11) || !near($6, $13)) { print "    a loss differs by more than " rel " relative"; bad = 1 }
+        if (abs($5 - $12) > acc || abs($7 - $14) > acc) { print "    an accuracy differs by more than " acc; bad = 1 }
+      }
+      END { if (rows < 2) { print "    fewer than 2 evaluations"; bad = 1 } exit bad }' ||
+    fail "$name: the GPU's per-epoch losses or accuracies differ from the CPU's (accuracy.csv)"
+
+  # Per iteration: the progress lines' smoothed loss (4 decimals: 1.5e-4 for the rounding).
+  for dev in cpu cuda; do
+    grep -o 'epoch [0-9]*/[0-9]* | iter [0-9]*/[0-9]* | loss [^ ]*' "$WORK/$name-$dev.log" |
+      awk '{ print $2, $5, $8 }' > "$WORK/$name-$dev.iter"
+  done
+  if [ ! -s "$WORK/$name-cpu.iter" ]; then
+    fail "$name: no per-iteration progress lines in the log"
+  elif [ "$(wc -l < "$WORK/$name-cpu.iter")" -ne "$(wc -l < "$WORK/$name-cuda.iter")" ]; then
+    fail "$name: $(wc -l < "$WORK/$name-cpu.iter") progress lines on the CPU, $(wc -l < "$WORK/$name-cuda.iter") on the GPU"
+  else
+    paste -d' ' "$WORK/$name-cpu.iter" "$WORK/$name-cuda.iter" | awk -v rel="$rel" -v name="$name" '
+      function abs(v) { return v < 0 ? -v : v }
+      {
+        ++n
+        d = abs($3 - $6)
+        if ($1 != $4 || $2 != $5 || !(d <= rel * abs($3) + 1.5e-4)) {
+          if (!bad) first = "epoch " $1 " iteration " $2 ": cpu " $3 ", cuda " $6
+          bad = 1
+        }
+        if (d > worst) worst = d
+      }
+      END {
+        printf "  %s: %d iterations, largest difference of the smoothed loss %.4f\n", name, n, worst
+        if (bad) print "    first outside " rel " relative: " first
+        exit bad
+      }' || fail "$name: the GPU's per-iteration losses differ from the CPU's (progress log)"
+  fi
+}
+
+# Rounding differences (cuBLAS/cuDNN vs oneDNN summation orders, Winograd) grow over the
+# iterations as two nearby SGD trajectories drift apart, hence short runs: 60 and 40 iterations.
+compare mlp 1e-3 0.01 --config "$ROOT/configs/fashion_mlp_sync.yaml" "${data[@]}" \
+  --set dataset.train_size=2000 --set dataset.test_size=1000 --set train.epochs=3
+compare lenet 1e-2 0.03 --config "$ROOT/configs/fashion_lenet_sync.yaml" "${data[@]}" \
+  --set dataset.train_size=1280 --set dataset.test_size=640 --set train.epochs=2
+
+# ---- two ranks sharing the GPU ----
+if ! command -v mpirun > /dev/null; then
+  echo "skipped: the 2-rank runs (no mpirun on PATH)"
+else
+  for codec in none quantize8; do
+    cfg="$WORK/pipe-$codec.yaml" out="$WORK/pipe-$codec" log="$WORK/pipe-$codec.log"
+    write_synthetic_config "$cfg" "$out"
+    timeout 300 mpirun --oversubscribe -np 2 "$DTRAIN" --config "$cfg" --set cluster.device=cuda \
+      --set algorithm.name=pipe_sgd --set compression.name=$codec > "$log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+      fail "2 ranks on one GPU, pipe_sgd + $codec: exit code $rc: $(tail -5 "$log")"
+      continue
+    fi
+    grep -q "^backend  *cuda" "$log" || fail "2 ranks, pipe_sgd + $codec: rank 0 names no cuda backend"
+    ranks=$(tail -n +2 "$out/timing.csv" | cut -d, -f1 | sort -u | tr '\n' ' ')
+    [ "$ranks" = "0 1 " ] || fail "2 ranks, pipe_sgd + $codec: timing.csv ranks are '$ranks'"
+    loss=$(tail -1 "$out/accuracy.csv" | cut -d, -f6)
+    awk -v l="$loss" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l > 0 && l < 100) }' ||
+      fail "2 ranks, pipe_sgd + $codec: test loss '$loss'"
+    echo "2 ranks on one GPU, pipe_sgd + $codec: exit 0, test loss $loss"
+  done
+fi
+finish

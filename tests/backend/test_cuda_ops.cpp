@@ -1,0 +1,1012 @@
+// Every operation of the CUDA backend against the CPU backend, the reference (DESIGN §2.2, §3),
+// in the manner of ggml's test-backend-ops: the same random inputs go to both backends and each
+// output, forward and backward, is compared with a tolerance per op. The error of an output is
+// max |gpu − cpu| / max |cpu| over its elements: a wrong index, a missing term or a wrong formula
+// shows as O(1e-3) or more, float rounding as O(1e-6). Every comparison prints one line (op,
+// shape, output, error, tolerance); a failure also names the worst element.
+// GPU outputs start as NaN, so an element the op does not write cannot pass. TF32 is off
+// (make_cuda_backend(0, false)), and one case checks that it is. Without a usable GPU the binary
+// runs nothing and exits 77: skipped (cuda_test_main.cpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>   // max, min
+#include <bit>         // bit_cast
+#include <cmath>       // fabs, isfinite, isnan, sqrt
+#include <cstdint>     // int64_t, uint8_t, uint32_t
+#include <cstring>     // memcmp, memcpy, memset
+#include <functional>  // function: one case, caught
+#include <iomanip>     // setprecision
+#include <iostream>    // one line per comparison
+#include <limits>      // quiet_NaN
+#include <sstream>
+#include <string>
+#include <thread>  // hardware_concurrency: the reference's threads
+#include <vector>
+
+#include "backend/backend.h"            // make_backend: the CPU reference
+#include "backend/cuda/cuda_backend.h"  // make_cuda_backend
+#include "core/rng.h"                   // random_normal, random_bits, stream_id
+
+using namespace dtrain;
+
+namespace {
+
+constexpr uint64_t kSeed = 2024;
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Tolerances: max |gpu − cpu| / max |cpu| of one output.
+namespace tol {
+constexpr double linear = 5e-5;         // cuBLAS vs oneDNN GEMMs: other summation orders
+constexpr double conv = 2e-4;           // cuDNN may pick Winograd or FFT algorithms
+constexpr double pool_avg = 1e-5;       // max pooling's output is compared exactly
+constexpr double pool_max_grad = 1e-6;  // overlapping windows sum routed gradients in any order
+constexpr double lrn = 1e-5;
+constexpr double lrn_grad = 1e-4;
+constexpr double bn = 1e-5;            // y, batch mean and variance, inference y
+constexpr double bn_grad = 1e-4;       // dx cancels: dy − mean(dy) − x̂·mean(dy·x̂)
+constexpr double softmax = 1e-5;       // probabilities
+constexpr double softmax_loss = 2e-5;  // a float sum over the rows on the GPU
+constexpr double softmax_grad = 1e-6;
+constexpr double tf32_probe = 1e-5;  // exact in fp32; TF32 would be off by 2.4e-4
+}  // namespace tol
+
+// ---- the two backends ----------------------------------------------------------------------
+
+// Made once and never destroyed: no CUDA teardown order to get wrong at exit.
+Backend& cpu() {
+  static Backend* backend =
+      make_backend({DeviceChoice::cpu,
+                    static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)), 0})
+          .release();
+  return *backend;
+}
+Backend& gpu() {
+  static Backend* backend = make_cuda_backend(0, /*allow_tf32=*/false).release();
+  return *backend;
+}
+
+// ---- tensors -------------------------------------------------------------------------------
+
+uint64_t fresh_stream() {
+  static uint64_t stream = 0;
+  return ++stream;
+}
+
+// A host tensor of offset + scale·N(0, 1), from a random stream of its own.
+Tensor host_normal(const Shape& shape, float scale = 1.0f, float offset = 0.0f) {
+  Tensor t = Tensor::empty(shape);
+  const uint64_t stream = fresh_stream();
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = offset + scale * random_normal(kSeed, stream, static_cast<uint64_t>(i));
+  return t;
+}
+
+Tensor host_filled(const Shape& shape, float value) {
+  Tensor t = Tensor::empty(shape);
+  std::fill(t.data<float>(), t.data<float>() + t.numel(), value);
+  return t;
+}
+
+// A host tensor of random bytes (for f32: any bit pattern, NaN payloads included).
+Tensor host_bits(const Shape& shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype);
+  const uint64_t stream = fresh_stream();
+  auto* p = static_cast<unsigned char*>(t.raw());
+  for (size_t i = 0; i < t.bytes(); ++i)
+    p[i] = static_cast<unsigned char>(random_bits(kSeed, stream, i));
+  return t;
+}
+
+Tensor copy_of(const Tensor& host) {
+  Tensor t = Tensor::empty(host.shape(), host.dtype());
+  std::memcpy(t.raw(), host.raw(), host.bytes());
+  return t;
+}
+
+Tensor to_gpu(const Tensor& host) {
+  Tensor d = gpu().empty(host.shape(), host.dtype());
+  gpu().copy(d, host);
+  return d;
+}
+
+Tensor to_host(const Tensor& device) {
+  Tensor h = Tensor::empty(device.shape(), device.dtype());
+  gpu().copy(h, device);
+  gpu().synchronize();
+  return h;
+}
+
+// A GPU output buffer of NaN: an element the op leaves unwritten cannot pass.
+Tensor gpu_nans(const Shape& shape) {
+  Tensor d = gpu().empty(shape);
+  gpu().fill(d, kNaN);
+  return d;
+}
+
+// What WorkspacePlans (nn/layer.h) passes: `bytes` of scratch, or nothing.
+Tensor workspace(Backend& backend, size_t bytes) {
+  return bytes > 0 ? backend.empty({static_cast<int64_t>(bytes)}, DType::u8) : Tensor();
+}
+
+// ---- comparisons ---------------------------------------------------------------------------
+
+std::string num(double v) {
+  std::ostringstream s;
+  s << std::setprecision(3) << std::scientific << v;
+  return s.str();
+}
+std::string fnum(float v) {
+  std::ostringstream s;
+  s << std::setprecision(9) << v;
+  return s.str();
+}
+
+void report(bool ok, const std::string& line) {
+  std::cout << (ok ? "  ok    " : "  FAIL  ") << line << "\n";
+  CHECK_MESSAGE(ok, line);
+}
+
+// Runs one case; an exception (a CUDA error, a spec the op rejects) fails that case only.
+void run_case(const std::string& what, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    report(false, what + ": threw: " + e.what());
+  }
+}
+
+// max |gpu − cpu| ≤ tolerance · max |cpu|; a NaN or an infinity must be on both sides.
+void expect_close(const std::string& op, const std::string& output, const Tensor& gpu_out,
+                  const Tensor& cpu_out, double tolerance) {
+  const Tensor got = to_host(gpu_out);
+  REQUIRE(got.numel() == cpu_out.numel());
+  const float* g = got.data<float>();
+  const float* c = cpu_out.data<float>();
+  double max_abs = 0, max_ref = 0;
+  int64_t worst = -1, special = 0, first_special = -1;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (!std::isfinite(g[i]) || !std::isfinite(c[i])) {
+      if (!(g[i] == c[i] || (std::isnan(g[i]) && std::isnan(c[i])))) {
+        if (special++ == 0) first_special = i;
+      }
+      continue;
+    }
+    const double d = std::fabs(static_cast<double>(g[i]) - c[i]);
+    if (d > max_abs || worst < 0) max_abs = d, worst = i;
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(c[i])));
+  }
+  const double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+  const bool ok = special == 0 && rel <= tolerance;
+  std::string line = op + "  " + output + ": max rel error " + num(rel) + " (tolerance " +
+                     num(tolerance) + ", max |cpu| " + num(max_ref) + ")";
+  if (special > 0)
+    line += "; " + std::to_string(special) + " NaN/Inf mismatches, first [" +
+            std::to_string(first_special) + "]: gpu " + fnum(g[first_special]) + ", cpu " +
+            fnum(c[first_special]);
+  if (!ok && worst >= 0)
+    line += "; worst [" + std::to_string(worst) + "]: gpu " + fnum(g[worst]) + ", cpu " +
+            fnum(c[worst]);
+  report(ok, line);
+}
+
+// Identical values: f32 bit for bit except that +0 equals −0; other dtypes byte for byte.
+void expect_equal(const std::string& op, const std::string& output, const Tensor& gpu_out,
+                  const Tensor& cpu_out) {
+  const Tensor got = to_host(gpu_out);
+  REQUIRE(got.bytes() == cpu_out.bytes());
+  int64_t bad = 0, first = -1, n = 0;
+  std::string values;
+  if (got.dtype() == DType::f32) {
+    const float* g = got.data<float>();
+    const float* c = cpu_out.data<float>();
+    n = got.numel();
+    for (int64_t i = 0; i < n; ++i)
+      if (!(g[i] == c[i] || std::bit_cast<uint32_t>(g[i]) == std::bit_cast<uint32_t>(c[i])))
+        if (bad++ == 0) first = i, values = "gpu " + fnum(g[i]) + ", cpu " + fnum(c[i]);
+  } else {
+    const auto* g = static_cast<const unsigned char*>(got.raw());
+    const auto* c = static_cast<const unsigned char*>(cpu_out.raw());
+    n = static_cast<int64_t>(got.bytes());
+    for (int64_t i = 0; i < n; ++i)
+      if (g[i] != c[i])
+        if (bad++ == 0)
+          first = i, values = "gpu " + std::to_string(g[i]) + ", cpu " + std::to_string(c[i]);
+  }
+  report(bad == 0,
+         op + "  " + output + ": " +
+             (bad == 0 ? "identical (" + std::to_string(n) + " elements)"
+                       : std::to_string(bad) + " of " + std::to_string(n) + " differ, first [" +
+                             std::to_string(first) + "]: " + values));
+}
+
+// |gpu − cpu| ≤ ulps · 2⁻²³ · scale[i], where scale[i] bounds the magnitudes of the terms that
+// element was computed from. The CPU's loops may be contracted into FMAs (GCC does at
+// -march=native) while the GPU kernels round every multiply and add (-fmad=false): the two
+// then differ by about an ulp of the terms, which is more than an ulp of a result that
+// cancelled. Bit-identical elements are counted for information.
+void expect_within_ulps(const std::string& op, const std::string& output, const Tensor& gpu_out,
+                        const Tensor& cpu_out, const std::vector<double>& scale, double ulps) {
+  const Tensor got = to_host(gpu_out);
+  REQUIRE(got.numel() == cpu_out.numel());
+  REQUIRE(static_cast<int64_t>(scale.size()) == got.numel());
+  const float* g = got.data<float>();
+  const float* c = cpu_out.data<float>();
+  constexpr double kUlp = 1.0 / 8388608.0;  // 2⁻²³
+  int64_t bad = 0, first = -1, identical = 0;
+  double worst = 0;  // in ulps of the terms
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (std::bit_cast<uint32_t>(g[i]) == std::bit_cast<uint32_t>(c[i])) {
+      ++identical;
+      continue;
+    }
+    const double d = std::fabs(static_cast<double>(g[i]) - c[i]);
+    const double in_ulps = scale[i] > 0 ? d / (kUlp * scale[i]) : (d > 0 ? 1e30 : 0);
+    worst = std::max(worst, std::isnan(d) ? 1e30 : in_ulps);
+    if (!(in_ulps <= ulps))
+      if (bad++ == 0) first = i;
+  }
+  std::string line = op + "  " + output + ": " + std::to_string(identical) + " of " +
+                     std::to_string(got.numel()) + " bit-identical, worst " + num(worst) +
+                     " ulps of the terms (allowed " + num(ulps) + ")";
+  if (bad > 0)
+    line += "; " + std::to_string(bad) + " outside, first [" + std::to_string(first) + "]: gpu " +
+            fnum(g[first]) + ", cpu " + fnum(c[first]);
+  report(bad == 0, line);
+}
+
+// The elements of a GPU buffer from `from` on are still the NaN they started as.
+void expect_untouched(const std::string& op, const std::string& what, const Tensor& gpu_buffer,
+                      int64_t from) {
+  const Tensor h = to_host(gpu_buffer);
+  int64_t written = 0;
+  for (int64_t i = from; i < h.numel(); ++i) written += !std::isnan(h.data<float>()[i]);
+  report(written == 0, op + "  " + what + ": " + std::to_string(written) + " of " +
+                           std::to_string(h.numel() - from) + " elements written");
+}
+
+// ---- spec names ----------------------------------------------------------------------------
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s;
+  for (int64_t v : d) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
+  return s;
+}
+
+std::string name_of(const LinearSpec& s) {
+  return "linear " + dims({s.batch, s.in_features}) + "→" + std::to_string(s.out_features) +
+         (s.bias ? "" : " nobias") + (s.relu ? " +relu" : "");
+}
+std::string name_of(const ConvSpec& s) {
+  return "conv " + dims({s.batch, s.in_channels, s.height, s.width}) + "→" +
+         std::to_string(s.out_channels) + " k" + dims({s.kernel_h, s.kernel_w}) + " s" +
+         dims({s.stride_h, s.stride_w}) + " p" + dims({s.pad_h, s.pad_w}) +
+         (s.bias ? "" : " nobias") + (s.relu ? " +relu" : "");
+}
+std::string name_of(const PoolSpec& s) {
+  return std::string(s.kind == PoolKind::max ? "maxpool " : "avgpool ") +
+         dims({s.batch, s.channels, s.height, s.width}) + " k" + dims({s.kernel_h, s.kernel_w}) +
+         " s" + dims({s.stride_h, s.stride_w}) + " p" + dims({s.pad_h, s.pad_w}) +
+         (s.ceil_mode ? " ceil" : "") +
+         (s.kind == PoolKind::avg ? (s.avg_include_padding ? " incl-pad" : " excl-pad") : "");
+}
+std::string name_of(const LrnSpec& s) {
+  std::ostringstream o;
+  o << "lrn " << dims({s.batch, s.channels, s.height, s.width}) << " size " << s.size << " alpha "
+    << s.alpha << " beta " << s.beta << " k " << s.k;
+  return o.str();
+}
+std::string name_of(const BatchNormSpec& s) {
+  return "batchnorm " +
+         (s.height == 1 && s.width == 1 ? dims({s.batch, s.channels})
+                                        : dims({s.batch, s.channels, s.height, s.width})) +
+         " eps " + num(s.epsilon);
+}
+
+// ---- Linear --------------------------------------------------------------------------------
+
+// Forward, backward_data and backward_weights on the same inputs. The backward passes of both
+// backends get the CPU's forward output, so that a fused ReLU masks the same elements. With
+// buffer_batch > spec.batch the op runs on the first rows of larger buffers (as a layer's
+// smaller last batch would) and must leave the other rows alone.
+void check_linear(const LinearSpec& s, int64_t buffer_batch) {
+  const std::string op =
+      name_of(s) + (buffer_batch > s.batch
+                        ? " (rows of a batch-" + std::to_string(buffer_batch) + " buffer)"
+                        : "");
+  run_case(op, [&] {
+    const int64_t B = s.batch, I = s.in_features, O = s.out_features;
+    auto cop = cpu().make_linear(s);
+    auto gop = gpu().make_linear(s);
+    const Tensor none;
+    const Tensor x = host_normal({buffer_batch, I});
+    const Tensor w = host_normal({O, I}, 1.0f / std::sqrt(static_cast<float>(I)));
+    const Tensor b = host_normal({O}, 0.5f);
+    const Tensor gx = to_gpu(x), gw = to_gpu(w), gb = to_gpu(b);
+
+    Tensor y = Tensor::zeros({buffer_batch, O}), gy = gpu_nans({buffer_batch, O});
+    cop->forward(x.narrow_batch(B), w, s.bias ? b : none, y.narrow_batch(B));
+    gop->forward(gx.narrow_batch(B), gw, s.bias ? gb : none, gy.narrow_batch(B));
+    expect_close(op, "y", gy.narrow_batch(B), y.narrow_batch(B), tol::linear);
+    if (buffer_batch > B) expect_untouched(op, "y beyond the batch", gy, B * O);
+
+    const Tensor dy = host_normal({buffer_batch, O});
+    const Tensor gdy = to_gpu(dy), gy_cpu = to_gpu(y);
+    const Tensor y_in = s.relu ? y.narrow_batch(B) : none;  // read only with a fused ReLU
+    const Tensor gy_in = s.relu ? gy_cpu.narrow_batch(B) : none;
+    Tensor dx = Tensor::zeros({buffer_batch, I}), gdx = gpu_nans({buffer_batch, I});
+    cop->backward_data(y_in, dy.narrow_batch(B), w, dx.narrow_batch(B));
+    gop->backward_data(gy_in, gdy.narrow_batch(B), gw, gdx.narrow_batch(B));
+    expect_close(op, "dx", gdx.narrow_batch(B), dx.narrow_batch(B), tol::linear);
+    if (buffer_batch > B) expect_untouched(op, "dx beyond the batch", gdx, B * I);
+
+    Tensor dw = Tensor::zeros({O, I}), gdw = gpu_nans({O, I});
+    Tensor db = Tensor::zeros({O}), gdb = gpu_nans({O});
+    cop->backward_weights(x.narrow_batch(B), y_in, dy.narrow_batch(B), dw, s.bias ? db : none);
+    gop->backward_weights(gx.narrow_batch(B), gy_in, gdy.narrow_batch(B), gdw, s.bias ? gdb : none);
+    expect_close(op, "dw", gdw, dw, tol::linear);
+    if (s.bias) expect_close(op, "db", gdb, db, tol::linear);
+  });
+}
+
+TEST_CASE("cuda linear: forward, backward_data, backward_weights; bias, fused ReLU") {
+  std::cout << "[linear] cuBLAS vs oneDNN, tolerance " << num(tol::linear) << "\n";
+  const LinearSpec shapes[] = {
+      {100, 784, 500}, {100, 500, 10},  // MNIST-MLP
+      {32, 2304, 512}, {33, 129, 65},  {7, 13, 5}, {1, 17, 3},
+  };
+  for (LinearSpec s : shapes)
+    for (bool bias : {true, false})
+      for (bool relu : {false, true}) {
+        s.bias = bias, s.relu = relu;
+        check_linear(s, s.batch);
+      }
+  check_linear({3, 784, 500, true, true}, 8);
+  check_linear({5, 33, 7, false, false}, 100);
+}
+
+// ---- Conv2d --------------------------------------------------------------------------------
+
+void check_conv(const ConvSpec& s, int64_t buffer_batch) {
+  const std::string op =
+      name_of(s) + (buffer_batch > s.batch
+                        ? " (rows of a batch-" + std::to_string(buffer_batch) + " buffer)"
+                        : "");
+  run_case(op, [&] {
+    const int64_t B = s.batch;
+    auto cop = cpu().make_conv(s);
+    auto gop = gpu().make_conv(s);
+    const Tensor none;
+    const Shape xs = s.input_shape().with_batch(buffer_batch);
+    const Shape ys = s.output_shape().with_batch(buffer_batch);
+    const int64_t fan_in = s.in_channels * s.kernel_h * s.kernel_w;
+    const Tensor x = host_normal(xs);
+    const Tensor w = host_normal(s.weight_shape(), 1.0f / std::sqrt(static_cast<float>(fan_in)));
+    const Tensor b = host_normal({s.out_channels}, 0.5f);
+    const Tensor gx = to_gpu(x), gw = to_gpu(w), gb = to_gpu(b);
+
+    Tensor y = Tensor::zeros(ys), gy = gpu_nans(ys);
+    cop->forward(x.narrow_batch(B), w, s.bias ? b : none, y.narrow_batch(B));
+    gop->forward(gx.narrow_batch(B), gw, s.bias ? gb : none, gy.narrow_batch(B));
+    expect_close(op, "y", gy.narrow_batch(B), y.narrow_batch(B), tol::conv);
+    if (buffer_batch > B) expect_untouched(op, "y beyond the batch", gy, s.output_shape().numel());
+
+    const Tensor dy = host_normal(ys);
+    const Tensor gdy = to_gpu(dy), gy_cpu = to_gpu(y);
+    const Tensor y_in = s.relu ? y.narrow_batch(B) : none;
+    const Tensor gy_in = s.relu ? gy_cpu.narrow_batch(B) : none;
+    Tensor dx = Tensor::zeros(xs), gdx = gpu_nans(xs);
+    cop->backward_data(y_in, dy.narrow_batch(B), w, dx.narrow_batch(B));
+    gop->backward_data(gy_in, gdy.narrow_batch(B), gw, gdx.narrow_batch(B));
+    expect_close(op, "dx", gdx.narrow_batch(B), dx.narrow_batch(B), tol::conv);
+    if (buffer_batch > B) expect_untouched(op, "dx beyond the batch", gdx, s.input_shape().numel());
+
+    Tensor dw = Tensor::zeros(s.weight_shape()), gdw = gpu_nans(s.weight_shape());
+    Tensor db = Tensor::zeros({s.out_channels}), gdb = gpu_nans({s.out_channels});
+    cop->backward_weights(x.narrow_batch(B), y_in, dy.narrow_batch(B), dw, s.bias ? db : none);
+    gop->backward_weights(gx.narrow_batch(B), gy_in, gdy.narrow_batch(B), gdw, s.bias ? gdb : none);
+    expect_close(op, "dw", gdw, dw, tol::conv);
+    if (s.bias) expect_close(op, "db", gdb, db, tol::conv);
+  });
+}
+
+TEST_CASE("cuda conv2d: 1x1, 3x3, strided, AlexNet and ResNet stems; bias, fused ReLU") {
+  std::cout << "[conv2d] cuDNN vs oneDNN, tolerance " << num(tol::conv) << "\n";
+  // batch, in, H, W, out, kh, kw, sh, sw, ph, pw
+  const ConvSpec shapes[] = {
+      {4, 64, 14, 14, 128, 1, 1, 1, 1, 0, 0},    // 1x1
+      {4, 64, 28, 28, 128, 1, 1, 2, 2, 0, 0},    // 1x1 stride 2 (ResNet downsample)
+      {4, 32, 16, 16, 48, 3, 3, 1, 1, 1, 1},     // 3x3 pad 1
+      {4, 64, 28, 28, 128, 3, 3, 2, 2, 1, 1},    // 3x3 stride 2 pad 1
+      {2, 3, 224, 224, 64, 11, 11, 4, 4, 2, 2},  // AlexNet conv1: 11x11 stride 4
+      {2, 64, 27, 27, 192, 5, 5, 1, 1, 2, 2},    // AlexNet conv2
+      {2, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3},    // ResNet stem: 7x7 stride 2 pad 3
+      {4, 1, 28, 28, 6, 5, 5, 1, 1, 2, 2},       // LeNet C1
+      {3, 5, 13, 17, 7, 3, 5, 2, 1, 1, 2},       // nothing square, nothing aligned
+  };
+  for (ConvSpec s : shapes)
+    for (bool bias : {true, false})
+      for (bool relu : {false, true}) {
+        s.bias = bias, s.relu = relu;
+        check_conv(s, s.batch);
+      }
+  check_conv({1, 16, 12, 12, 24, 3, 3, 1, 1, 1, 1, true, true}, 4);
+}
+
+// ---- TF32 ----------------------------------------------------------------------------------
+
+// With TF32 off, sums of 256 or 288 copies of a = 1 + 2⁻¹² are exact in fp32, whatever the
+// order; TF32 drops the 2⁻¹² (10 mantissa bits) and is off by 2.4e-4. Forward, data and
+// weight gradients of a GEMM and of convolutions each go through their own kernels.
+TEST_CASE("cuda linear and conv2d run in strict fp32 when TF32 is off") {
+  std::cout << "[tf32 off] sums of 1 + 2^-12, exact in fp32\n";
+  const float a = 1.0f + 1.0f / 4096.0f;
+  const Tensor none;
+  run_case("tf32 probe: linear", [&] {
+    const LinearSpec s{256, 256, 256, false, false};
+    const std::string op = "tf32 probe: " + name_of(s);
+    auto cop = cpu().make_linear(s);
+    auto gop = gpu().make_linear(s);
+    const Tensor ta = host_filled({256, 256}, a), ones = host_filled({256, 256}, 1.0f);
+    const Tensor ga = to_gpu(ta), gones = to_gpu(ones);
+    Tensor y = Tensor::zeros({256, 256}), gy = gpu_nans({256, 256});
+    cop->forward(ta, ones, none, y);  // x = a, w = 1
+    gop->forward(ga, gones, none, gy);
+    expect_close(op, "y", gy, y, tol::tf32_probe);
+    Tensor dx = Tensor::zeros({256, 256}), gdx = gpu_nans({256, 256});
+    cop->backward_data(none, ta, ones, dx);  // dy = a, w = 1
+    gop->backward_data(none, ga, gones, gdx);
+    expect_close(op, "dx", gdx, dx, tol::tf32_probe);
+    Tensor dw = Tensor::zeros({256, 256}), gdw = gpu_nans({256, 256});
+    cop->backward_weights(ones, none, ta, dw, none);  // x = 1, dy = a
+    gop->backward_weights(gones, none, ga, gdw, none);
+    expect_close(op, "dw", gdw, dw, tol::tf32_probe);
+  });
+  for (const ConvSpec& s : {ConvSpec{1, 256, 16, 16, 256, 1, 1, 1, 1, 0, 0, false},
+                            ConvSpec{2, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1, false}}) {
+    const std::string op = "tf32 probe: " + name_of(s);
+    run_case(op, [&] {
+      auto cop = cpu().make_conv(s);
+      auto gop = gpu().make_conv(s);
+      const Tensor xa = host_filled(s.input_shape(), a), x1 = host_filled(s.input_shape(), 1.0f);
+      const Tensor w1 = host_filled(s.weight_shape(), 1.0f);
+      const Tensor ya = host_filled(s.output_shape(), a);
+      const Tensor gxa = to_gpu(xa), gx1 = to_gpu(x1), gw1 = to_gpu(w1), gya = to_gpu(ya);
+      Tensor y = Tensor::zeros(s.output_shape()), gy = gpu_nans(s.output_shape());
+      cop->forward(xa, w1, none, y);
+      gop->forward(gxa, gw1, none, gy);
+      expect_close(op, "y", gy, y, tol::tf32_probe);
+      Tensor dx = Tensor::zeros(s.input_shape()), gdx = gpu_nans(s.input_shape());
+      cop->backward_data(none, ya, w1, dx);
+      gop->backward_data(none, gya, gw1, gdx);
+      expect_close(op, "dx", gdx, dx, tol::tf32_probe);
+      Tensor dw = Tensor::zeros(s.weight_shape()), gdw = gpu_nans(s.weight_shape());
+      cop->backward_weights(x1, none, ya, dw, none);
+      gop->backward_weights(gx1, none, gya, gdw, none);
+      expect_close(op, "dw", gdw, dw, tol::tf32_probe);
+    });
+  }
+}
+
+// ---- Pooling -------------------------------------------------------------------------------
+
+// Each backend's backward gets its own forward's output and workspace (max indices).
+// Normal random inputs have no ties, so both pick the same maxima.
+void check_pool(const PoolSpec& s) {
+  const std::string op = name_of(s);
+  run_case(op, [&] {
+    const bool max = s.kind == PoolKind::max;
+    auto cop = cpu().make_pool(s);
+    auto gop = gpu().make_pool(s);
+    const Tensor x = host_normal(s.input_shape()), gx = to_gpu(x);
+    const Tensor cws = workspace(cpu(), cop->workspace_bytes());
+    const Tensor gws = workspace(gpu(), gop->workspace_bytes());
+    Tensor y = Tensor::zeros(s.output_shape()), gy = gpu_nans(s.output_shape());
+    cop->forward(x, y, cws, true);
+    gop->forward(gx, gy, gws, true);
+    if (max) {
+      expect_equal(op, "y", gy, y);
+    } else {
+      expect_close(op, "y", gy, y, tol::pool_avg);
+    }
+    const Tensor dy = host_normal(s.output_shape()), gdy = to_gpu(dy);
+    Tensor dx = Tensor::zeros(s.input_shape()), gdx = gpu_nans(s.input_shape());
+    cop->backward(x, y, dy, cws, dx);
+    gop->backward(gx, gy, gdy, gws, gdx);
+    expect_close(op, "dx", gdx, dx, max ? tol::pool_max_grad : tol::pool_avg);
+    Tensor gy_eval = gpu_nans(s.output_shape());
+    gop->forward(gx, gy_eval, gws, false);
+    if (max) {
+      expect_equal(op, "y (inference)", gy_eval, y);
+    } else {
+      expect_close(op, "y (inference)", gy_eval, y, tol::pool_avg);
+    }
+  });
+}
+
+TEST_CASE("cuda pooling: max and average, ceil mode, padding, count_include_pad") {
+  std::cout << "[pool] max: y identical, dx " << num(tol::pool_max_grad) << "; avg "
+            << num(tol::pool_avg) << "\n";
+  using K = PoolKind;
+  // kind, batch, channels, H, W, kh, kw, sh, sw, ph, pw, ceil_mode, avg_include_padding
+  const PoolSpec specs[] = {
+      {K::max, 4, 8, 28, 28, 2, 2, 2, 2, 0, 0},                // LeNet
+      {K::max, 2, 64, 55, 55, 3, 3, 2, 2, 0, 0},               // AlexNet pool1 (overlapping)
+      {K::max, 2, 64, 112, 112, 3, 3, 2, 2, 1, 1},             // ResNet stem
+      {K::max, 4, 32, 32, 32, 3, 3, 2, 2, 0, 0, true},         // cifar_cnn pool1 (ceil)
+      {K::max, 2, 3, 10, 7, 3, 3, 2, 2, 1, 1, true},           // ceil and padding
+      {K::max, 2, 3, 9, 9, 2, 2, 2, 2, 0, 0, true},            // ceil: last window overhangs
+      {K::avg, 4, 32, 16, 16, 3, 3, 2, 2, 0, 0, true, false},  // cifar_cnn pool2
+      {K::avg, 4, 32, 16, 16, 3, 3, 2, 2, 0, 0, true, true},
+      {K::avg, 2, 5, 9, 9, 3, 3, 1, 1, 1, 1, false, true},
+      {K::avg, 2, 5, 9, 9, 3, 3, 1, 1, 1, 1, false, false},
+      {K::avg, 2, 3, 10, 7, 3, 2, 2, 2, 1, 1, true, true},  // ceil, padding, not square
+      {K::avg, 2, 3, 10, 7, 3, 2, 2, 2, 1, 1, true, false},
+      {K::avg, 2, 512, 7, 7, 7, 7, 1, 1, 0, 0},  // ResNet's global average pool
+  };
+  for (const PoolSpec& s : specs) check_pool(s);
+}
+
+// ---- ReLU ----------------------------------------------------------------------------------
+
+TEST_CASE("cuda relu: forward and backward identical to the CPU") {
+  std::cout << "[relu] identical\n";
+  for (const Shape& shape : {Shape{8, 3, 17, 19}, Shape{1, 1000003}}) {
+    const std::string op = "relu " + shape.str();
+    run_case(op, [&] {
+      auto cop = cpu().make_relu(shape);
+      auto gop = gpu().make_relu(shape);
+      Tensor x = host_normal(shape);
+      for (int64_t i = 0; i < x.numel(); i += 97) x.data<float>()[i] = (i / 97) % 2 ? 0.0f : -0.0f;
+      const Tensor gx = to_gpu(x);
+      Tensor y = Tensor::zeros(shape), gy = gpu_nans(shape);
+      cop->forward(x, y);
+      gop->forward(gx, gy);
+      expect_equal(op, "y", gy, y);
+      const Tensor dy = host_normal(shape), gdy = to_gpu(dy), gy_cpu = to_gpu(y);
+      Tensor dx = Tensor::zeros(shape), gdx = gpu_nans(shape);
+      cop->backward(x, y, dy, dx);
+      gop->backward(gx, gy_cpu, gdy, gdx);
+      expect_equal(op, "dx", gdx, dx);
+    });
+  }
+}
+
+// ---- LRN -----------------------------------------------------------------------------------
+
+TEST_CASE("cuda lrn: AlexNet's and cifar10_full's parameters, and a strong normaliser") {
+  std::cout << "[lrn] forward " << num(tol::lrn) << ", backward " << num(tol::lrn_grad) << "\n";
+  // batch, channels, H, W, size, alpha, beta, k (PyTorch LocalResponseNorm semantics)
+  const LrnSpec specs[] = {
+      {2, 64, 55, 55, 5, 1e-4f, 0.75f, 2.0f},   // AlexNet lrn1
+      {2, 192, 27, 27, 5, 1e-4f, 0.75f, 2.0f},  // AlexNet lrn2
+      {4, 32, 16, 16, 3, 5e-5f, 0.75f, 1.0f},   // cifar10_full norm1
+      {2, 7, 9, 11, 5, 1.0f, 0.75f, 1.0f},      // α/n·Σx² ≫ k: the formula shows
+      {2, 3, 5, 5, 5, 0.5f, 0.6f, 1.5f},        // fewer channels than the window
+  };
+  for (const LrnSpec& s : specs) {
+    const std::string op = name_of(s);
+    run_case(op, [&] {
+      auto cop = cpu().make_lrn(s);
+      auto gop = gpu().make_lrn(s);
+      const Tensor x = host_normal(s.shape(), 2.0f), gx = to_gpu(x);
+      const Tensor cws = workspace(cpu(), cop->workspace_bytes());
+      const Tensor gws = workspace(gpu(), gop->workspace_bytes());
+      Tensor y = Tensor::zeros(s.shape()), gy = gpu_nans(s.shape());
+      cop->forward(x, y, cws, true);
+      gop->forward(gx, gy, gws, true);
+      expect_close(op, "y", gy, y, tol::lrn);
+      const Tensor dy = host_normal(s.shape()), gdy = to_gpu(dy);
+      Tensor dx = Tensor::zeros(s.shape()), gdx = gpu_nans(s.shape());
+      cop->backward(x, y, dy, cws, dx);
+      gop->backward(gx, gy, gdy, gws, gdx);
+      expect_close(op, "dx", gdx, dx, tol::lrn_grad);
+      Tensor gy_eval = gpu_nans(s.shape());
+      gop->forward(gx, gy_eval, gws, false);
+      expect_close(op, "y (inference)", gy_eval, y, tol::lrn);
+    });
+  }
+}
+
+// ---- Batch normalisation -------------------------------------------------------------------
+
+TEST_CASE("cuda batchnorm: training forward with batch statistics, inference, backward") {
+  std::cout << "[batchnorm] forward " << num(tol::bn) << ", backward " << num(tol::bn_grad) << "\n";
+  // batch, channels, H, W, epsilon; H = W = 1 is a [N, C] input
+  const BatchNormSpec specs[] = {
+      {8, 16, 14, 14, 1e-5f}, {2, 64, 56, 56, 1e-5f},  // NCHW (ResNet-like)
+      {3, 4, 5, 7, 1e-5f},                             // nothing aligned
+      {64, 100, 1, 1, 1e-5f},                          // [N, C]
+      {3, 5, 1, 1, 1e-3f},  // three samples: the biased variance is 2/3 of the unbiased one
+  };
+  for (const BatchNormSpec& s : specs) {
+    const std::string op = name_of(s);
+    run_case(op, [&] {
+      const int64_t C = s.channels, plane = s.height * s.width;
+      const Shape shape = plane == 1 ? Shape{s.batch, C} : s.shape();
+      auto cop = cpu().make_batchnorm(s);
+      auto gop = gpu().make_batchnorm(s);
+      // Per-channel means away from 0 (the variance must not come from E[x²] − mean² badly).
+      Tensor x = host_normal(shape, 2.0f);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        x.data<float>()[i] += 0.37f * static_cast<float>(i / plane % C) - 1.0f;
+      const Tensor scale = host_normal({C}, 0.5f, 1.0f), shift = host_normal({C}, 0.5f);
+      const Tensor gx = to_gpu(x), gscale = to_gpu(scale), gshift = to_gpu(shift);
+
+      Tensor y = Tensor::zeros(shape), mean = Tensor::zeros({C}), var = Tensor::zeros({C});
+      Tensor gy = gpu_nans(shape), gmean = gpu_nans({C}), gvar = gpu_nans({C});
+      cop->forward_training(x, scale, shift, y, mean, var);
+      gop->forward_training(gx, gscale, gshift, gy, gmean, gvar);
+      expect_close(op, "y", gy, y, tol::bn);
+      expect_close(op, "batch mean", gmean, mean, tol::bn);
+      expect_close(op, "batch variance (biased)", gvar, var, tol::bn);
+
+      // Each backend from its own batch statistics, as in training.
+      const Tensor dy = host_normal(shape), gdy = to_gpu(dy);
+      Tensor dx = Tensor::zeros(shape), dscale = Tensor::zeros({C}), dshift = Tensor::zeros({C});
+      Tensor gdx = gpu_nans(shape), gdscale = gpu_nans({C}), gdshift = gpu_nans({C});
+      cop->backward(x, dy, scale, mean, var, dx, dscale, dshift);
+      gop->backward(gx, gdy, gscale, gmean, gvar, gdx, gdscale, gdshift);
+      expect_close(op, "dx", gdx, dx, tol::bn_grad);
+      expect_close(op, "dscale", gdscale, dscale, tol::bn_grad);
+      expect_close(op, "dshift", gdshift, dshift, tol::bn_grad);
+
+      Tensor running_mean = host_normal({C}, 0.5f), running_var = host_normal({C}, 1.0f);
+      for (int64_t c = 0; c < C; ++c)
+        running_var.data<float>()[c] = 0.25f + std::fabs(running_var.data<float>()[c]);
+      const Tensor grm = to_gpu(running_mean), grv = to_gpu(running_var);
+      Tensor yi = Tensor::zeros(shape), gyi = gpu_nans(shape);
+      cop->forward_inference(x, scale, shift, running_mean, running_var, yi);
+      gop->forward_inference(gx, gscale, gshift, grm, grv, gyi);
+      expect_close(op, "y (inference)", gyi, yi, tol::bn);
+    });
+  }
+}
+
+// ---- Softmax + cross-entropy ---------------------------------------------------------------
+
+// Labels: every third row its argmax (first maximum, as the CPU and PyTorch count), the others
+// random. With `special`, row 0 has logits ±100 (stability) and row 1 ties at 0 with label 1
+// (the first maximum, index 0, is the prediction: not correct).
+void check_softmax(int64_t B, int64_t K, bool special) {
+  const std::string op = "softmax_xent " + dims({B, K});
+  run_case(op, [&] {
+    const SoftmaxXentSpec s{B, K};
+    auto cop = cpu().make_softmax_xent(s);
+    auto gop = gpu().make_softmax_xent(s);
+    Tensor z = host_normal({B, K}, 3.0f);
+    float* zp = z.data<float>();
+    if (special) {
+      for (int64_t j = 0; j < K; ++j) zp[j] = j == 0 ? 100.0f : (j == 1 ? -100.0f : 0.0f);
+      for (int64_t j = 0; j < K; ++j) zp[K + j] = 0.0f;
+    }
+    Tensor labels = Tensor::empty({B}, DType::i32);
+    const uint64_t stream = fresh_stream();
+    for (int64_t r = 0; r < B; ++r) {
+      int64_t argmax = 0;
+      for (int64_t j = 1; j < K; ++j)
+        if (zp[r * K + j] > zp[r * K + argmax]) argmax = j;
+      labels.data<int32_t>()[r] = static_cast<int32_t>(
+          r % 3 == 0 ? argmax : static_cast<int64_t>(random_bits(kSeed, stream, r) % K));
+    }
+    if (special) labels.data<int32_t>()[1] = 1 % static_cast<int32_t>(K);
+    const Tensor gz = to_gpu(z), glabels = to_gpu(labels);
+
+    Tensor p = Tensor::zeros({B, K}), stats = Tensor::zeros({2});
+    Tensor gp = gpu_nans({B, K}), gstats = gpu_nans({2});
+    cop->forward(z, labels, p, stats);
+    gop->forward(gz, glabels, gp, gstats);
+    expect_close(op, "probs", gp, p, tol::softmax);
+    const Tensor hs = to_host(gstats);
+    const float loss = stats.data<float>()[0], gloss = hs.data<float>()[0];
+    const double loss_err = std::fabs(static_cast<double>(gloss) - loss) / std::fabs(loss);
+    report(loss_err <= tol::softmax_loss, op + "  loss sum: gpu " + fnum(gloss) + ", cpu " +
+                                              fnum(loss) + ", rel error " + num(loss_err) +
+                                              " (tolerance " + num(tol::softmax_loss) + ")");
+    report(hs.data<float>()[1] == stats.data<float>()[1], op + "  correct count: gpu " +
+                                                              fnum(hs.data<float>()[1]) + ", cpu " +
+                                                              fnum(stats.data<float>()[1]));
+
+    // Both from the CPU's probabilities.
+    const Tensor gp_cpu = to_gpu(p);
+    Tensor dz = Tensor::zeros({B, K}), gdz = gpu_nans({B, K});
+    const float grad_scale = 1.0f / static_cast<float>(B);
+    cop->backward(p, labels, dz, grad_scale);
+    gop->backward(gp_cpu, glabels, gdz, grad_scale);
+    expect_close(op, "dlogits", gdz, dz, tol::softmax_grad);
+  });
+}
+
+TEST_CASE("cuda softmax cross-entropy: probabilities, loss sum, correct count, gradient") {
+  std::cout << "[softmax_xent] probs " << num(tol::softmax) << ", loss " << num(tol::softmax_loss)
+            << ", correct identical, "
+            << "dlogits " << num(tol::softmax_grad) << "\n";
+  check_softmax(3, 4, true);
+  check_softmax(100, 10, true);
+  check_softmax(128, 1000, false);
+  check_softmax(7, 1001, true);
+}
+
+// ---- Dropout -------------------------------------------------------------------------------
+
+std::vector<double> magnitudes(const Tensor& t) {
+  std::vector<double> m(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) m[i] = std::fabs(static_cast<double>(t.data<float>()[i]));
+  return m;
+}
+
+// The mask comes from the counter RNG of core/rng.h on both devices: it must be the CPU's,
+// byte for byte; kept values are x / (1 − p) (x · (1/(1 − p)) on the CPU: 2 ulps allowed).
+void check_dropout(const Shape& shape, int64_t buffer_batch, float p, uint64_t seed,
+                   uint64_t stream) {
+  std::ostringstream name;
+  name << "dropout " << shape.str() << " p " << p << " seed " << seed << " stream 0x" << std::hex
+       << stream;
+  if (buffer_batch > shape[0]) name << std::dec << " (rows of a batch-" << buffer_batch << " mask)";
+  const std::string op = name.str();
+  run_case(op, [&] {
+    const int64_t B = shape[0];
+    const Shape full = shape.with_batch(buffer_batch);
+    auto cop = cpu().make_dropout(shape);
+    auto gop = gpu().make_dropout(shape);
+    const Tensor x = host_normal(shape), gx = to_gpu(x);
+    Tensor mask = Tensor::empty(full, DType::u8);
+    std::memset(mask.raw(), 0xCD, mask.bytes());
+    const Tensor gmask = to_gpu(mask);
+    Tensor y = Tensor::zeros(shape), gy = gpu_nans(shape);
+    cop->forward(x, y, mask.narrow_batch(B), p, seed, stream);
+    gop->forward(gx, gy, gmask.narrow_batch(B), p, seed, stream);
+    expect_equal(op, "mask", gmask, mask);  // the rows beyond the batch stay 0xCD on both
+    int64_t kept = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) kept += mask.data<uint8_t>()[i] != 0;
+    std::cout << "        kept " << kept << " of " << x.numel() << "\n";
+    expect_within_ulps(op, "y", gy, y, magnitudes(y), 2);
+    const Tensor dy = host_normal(shape), gdy = to_gpu(dy), gmask_cpu = to_gpu(mask);
+    Tensor dx = Tensor::zeros(shape), gdx = gpu_nans(shape);
+    cop->backward(dy, mask.narrow_batch(B), p, dx);
+    gop->backward(gdy, gmask_cpu.narrow_batch(B), p, gdx);
+    expect_within_ulps(op, "dx", gdx, dx, magnitudes(dx), 2);
+  });
+}
+
+TEST_CASE("cuda dropout: the CPU's mask exactly, forward and backward") {
+  std::cout << "[dropout] mask identical, values within 2 ulps\n";
+  const uint64_t layer_stream = stream_id(RngStream::dropout, (uint64_t{5} << 32) + 12345);
+  check_dropout({64, 4096}, 64, 0.5f, 1, layer_stream);  // AlexNet fc6
+  check_dropout({1000003}, 1000003, 0.25f, 7, stream_id(RngStream::dropout, 3));
+  check_dropout({7, 3, 5}, 7, 0.1f, 0xdeadbeefcafeULL, ~uint64_t{0});
+  check_dropout({10, 4096}, 64, 0.5f, 1, layer_stream + 1);  // a smaller last batch
+  check_dropout({100, 500}, 100, 0.0f, 2, 3);                // keeps everything
+  check_dropout({100, 500}, 100, 0.9f, 2, 4);
+}
+
+// ---- flat-buffer operations ----------------------------------------------------------------
+
+TEST_CASE("cuda fill_zero and fill: exact, and only the given elements") {
+  std::cout << "[fill_zero, fill] identical, neighbours untouched\n";
+  for (int64_t n : {1, 3, 1000003})
+    for (int64_t off : {0, 1}) {
+      const std::string at = " n " + std::to_string(n) + " at +" + std::to_string(off);
+      for (DType dtype : {DType::f32, DType::i32, DType::u8}) {
+        const std::string op = "fill_zero " + std::string(dtype_name(dtype)) + at;
+        run_case(op, [&] {
+          Tensor h = host_bits({n + off + 5}, dtype);
+          const Tensor g = to_gpu(h);
+          cpu().fill_zero(h.slice(off, {n}));
+          gpu().fill_zero(g.slice(off, {n}));
+          expect_equal(op, "buffer", g, h);
+        });
+      }
+      for (float value : {3.25f, -1.5e-30f}) {
+        const std::string op = "fill " + fnum(value) + at;
+        run_case(op, [&] {
+          Tensor h = host_normal({n + off + 5});
+          const Tensor g = to_gpu(h);
+          cpu().fill(h.slice(off, {n}), value);
+          gpu().fill(g.slice(off, {n}), value);
+          expect_equal(op, "buffer", g, h);
+        });
+      }
+    }
+}
+
+TEST_CASE("cuda copy: host→device→device→host, pageable and pinned, any offset and dtype") {
+  std::cout << "[copy] bit for bit, neighbours untouched\n";
+  for (int64_t n : {1, 5, 4099, 1000003})
+    for (int64_t off : {0, 1, 3}) {
+      const std::string op = "copy f32 n " + std::to_string(n) + " at +" + std::to_string(off);
+      run_case(op, [&] {
+        const Tensor h = host_bits({n}, DType::f32);
+        const Tensor d1 = gpu_nans({n + 8}), d2 = gpu_nans({n + 8});
+        const Tensor v1 = d1.slice(off, {n}), v2 = d2.slice(3 - off + 1, {n});
+        gpu().copy(v1, h);   // pageable host → device
+        gpu().copy(v2, v1);  // device → device
+        Tensor pinned = Tensor::empty({n}, DType::f32, gpu().host_allocator());
+        Tensor pageable = Tensor::empty({n});
+        gpu().copy(pinned, v2);    // device → pinned host
+        gpu().copy(pageable, v1);  // device → pageable host
+        gpu().synchronize();
+        report(std::memcmp(pinned.raw(), h.raw(), h.bytes()) == 0,
+               op + "  host → device → device → pinned host: " +
+                   (std::memcmp(pinned.raw(), h.raw(), h.bytes()) == 0 ? "same bits" : "differs"));
+        report(
+            std::memcmp(pageable.raw(), h.raw(), h.bytes()) == 0,
+            op + "  device → pageable host: " +
+                (std::memcmp(pageable.raw(), h.raw(), h.bytes()) == 0 ? "same bits" : "differs"));
+        const Tensor d3 = gpu().empty({n});
+        gpu().copy(d3, pinned);  // pinned host → device
+        expect_equal(op, "pinned host → device", d3, h);
+        Tensor back = Tensor::empty({n});
+        gpu().copy(back, pinned);  // host → host through the backend
+        gpu().synchronize();
+        report(std::memcmp(back.raw(), h.raw(), h.bytes()) == 0,
+               op + "  host → host: " +
+                   (std::memcmp(back.raw(), h.raw(), h.bytes()) == 0 ? "same bits" : "differs"));
+        const Tensor hd1 = to_host(d1);
+        int64_t written = 0;
+        for (int64_t i = 0; i < n + 8; ++i)
+          written += (i < off || i >= off + n) && !std::isnan(hd1.data<float>()[i]);
+        report(written == 0,
+               op + "  neighbours of the target: " + std::to_string(written) + " written");
+      });
+    }
+  for (DType dtype : {DType::u8, DType::i32}) {
+    const std::string op = "copy " + std::string(dtype_name(dtype)) + " n 13";
+    run_case(op, [&] {
+      const Tensor h = host_bits({13}, dtype);
+      const Tensor d = gpu().empty({13}, dtype);
+      gpu().copy(d, h);
+      expect_equal(op, "host → device → host", d, h);
+    });
+  }
+}
+
+TEST_CASE("cuda copy_rows: strided rows like the CPU's, nothing else written") {
+  std::cout << "[copy_rows] identical buffers\n";
+  struct Case {
+    int64_t rows, row_elems, src_stride, dst_stride, src_off, dst_off;
+  };
+  const Case cases[] = {
+      {3, 2, 2, 4, 0, 1},                              // the CPU test's case
+      {64, 196, 196 * 16, 196 * 32, 0, 196 * 8},       // channel_pad: into the middle channels
+      {64, 196 * 16, 196 * 32, 196 * 16, 196 * 8, 0},  // and its backward: out of them
+      {5, 7, 9, 7, 2, 0},                              // gather into packed rows
+      {1, 100003, 100003, 100003, 1, 3},               // one long unaligned row
+  };
+  for (const Case& c : cases) {
+    const std::string op =
+        "copy_rows " + std::to_string(c.rows) + " rows of " + std::to_string(c.row_elems) +
+        ", strides " + std::to_string(c.src_stride) + " → " + std::to_string(c.dst_stride) +
+        ", offsets +" + std::to_string(c.src_off) + " → +" + std::to_string(c.dst_off);
+    run_case(op, [&] {
+      const int64_t src_n = c.src_off + (c.rows - 1) * c.src_stride + c.row_elems + 3;
+      const int64_t dst_n = c.dst_off + (c.rows - 1) * c.dst_stride + c.row_elems + 3;
+      const Tensor src = host_normal({src_n}), gsrc = to_gpu(src);
+      Tensor dst = host_normal({dst_n});
+      const Tensor gdst = to_gpu(dst);
+      const int64_t src_span = src_n - c.src_off, dst_span = dst_n - c.dst_off;
+      cpu().copy_rows(dst.slice(c.dst_off, {dst_span}), c.dst_stride,
+                      src.slice(c.src_off, {src_span}), c.src_stride, c.rows, c.row_elems);
+      gpu().copy_rows(gdst.slice(c.dst_off, {dst_span}), c.dst_stride,
+                      gsrc.slice(c.src_off, {src_span}), c.src_stride, c.rows, c.row_elems);
+      expect_equal(op, "buffer", gdst, dst);
+    });
+  }
+}
+
+TEST_CASE("cuda add, axpy, axpby, scale: the CPU's results") {
+  std::cout << "[add, scale] identical; [axpy, axpby] within 4 ulps of the terms\n";
+  for (int64_t n : {1, 7, 1000003})
+    for (int64_t off : {0, 1}) {
+      const std::string at = " n " + std::to_string(n) + " at +" + std::to_string(off);
+      run_case("add/axpy/axpby/scale" + at, [&] {
+        const Tensor a = host_normal({n + off}), b = host_normal({n + off}, 3.0f);
+        const Tensor ga = to_gpu(a), gb = to_gpu(b);
+        auto view = [&](const Tensor& t) { return t.slice(off, {n}); };
+
+        Tensor out = Tensor::zeros({n + off});
+        const Tensor gout = gpu_nans({n + off});
+        cpu().add(view(a), view(b), view(out));
+        gpu().add(view(ga), view(gb), view(gout));
+        expect_equal("add" + at, "out", view(gout), view(out));
+
+        for (float alpha : {1.0f, 0.37f}) {
+          Tensor y = copy_of(b);
+          const Tensor gy = to_gpu(y);
+          std::vector<double> terms(n);
+          for (int64_t i = 0; i < n; ++i)
+            terms[i] = std::fabs(static_cast<double>(y.data<float>()[off + i])) +
+                       std::fabs(static_cast<double>(alpha) * a.data<float>()[off + i]);
+          cpu().axpy(alpha, view(a), view(y));
+          gpu().axpy(alpha, view(ga), view(gy));
+          expect_within_ulps("axpy alpha " + fnum(alpha) + at, "y", view(gy), view(y), terms, 4);
+        }
+
+        const float alpha = -1.25f, beta = 0.9f;
+        Tensor y = copy_of(b);
+        const Tensor gy = to_gpu(y);
+        std::vector<double> terms(n);
+        for (int64_t i = 0; i < n; ++i)
+          terms[i] = std::fabs(static_cast<double>(alpha) * a.data<float>()[off + i]) +
+                     std::fabs(static_cast<double>(beta) * y.data<float>()[off + i]);
+        cpu().axpby(alpha, view(a), beta, view(y));
+        gpu().axpby(alpha, view(ga), beta, view(gy));
+        expect_within_ulps("axpby" + at, "y", view(gy), view(y), terms, 4);
+
+        Tensor x = copy_of(a);
+        const Tensor gx = to_gpu(x);
+        cpu().scale(view(x), 0.1f);
+        gpu().scale(view(gx), 0.1f);
+        expect_equal("scale" + at, "x", view(gx), view(x));
+      });
+    }
+}
+
+// Three steps per variant; before each, the GPU gets the CPU's state, so that every step is
+// compared from identical inputs. Scales bound the terms of PyTorch's formulas:
+//   g' = g + wd·w;  v = μ·v + (1 − d)·g';  step = nesterov ? g' + μ·v : v;  w −= lr·step
+TEST_CASE("cuda sgd_step: plain, weight decay, momentum, dampening, Nesterov") {
+  std::cout << "[sgd_step] w and v within 8 ulps of the terms, g unchanged\n";
+  struct Case {
+    const char* name;
+    SgdHyper h;
+  };
+  // lr, momentum, dampening, weight_decay, nesterov
+  const Case cases[] = {
+      {"plain", {0.1f}},
+      {"weight decay", {0.1f, 0.0f, 0.0f, 1e-2f}},
+      {"momentum", {0.05f, 0.9f}},
+      {"momentum, dampening, weight decay", {0.05f, 0.9f, 0.1f, 5e-4f}},
+      {"nesterov, weight decay", {0.1f, 0.9f, 0.0f, 1e-4f, true}},
+      {"nesterov", {0.01f, 0.99f, 0.0f, 0.0f, true}},
+  };
+  const int64_t n = 100003, off = 1;
+  for (const Case& c : cases) {
+    const std::string op = std::string("sgd_step ") + c.name + " n " + std::to_string(n);
+    run_case(op, [&] {
+      const SgdHyper& h = c.h;
+      const bool momentum = h.momentum != 0.0f;
+      Tensor w = host_normal({n + off}), v = host_normal({n + off}, 0.1f);
+      auto view = [&](const Tensor& t) { return t.slice(off, {n}); };
+      const Tensor none;
+      for (int step = 0; step < 3; ++step) {
+        const Tensor g = host_normal({n + off}, 0.1f);
+        const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v);
+        std::vector<double> sw(n), sv(n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double wi = w.data<float>()[off + i], vi = v.data<float>()[off + i];
+          const double sg = std::fabs(g.data<float>()[off + i]) + std::fabs(h.weight_decay * wi);
+          sv[i] = std::fabs(h.momentum * vi) + std::fabs(1.0 - h.dampening) * sg;
+          const double s =
+              !momentum ? sg : (h.nesterov ? sg + std::fabs(h.momentum) * sv[i] : sv[i]);
+          sw[i] = std::fabs(wi) + std::fabs(h.lr) * s;
+        }
+        cpu().sgd_step(view(w), view(g), momentum ? view(v) : none, h);
+        gpu().sgd_step(view(gw), view(gg), momentum ? view(gv) : none, h);
+        const std::string at = op + " step " + std::to_string(step + 1);
+        expect_within_ulps(at, "w", view(gw), view(w), sw, 8);
+        if (momentum) expect_within_ulps(at, "momentum", view(gv), view(v), sv, 8);
+        expect_equal(at, "g (unchanged)", gg, g);
+      }
+    });
+  }
+}
+
+TEST_CASE("cuda backend: identity, memory on the GPU, pinned host memory") {
+  Backend& g = gpu();
+  std::cout << "[backend] " << g.name() << "\n";
+  CHECK(g.device() == Device::cuda);
+  CHECK(g.name().find("cuda") != std::string::npos);
+  CHECK(g.native_stream() != nullptr);
+  CHECK(g.device_index() == 0);
+  CHECK(g.empty({3}).device() == Device::cuda);
+  CHECK(g.host_allocator().device() == Device::cpu);
+  const Tensor z = g.zeros({5, 3});
+  const Tensor h = to_host(z);
+  for (int64_t i = 0; i < 15; ++i) CHECK(h.data<float>()[i] == 0.0f);
+}
+
+}  // namespace
