@@ -57,6 +57,7 @@ YAML::Node to_node(const ExperimentConfig& c, bool for_table) {
   dataset["mean"] = list(d.mean);
   dataset["std"] = list(d.std);
   dataset["prefetch"] = d.prefetch;
+  dataset["workers"] = d.workers;
   root["dataset"] = dataset;
 
   YAML::Node cluster(YAML::NodeType::Map);

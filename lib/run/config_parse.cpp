@@ -73,6 +73,7 @@ void read_dataset(Section& top, DatasetConfig& d) {
   s.reals("mean", d.mean);
   s.reals("std", d.std, Bounds::above(0));
   s.integer("prefetch", d.prefetch, Bounds::at_least(0));
+  s.integer("workers", d.workers, Bounds::at_least(1));
 }
 
 void read_link(Section& s, std::optional<LinkConfig>& out) {

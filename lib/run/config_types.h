@@ -23,6 +23,7 @@ struct DatasetConfig {
   int resize = 256;      // imagefolder: shorter side after resizing, before cropping
   bool augment = false;
   int prefetch = 2;  // batches the loader prepares ahead of the compute thread
+  int workers = 1;   // threads preparing one batch together (JPEG decoding, a fast GPU)
   // Per-channel normalisation; empty means the dataset's standard values. `std` is declared
   // last so that no later declaration in this struct sees the member instead of namespace std.
   std::vector<double> mean;

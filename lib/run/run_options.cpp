@@ -43,6 +43,7 @@ LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm) 
   o.shuffle = true;
   o.drop_last = true;
   o.prefetch = c.dataset.prefetch;
+  o.workers = c.dataset.workers;
   return o;
 }
 

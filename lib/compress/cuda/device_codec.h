@@ -2,7 +2,9 @@
 // (Pipe-SGD Fig. 3b on the GPU). The encoding is the CPU codec's byte for byte (quantize8: a
 // float scale, then one int8 per value; truncate16: the high half of each float), so that the
 // two sides can be compared and mixed. Every call only enqueues on `stream`; `in` and `out`
-// are device pointers of any alignment and must not overlap.
+// are device pointers and must not overlap. Encoded buffers may have any alignment, float
+// buffers must be 4-byte aligned. quantize8 keeps a 4-byte device word per codec object for its
+// block maximum: one object encodes on one stream at a time.
 #pragma once
 #include <cuda_runtime_api.h>  // cudaStream_t
 
