@@ -8,9 +8,12 @@ namespace dtrain {
 GradientAllreducer::GradientAllreducer(Comm& comm, const std::string& codec, int64_t max_elements,
                                        const GradientPlacement& placement)
     : comm_(comm.split(0, comm.rank())) {
-  if (placement.backend && placement.backend->device() != Device::cpu)
-    transport_ =
-        make_device_transport(*comm_, *placement.backend, codec, max_elements, placement.transport);
+  const bool on_device = placement.backend && placement.backend->device() != Device::cpu;
+  // Every rank votes, host ranks too (`auto` may leave a rank without a usable GPU).
+  const bool nccl =
+      nccl_usable_everywhere(*comm_, on_device ? placement.backend : nullptr, placement.transport);
+  if (on_device)
+    transport_ = make_device_transport(*comm_, *placement.backend, codec, max_elements, nccl);
   else
     transport_ = make_host_transport(*comm_, codec, max_elements);
 }

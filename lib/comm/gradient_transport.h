@@ -34,12 +34,17 @@ class GradientTransport {
 std::unique_ptr<GradientTransport> make_host_transport(Comm& comm, const std::string& codec,
                                                        int64_t max_elements);
 
-// Buffers of `backend`'s device. `choice` is cluster.comm: "auto" (NCCL when every rank has a
-// GPU of its own and no link is emulated, else host staging), "nccl" or "mpi" (staging). The
-// decision is collective, so every rank takes the same path. `comm` must stay alive.
+// Whether every rank of `comm` can put its gradients on NCCL: all use a GPU (`backend`, null
+// for a host rank), each a different one (host name and PCI bus id are compared), and no link
+// is emulated (NCCL would bypass the pacing). Collective: every rank calls it, GPU or not, and
+// all get the same answer. `choice` is cluster.comm (auto | nccl | mpi): "mpi" votes no, and
+// "nccl" where NCCL cannot work is an InputError saying why.
+bool nccl_usable_everywhere(Comm& comm, Backend* backend, const std::string& choice);
+
+// Buffers of `backend`'s device: through NCCL when `use_nccl` (nccl_usable_everywhere), else
+// staged through pinned host memory for the host transport. `comm` must stay alive.
 std::unique_ptr<GradientTransport> make_device_transport(Comm& comm, Backend& backend,
                                                          const std::string& codec,
-                                                         int64_t max_elements,
-                                                         const std::string& choice);
+                                                         int64_t max_elements, bool use_nccl);
 
 }  // namespace dtrain

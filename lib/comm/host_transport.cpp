@@ -44,8 +44,13 @@ std::unique_ptr<GradientTransport> make_host_transport(Comm& comm, const std::st
 }
 
 #ifndef DTRAIN_HAVE_CUDA
+bool nccl_usable_everywhere(Comm& comm, Backend*, const std::string& choice) {
+  DTRAIN_INPUT_CHECK(choice != "nccl")
+      << "cluster.comm: nccl, but this dtrain was built without CUDA (use auto or mpi)";
+  return false;
+}
 std::unique_ptr<GradientTransport> make_device_transport(Comm&, Backend&, const std::string&,
-                                                         int64_t, const std::string&) {
+                                                         int64_t, bool) {
   throw Error("gradient buffers on a GPU, but this dtrain was built without CUDA");
 }
 #endif

@@ -28,9 +28,9 @@ class CudaContext {
   // fp32 GEMMs and convolutions may use TF32 tensor cores (cluster.tf32): off by default so
   // that results match the CPU reference and PyTorch's fp32 defaults for matmul.
   bool allow_tf32() const { return allow_tf32_; }
-  cudnnMathType_t conv_math() const {
-    return allow_tf32_ ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
-  }
+  // DEFAULT lets cuDNN use TF32 tensor cores for fp32 (never a down-conversion to fp16, which
+  // ..._ALLOW_CONVERSION would permit); FMA forbids tensor cores.
+  cudnnMathType_t conv_math() const { return allow_tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
   Allocator& allocator() const;
 
   // The one scratch buffer of cuDNN calls: ops run one after another on the stream, so they

@@ -1,10 +1,15 @@
 // The CUDA gradient transports (gradient_transport.h): NCCL on the GPU buffers, or host staging
 // through pinned memory for MPI (ranks sharing a GPU, link emulation, cluster.comm: mpi).
 #include <cuda_runtime_api.h>
+#include <unistd.h>  // gethostname
+
+#include <functional>  // hash
+#include <set>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"              // Backend: native stream, device
 #include "backend/cuda/cuda_allocator.h"  // pinned_allocator
-#include "backend/cuda/cuda_backend.h"    // cuda_device_count
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_context.h"      // set_device
 #include "comm/cuda/nccl_comm.h"            // NcclComm
@@ -109,33 +114,48 @@ class NcclTransport final : public GradientTransport {
   std::unique_ptr<NcclRingAllreduce> ring_;
 };
 
-// NCCL needs one GPU per rank (it refuses two ranks on one device) and bypasses link
-// emulation. Every rank must agree, so the vote is a collective.
-bool nccl_possible_everywhere(Comm& comm) {
-  const bool here = !comm.emulates_link() && comm.local_size() <= cuda_device_count();
-  std::vector<double> votes{here ? 0.0 : 1.0};
-  comm.allreduce_sum(votes);
-  return votes[0] == 0.0;
+// This rank's GPU, as a number that differs between any two GPUs of a cluster: a hash of the
+// host name and the PCI bus id, cut to 52 bits so that it survives a double (Comm::gather).
+double gpu_identity(int device) {
+  char bus[64] = {};
+  DTRAIN_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const uint64_t hash = std::hash<std::string>{}(std::string(host) + "/" + bus);
+  return static_cast<double>(hash & ((uint64_t{1} << 52) - 1));
 }
 
 }  // namespace
 
+bool nccl_usable_everywhere(Comm& comm, Backend* backend, const std::string& choice) {
+  // Row: {has a GPU, its identity, link emulated}; rank 0 decides, everyone learns the answer.
+  const bool gpu = backend && backend->device() == Device::cuda;
+  const std::vector<double> row{gpu ? 1.0 : 0.0, gpu ? gpu_identity(backend->device_index()) : 0.0,
+                                comm.emulates_link() ? 1.0 : 0.0};
+  const std::vector<std::vector<double>> rows = comm.gather(row, 0);
+  std::string verdict;  // empty: NCCL can work
+  if (comm.rank() == 0) {
+    std::set<double> seen;
+    for (size_t r = 0; r < rows.size() && verdict.empty(); ++r) {
+      if (rows[r][0] == 0)
+        verdict = "rank " + std::to_string(r) + " has no GPU";
+      else if (!seen.insert(rows[r][1]).second)
+        verdict = "ranks share a GPU (NCCL needs one GPU per rank)";
+      else if (rows[r][2] != 0)
+        verdict = "cluster.link is emulated and NCCL would bypass the pacing";
+    }
+  }
+  comm.broadcast(verdict, 0);
+  DTRAIN_INPUT_CHECK(choice != "nccl" || verdict.empty())
+      << "cluster.comm: nccl, but " << verdict << "; use cluster.comm: auto or mpi";
+  return choice != "mpi" && verdict.empty();
+}
+
 std::unique_ptr<GradientTransport> make_device_transport(Comm& comm, Backend& backend,
                                                          const std::string& codec,
-                                                         int64_t max_elements,
-                                                         const std::string& choice) {
+                                                         int64_t max_elements, bool use_nccl) {
   DTRAIN_CHECK(backend.device() == Device::cuda) << "device gradients on a non-CUDA backend";
-  bool nccl = choice == "nccl";
-  if (choice == "auto") nccl = nccl_possible_everywhere(comm);
-  if (choice == "nccl") {
-    DTRAIN_INPUT_CHECK(!comm.emulates_link())
-        << "cluster.comm: nccl bypasses the emulated cluster.link; use cluster.comm: mpi (or "
-           "auto) with a link, or remove cluster.link";
-    DTRAIN_INPUT_CHECK(comm.local_size() <= cuda_device_count())
-        << "cluster.comm: nccl needs one GPU per rank, but " << comm.local_size() << " ranks share "
-        << cuda_device_count() << " GPU(s) on a node; use cluster.comm: mpi";
-  }
-  if (nccl) return std::make_unique<NcclTransport>(comm, backend, codec, max_elements);
+  if (use_nccl) return std::make_unique<NcclTransport>(comm, backend, codec, max_elements);
   return std::make_unique<StagingTransport>(comm, backend, codec, max_elements);
 }
 

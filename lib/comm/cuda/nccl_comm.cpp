@@ -1,11 +1,14 @@
 #include "comm/cuda/nccl_comm.h"
 
+#include <chrono>   // microseconds: the polling nap
 #include <cstdlib>  // exit
 #include <cstring>  // memcpy: the unique id through a string broadcast
+#include <thread>   // yield, sleep_for
 
 #include "backend/cuda/cuda_check.h"    // DTRAIN_CUDA_CHECK
 #include "backend/cuda/cuda_context.h"  // set_device
 #include "comm/cuda/nccl_check.h"
+#include "core/timer.h"  // Clock, seconds_since
 
 namespace dtrain {
 namespace {
@@ -67,6 +70,9 @@ NcclComm::NcclComm(std::unique_ptr<Comm> host, int device)
   host_->broadcast(bytes, 0);
   DTRAIN_CHECK(bytes.size() == sizeof id) << "NCCL unique id of " << bytes.size() << " bytes";
   std::memcpy(&id, bytes.data(), sizeof id);
+  // Some MPI stacks progress a broadcast lazily; ncclCommInitRank blocks until every rank
+  // arrives, so make sure the id has reached everyone first.
+  host_->barrier();
   DTRAIN_NCCL_CHECK(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()));
   DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
@@ -88,11 +94,28 @@ std::string NcclComm::name() const {
 
 void NcclComm::synchronize() {
   cuda::set_device(device_);
-  const cudaError_t status = cudaStreamSynchronize(stream_);
-  ncclResult_t async = ncclSuccess;
-  ncclCommGetAsyncError(comm_, &async);
-  DTRAIN_NCCL_CHECK(async);
-  DTRAIN_CUDA_CHECK(status);
+  // Poll rather than block: a peer that died leaves NCCL's kernels waiting forever, and only
+  // its asynchronous error says so. Spin briefly (small messages finish in microseconds), then
+  // nap so that the comm thread does not take a core from the compute thread.
+  const auto start = Clock::now();
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream_);
+    if (status == cudaSuccess) break;
+    if (status != cudaErrorNotReady) {
+      DTRAIN_CUDA_CHECK(status);
+    }
+    ncclResult_t async = ncclSuccess;
+    DTRAIN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm_);  // ends the stuck kernels
+      comm_ = nullptr;
+      DTRAIN_NCCL_CHECK(async);
+    }
+    if (seconds_since(start) < 200e-6)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 void NcclComm::enqueue_allreduce_sum(float* data, int64_t n) {
@@ -106,14 +129,16 @@ void NcclComm::enqueue_sendrecv(const void* send_data, size_t send_bytes, int ds
                                 size_t recv_bytes, int src) {
   cuda::set_device(device_);
   // One group: NCCL runs the send and the receive together, so a ring step cannot deadlock.
+  // The group is closed even when a call in it fails, or every later NCCL call would be
+  // taken into the broken group.
   DTRAIN_NCCL_CHECK(ncclGroupStart());
-  if (send_bytes > 0) {
-    DTRAIN_NCCL_CHECK(ncclSend(send_data, send_bytes, ncclUint8, dst, comm_, stream_));
-  }
-  if (recv_bytes > 0) {
-    DTRAIN_NCCL_CHECK(ncclRecv(recv_data, recv_bytes, ncclUint8, src, comm_, stream_));
-  }
-  DTRAIN_NCCL_CHECK(ncclGroupEnd());
+  ncclResult_t send = ncclSuccess, recv = ncclSuccess;
+  if (send_bytes > 0) send = ncclSend(send_data, send_bytes, ncclUint8, dst, comm_, stream_);
+  if (recv_bytes > 0) recv = ncclRecv(recv_data, recv_bytes, ncclUint8, src, comm_, stream_);
+  const ncclResult_t end = ncclGroupEnd();
+  DTRAIN_NCCL_CHECK(send);
+  DTRAIN_NCCL_CHECK(recv);
+  DTRAIN_NCCL_CHECK(end);
 }
 
 void NcclComm::send(const void* data, size_t bytes, int peer, int tag) {
