@@ -8,6 +8,7 @@
 
 #ifdef DTRAIN_TEST_NEEDS_GPU
 #include <cstdio>
+#include <cstdlib>  // getenv
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"  // cuda_device_usable
@@ -18,11 +19,15 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 #ifdef DTRAIN_TEST_NEEDS_GPU
-  // CTest's SKIP_RETURN_CODE: every rank of one machine reaches the same verdict.
+  // CTest's SKIP_RETURN_CODE: every rank of one machine reaches the same verdict. With
+  // DTRAIN_REQUIRE_CUDA set (not 0), as on the GPU machine, a missing GPU fails instead.
   std::string why;
   if (!dtrain::cuda_device_usable(0, &why)) {
-    if (rank == 0) std::printf("skipped: no usable CUDA GPU (%s)\n", why.c_str());
-    return 77;
+    const char* require = std::getenv("DTRAIN_REQUIRE_CUDA");
+    const bool required = require && std::string(require) != "0";
+    if (rank == 0)
+      std::printf("%s: no usable CUDA GPU (%s)\n", required ? "FAIL" : "skipped", why.c_str());
+    return required ? 1 : 77;
   }
 #endif
   doctest::Context context(argc, argv);

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Every GPU check of dtrain in one run, for a GPU machine that has CUDA, cuDNN, NCCL and
+# PyTorch but none of our Debian packages (the `device` machine; see ../shared/device/).
+#
+#   scripts/gpu_check.sh pack     # here: build, then pack the binaries into .devbundle/
+#   scripts/gpu_check.sh run      # there, from the repository root: unpack and run everything
+#
+# `run` fails (rather than skips) when no GPU is usable, runs the CUDA op and codec tests, the
+# GPU all-reduce and scheduler tests on 1 and 2 ranks (two ranks share the GPU through host
+# staging), the end-to-end CPU-vs-GPU loss curves, and bench/gpu_vs_pytorch.py; it writes the
+# outputs under ${OUT:-gpu-check}/ and ends with a summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+tests=(tests/backend/test_cuda_ops tests/compress/test_cuda_codecs
+       tests/comm/test_gpu_allreduce_mpi tests/sched/test_gpu_sched_mpi)
+
+case "${1:-}" in
+  pack)
+    set -e
+    scripts/build.sh
+    exclude="$(git rev-parse --git-dir)/info/exclude"
+    mkdir -p "$(dirname "$exclude")"
+    grep -qx '.devbundle/' "$exclude" 2>/dev/null || echo '.devbundle/' >> "$exclude"
+    # Stripped copies: the bundle must stay well under the device tool's 64 MiB carry limit.
+    stripped=$(mktemp -d)
+    for b in build/apps/dtrain/dtrain "${tests[@]/#/build/}"; do strip -o "$stripped/$(basename "$b")" "$b"; done
+    ../shared/device/make-bundle.sh .devbundle "$stripped"/*
+    rm -rf "$stripped"
+    ;;
+  run)
+    tar xJf .devbundle/devbundle.tar.xz -C /tmp && source /tmp/devbundle/env.sh || exit 1
+    out=${OUT:-gpu-check}
+    mkdir -p "$out"
+    export DTRAIN_REQUIRE_CUDA=1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+    declare -A result
+    step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember pass/fail
+      local name=$1; shift
+      echo "== $name"
+      if "$@" > "$out/$name.log" 2>&1; then result[$name]=passed; else result[$name]="FAILED ($?)"; fi
+      tail -n 25 "$out/$name.log"
+    }
+    step cuda_ops /tmp/devbundle/bin/test_cuda_ops
+    step cuda_codecs /tmp/devbundle/bin/test_cuda_codecs
+    for np in 1 2; do
+      step gpu_allreduce_np$np mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_allreduce_mpi
+      step gpu_sched_np$np mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_sched_mpi
+    done
+    step app_cuda bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
+    step bench python3 bench/gpu_vs_pytorch.py --dtrain /tmp/devbundle/bin/dtrain
+    echo "== summary"
+    status=0
+    for name in "${!result[@]}"; do
+      echo "$name: ${result[$name]}"
+      [ "${result[$name]}" = passed ] || status=1
+    done | sort
+    for name in "${!result[@]}"; do [ "${result[$name]}" = passed ] || status=1; done
+    exit $status
+    ;;
+  *)
+    sed -n 2,11p "$0"
+    exit 2
+    ;;
+esac
