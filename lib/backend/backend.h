@@ -29,6 +29,13 @@ class Backend {
   // of the gradient all-reduce); null and -1 on the CPU, whose ops finish before they return.
   virtual void* native_stream() { return nullptr; }
   virtual int device_index() const { return -1; }
+  // dst (this device) ← src (host), complete on return, on a queue of its own so that the
+  // compute stream keeps running: prefetching loaders call it from their own thread to have
+  // the next batch on the device before the compute thread asks for it.
+  virtual void upload(const Tensor& dst, const Tensor& src) {
+    copy(dst, src);
+    synchronize();
+  }
 
   Tensor empty(const Shape& shape, DType dtype = DType::f32) {
     return Tensor::empty(shape, dtype, allocator());

@@ -18,7 +18,8 @@ namespace {
 
 // One preallocated batch buffer of the ring (ImageNet: 150 MB; allocated once, reused).
 struct Slot {
-  Tensor images, labels;
+  Tensor images, labels;                // host (pinned for a GPU)
+  Tensor device_images, device_labels;  // LoaderOptions::device's copies
   int64_t index = -1, rows = 0;
 };
 
@@ -61,6 +62,10 @@ struct Loader::Impl {
       Allocator& memory = options.allocator ? *options.allocator : cpu_allocator();
       slots[s].images = Tensor::empty(Shape(dims), DType::f32, memory);
       slots[s].labels = Tensor::empty(Shape{local_batch}, DType::i32, memory);
+      if (uploads()) {
+        slots[s].device_images = options.device->empty(Shape(dims), DType::f32);
+        slots[s].device_labels = options.device->empty(Shape{local_batch}, DType::i32);
+      }
       free.push_back(static_cast<int>(s));
     }
     if (options.prefetch > 0) thread = std::thread([this] { produce(); });
@@ -77,6 +82,7 @@ struct Loader::Impl {
   }
 
   bool cancelled(uint64_t gen) const { return generation.load(std::memory_order_relaxed) != gen; }
+  bool uploads() const { return options.device && options.device->device() != Device::cpu; }
 
   // Loads this rank's rows of global batch `g` into `slot`. Stops early, leaving the slot
   // incomplete, once `gen` is outdated: the caller then discards it.
@@ -113,6 +119,12 @@ struct Loader::Impl {
       for (const std::exception_ptr& e : errors) {
         if (e) std::rethrow_exception(e);
       }
+    }
+    if (uploads() && slot.rows > 0 && !cancelled(gen)) {
+      options.device->upload(slot.device_images.narrow_batch(slot.rows),
+                             slot.images.narrow_batch(slot.rows));
+      options.device->upload(slot.device_labels.narrow_batch(slot.rows),
+                             slot.labels.narrow_batch(slot.rows));
     }
   }
 
@@ -153,8 +165,8 @@ struct Loader::Impl {
   }
 
   void view(const Slot& slot, Batch& out) const {
-    out.images = slot.images.narrow_batch(slot.rows);
-    out.labels = slot.labels.narrow_batch(slot.rows);
+    out.images = (uploads() ? slot.device_images : slot.images).narrow_batch(slot.rows);
+    out.labels = (uploads() ? slot.device_labels : slot.labels).narrow_batch(slot.rows);
     out.index = slot.index;
   }
 };

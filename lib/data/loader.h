@@ -5,8 +5,9 @@
 #include <cstdint>  // int64_t, uint64_t
 #include <memory>   // unique_ptr: the thread and buffers live behind the interface
 
-#include "core/tensor.h"   // Tensor: the batch's images and labels
-#include "data/dataset.h"  // Dataset
+#include "backend/backend.h"  // Backend: batches uploaded to its device
+#include "core/tensor.h"      // Tensor: the batch's images and labels
+#include "data/dataset.h"     // Dataset
 
 namespace dtrain {
 
@@ -23,11 +24,14 @@ struct LoaderOptions {
   // Memory of the batch buffers: the backend's host allocator, which is pinned for a GPU so
   // that uploads are asynchronous. Null: plain host memory.
   Allocator* allocator = nullptr;
+  // When set to a GPU backend, the loader's thread also uploads each batch to the device (on a
+  // stream of its own, overlapping compute) and next() returns device tensors.
+  Backend* device = nullptr;
 };
 
 struct Batch {
-  Tensor images;      // host f32 [local_rows, C, H, W]
-  Tensor labels;      // host i32 [local_rows]
+  Tensor images;      // f32 [local_rows, C, H, W] on the host, or on LoaderOptions::device
+  Tensor labels;      // i32 [local_rows], likewise
   int64_t index = 0;  // batch number within the epoch
 };
 
@@ -46,8 +50,9 @@ class Loader {
   void start_epoch(int64_t epoch);
   // Next batch of the epoch, or false at its end. Every rank returns the same number of batches
   // (with drop_last=false a rank may get 0 rows of the last one). The tensors stay valid until
-  // the next call of next() or start_epoch() — so an asynchronous upload of a batch must be
-  // complete by then (the schedulers read the loss, which synchronises, every iteration).
+  // the next call of next() or start_epoch(); device tensors may be overwritten by a later
+  // upload after that, so the device work reading them must be complete by then (the
+  // schedulers and the evaluation read the loss, which synchronises, every batch).
   // Rethrows a failure of the background thread.
   bool next(Batch& out);
 

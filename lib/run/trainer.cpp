@@ -51,10 +51,12 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm) : config_(config), 
   const DatasetOptions data = dataset_options(config_);
   train_set_ = open_dataset(data, Split::train);
   test_set_ = open_dataset(data, Split::test);
-  // Batches in the backend's host memory (pinned for a GPU: asynchronous uploads).
+  // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
+  // threads while the compute stream works.
   LoaderOptions train_options = train_loader_options(config_, comm_);
   LoaderOptions test_options = test_loader_options(config_, comm_);
   train_options.allocator = test_options.allocator = &backend_->host_allocator();
+  train_options.device = test_options.device = backend_.get();
   train_loader_ = std::make_unique<Loader>(*train_set_, train_options);
   test_loader_ = std::make_unique<Loader>(*test_set_, test_options);
 

@@ -4,6 +4,7 @@
 #include <cudnn.h>
 
 #include <cstring>  // memcpy, memset: host-to-host copies
+#include <mutex>
 
 #include "backend/cuda/cuda_allocator.h"  // pinned_allocator
 #include "backend/cuda/cuda_check.h"
@@ -26,8 +27,14 @@ void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, bool allow_tf32)
-      : ctx_(std::make_unique<cuda::CudaContext>(device, allow_tf32)) {}
-  ~CudaBackend() override { cudaStreamSynchronize(ctx_->stream()); }
+      : ctx_(std::make_unique<cuda::CudaContext>(device, allow_tf32)) {
+    DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(ctx_->stream());
+    cudaStreamSynchronize(upload_stream_);
+    cudaStreamDestroy(upload_stream_);
+  }
 
   std::string name() const override {
     int runtime = 0;
@@ -43,6 +50,18 @@ class CudaBackend final : public Backend {
   void* native_stream() override { return ctx_->stream(); }
   int device_index() const override { return ctx_->device(); }
   void set_num_threads(int) override {}
+  // On the loader's thread: its own stream, so the copy overlaps the compute stream's work.
+  void upload(const Tensor& dst, const Tensor& src) override {
+    DTRAIN_CHECK(dst.bytes() == src.bytes() && dst.device() == Device::cuda &&
+                 src.device() == Device::cpu)
+        << "upload: " << src.shape().str() << " host into " << dst.shape().str() << " device";
+    if (dst.bytes() == 0) return;
+    cuda::set_device(ctx_->device());
+    std::lock_guard lock(upload_mutex_);  // the train and test loaders share the stream
+    DTRAIN_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw(), src.raw(), dst.bytes(), cudaMemcpyHostToDevice, upload_stream_));
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(upload_stream_));
+  }
   void synchronize() override {
     cuda::set_device(ctx_->device());
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
@@ -141,6 +160,8 @@ class CudaBackend final : public Backend {
 
  private:
   std::unique_ptr<cuda::CudaContext> ctx_;
+  cudaStream_t upload_stream_ = nullptr;
+  std::mutex upload_mutex_;
 };
 
 }  // namespace

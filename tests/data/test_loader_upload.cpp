@@ -1,0 +1,107 @@
+// The loader's GPU path without a GPU: a stand-in backend whose "device" memory is host memory
+// tagged as CUDA. Batches must come out on the device, equal to the host path's, uploaded by
+// the loader's own thread when it prefetches.
+#include <doctest/doctest.h>
+
+#include <cstring>  // memcpy
+#include <stdexcept>
+#include <thread>
+
+#include "backend/backend.h"
+#include "data/loader.h"
+#include "fixtures.h"  // IndexDataset
+
+using namespace dtrain;
+using namespace dtrain::testing;
+
+namespace {
+
+class TaggedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override { return cpu_allocator().allocate(bytes); }
+  void deallocate(void* p) override { cpu_allocator().deallocate(p); }
+  Device device() const override { return Device::cuda; }
+};
+
+class FakeDevice final : public Backend {
+ public:
+  std::string name() const override { return "fake device"; }
+  Device device() const override { return Device::cuda; }
+  Allocator& allocator() override { return memory_; }
+  void set_num_threads(int) override {}
+  void synchronize() override {}
+  void upload(const Tensor& dst, const Tensor& src) override {
+    REQUIRE(dst.device() == Device::cuda);
+    REQUIRE(src.device() == Device::cpu);
+    REQUIRE(dst.bytes() == src.bytes());
+    std::memcpy(dst.raw(), src.raw(), src.bytes());
+    ++uploads;
+    if (std::this_thread::get_id() != main_thread) ++uploads_off_main;
+  }
+  int uploads = 0, uploads_off_main = 0;
+
+  [[noreturn]] static void unused() { throw std::logic_error("not used by the loader"); }
+  std::unique_ptr<LinearOp> make_linear(const LinearSpec&) override { unused(); }
+  std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override { unused(); }
+  std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override { unused(); }
+  std::unique_ptr<ReluOp> make_relu(const Shape&) override { unused(); }
+  std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { unused(); }
+  std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override { unused(); }
+  std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override { unused(); }
+  std::unique_ptr<DropoutOp> make_dropout(const Shape&) override { unused(); }
+  void fill_zero(const Tensor&) override { unused(); }
+  void fill(const Tensor&, float) override { unused(); }
+  void copy(const Tensor&, const Tensor&) override { unused(); }
+  void copy_rows(const Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override {
+    unused();
+  }
+  void add(const Tensor&, const Tensor&, const Tensor&) override { unused(); }
+  void axpy(float, const Tensor&, const Tensor&) override { unused(); }
+  void axpby(float, const Tensor&, float, const Tensor&) override { unused(); }
+  void scale(const Tensor&, float) override { unused(); }
+  void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override { unused(); }
+
+ private:
+  TaggedAllocator memory_;
+  std::thread::id main_thread = std::this_thread::get_id();
+};
+
+// Every batch of one epoch as (images, labels) values, read as host memory.
+std::vector<std::pair<std::vector<float>, std::vector<int32_t>>> epoch(Loader& loader,
+                                                                       Device expected) {
+  std::vector<std::pair<std::vector<float>, std::vector<int32_t>>> out;
+  loader.start_epoch(1);
+  Batch b;
+  while (loader.next(b)) {
+    CHECK(b.images.device() == expected);
+    CHECK(b.labels.device() == expected);
+    const float* x = b.images.data<float>();
+    const int32_t* y = b.labels.data<int32_t>();
+    out.emplace_back(std::vector<float>(x, x + b.images.numel()),
+                     std::vector<int32_t>(y, y + b.labels.numel()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("loader: batches uploaded to a device equal the host batches, off the main thread") {
+  IndexDataset data(250, Shape{2, 3, 5});
+  LoaderOptions o;
+  o.global_batch = 20;
+  o.drop_last = false;  // a short last batch is uploaded with its own row count
+  Loader host(data, o);
+  const auto reference = epoch(host, Device::cpu);
+  for (int prefetch : {0, 2}) {
+    CAPTURE(prefetch);
+    FakeDevice device;
+    o.prefetch = prefetch;
+    o.device = &device;
+    {
+      Loader loader(data, o);
+      CHECK(epoch(loader, Device::cuda) == reference);
+    }
+    CHECK(device.uploads == 2 * static_cast<int>(reference.size()));
+    CHECK(device.uploads_off_main == (prefetch > 0 ? device.uploads : 0));
+  }
+}
