@@ -19,11 +19,13 @@ grep -q "ring all-reduce + quantize8" "$WORK/log.txt" || fail "log does not say 
 awk -F, 'NR > 1 && $11 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
   || fail "wait_s not measured on 2 ranks"
 
-# A straggler's compute is stretched by its factor (rank 1: 4×; compared within the run).
+# A straggler's compute is stretched by its factor (rank 1: 4×; compared within the run, in the
+# second epoch: the first one's one-off costs, such as building primitives, are not stretched
+# and on a loaded machine can dwarf a tiny model's compute).
 rm -rf "$out"
 timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set 'cluster.stragglers=[{rank: 1, slowdown: 4}]' \
   > "$WORK/straggler.txt" 2>&1 || fail "straggler run exit code $? ($(tail -3 "$WORK/straggler.txt"))"
-awk -F, 'NR > 1 { c[$1] += $6 + $7 } END { exit !(c[1] > 2 * c[0]) }' "$out/timing.csv" \
+awk -F, 'NR > 1 && $2 > 1 { c[$1] += $6 + $7 } END { exit !(c[1] > 2 * c[0]) }' "$out/timing.csv" \
   || fail "rank 1's compute is not stretched: $(cat "$out/timing.csv")"
 timeout 60 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set 'cluster.stragglers=[{rank: 5, slowdown: 2}]' \
   > "$WORK/bad_straggler.txt" 2>&1
