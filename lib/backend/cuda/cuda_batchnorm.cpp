@@ -7,38 +7,19 @@
 // (m−1)/m, m = N·H·W. The backward uses the mean and variance it is given, as the CPU does:
 // cuDNN's saved inverse standard deviation is recomputed from them into a per-op scratch,
 // so no statistics live in the op between calls.
-#include <limits>
 #include <memory>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/kernels.h"       // scale_f32
-#include "backend/cuda/norm_kernels.h"  // inv_std_f32
+#include "backend/cuda/cudnn_descriptors.h"  // descriptor handles, nchw_desc
+#include "backend/cuda/kernels.h"            // scale_f32
+#include "backend/cuda/norm_kernels.h"       // inv_std_f32
 #include "core/error.h"
 
 namespace dtrain::cuda {
 namespace {
 
-template <typename T, cudnnStatus_t (*Destroy)(T*)>
-struct CudnnDeleter {
-  void operator()(T* desc) const { Destroy(desc); }
-};
-using TensorDesc = std::unique_ptr<cudnnTensorStruct,
-                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
-
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
-
-int dnn_int(int64_t v) {
-  DTRAIN_CHECK(v > 0 && v <= std::numeric_limits<int>::max())
-      << "batchnorm: size " << v << " does not fit cuDNN's int sizes";
-  return static_cast<int>(v);
-}
-
-TensorDesc new_desc() {
-  cudnnTensorDescriptor_t d = nullptr;
-  DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  return TensorDesc(d);
-}
 
 class CudaBatchNorm final : public BatchNormOp {
  public:
@@ -47,11 +28,8 @@ class CudaBatchNorm final : public BatchNormOp {
     DTRAIN_CHECK(s.epsilon >= CUDNN_BN_MIN_EPSILON)
         << "batchnorm: epsilon " << s.epsilon << " is below cuDNN's minimum "
         << CUDNN_BN_MIN_EPSILON;
-    x_ = new_desc();
-    DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  dnn_int(s.batch), dnn_int(s.channels),
-                                                  dnn_int(s.height), dnn_int(s.width)));
-    stats_ = new_desc();  // 1×C×1×1
+    x_ = cuda::nchw_desc(s.batch, s.channels, s.height, s.width, "batchnorm");
+    stats_ = new_tensor_desc();  // 1×C×1×1
     DTRAIN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stats_.get(), x_.get(), kMode));
     inv_std_ = Tensor::empty({s.channels}, DType::f32, ctx.allocator());
   }

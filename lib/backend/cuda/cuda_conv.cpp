@@ -4,43 +4,23 @@
 // the math type each time was measured with). Bias and the fused ReLU are one epilogue kernel
 // after the forward; the backward passes read the gradient masked into a scratch tensor.
 #include <algorithm>  // max, min
-#include <limits>
 #include <memory>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/kernels.h"  // bias_relu_f32, relu_backward_f32
+#include "backend/cuda/cudnn_descriptors.h"  // descriptor handles, nchw_desc
+#include "backend/cuda/kernels.h"            // bias_relu_f32, relu_backward_f32
 #include "core/error.h"
 
 namespace dtrain::cuda {
 namespace {
 
-template <typename T, cudnnStatus_t (*Destroy)(T*)>
-struct CudnnDeleter {
-  void operator()(T* desc) const { Destroy(desc); }
-};
-using TensorDesc = std::unique_ptr<cudnnTensorStruct,
-                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
-using FilterDesc = std::unique_ptr<cudnnFilterStruct,
-                                   CudnnDeleter<cudnnFilterStruct, cudnnDestroyFilterDescriptor>>;
-using ConvDesc =
-    std::unique_ptr<cudnnConvolutionStruct,
-                    CudnnDeleter<cudnnConvolutionStruct, cudnnDestroyConvolutionDescriptor>>;
-
 int dnn_int(int64_t v) {
-  DTRAIN_CHECK(v >= 0 && v <= std::numeric_limits<int>::max())
-      << "conv: size " << v << " does not fit cuDNN's int sizes";
-  return static_cast<int>(v);
+  return cuda::dnn_int(v, "conv");
 }
-
 TensorDesc nchw_desc(int64_t n, int64_t c, int64_t h, int64_t w) {
-  cudnnTensorDescriptor_t d = nullptr;
-  DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  TensorDesc owned(d);
-  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dnn_int(n),
-                                                dnn_int(c), dnn_int(h), dnn_int(w)));
-  return owned;
+  return cuda::nchw_desc(n, c, h, w, "conv");
 }
 
 ConvDesc conv_desc(const ConvSpec& s, cudnnMathType_t math) {

@@ -4,30 +4,15 @@
 // Its window is [c − ⌊(n−1)/2⌋, c + n − 1 − ⌊(n−1)/2⌋], PyTorch's [c − ⌊n/2⌋, c + ⌊(n−1)/2⌋]:
 // the same for odd n only, so even sizes are refused rather than computed differently.
 // The backward re-reads x and y, so no workspace.
-#include <limits>
 #include <memory>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cudnn_descriptors.h"  // descriptor handles, nchw_desc
 #include "core/error.h"
 
 namespace dtrain::cuda {
 namespace {
-
-template <typename T, cudnnStatus_t (*Destroy)(T*)>
-struct CudnnDeleter {
-  void operator()(T* desc) const { Destroy(desc); }
-};
-using TensorDesc = std::unique_ptr<cudnnTensorStruct,
-                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
-using LrnDesc =
-    std::unique_ptr<cudnnLRNStruct, CudnnDeleter<cudnnLRNStruct, cudnnDestroyLRNDescriptor>>;
-
-int dnn_int(int64_t v) {
-  DTRAIN_CHECK(v > 0 && v <= std::numeric_limits<int>::max())
-      << "lrn: size " << v << " does not fit cuDNN's int sizes";
-  return static_cast<int>(v);
-}
 
 class CudaLrn final : public LrnOp {
  public:
@@ -38,12 +23,7 @@ class CudaLrn final : public LrnOp {
     DTRAIN_CHECK(s.k >= CUDNN_LRN_MIN_K && s.beta >= CUDNN_LRN_MIN_BETA)
         << "lrn: cuDNN needs k >= " << CUDNN_LRN_MIN_K << " and beta >= " << CUDNN_LRN_MIN_BETA
         << ", got k = " << s.k << ", beta = " << s.beta;
-    cudnnTensorDescriptor_t t = nullptr;
-    DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&t));
-    desc_.reset(t);
-    DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  dnn_int(s.batch), dnn_int(s.channels),
-                                                  dnn_int(s.height), dnn_int(s.width)));
+    desc_ = cuda::nchw_desc(s.batch, s.channels, s.height, s.width, "lrn");
     cudnnLRNDescriptor_t l = nullptr;
     DTRAIN_CUDNN_CHECK(cudnnCreateLRNDescriptor(&l));
     lrn_.reset(l);

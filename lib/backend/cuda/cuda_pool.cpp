@@ -6,39 +6,22 @@
 // A ceil-mode output one larger than floor has windows hanging over the bottom/right edge,
 // which cuDNN's symmetric padding cannot describe: those ops run the own kernels of norm.cu,
 // which repeat cpu_pool.cpp (and, for max, keep the argmax in the workspace as it does).
-#include <limits>
 #include <memory>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/norm_kernels.h"  // pooling with overhanging windows
+#include "backend/cuda/cudnn_descriptors.h"  // descriptor handles, nchw_desc
+#include "backend/cuda/norm_kernels.h"       // pooling with overhanging windows
 #include "core/error.h"
 
 namespace dtrain::cuda {
 namespace {
 
-template <typename T, cudnnStatus_t (*Destroy)(T*)>
-struct CudnnDeleter {
-  void operator()(T* desc) const { Destroy(desc); }
-};
-using TensorDesc = std::unique_ptr<cudnnTensorStruct,
-                                   CudnnDeleter<cudnnTensorStruct, cudnnDestroyTensorDescriptor>>;
-using PoolDesc = std::unique_ptr<cudnnPoolingStruct,
-                                 CudnnDeleter<cudnnPoolingStruct, cudnnDestroyPoolingDescriptor>>;
-
 int dnn_int(int64_t v) {
-  DTRAIN_CHECK(v >= 0 && v <= std::numeric_limits<int>::max())
-      << "pooling: size " << v << " does not fit cuDNN's int sizes";
-  return static_cast<int>(v);
+  return cuda::dnn_int(v, "pooling");
 }
-
 TensorDesc nchw_desc(int64_t n, int64_t c, int64_t h, int64_t w) {
-  cudnnTensorDescriptor_t d = nullptr;
-  DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-  TensorDesc owned(d);
-  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dnn_int(n),
-                                                dnn_int(c), dnn_int(h), dnn_int(w)));
-  return owned;
+  return cuda::nchw_desc(n, c, h, w, "pooling");
 }
 
 cudnnPoolingMode_t pooling_mode(const PoolSpec& s) {
