@@ -1,9 +1,10 @@
 // dtrain: command-line parsing and the mapping of errors to exit codes; nothing else.
 //   0 success · 1 runtime failure · 2 bad usage, bad config or bad input file
+#include <fmt/format.h>     // the banner
 #include <spdlog/spdlog.h>  // logging set-up
 
 #include <CLI/CLI.hpp>  // command line
-#include <algorithm>  // max
+#include <algorithm>    // max
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,17 +14,14 @@
 #include "comm/allreduce_bench.h"  // dtrain bench comm
 #include "comm/comm.h"             // make_local_comm
 #include "comm/mpi_comm.h"         // launched_under_mpi, init_mpi, make_mpi_comm
-#include "comm/paced_comm.h"       // make_paced_comm: cluster.link emulation
 #include "compress/codec.h"        // make_codec: validate --codecs
 #include "core/error.h"            // Error, InputError
-#include "nn/model.h"              // check_model_spec: the config's model hook
-#include "run/config.h"            // load_config
+#include "run/config.h"            // load_config, config_reference
 #include "run/plan_command.h"      // dtrain plan
+#include "run/run_builder.h"       // configure_comm: cluster.link emulation
+#include "run/run_record.h"        // dtrain_version, dtrain_commit
 #include "run/trainer.h"           // Trainer
-
-#ifndef DTRAIN_VERSION
-#define DTRAIN_VERSION "0.0.0"
-#endif
+#include "sched/algorithm.h"       // built_algorithms, algorithms_help: --help
 
 namespace {
 
@@ -36,25 +34,27 @@ struct Options {
   std::string csv;
 };
 
-dtrain::ExperimentConfig load(const Options& o) {
+// Loads the experiment; rank 0 prints the warnings (settings that will have no effect).
+dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
   dtrain::ConfigSources sources;
   sources.path = o.config;
   sources.overrides = o.overrides;
   if (!o.out.empty()) sources.output_dir = o.out;
-  sources.check_model = [](const YAML::Node& model, std::vector<std::string>& problems) {
-    return dtrain::check_model_spec(model, problems);
-  };
-  return dtrain::load_config(sources);
+  dtrain::ExperimentConfig config = dtrain::load_config(sources);
+  if (comm.rank() == 0)
+    for (const auto& w : config.warnings) spdlog::warn("{}", w);
+  return config;
 }
 
 // Under mpirun every rank runs this; one rank's failure ends them all (MPI_Abort) so that no
 // rank waits forever for a dead peer.
 int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
-  const dtrain::ExperimentConfig config = load(o);
-  if (config.cluster.link)  // network emulation: explicit, off by default
-    comm = dtrain::make_paced_comm(
-        std::move(comm), {config.cluster.link->bandwidth_Bps, config.cluster.link->latency_s});
-  dtrain::Trainer trainer(config, *comm);
+  const dtrain::ExperimentConfig config = load(o, *comm);
+  comm = dtrain::configure_comm(config, std::move(comm));  // network emulation, when asked for
+  // --dry-run shows every model, also of datasets not on this machine (a stand-in of the shape).
+  dtrain::Trainer trainer(
+      config, *comm,
+      o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required);
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
   trainer.run();
@@ -80,7 +80,7 @@ int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::str
 // Every rank profiles (under mpirun they share the machine as training would); rank 0 prints.
 // Without --ranks it predicts for the mpirun world, or for 2 ranks.
 int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
-  const dtrain::ExperimentConfig config = load(o);
+  const dtrain::ExperimentConfig config = load(o, comm);
   dtrain::PlanOptions options;
   options.ranks = ranks_given ? o.ranks : std::max(comm.size(), 2);
   if (comm.rank() == 0) options.csv = o.csv;
@@ -93,11 +93,14 @@ int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S %v");
-  CLI::App app{
-      "dtrain: distributed deep-net training (sync, Pipe-SGD, PipeDream, AD-PSGD, "
-      "HPSGD, SAPipe) on one engine",
-      "dtrain"};
-  app.set_version_flag("--version", std::string("dtrain ") + DTRAIN_VERSION);
+  CLI::App app{fmt::format("dtrain: distributed deep-net training on one engine; this build "
+                           "trains with {}",
+                           fmt::join(dtrain::built_algorithms(), ", ")),
+               "dtrain"};
+  app.set_version_flag("--version",
+                       "dtrain " + dtrain::dtrain_version() + " (" + dtrain::dtrain_commit() + ")");
+  app.footer("\n" + dtrain::algorithms_help() +
+             "\nEvery key of an experiment file, with its default: dtrain keys");
   Options o;
   auto add_config_options = [&o](CLI::App* cmd, bool required) {
     auto* c = cmd->add_option("--config", o.config, "experiment YAML file");
@@ -115,6 +118,8 @@ int main(int argc, char** argv) {
   auto* ranks_opt =
       plan->add_option("--ranks", o.ranks, "ranks to predict for (default: mpirun's, or 2)");
   plan->add_option("--csv", o.csv, "write the predictions as CSV");
+  CLI::App* keys = app.add_subcommand(
+      "keys", "print every key of an experiment file as a Markdown table (the README's reference)");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
   CLI::App* bench_comm =
       bench->add_subcommand("comm", "all-reduce bandwidth table (nccl-tests style)");
@@ -159,6 +164,10 @@ int main(int argc, char** argv) {
       comm = dtrain::make_mpi_comm();
     } else {
       comm = dtrain::make_local_comm();
+    }
+    if (*keys) {
+      std::cout << dtrain::config_reference();
+      return 0;
     }
     if (*plan) return plan_main(o, ranks_opt->count() > 0, *comm);
     if (*bench) {

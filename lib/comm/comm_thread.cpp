@@ -15,18 +15,26 @@ CommThread::~CommThread() {
   thread_.join();
 }
 
-std::future<void> CommThread::submit(std::function<void()> task) {
+void CommThread::set_span_observer(std::function<void(const Span&)> observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = std::move(observer);
+}
+
+std::future<void> CommThread::submit(std::function<void()> task, Phase phase) {
   // The busy time is added before the future becomes ready, so a caller that waited for its
   // request sees that request's time in take_busy_seconds().
-  std::packaged_task<void()> packaged([this, task = std::move(task)] {
+  std::packaged_task<void()> packaged([this, phase, task = std::move(task)] {
     struct Account {
       CommThread* self;
+      Phase phase;
       Clock::time_point start = Clock::now();
       ~Account() {
+        const Span span{phase, start, Clock::now()};
         std::lock_guard lock(self->mutex_);
-        self->busy_s_ += seconds_since(start);
+        self->busy_s_ += std::chrono::duration<double>(span.end - span.begin).count();
+        if (self->observer_) self->observer_(span);
       }
-    } account{this};
+    } account{this, phase};
     task();
   });
   std::future<void> done = packaged.get_future();

@@ -1,6 +1,7 @@
 // CommThread: one per rank; runs communication requests on its own thread, one at a time in
 // issue order, and hands back futures (DESIGN.md §2 decision 3). Its busy time is what
 // timing.csv reports as comm_s; the time a compute thread spends in future::wait() is wait_s.
+// Each request's span (its phase, start and end) goes to an observer when one is set (traces).
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -8,6 +9,8 @@
 #include <future>  // std::future, std::packaged_task
 #include <mutex>
 #include <thread>
+
+#include "core/phase.h"  // Phase, Span: what a request's time is reported as
 
 namespace dtrain {
 
@@ -18,8 +21,11 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  // Queues `task`; its exception, if any, comes out of the future's get().
-  std::future<void> submit(std::function<void()> task);
+  // Queues `task`; its exception, if any, comes out of the future's get(). Its time counts as
+  // `phase`.
+  std::future<void> submit(std::function<void()> task, Phase phase = Phase::comm);
+  // Receives every request's span, on the comm thread, after it ran. Set before submitting.
+  void set_span_observer(std::function<void(const Span&)> observer);
   // Seconds spent running tasks since the last call (and resets the count).
   double take_busy_seconds();
 
@@ -31,6 +37,7 @@ class CommThread {
   std::deque<std::packaged_task<void()>> queue_;
   bool stopping_ = false;
   double busy_s_ = 0;
+  std::function<void(const Span&)> observer_;
   std::thread thread_;  // last: starts after the members it uses exist
 };
 

@@ -2,13 +2,11 @@
 
 #include <cstring>  // memcpy
 
+#include "comm/tags.h"  // tags::kRingStep
 #include "core/error.h"
 #include "core/timer.h"  // Clock
 
 namespace dtrain {
-namespace {
-constexpr int kRingTag = 0x5249;  // "RI"
-}
 
 RingAllreduce::RingAllreduce(Comm& comm, const Codec& codec, int64_t max_elements)
     : comm_(comm), codec_(codec), max_elements_(max_elements) {
@@ -46,7 +44,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
     }
     timed(&t.comm_s, [&] {
       comm_.sendrecv(outgoing, codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
-                     codec_.encoded_bytes(length(in)), left, kRingTag);
+                     codec_.encoded_bytes(length(in)), left, tags::kRingStep);
     });
     timed(&t.compress_s,
           [&] { codec_.decode_add(recv_buf_.data(), length(in), data + begin(in)); });
@@ -58,7 +56,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
       const int out = mod(r + 1 - s), in = mod(r - s);
       timed(&t.comm_s, [&] {
         comm_.sendrecv(data + begin(out), sizeof(float) * length(out), right, data + begin(in),
-                       sizeof(float) * length(in), left, kRingTag);
+                       sizeof(float) * length(in), left, tags::kRingStep);
       });
     }
     return t;
@@ -72,7 +70,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
     const int out = mod(r + 1 - s), in = mod(r - s);
     timed(&t.comm_s, [&] {
       comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
-                     codec_.encoded_bytes(length(in)), left, kRingTag);
+                     codec_.encoded_bytes(length(in)), left, tags::kRingStep);
     });
     timed(&t.compress_s, [&] { codec_.decode(recv_buf_.data(), length(in), data + begin(in)); });
     std::swap(send_buf_, recv_buf_);  // forward the received block unchanged

@@ -51,7 +51,16 @@ class Dataset {
 };
 
 // Opens a split; every problem with the options or the files is an InputError naming the key or
-// the file and what was expected.
+// the file and what was expected (a missing folder points at datasets/README.md).
 std::unique_ptr<Dataset> open_dataset(const DatasetOptions& options, Split split);
+
+// True when the dataset is one read from files and its folder is absent or empty.
+bool dataset_files_missing(const DatasetOptions& options);
+
+// For what needs a dataset's shapes but not its data (--dry-run, dtrain plan): synthetic images
+// with the dataset's own sample shape, classes and split sizes — mnist and fashion_mnist
+// (1×28×28, 10 classes), cifar10 / cifar100 (3×32×32, 10 / 100), imagefolder (3 × image_size²,
+// 1000 classes, as ImageNet). Its describe() says it stands in. InputError for other names.
+std::unique_ptr<Dataset> open_stand_in(const DatasetOptions& options, Split split);
 
 }  // namespace dtrain

@@ -67,6 +67,14 @@ class Graph {
   // scheduler can keep several iterations' gradients in flight without copying (Pipe-SGD).
   // Backward then writes there; frozen layers' ranges are neither read nor written.
   void set_gradients(const Tensor& flat);
+  // Points the layers' parameter views at another flat buffer of the same size and device:
+  // forward and backward then use those weights (weight prediction, stashed versions, an
+  // averaged model) without a copy. The optimizer keeps stepping the buffer it was given.
+  void set_parameters(const Tensor& flat);
+  // Calls `hook` in every training forward just before the layer `name` runs (SAPipe's
+  // pre-forward hook: the layers before it may run on parameters the hook then updates).
+  // An empty hook removes it. InputError when no layer has that name.
+  void set_forward_hook(const std::string& name, std::function<void()> hook);
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
   void set_dropout_seed(uint64_t seed) { seed_ = seed; }
@@ -119,6 +127,8 @@ class Graph {
   bool training_ = true;
   uint64_t seed_ = 0, step_ = 0;
   int frozen_ = 0;
+  size_t hook_node_ = 0;  // 0: no hook (node 0 is the graph input)
+  std::function<void()> hook_;
 };
 
 }  // namespace dtrain

@@ -40,6 +40,31 @@ void Graph::set_gradients(const Tensor& flat) {
   bind_layers();
 }
 
+void Graph::set_parameters(const Tensor& flat) {
+  DTRAIN_CHECK(backend_ != nullptr) << "graph used before materialize()";
+  DTRAIN_CHECK(flat.numel() == num_params_ && flat.dtype() == params_.dtype() &&
+               flat.device() == params_.device())
+      << "set_parameters: needs a flat buffer like parameters() (" << num_params_ << " elements)";
+  if (flat.raw() == params_.raw()) return;
+  params_ = flat;
+  bind_layers();
+}
+
+void Graph::set_forward_hook(const std::string& name, std::function<void()> hook) {
+  if (!hook) {
+    hook_node_ = 0;
+    hook_ = {};
+    return;
+  }
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    if (nodes_[i].name == name) {
+      hook_node_ = i;
+      hook_ = std::move(hook);
+      return;
+    }
+  DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "' to hook into";
+}
+
 void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
   DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
   backend_ = &backend;

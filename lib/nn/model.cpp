@@ -30,6 +30,12 @@ const Tensor& Model::gradients() const {
 void Model::set_gradients(const Tensor& flat) {
   graph_->set_gradients(flat);
 }
+void Model::set_parameters(const Tensor& flat) {
+  graph_->set_parameters(flat);
+}
+void Model::set_forward_hook(const std::string& name, std::function<void()> hook) {
+  graph_->set_forward_hook(name, std::move(hook));
+}
 const Tensor& Model::buffers() const {
   return graph_->buffers();
 }
@@ -117,7 +123,7 @@ YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
   // A zoo model: its list must pass the same checks (an error here is a zoo bug).
   YAML::Node spec = zoo_layers(checked, input);
   YAML::Node out(YAML::NodeType::Map);
-  out["layers"] = check_layer_list(spec["layers"], "model.layers", problems);
+  out["layers"] = check_layer_list(spec["layers"], problems);
   DTRAIN_CHECK(problems.empty()) << "zoo model '" << checked["name"].as<std::string>()
                                  << "' is malformed: " << problems.front();
   return out;

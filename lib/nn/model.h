@@ -49,6 +49,11 @@ class Model {
   // Makes backward write into `flat` (same size and device as gradients()) from now on; a
   // pipelined scheduler rotates several buffers this way instead of copying gradients.
   void set_gradients(const Tensor& flat);
+  // Makes forward and backward use the weights in `flat` (same size and device as
+  // parameters()) from now on, without a copy (see Graph::set_parameters).
+  void set_parameters(const Tensor& flat);
+  // Calls `hook` in every training forward just before layer `name` (Graph::set_forward_hook).
+  void set_forward_hook(const std::string& name, std::function<void()> hook);
   const Tensor& buffers() const;  // flat non-trainable state (BN running stats), may be empty
   const std::vector<LayerRange>& layer_ranges() const;  // parameterised layers, forward order
   void set_training(bool training);

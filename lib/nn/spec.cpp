@@ -1,6 +1,6 @@
-// Validation of the `model:` section: every problem is collected (not just the first), each
-// names the key path and the YAML line, and the returned copy has every default filled in so
-// that the resolved config.yaml shows them.
+// Validation of the `model:` section on the config schema engine (lib/config): every problem
+// is collected (not just the first) with its key path and YAML line, and the returned copy has
+// every default filled in so that the resolved config.yaml shows them.
 #include "nn/spec.h"
 
 #include <fmt/format.h>  // messages
@@ -8,242 +8,149 @@
 #include <algorithm>  // find
 #include <set>
 
+#include "config/schema.h"  // Schema, kinds, Reader, Section
 #include "core/error.h"
 
 namespace dtrain {
+
+using config::Bounds;
+using config::Kind;
+using config::Reader;
+using config::Schema;
+using config::Section;
+
 namespace {
 
-std::string line_of(const YAML::Node& node) {
-  try {
-    const YAML::Mark mark = node.Mark();
-    if (mark.line >= 0) return fmt::format(" (line {})", mark.line + 1);
-  } catch (const YAML::Exception&) {
-  }
-  return "";
-}
+using NodeSchema = Schema<YAML::Node>;
 
-void problem(std::vector<std::string>& problems, const std::string& path, const std::string& what,
-             const YAML::Node& where) {
-  problems.push_back(path + ": " + what + line_of(where));
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-enum class Kind {
-  positive_int,
-  nonneg_int,
-  positive_pair,  // an integer or [height, width]
-  nonneg_pair,
-  boolean,
-  positive_float,
-  fraction,  // [0, 1)
-  unit,      // (0, 1]
-  choice,
-  bool_or_auto,
-  positive_int_list,
-};
-
-struct Option {
-  std::string key;
-  Kind kind;
-  // YAML text of the default; "" = required; "-" = optional, no default; "=key" = that key's value.
-  std::string fallback;
-  std::vector<std::string> choices = {};
-};
-
-template <typename T>
-bool scalar_as(const YAML::Node& node, T& value) {
-  if (!node.IsScalar()) return false;
-  try {
-    value = node.as<T>();
-    return true;
-  } catch (const YAML::Exception&) {
-    return false;
-  }
-}
-
-// Validates one value; returns it normalised, or an undefined node (problem recorded).
-YAML::Node check_value(const YAML::Node& v, const Option& o, const std::string& path,
-                       std::vector<std::string>& problems) {
-  int64_t i = 0;
-  double d = 0;
-  bool b = false;
-  std::string s;
-  auto fail = [&](const std::string& what) {
-    problem(problems, path, what, v);
-    return YAML::Node();
+// An integer, or a [height, width] pair of them (kernel, stride, padding).
+Kind<std::vector<int64_t>> pair_kind(Bounds bounds) {
+  const Kind<int64_t> one = config::integer64(bounds);
+  Kind<std::vector<int64_t>> k;
+  k.type = one.type + " or [height, width]";
+  k.read = [one](Reader& r, const std::string& path, const YAML::Node& node,
+                 std::vector<int64_t>& out) {
+    if (node.IsScalar()) {
+      int64_t v = 0;
+      if (!one.read(r, path, node, v)) return false;
+      out = {v};
+      return true;
+    }
+    if (!node.IsSequence() || node.size() != 2) {
+      r.add(
+          path,
+          "expected " + one.type + " or a [height, width] pair, got " + config::describe_node(node),
+          node);
+      return false;
+    }
+    std::vector<int64_t> hw(2);
+    bool ok = one.read(r, config::element_path(path, 0), node[0], hw[0]);
+    ok &= one.read(r, config::element_path(path, 1), node[1], hw[1]);
+    if (ok) out = hw;
+    return ok;
   };
-  switch (o.kind) {
-    case Kind::positive_int:
-      if (!scalar_as(v, i)) return fail("must be a positive integer");
-      if (i <= 0) return fail("must be > 0");
-      return YAML::Node(i);
-    case Kind::nonneg_int:
-      if (!scalar_as(v, i)) return fail("must be a non-negative integer");
-      if (i < 0) return fail("must be >= 0");
-      return YAML::Node(i);
-    case Kind::positive_pair:
-    case Kind::nonneg_pair: {
-      const bool pos = o.kind == Kind::positive_pair;
-      const std::string what = pos ? "must be a positive integer or a [height, width] pair"
-                                   : "must be a non-negative integer or a [height, width] pair";
-      if (v.IsScalar()) {
-        if (!scalar_as(v, i)) return fail(what);
-        if (pos ? i <= 0 : i < 0) return fail(pos ? "must be > 0" : "must be >= 0");
-        return YAML::Node(i);
-      }
-      if (!v.IsSequence() || v.size() != 2) return fail(what);
-      YAML::Node out(YAML::NodeType::Sequence);
-      out.SetStyle(YAML::EmitterStyle::Flow);
-      bool ok = true;
-      for (size_t k = 0; k < 2; ++k) {
-        const std::string at = fmt::format("{}[{}]", path, k);
-        if (!scalar_as(v[k], i)) {
-          problem(problems, at,
-                  pos ? "must be a positive integer" : "must be a non-negative integer", v[k]);
-          ok = false;
-        } else if (pos ? i <= 0 : i < 0) {
-          problem(problems, at, pos ? "must be > 0" : "must be >= 0", v[k]);
-          ok = false;
-        }
-        out.push_back(i);
-      }
-      return ok ? out : YAML::Node();
-    }
-    case Kind::boolean:
-      if (!scalar_as(v, b)) return fail("must be true or false");
-      return YAML::Node(b);
-    case Kind::bool_or_auto:
-      if (scalar_as(v, s) && s == "auto") return YAML::Node("auto");
-      if (!scalar_as(v, b)) return fail("must be true, false or auto");
-      return YAML::Node(b);
-    case Kind::positive_float:
-      if (!scalar_as(v, d)) return fail("must be a number");
-      if (!(d > 0)) return fail("must be > 0");
-      return YAML::Node(d);
-    case Kind::fraction:
-      if (!scalar_as(v, d)) return fail("must be a number");
-      if (!(d >= 0 && d < 1)) return fail("must be in [0, 1)");
-      return YAML::Node(d);
-    case Kind::unit:
-      if (!scalar_as(v, d)) return fail("must be a number");
-      if (!(d > 0 && d <= 1)) return fail("must be in (0, 1]");
-      return YAML::Node(d);
-    case Kind::choice:
-      if (!scalar_as(v, s) || std::find(o.choices.begin(), o.choices.end(), s) == o.choices.end())
-        return fail("must be one of: " + join(o.choices));
-      return YAML::Node(s);
-    case Kind::positive_int_list: {
-      if (!v.IsSequence()) return fail("must be a list of positive integers");
-      YAML::Node out(YAML::NodeType::Sequence);
-      out.SetStyle(YAML::EmitterStyle::Flow);
-      bool ok = true;
-      for (size_t k = 0; k < v.size(); ++k) {
-        const std::string at = fmt::format("{}[{}]", path, k);
-        if (!scalar_as(v[k], i)) {
-          problem(problems, at, "must be a positive integer", v[k]);
-          ok = false;
-        } else if (i <= 0) {
-          problem(problems, at, "must be > 0", v[k]);
-          ok = false;
-        }
-        out.push_back(i);
-      }
-      return ok ? out : YAML::Node();
-    }
-  }
-  return YAML::Node();
+  k.write = [](const std::vector<int64_t>& v) {
+    if (v.size() == 1) return YAML::Node(v[0]);
+    YAML::Node list(YAML::NodeType::Sequence);
+    for (int64_t x : v) list.push_back(x);
+    return config::flow(list);
+  };
+  return k;
 }
 
-// Copies the options of `schema` from `in` to `out`, filling defaults; keys neither in the
-// schema nor in `handled` are problems.
-void check_options(const YAML::Node& in, const std::string& path, const std::vector<Option>& schema,
-                   const std::set<std::string>& handled, const std::string& owner, YAML::Node& out,
-                   std::vector<std::string>& problems) {
-  for (auto it = in.begin(); it != in.end(); ++it) {
-    std::string key;
-    if (!scalar_as(it->first, key)) {
-      problem(problems, path, "keys must be strings", it->first);
-      continue;
-    }
-    bool known = handled.count(key) > 0;
-    for (const Option& o : schema) known |= o.key == key;
-    if (!known) {
-      std::vector<std::string> keys;
-      for (const Option& o : schema) keys.push_back(o.key);
-      problem(problems, path + "." + key,
-              "unknown option for " + owner +
-                  (keys.empty() ? " (it takes none)" : " (known: " + join(keys) + ")"),
-              it->first);
-    }
-  }
-  for (const Option& o : schema) {
-    const YAML::Node v = in[o.key];
-    const std::string at = path + "." + o.key;
-    if (v.IsDefined() && !v.IsNull()) {
-      YAML::Node checked = check_value(v, o, at, problems);
-      if (checked.IsDefined()) out[o.key] = checked;
-    } else if (o.fallback.empty()) {
-      problem(problems, at, "missing (required for " + owner + ")", in);
-    } else if (o.fallback[0] == '=') {
-      const YAML::Node same = out[o.fallback.substr(1)];
-      if (same.IsDefined()) out[o.key] = YAML::Clone(same);
-    } else if (o.fallback != "-") {
-      YAML::Node def = YAML::Load(o.fallback);
-      if (def.IsSequence()) def.SetStyle(YAML::EmitterStyle::Flow);
-      out[o.key] = def;
-    }
-  }
-}
-
-// ---- schemas -------------------------------------------------------------------------------
-
+const auto kPositive = Bounds::above(0);
+const auto kNonNegative = Bounds::at_least(0);
 const std::vector<std::string> kWeightInits{"pytorch", "kaiming_normal_fan_out",
                                             "kaiming_normal_fan_in", "normal"};
 
-const std::vector<Option>& layer_schema(const std::string& type) {
-  static const std::vector<Option> none;
-  static const std::vector<Option> linear{
-      {"out_features", Kind::positive_int, ""},
-      {"in_features", Kind::positive_int, "-"},
-      {"bias", Kind::boolean, "true"},
-      {"weight_init", Kind::choice, "pytorch", kWeightInits},
-      {"init_std", Kind::positive_float, "-"},
-      {"bias_init", Kind::choice, "pytorch", {"pytorch", "zero"}}};
-  static const std::vector<Option> conv2d{
-      {"out_channels", Kind::positive_int, ""},
-      {"in_channels", Kind::positive_int, "-"},
-      {"kernel", Kind::positive_pair, ""},
-      {"stride", Kind::positive_pair, "1"},
-      {"padding", Kind::nonneg_pair, "0"},
-      {"bias", Kind::boolean, "true"},
-      {"weight_init", Kind::choice, "pytorch", kWeightInits},
-      {"init_std", Kind::positive_float, "-"},
-      {"bias_init", Kind::choice, "pytorch", {"pytorch", "zero"}}};
-  static const std::vector<Option> maxpool{{"kernel", Kind::positive_pair, ""},
-                                           {"stride", Kind::positive_pair, "=kernel"},
-                                           {"padding", Kind::nonneg_pair, "0"},
-                                           {"ceil_mode", Kind::boolean, "false"}};
-  static const std::vector<Option> avgpool{{"kernel", Kind::positive_pair, ""},
-                                           {"stride", Kind::positive_pair, "=kernel"},
-                                           {"padding", Kind::nonneg_pair, "0"},
-                                           {"ceil_mode", Kind::boolean, "false"},
-                                           {"count_include_pad", Kind::boolean, "true"}};
-  static const std::vector<Option> lrn{{"size", Kind::positive_int, "5"},
-                                       {"alpha", Kind::positive_float, "0.0001"},
-                                       {"beta", Kind::positive_float, "0.75"},
-                                       {"k", Kind::positive_float, "2"}};
-  static const std::vector<Option> dropout{{"p", Kind::fraction, "0.5"}};
-  static const std::vector<Option> batchnorm{{"eps", Kind::positive_float, "0.00001"},
-                                             {"momentum", Kind::unit, "0.1"}};
-  static const std::vector<Option> channel_pad{{"out_channels", Kind::positive_int, ""},
-                                               {"stride", Kind::positive_int, "1"}};
-  if (type == "linear") return linear;
-  if (type == "conv2d") return conv2d;
+NodeSchema& with_init(NodeSchema& s) {
+  return s
+      .option("weight_init", config::choice(kWeightInits), "pytorch",
+              "weight initialisation (PyTorch's default, Kaiming normal, or normal with init_std)")
+      .option("init_std", config::real(kPositive), "", "standard deviation for weight_init normal")
+      .fallback(
+          [](YAML::Node& out) {
+            const YAML::Node& o = out;
+            if (o["weight_init"] && o["weight_init"].as<std::string>() == "normal")
+              out["init_std"] = 0.01;
+          },
+          "0.01 with weight_init normal")
+      .option("bias_init", config::choice({"pytorch", "zero"}), "pytorch", "bias initialisation");
+}
+
+const NodeSchema& linear_schema() {
+  static const NodeSchema s = [] {
+    NodeSchema s("linear");
+    s.option("out_features", config::integer64(kPositive), "", "outputs")
+        .required("the number of outputs")
+        .option("in_features", config::integer64(kPositive), "",
+                "inputs (checked against the graph when given)")
+        .option("bias", config::boolean(), "true", "learn a bias");
+    return with_init(s);
+  }();
+  return s;
+}
+
+const NodeSchema& conv2d_schema() {
+  static const NodeSchema s = [] {
+    NodeSchema s("conv2d");
+    s.option("out_channels", config::integer64(kPositive), "", "output channels")
+        .required("the number of output channels")
+        .option("in_channels", config::integer64(kPositive), "",
+                "input channels (checked against the graph when given)")
+        .option("kernel", pair_kind(kPositive), "", "kernel size")
+        .required("the kernel size, e.g. 3 or [3, 5]")
+        .option("stride", pair_kind(kPositive), "1", "stride")
+        .option("padding", pair_kind(kNonNegative), "0", "zero padding on each side")
+        .option("bias", config::boolean(), "true", "learn a bias");
+    return with_init(s);
+  }();
+  return s;
+}
+
+NodeSchema pool_schema(const char* noun, bool average) {
+  NodeSchema s(noun);
+  s.option("kernel", pair_kind(kPositive), "", "window size")
+      .required("the window size, e.g. 2 or [2, 3]")
+      .option("stride", pair_kind(kPositive), "", "stride")
+      .fallback(
+          [](YAML::Node& out) {
+            const YAML::Node& o = out;
+            if (o["kernel"]) out["stride"] = YAML::Clone(o["kernel"]);
+          },
+          "kernel")
+      .option("padding", pair_kind(kNonNegative), "0", "padding on each side")
+      .option("ceil_mode", config::boolean(), "false", "round the output size up");
+  if (average)
+    s.option("count_include_pad", config::boolean(), "true",
+             "divide by the whole window, padding included");
+  return s;
+}
+
+const NodeSchema& layer_schema(const std::string& type) {
+  static const NodeSchema none("layer");
+  static const NodeSchema maxpool = pool_schema("maxpool2d", false);
+  static const NodeSchema avgpool = pool_schema("avgpool2d", true);
+  static const NodeSchema lrn =
+      NodeSchema("lrn")
+          .option("size", config::integer64(kPositive), "5", "channels in the window")
+          .option("alpha", config::real(kPositive), "0.0001", "scale (PyTorch's convention)")
+          .option("beta", config::real(kPositive), "0.75", "exponent")
+          .option("k", config::real(kPositive), "2", "additive constant");
+  static const NodeSchema dropout = NodeSchema("dropout").option(
+      "p", config::real(Bounds::closed_open(0, 1)), "0.5", "probability of zeroing an element");
+  static const NodeSchema batchnorm =
+      NodeSchema("batchnorm2d")
+          .option("eps", config::real(kPositive), "0.00001", "added to the variance")
+          .option("momentum", config::real(Bounds::open_closed(0, 1)), "0.1",
+                  "running statistics' update factor");
+  static const NodeSchema channel_pad =
+      NodeSchema("channel_pad")
+          .option("out_channels", config::integer64(kPositive), "", "channels after padding")
+          .required("the number of output channels")
+          .option("stride", config::integer64(kPositive), "1", "spatial subsampling");
+  if (type == "linear") return linear_schema();
+  if (type == "conv2d") return conv2d_schema();
   if (type == "maxpool2d") return maxpool;
   if (type == "avgpool2d") return avgpool;
   if (type == "lrn") return lrn;
@@ -253,17 +160,33 @@ const std::vector<Option>& layer_schema(const std::string& type) {
   return none;
 }
 
-const std::vector<Option>& zoo_schema(const std::string& name) {
-  static const std::vector<Option> none;
-  static const std::vector<Option> mlp{{"hidden", Kind::positive_int_list, "[500, 500]"}};
-  static const std::vector<Option> cifar_cnn{{"lrn", Kind::boolean, "false"},
-                                             {"init", Kind::choice, "caffe", {"caffe", "pytorch"}}};
-  static const std::vector<Option> alexnet{{"lrn", Kind::boolean, "false"},
-                                           {"dropout", Kind::fraction, "0.5"}};
-  static const std::vector<Option> vgg{{"batch_norm", Kind::boolean, "false"},
-                                       {"dropout", Kind::fraction, "0.5"}};
-  static const std::vector<Option> resnet{{"small_input", Kind::bool_or_auto, "auto"}};
-  static const std::vector<Option> resnet20{{"shortcut", Kind::choice, "A", {"A", "B"}}};
+const NodeSchema& zoo_schema(const std::string& name) {
+  static const NodeSchema none("model");
+  static const NodeSchema mlp =
+      NodeSchema("mlp").option("hidden", config::list_of(config::integer64(kPositive)),
+                               "[500, 500]", "widths of the hidden layers");
+  static const NodeSchema cifar_cnn =
+      NodeSchema("cifar_cnn")
+          .option("lrn", config::boolean(), "false", "local response normalisation after block 1")
+          .option("init", config::choice({"caffe", "pytorch"}), "caffe",
+                  "the prototxt's Gaussians or PyTorch's defaults");
+  static const NodeSchema alexnet =
+      NodeSchema("alexnet")
+          .option("lrn", config::boolean(), "false", "the original's LRN layers")
+          .option("dropout", config::real(Bounds::closed_open(0, 1)), "0.5",
+                  "dropout before the fully connected layers");
+  static const NodeSchema vgg =
+      NodeSchema("vgg16")
+          .option("batch_norm", config::boolean(), "false", "batch norm after each convolution")
+          .option("dropout", config::real(Bounds::closed_open(0, 1)), "0.5",
+                  "dropout in the classifier");
+  static const NodeSchema resnet = NodeSchema("resnet").option(
+      "small_input", config::word_or({"auto"}, config::boolean()), "auto",
+      "CIFAR-style stem (3×3 conv, no pooling); auto: for inputs below 64 pixels");
+  static const NodeSchema resnet20 =
+      NodeSchema("resnet20")
+          .option("shortcut", config::choice({"A", "B"}), "A",
+                  "A: identity with zero-padded channels; B: 1×1 projection");
   if (name == "mlp") return mlp;
   if (name == "cifar_cnn") return cifar_cnn;
   if (name == "alexnet") return alexnet;
@@ -271,6 +194,110 @@ const std::vector<Option>& zoo_schema(const std::string& name) {
   if (name == "resnet18" || name == "resnet50") return resnet;
   if (name == "resnet20") return resnet20;
   return none;
+}
+
+// The entry's `inputs` as checked names (earlier layers or "input"), added to `read`.
+YAML::Node check_inputs(Section& entry, const std::string& type, size_t index,
+                        const std::vector<std::string>& names, std::set<std::string>& read) {
+  Reader& r = entry.reader();
+  const size_t arity = type == "add" ? 2 : 1;
+  const YAML::Node in = entry.get("inputs");
+  YAML::Node list(YAML::NodeType::Sequence);
+  if (!in.IsDefined() || in.IsNull()) {
+    if (arity != 1 && !type.empty())
+      r.add(entry.path_of("inputs"), fmt::format("{} needs `inputs: [a, b]`", type), entry.node());
+    if (index > 0) read.insert(names[index - 1]);
+    return YAML::Node();
+  }
+  if (!in.IsSequence()) {
+    r.add(entry.path_of("inputs"),
+          in.IsScalar() ? "expected a list of layer names, e.g. [" + in.Scalar() + "]"
+                        : "expected a list of layer names, got " + config::describe_node(in),
+          in);
+    return YAML::Node();
+  }
+  const auto earlier_end = names.begin() + static_cast<std::ptrdiff_t>(index);
+  for (size_t k = 0; k < in.size(); ++k) {
+    const std::string at = config::element_path(entry.path_of("inputs"), k);
+    std::string one;
+    if (!config::read_text(r, at, in[k], one)) continue;
+    if (one != Graph::kInputName && std::find(names.begin(), earlier_end, one) == earlier_end) {
+      r.add(at, "unknown layer '" + one + "' (inputs must name earlier layers or 'input')", in[k]);
+      continue;
+    }
+    list.push_back(one);
+    read.insert(one);
+  }
+  if (!type.empty() && in.size() != arity)
+    r.add(entry.path_of("inputs"),
+          fmt::format("{} takes {} input{}, got {}", type, arity, arity == 1 ? "" : "s", in.size()),
+          in);
+  return config::flow(list);
+}
+
+YAML::Node check_layers(Section& model, const std::string& key) {
+  Reader& r = model.reader();
+  YAML::Node out(YAML::NodeType::Sequence);
+  const YAML::Node layers = model.get(key);
+  if (!layers.IsSequence() || layers.size() == 0) {
+    r.add(model.path_of(key), "must be a non-empty list of layers", layers);
+    return out;
+  }
+  std::vector<Section> entries = model.children(key);
+  if (entries.size() != layers.size()) return out;  // non-map entries were reported
+  const auto& types = layer_type_names();
+  std::vector<std::string> names;  // in order; "" for entries without a usable name
+  std::set<std::string> read;      // names some layer reads
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Section& e = entries[i];
+    YAML::Node o(YAML::NodeType::Map);
+    std::string name;
+    if (e.require("name", "a unique name for the layer") &&
+        config::nonempty_text().read(r, e.path_of("name"), e.get("name"), name)) {
+      if (name == Graph::kInputName) {
+        r.add(e.path_of("name"), "'input' is reserved for the model input", e.get("name"));
+        name.clear();
+      } else if (std::find(names.begin(), names.end(), name) != names.end()) {
+        r.add(e.path_of("name"), "duplicate name '" + name + "'", e.get("name"));
+        name.clear();
+      }
+    }
+    if (!name.empty()) o["name"] = name;
+    names.push_back(name);
+    std::string type;
+    if (e.require("type", "one of " + fmt::format("{}", fmt::join(types, ", "))) &&
+        !config::choice(types).read(r, e.path_of("type"), e.get("type"), type))
+      e.accept_all();  // options of an unknown type cannot be judged
+    if (!type.empty()) o["type"] = type;
+    YAML::Node inputs = check_inputs(e, type, i, names, read);
+    if (inputs.IsDefined()) o["inputs"] = inputs;
+    if (!type.empty()) layer_schema(type).read(e, o);
+    out.push_back(o);
+  }
+  for (size_t i = 0; i + 1 < names.size(); ++i)
+    if (!names[i].empty() && read.count(names[i]) == 0)
+      r.add(entries[i].path_of("name"),
+            "layer '" + names[i] + "' is not read by any layer (only the last layer is the output)",
+            entries[i].get("name"));
+  return out;
+}
+
+// A Reader over {model: spec} for the standalone checks, and its problems as
+// "model.hidden[1]: must be > 0 (line 4)".
+template <class Check>
+YAML::Node standalone(const YAML::Node& spec, std::vector<std::string>& problems, Check check) {
+  YAML::Node root(YAML::NodeType::Map);
+  root["model"] = spec;
+  Reader reader("", root, {});
+  Section top(reader, root, "");
+  YAML::Node out = check(top);
+  reader.report_unknown_keys();
+  for (const auto& p : reader.problems()) {
+    std::string text = p.path.empty() ? p.message : p.path + ": " + p.message;
+    if (p.origin.line > 0) text += fmt::format(" (line {})", p.origin.line);
+    problems.push_back(std::move(text));
+  }
+  return out;
 }
 
 }  // namespace
@@ -282,159 +309,73 @@ const std::vector<std::string>& layer_type_names() {
   return names;
 }
 
-void check_zoo_options(const std::string& name, const YAML::Node& model, YAML::Node& out,
-                       std::vector<std::string>& problems) {
-  check_options(model, "model", zoo_schema(name), {"name"}, "model '" + name + "'", out, problems);
-}
-
-YAML::Node check_layer_list(const YAML::Node& layers, const std::string& path,
-                            std::vector<std::string>& problems) {
-  YAML::Node out(YAML::NodeType::Sequence);
-  if (!layers.IsSequence() || layers.size() == 0) {
-    problem(problems, path, "must be a non-empty list of layers", layers);
+YAML::Node check_model_section(Section& top) {
+  Reader& r = top.reader();
+  const char* what = "a map with a zoo model `name` (e.g. {name: mlp}) or a custom `layers` list";
+  YAML::Node out(YAML::NodeType::Map);
+  if (!top.require("model", what)) return out;
+  const YAML::Node node = top.get("model");
+  if (!node.IsMap()) {
+    r.add("model", fmt::format("expected {}, got {}", what, config::describe_node(node)), node);
     return out;
   }
-  const auto& types = layer_type_names();
-  std::vector<std::string> names;  // in order; "" for entries without a usable name
-  std::set<std::string> read;      // names some layer reads
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const YAML::Node entry = layers[i];
-    const std::string at = fmt::format("{}[{}]", path, i);
-    YAML::Node o(YAML::NodeType::Map);
-    std::string name;
-    if (!entry.IsMap()) {
-      problem(problems, at, "must be a map with `name` and `type`", entry);
-      names.emplace_back();
-      continue;
-    }
-    // name
-    const YAML::Node n = entry["name"];
-    if (!n.IsDefined() || n.IsNull()) {
-      problem(problems, at + ".name", "missing", entry);
-    } else if (!scalar_as(n, name) || name.empty()) {
-      problem(problems, at + ".name", "must be a non-empty string", n);
-      name.clear();
-    } else if (name == Graph::kInputName) {
-      problem(problems, at + ".name", "'input' is reserved for the model input", n);
-      name.clear();
-    } else if (std::find(names.begin(), names.end(), name) != names.end()) {
-      problem(problems, at + ".name", "duplicate name '" + name + "'", n);
-      name.clear();
-    }
-    if (!name.empty()) o["name"] = name;
-    names.push_back(name);
-    // type
-    std::string type;
-    const YAML::Node t = entry["type"];
-    if (!t.IsDefined() || t.IsNull()) {
-      problem(problems, at + ".type", "missing (one of: " + join(types) + ")", entry);
-    } else if (!scalar_as(t, type) || std::find(types.begin(), types.end(), type) == types.end()) {
-      problem(problems, at + ".type",
-              "unknown layer type '" + (type.empty() ? YAML::Dump(t) : type) +
-                  "' (known: " + join(types) + ")",
-              t);
-      type.clear();
-    } else {
-      o["type"] = type;
-    }
-    // inputs
-    const size_t arity = type == "add" ? 2 : 1;
-    const YAML::Node in = entry["inputs"];
-    if (in.IsDefined() && !in.IsNull()) {
-      std::vector<std::string> list;
-      std::string one;
-      if (in.IsSequence()) {
-        for (size_t k = 0; k < in.size(); ++k) {
-          const std::string ik = fmt::format("{}.inputs[{}]", at, k);
-          if (!scalar_as(in[k], one) || one.empty()) {
-            problem(problems, ik, "must be a layer name", in[k]);
-          } else if (one != Graph::kInputName &&
-                     std::find(names.begin(), names.end() - 1, one) == names.end() - 1) {
-            problem(problems, ik,
-                    "unknown layer '" + one + "' (inputs must name earlier layers or 'input')",
-                    in[k]);
-          } else {
-            list.push_back(one);
-            read.insert(one);
-          }
-        }
-      } else if (scalar_as(in, one)) {
-        problem(problems, at + ".inputs", "must be a list of layer names, e.g. [" + one + "]", in);
-      } else {
-        problem(problems, at + ".inputs", "must be a list of layer names", in);
-      }
-      if (!type.empty() && in.IsSequence() && in.size() != arity)
-        problem(problems, at + ".inputs",
-                fmt::format("{} takes {} input{}, got {}", type, arity, arity == 1 ? "" : "s",
-                            in.size()),
-                in);
-      YAML::Node l(YAML::NodeType::Sequence);
-      l.SetStyle(YAML::EmitterStyle::Flow);
-      for (const auto& s : list) l.push_back(s);
-      o["inputs"] = l;
-    } else {
-      if (arity != 1)
-        problem(problems, at + ".inputs", fmt::format("{} needs `inputs: [a, b]`", type), entry);
-      if (i > 0) read.insert(names[i - 1]);
-    }
-    if (!type.empty())
-      check_options(entry, at, layer_schema(type), {"name", "type", "inputs"}, type, o, problems);
-    if (type == "linear" || type == "conv2d") {
-      if (o["weight_init"].IsDefined() && o["weight_init"].as<std::string>() == "normal" &&
-          !o["init_std"].IsDefined())
-        o["init_std"] = 0.01;
-    }
-    out.push_back(o);
+  Section model = top.child("model");
+  // Looked at, not asked for: a zoo model does not take `layers` (nor a graph `name`).
+  const bool has_name = node["name"].IsDefined(), has_layers = node["layers"].IsDefined();
+  if (has_name && has_layers) {
+    r.add("model", "give either `name` (a zoo model) or `layers` (a custom graph), not both",
+          model.node());
+    model.accept_all();
+    return out;
   }
-  for (size_t i = 0; i + 1 < names.size(); ++i)
-    if (!names[i].empty() && read.count(names[i]) == 0)
-      problem(
-          problems, fmt::format("{}[{}].name", path, i),
-          "layer '" + names[i] + "' is not read by any layer (only the last layer is the output)",
-          layers[i]);
+  if (has_layers) {
+    out["layers"] = check_layers(model, "layers");
+    return out;
+  }
+  if (!has_name) {
+    r.add("model",
+          fmt::format("needs `name` or `layers`: a zoo model (one of: {}) or a custom graph",
+                      fmt::join(zoo_names(), ", ")),
+          model.node());
+    model.accept_all();
+    return out;
+  }
+  std::string zoo;
+  if (!config::choice(zoo_names()).read(r, "model.name", model.get("name"), zoo)) {
+    model.accept_all();
+    return out;
+  }
+  out["name"] = zoo;
+  zoo_schema(zoo).read(model, out);
   return out;
 }
 
 YAML::Node check_model_spec(const YAML::Node& model, std::vector<std::string>& problems) {
-  YAML::Node out(YAML::NodeType::Map);
-  if (!model.IsDefined() || model.IsNull()) {
-    problems.push_back("model: missing (give a zoo `name` or a `layers:` list)");
-    return out;
-  }
-  if (!model.IsMap()) {
-    problem(problems, "model", "must be a map with a zoo `name` or a `layers:` list", model);
-    return out;
-  }
-  const YAML::Node name = model["name"], layers = model["layers"];
-  const bool has_name = name.IsDefined() && !name.IsNull();
-  const bool has_layers = layers.IsDefined() && !layers.IsNull();
-  if (has_name && has_layers) {
-    problem(problems, "model",
-            "give either `name` (a zoo model) or `layers` (a custom graph), not both", model);
-    return out;
-  }
-  if (has_layers) {
-    check_options(model, "model", {}, {"layers"}, "a custom `layers:` model", out, problems);
-    out["layers"] = check_layer_list(layers, "model.layers", problems);
-    return out;
-  }
-  if (!has_name) {
-    problem(problems, "model", "needs `name` (one of: " + join(zoo_names()) + ") or `layers`",
-            model);
-    return out;
-  }
-  std::string zoo;
-  const auto known = zoo_names();
-  if (!scalar_as(name, zoo) || std::find(known.begin(), known.end(), zoo) == known.end()) {
-    problem(problems, "model.name",
-            "unknown model '" + (zoo.empty() ? YAML::Dump(name) : zoo) +
-                "' (known: " + join(known) + "; or give a `layers:` list)",
-            name);
-    return out;
-  }
-  out["name"] = zoo;
-  check_zoo_options(zoo, model, out, problems);
-  return out;
+  return standalone(model, problems, [](Section& top) { return check_model_section(top); });
+}
+
+YAML::Node check_layer_list(const YAML::Node& layers, std::vector<std::string>& problems) {
+  YAML::Node spec(YAML::NodeType::Map);
+  spec["layers"] = layers;
+  return standalone(spec, problems, [](Section& top) {
+    Section model = top.child("model");
+    return check_layers(model, "layers");
+  });
+}
+
+std::vector<config::KeyDoc> model_reference() {
+  std::vector<config::KeyDoc> rows;
+  for (const auto& name : zoo_names())
+    for (auto row : zoo_schema(name).reference("model")) {
+      row.applies = "model " + name;
+      rows.push_back(std::move(row));
+    }
+  for (const auto& type : layer_type_names())
+    for (auto row : layer_schema(type).reference("model.layers[]")) {
+      row.applies = "type " + type;
+      rows.push_back(std::move(row));
+    }
+  return rows;
 }
 
 void throw_if_problems(const std::vector<std::string>& problems) {

@@ -7,20 +7,24 @@
 #include <string>
 #include <vector>
 
-#include "nn/graph.h"  // GraphNode
-#include "nn/model.h"  // ModelInput
+#include "config/reader.h"  // Section: the `model:` map of a config being read
+#include "config/schema.h"  // KeyDoc: the model keys' reference
+#include "nn/graph.h"       // GraphNode
+#include "nn/model.h"       // ModelInput
 
 namespace dtrain {
 
 // The layer types a `layers:` entry may name.
 const std::vector<std::string>& layer_type_names();
 
-// Checks one zoo model's options (everything in `model` but `name`) and fills defaults.
-void check_zoo_options(const std::string& name, const YAML::Node& model, YAML::Node& out,
-                       std::vector<std::string>& problems);
-// Checks a `layers:` list (path "model.layers") and returns the completed copy.
-YAML::Node check_layer_list(const YAML::Node& layers, const std::string& path,
-                            std::vector<std::string>& problems);
+// Checks the `model:` key of `top` (a config being read): a zoo `name` and its options, or a
+// `layers:` list. Problems go to the section's Reader (unknown keys when it reports them);
+// returns the completed copy, every default filled in.
+YAML::Node check_model_section(config::Section& top);
+// Checks a `layers:` list (reported as "model.layers[i]...") and returns the completed copy.
+YAML::Node check_layer_list(const YAML::Node& layers, std::vector<std::string>& problems);
+// The model keys for the reference: each zoo model's options and each layer type's.
+std::vector<config::KeyDoc> model_reference();
 
 // The `layers:` list of a checked zoo spec for this input.
 YAML::Node zoo_layers(const YAML::Node& model, const ModelInput& input);

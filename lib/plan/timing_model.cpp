@@ -91,7 +91,13 @@ CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double e
   return {steps * one.wait_s, steps * one.cpu_s + codec_s};
 }
 
-Prediction predict_sync(const TimingInputs& in, const CodecCost& codec) {
+Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L) {
+  if (L > 1) {
+    Prediction r = predict_pipe_sgd(in, codec, 1, L);
+    r.algorithm = "sync";
+    r.K = 0;
+    return r;
+  }
   // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path:
   // sync_scheduler.cpp waits for it before the update, and computes again cold.
   const double comm =
@@ -172,9 +178,27 @@ std::vector<Prediction> predict_all(const TimingInputs& in) {
   for (const CodecCost& c : in.codecs) rows.push_back(predict_sync(in, c));
   for (const CodecCost& c : in.codecs) rows.push_back(predict_ps_sync(in, c));
   for (const CodecCost& c : in.codecs) rows.push_back(predict_pipe_sgd(in, c, in.K, in.L));
+  set_speedups(rows);
+  return rows;
+}
+
+void set_speedups(std::vector<Prediction>& rows) {
   const double reference = reference_seconds(rows);
   for (Prediction& r : rows) r.speedup = r.iteration_s > 0 ? reference / r.iteration_s : 1;
-  return rows;
+}
+
+Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period) {
+  period = std::max(period, 1);
+  const double compute = compute_seconds(in);
+  if (in.p <= 1) return make(in, "local_sgd", codec, compute, 0, compute);
+  // The averaging: the delta and the new weights are two copies of n floats, then one
+  // all-reduce the compute thread waits for; spread over the period's iterations.
+  const double n = static_cast<double>(in.n);
+  const double average =
+      allreduce_seconds(in, codec, n) + in.sync_s + 2 * kFloatBytes * n * in.copy_s_per_byte;
+  const double comm = average / period;
+  const double iteration = compute + comm + idle_penalty(in, average) / period;
+  return make(in, "local_sgd", codec, iteration - comm, comm, iteration);
 }
 
 Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& predictions) {

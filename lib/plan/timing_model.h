@@ -73,12 +73,20 @@ inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, 
   return allreduce_cost(in, codec, elements).total();
 }
 
-// Eq. 2: D-Sync, forward + backward + exposed all-reduce + update.
-Prediction predict_sync(const TimingInputs& in, const CodecCost& codec);
+// Eq. 2: D-Sync, forward + backward + exposed all-reduce + update; with L > 1 segments the
+// all-reduces of the first L − 1 start during backward (Eq. 6 with K = 1).
+Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L = 1);
 // The parameter-server baseline as ps_sync_scheduler.cpp runs it (rank 0 serves and computes).
 Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
 // Eq. 4–6: Pipe-SGD with iteration dependency K and L gradient segments (K = 1 is D-Sync).
 Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L);
+
+// Local SGD as local_sgd_scheduler.cpp runs it: every iteration computes and steps locally,
+// every `period`-th also waits for one all-reduce of the model's change (and copies it twice).
+Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period);
+
+// Sets each row's speedup against sync + none (or the first sync row when `none` is absent).
+void set_speedups(std::vector<Prediction>& rows);
 
 // The extra compute time after idling `idle` seconds (interpolated from the inputs' points).
 double idle_penalty(const TimingInputs& in, double idle);

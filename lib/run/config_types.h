@@ -1,12 +1,16 @@
 // The typed settings of an experiment file (DESIGN.md §1): one plain struct per section, with
 // the documented defaults inline so that a default-constructed struct *is* the default section.
+// Each key's name, constraint and doc line are in config_schema.cpp, once.
 #pragma once
-#include <yaml-cpp/yaml.h>  // YAML::Node: the free-form `model:` map, validated by a hook
+#include <yaml-cpp/yaml.h>  // YAML::Node: the resolved `model:` map
 
 #include <cstdint>   // int64_t, uint64_t
 #include <optional>  // ClusterConfig::link: absent means "no network emulation"
 #include <string>
 #include <vector>
+
+#include "config/units.h"     // Rate, Duration
+#include "sched/algorithm.h"  // AlgorithmConfig: the chosen algorithm and its own keys
 
 namespace dtrain {
 
@@ -34,9 +38,8 @@ struct DatasetConfig {
 
 // Emulated network: every message is paced to this bandwidth and delayed by this latency.
 struct LinkConfig {
-  double bandwidth_Bps = 0;  // bytes per second
-  double latency_s = 0;
-  std::string bandwidth_text, latency_text;  // as written ("10Gbps", "20us"), for output
+  Rate bandwidth;    // bytes per second, and as written ("10Gbps")
+  Duration latency;  // seconds, and as written ("20us")
 
   bool operator==(const LinkConfig&) const = default;
 };
@@ -58,15 +61,6 @@ struct ClusterConfig {
   std::vector<StragglerConfig> stragglers;
 
   bool operator==(const ClusterConfig&) const = default;
-};
-
-struct AlgorithmConfig {
-  std::string name = "sync";  // sync | ps_sync | pipe_sgd | sapipe | pipedream | gossip | ...
-  int K = 2;                  // Pipe-SGD staleness bound (iterations in flight)
-  int warmup_epochs = 0;      // Pipe-SGD: epochs of plain synchronous SGD first
-  int segments = 1;           // Pipe-SGD: gradient segments communicated separately
-
-  bool operator==(const AlgorithmConfig&) const = default;
 };
 
 struct CompressionConfig {
@@ -124,12 +118,13 @@ struct ExperimentConfig {
   YAML::Node model;  // the resolved model map (after the model hook filled its defaults)
   DatasetConfig dataset;
   ClusterConfig cluster;
-  AlgorithmConfig algorithm;
+  AlgorithmConfig algorithm;  // the registry's (lib/sched/algorithm.h)
   CompressionConfig compression;
   OptimizerConfig optimizer;
   TrainConfig train;
   OutputConfig output;
-  std::string source_path;  // the config file it was loaded from
+  std::string source_path;            // the config file it was loaded from
+  std::vector<std::string> warnings;  // what loading found worth saying ("FILE:LINE: key: ...")
 };
 
 }  // namespace dtrain

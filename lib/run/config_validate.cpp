@@ -1,15 +1,13 @@
-// Cross-setting rules and the model hook (see config_validate.h).
+// Cross-setting rules (see config_validate.h).
 #include "run/config_validate.h"
 
 #include <fmt/format.h>  // fmt::format: messages
 
-#include <charconv>  // std::from_chars: the line number in a hook message
-#include <map>       // straggler ranks seen
-#include <string_view>
+#include <unistd.h>  // sysconf: the cores, for threads_per_rank
 
-#include "core/error.h"  // InputError: a hook may throw one
+#include <map>  // straggler ranks seen
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 namespace {
 
@@ -78,29 +76,15 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
         fmt::format("must be <= optimizer.lr ({}) for schedule 'cosine', got {}", o.lr, s.min_lr));
 }
 
-// A hook message "model.hidden[1]: must be > 0 (line 4)" as a Problem, with its position moved
-// to where load_config's own messages have it. Messages in another shape are kept whole.
-Problem from_hook_message(std::string text, const Reader& r) {
-  int line = 0;
-  const std::string_view set_suffix = " (from --set)";
-  if (text.ends_with(set_suffix)) {
-    text.resize(text.size() - set_suffix.size());
-  } else if (auto open = text.rfind(" (line "); open != std::string::npos && text.ends_with(")")) {
-    const char* first = text.data() + open + 7;
-    const char* last = text.data() + text.size() - 1;
-    auto [ptr, ec] = std::from_chars(first, last, line);
-    if (ec == std::errc() && ptr == last && line > 0)
-      text.resize(open);
-    else
-      line = 0;
-  }
-  Problem p{"model", text, {}};
-  auto colon = text.find(": ");
-  if (colon != std::string::npos && text.starts_with("model") && parse_path(text.substr(0, colon)))
-    p = {text.substr(0, colon), text.substr(colon + 2), {}};
-  p.origin = r.origin(p.path);
-  if (p.origin.set_item.empty() && line > 0) p.origin.line = line;
-  return p;
+// Settings that are valid but will have no effect here.
+void check_cluster(const ClusterConfig& c, Reader& r) {
+  if (c.tf32 && c.device == "cpu")
+    r.warn("cluster.tf32", "has no effect on a CPU run (cluster.device: cpu)");
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && c.threads_per_rank > cores && !r.has_problem("cluster.threads_per_rank"))
+    r.warn("cluster.threads_per_rank",
+           fmt::format("{} threads per rank, but this machine has {} cores: they will take turns",
+                       c.threads_per_rank, cores));
 }
 
 }  // namespace
@@ -108,47 +92,8 @@ Problem from_hook_message(std::string text, const Reader& r) {
 void check_consistency(const ExperimentConfig& config, Reader& reader) {
   check_dataset(config.dataset, reader);
   check_stragglers(config.cluster, reader);
+  check_cluster(config.cluster, reader);
   check_optimizer(config.optimizer, reader);
 }
 
-YAML::Node check_model(const YAML::Node& model, const ModelChecker& hook, Reader& reader) {
-  const char* what = "a map with a zoo model `name` (e.g. {name: mlp}) or a custom `layers` list";
-  if (!model.IsDefined()) {
-    reader.add("model", std::string("required: ") + what);
-    return YAML::Node();
-  }
-  if (!model.IsMap()) {
-    reader.add("model", fmt::format("expected {}, got {}", what, describe_node(model)), model);
-    return model;
-  }
-  if (!model["name"].IsDefined() && !model["layers"].IsDefined()) {
-    reader.add("model", std::string("needs `name` or `layers`: ") + what, model);
-    return model;
-  }
-  if (!hook) return model;
-  std::vector<std::string> messages;
-  YAML::Node resolved;
-  try {
-    resolved = hook(model, messages);
-  } catch (const InputError& e) {
-    messages.push_back(e.what());  // a hook that throws still gets its say among the others
-  }
-  for (auto& message : messages) reader.add(from_hook_message(std::move(message), reader));
-  return resolved.IsDefined() && resolved.IsMap() ? resolved : model;
-}
-
-}  // namespace dtrain::config_detail
-
-namespace dtrain {
-
-std::string format_model_problem(const YAML::Node& node, const std::string& path,
-                                 const std::string& message) {
-  std::string text = path + ": " + message;
-  // Nodes from --set, and defaults the hook made, have no position; load_config finds the
-  // --set item from the path.
-  if (node.IsDefined() && !node.Mark().is_null())
-    text += fmt::format(" (line {})", node.Mark().line + 1);
-  return text;
-}
-
-}  // namespace dtrain
+}  // namespace dtrain::config

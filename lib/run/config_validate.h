@@ -1,18 +1,13 @@
-// Internal to lib/run: the checks that involve more than one value, and the model hook.
+// Internal to lib/run: the checks that involve more than one value.
 #pragma once
-#include <yaml-cpp/yaml.h>  // YAML::Node: the model map
+#include "config/reader.h"     // Reader: where problems go
+#include "run/config_types.h"  // ExperimentConfig
 
-#include "run/config.h"         // ExperimentConfig, ModelChecker
-#include "run/config_reader.h"  // Reader: where problems go
-
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 // Rules between settings (nesterov needs momentum, multistep needs milestones, ...). Values that
-// already have a problem of their own are skipped, so one mistake is reported once.
+// already have a problem of their own are skipped, so one mistake is reported once. Settings
+// that will have no effect (tf32 on the CPU, more threads than cores) are warnings.
 void check_consistency(const ExperimentConfig& config, Reader& reader);
 
-// Checks that `model` is a map with `name` or `layers`, then runs `hook` (when set) and merges its
-// messages. Returns the resolved model map (the hook's result, else `model` itself).
-YAML::Node check_model(const YAML::Node& model, const ModelChecker& hook, Reader& reader);
-
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

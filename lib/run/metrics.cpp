@@ -18,9 +18,15 @@ std::FILE* open_csv(const std::string& path, const char* header) {
 }
 }  // namespace
 
+std::string timing_header() {
+  std::string header = "rank,epoch,iterations,wall_s";
+  for (std::string_view phase : kPhaseNames) header += fmt::format(",{}_s", phase);
+  return header;
+}
+
 MetricsWriter::MetricsWriter(const std::string& dir) : dir_(dir) {
   accuracy_ = open_csv(dir + "/accuracy.csv", kAccuracyHeader);
-  timing_ = open_csv(dir + "/timing.csv", kTimingHeader);
+  timing_ = open_csv(dir + "/timing.csv", timing_header().c_str());
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -37,35 +43,30 @@ void MetricsWriter::accuracy(const AccuracyRow& r) {
 void MetricsWriter::timing(int epoch, const std::vector<EpochStats>& per_rank) {
   for (size_t rank = 0; rank < per_rank.size(); ++rank) {
     const EpochStats& s = per_rank[rank];
-    fmt::print(timing_, "{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n", rank,
-               epoch, s.iterations, s.wall_s, s.data_s, s.forward_s, s.backward_s, s.update_s,
-               s.compress_s, s.comm_s, s.wait_s);
+    fmt::print(timing_, "{},{},{},{:.6f}", rank, epoch, s.iterations, s.wall_s);
+    for (double seconds : s.phases.seconds) fmt::print(timing_, ",{:.6f}", seconds);
+    fmt::print(timing_, "\n");
   }
   if (std::fflush(timing_) != 0) throw Error("cannot write " + dir_ + "/timing.csv");
 }
 
+// iterations, wall_s, the phases, then the training sums.
 std::vector<double> to_row(const EpochStats& s) {
-  return {static_cast<double>(s.iterations),
-          s.wall_s,
-          s.data_s,
-          s.forward_s,
-          s.backward_s,
-          s.update_s,
-          s.compress_s,
-          s.comm_s,
-          s.wait_s,
-          s.loss_sum,
-          s.correct,
-          static_cast<double>(s.samples)};
+  std::vector<double> row{static_cast<double>(s.iterations), s.wall_s};
+  row.insert(row.end(), s.phases.seconds.begin(), s.phases.seconds.end());
+  row.insert(row.end(), {s.loss_sum, s.correct, static_cast<double>(s.samples)});
+  return row;
 }
 
 EpochStats from_row(const std::vector<double>& r) {
-  DTRAIN_CHECK(r.size() == 12) << "timing row of " << r.size() << " values";
+  DTRAIN_CHECK(r.size() == kPhaseCount + 5) << "timing row of " << r.size() << " values";
   EpochStats s;
   s.iterations = static_cast<int64_t>(r[0]);
-  s.wall_s = r[1], s.data_s = r[2], s.forward_s = r[3], s.backward_s = r[4], s.update_s = r[5];
-  s.compress_s = r[6], s.comm_s = r[7], s.wait_s = r[8], s.loss_sum = r[9], s.correct = r[10];
-  s.samples = static_cast<int64_t>(r[11]);
+  s.wall_s = r[1];
+  for (size_t i = 0; i < kPhaseCount; ++i) s.phases.seconds[i] = r[2 + i];
+  s.loss_sum = r[kPhaseCount + 2];
+  s.correct = r[kPhaseCount + 3];
+  s.samples = static_cast<int64_t>(r[kPhaseCount + 4]);
   return s;
 }
 

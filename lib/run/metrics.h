@@ -19,8 +19,8 @@ struct AccuracyRow {
 
 inline constexpr const char* kAccuracyHeader =
     "epoch,iteration,wall_s,train_loss,train_acc,test_loss,test_acc";
-inline constexpr const char* kTimingHeader =
-    "rank,epoch,iterations,wall_s,data_s,forward_s,backward_s,update_s,compress_s,comm_s,wait_s";
+// "rank,epoch,iterations,wall_s," and each phase's name + "_s" (core/phase.h).
+std::string timing_header();
 
 class MetricsWriter {
  public:

@@ -6,13 +6,13 @@
 #include <fstream>
 #include <memory>
 
-#include "comm/comm.h"        // make_local_comm: a rank's loader options
-#include "compress/codec.h"   // codec_names
-#include "core/error.h"       // DTRAIN_INPUT_CHECK
-#include "data/dataset.h"     // open_dataset: the sample shape and classes
-#include "data/loader.h"      // Loader: the profile's batches
-#include "plan/profiler.h"    // profile_compute, profile_transport, profile_codec
-#include "run/run_options.h"  // backend_options, dataset_options, sgd_options
+#include "compress/codec.h"             // codec_names
+#include "core/error.h"                 // DTRAIN_INPUT_CHECK
+#include "plan/profiler.h"              // profile_compute, profile_transport, profile_codec
+#include "run/run_builder.h"            // build_run: the rank as training builds it
+#include "sched/algorithm.h"            // the registry's timing rows
+#include "sched/local_sgd_scheduler.h"  // LocalSgdOptions: the period in the table's title
+#include "sched/pipe_sgd_scheduler.h"   // PipeSgdOptions: K and L of the recommendation
 
 namespace dtrain {
 namespace {
@@ -51,28 +51,27 @@ struct Profile {
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
   std::string backend, link;
+  std::vector<std::string> notes;  // stand-in data
 };
 
-// One rank as the trainer builds it, for its share of the global batch, fed by the loader;
-// then the transport and the codecs.
+// The options of algorithm `name`: the config's when it is the chosen one, else its defaults.
+AlgorithmConfig options_of(const ExperimentConfig& config, const std::string& name) {
+  return config.algorithm.name == name ? config.algorithm : AlgorithmConfig(name);
+}
+
+// One rank as training builds it (run_builder.h), for its share of the global batch, fed by
+// its loader; then the transport and the codecs.
 Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const int batch = config.dataset.batch_size;
-  auto backend = make_backend(backend_options(config));
-  auto dataset = open_dataset(dataset_options(config), Split::train);
-  const auto local = make_local_comm();
-  LoaderOptions loading = train_loader_options(config, *local);
-  loading.world = p;
-  Loader loader(*dataset, loading);
-  const ModelInput input{dataset->sample_shape(), dataset->num_classes(), batch / p};
-  auto model = build_model(*backend, config.model, input, config.seed);
-  freeze_layers(config, *model);
-  Sgd optimizer(*backend, model->parameters(), model->gradients(), sgd_options(config),
-                model->trainable_offset());
-  const ComputeTimes compute = profile_compute(*model, optimizer, loader, p, kWarmup, iterations);
+  auto run = build_plan_run(config, p);
+  Model& model = *run->model;
+  const ComputeTimes compute =
+      profile_compute(model, *run->optimizer, *run->train_loader, p, kWarmup, iterations);
 
   Profile r;
+  r.notes = run->notes;
   r.iterations = compute.iterations;
-  r.backend = backend->name();
+  r.backend = run->backend->name();
   TimingInputs& in = r.in;
   // The ranks run on this machine (the emulated or local setup): more compute threads than
   // cores share them; and is a core left for each comm thread?
@@ -88,11 +87,12 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
-  in.n = model->num_parameters() - model->trainable_offset();
+  in.n = model.num_parameters() - model.trainable_offset();
   in.p = p;
   in.global_batch = batch;
-  in.K = config.algorithm.K;
-  in.L = config.algorithm.segments;
+  const PipeSgdOptions pipe = options_of(config, "pipe_sgd").get<PipeSgdOptions>();
+  in.K = pipe.K;
+  in.L = pipe.segments;
 
   const TransportTimes transport = profile_transport((in.n + p - 1) / p);
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
@@ -101,12 +101,12 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.copy_s_per_byte = transport.copy_s_per_byte;
   if (const std::optional<LinkConfig>& link = config.cluster.link) {
     // PacedComm: sleep α + bytes·β (late by the timer's overshoot), then the real transfer.
-    in.alpha_s = link->latency_s;
-    in.beta_s_per_byte = 1.0 / link->bandwidth_Bps;
+    in.alpha_s = link->latency.seconds;
+    in.beta_s_per_byte = 1.0 / link->bandwidth.bytes_per_s;
     in.overshoot_s = transport.overshoot_s;
     in.overshoot_per_s = transport.overshoot_per_s;
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
-                         link->bandwidth_text, link->latency_text);
+                         link->bandwidth.text, link->latency.text);
   } else {
     // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
     // hand-off and the transfer a memory copy, both measured here.
@@ -130,6 +130,8 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
       "backend  {}\nlink     {}\ncores    {} on this machine{}\n\n",
       config.name, p, in.global_batch, local, threads, r.backend, r.link, r.cores,
       in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
+  for (const std::string& note : r.notes) o += "note     " + note + "\n";
+  if (!r.notes.empty()) o += "\n";
   o += fmt::format("measured on one rank (mean of {} iterations after {} warm-up):\n", r.iterations,
                    kWarmup);
   auto line = [&o](const char* name, const std::string& value, const std::string& unit,
@@ -179,6 +181,10 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
 
 }  // namespace
 
+std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
+  return build_run(config, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
+}
+
 std::string plan_csv(const std::vector<Prediction>& predictions) {
   std::string csv = "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound\n";
   for (const Prediction& r : predictions)
@@ -196,25 +202,33 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
       << " must be divisible by --ranks " << p;
   const Profile measured = profile(config, p, std::max(options.iterations, 1));
   const TimingInputs& in = measured.in;
-  const std::vector<Prediction> rows = predict_all(in);
+  // Every built algorithm with a timing row (the registry's), with each codec.
+  std::vector<Prediction> rows;
+  for (const AlgorithmEntry& a : algorithms()) {
+    if (!a.built() || !a.predict) continue;
+    const AlgorithmConfig options = options_of(config, a.name);
+    for (const CodecCost& codec : in.codecs) rows.push_back(a.predict(in, codec, options));
+  }
+  set_speedups(rows);
   const Recommendation rec = recommend(in, rows);
 
   std::string o = describe(config, measured);
   o += fmt::format(
-      "\npredicted per iteration (pipe_sgd with K={}, L={}; speedup vs sync+none; SE = "
-      "scaling efficiency, Eq. 7):\n",
-      in.K, in.L);
+      "\npredicted per iteration (pipe_sgd with K={}, L={}; sync with {} segment(s); "
+      "local_sgd every {} iterations; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n",
+      in.K, in.L, rows.empty() ? 1 : std::max(rows.front().L, 1),
+      options_of(config, "local_sgd").get<LocalSgdOptions>().sync_period);
   o += table(rows);
   o += "\nrecommendation (Pipe-SGD: K = 2, compute-bound after compression, sequential "
        "communication):\n  " +
        rec.text + "\n";
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
-  const AlgorithmConfig& a = config.algorithm;
-  if (a.name == "pipe_sgd" && a.K > 1 && a.warmup_epochs > 0)
+  const PipeSgdOptions pipe = options_of(config, "pipe_sgd").get<PipeSgdOptions>();
+  if (config.algorithm.name == "pipe_sgd" && pipe.K > 1 && pipe.warmup_epochs > 0)
     o += fmt::format(
         "(algorithm.warmup_epochs={}: those epochs of pipe_sgd run as D-Sync, the sync "
         "rows)\n",
-        a.warmup_epochs);
+        pipe.warmup_epochs);
   out << o;
 
   if (!options.csv.empty()) {

@@ -9,6 +9,7 @@
 
 #include "plan/timing_model.h"  // Prediction
 #include "run/config.h"         // ExperimentConfig
+#include "run/run_builder.h"    // Run
 
 namespace dtrain {
 
@@ -18,6 +19,10 @@ struct PlanOptions {
   // Profiled iterations after the warm-up; fewer when they would take longer than ~2 s.
   int iterations = 15;
 };
+
+// The rank `dtrain plan` profiles for `ranks` data-parallel ranks: rank 0 as training builds it
+// (run_builder.h), with a stand-in of the dataset's shape when its files are missing.
+std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks);
 
 // InputError (exit 2) when the ranks do not fit the config (--ranks < 1, a global batch not
 // divisible by them); the config file is named in the message.

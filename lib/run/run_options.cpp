@@ -34,11 +34,11 @@ DatasetOptions dataset_options(const ExperimentConfig& c) {
   return o;
 }
 
-LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm) {
+LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world) {
   LoaderOptions o;
   o.global_batch = c.dataset.batch_size;
-  o.rank = comm.rank();
-  o.world = comm.size();
+  o.rank = rank;
+  o.world = world;
   o.seed = c.seed;
   o.shuffle = true;
   o.drop_last = true;
@@ -47,8 +47,8 @@ LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm) 
   return o;
 }
 
-LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm) {
-  LoaderOptions o = train_loader_options(c, comm);
+LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world) {
+  LoaderOptions o = train_loader_options(c, rank, world);
   o.global_batch = c.dataset.test_batch_size;
   o.shuffle = false;
   o.drop_last = false;

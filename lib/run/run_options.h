@@ -2,7 +2,6 @@
 // which know nothing of the config format.
 #pragma once
 #include "backend/backend.h"    // BackendOptions
-#include "comm/comm.h"          // Comm: rank and world for the loaders
 #include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
 #include "nn/model.h"           // Model: optimizer.freeze_layers
@@ -15,8 +14,9 @@ namespace dtrain {
 // `local_rank` picks the GPU on multi-GPU nodes; only `announce`s the `auto` choice on stderr.
 BackendOptions backend_options(const ExperimentConfig& c, int local_rank = 0, bool announce = true);
 DatasetOptions dataset_options(const ExperimentConfig& c);
-LoaderOptions train_loader_options(const ExperimentConfig& c, const Comm& comm);
-LoaderOptions test_loader_options(const ExperimentConfig& c, const Comm& comm);
+// This rank's share of the global batches among `world` data-parallel ranks.
+LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);
+LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);
 SgdOptions sgd_options(const ExperimentConfig& c);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
 // Applies optimizer.freeze_layers to `model`; InputError if it would freeze every layer.

@@ -1,17 +1,14 @@
-// Trainer: turns a validated ExperimentConfig into a run — backend, datasets, model, loaders,
-// optimizer, scheduler — then trains, evaluates and writes the outputs. Everything that can be
-// wrong with the user's input is found in the constructor, before anything is written.
+// Trainer: a run (run_builder.h) and its scheduler, trained epoch by epoch, evaluated by the
+// scheduler, with the outputs written by rank 0. Everything that can be wrong with the user's
+// input is found in the constructor, before anything is written.
 #pragma once
 #include <memory>
 #include <string>
 
-#include "backend/backend.h"  // Backend
 #include "comm/comm.h"        // Comm
-#include "data/loader.h"      // Dataset, Loader
-#include "nn/model.h"         // Model
-#include "optim/sgd.h"        // Sgd, LrSchedule
 #include "run/config.h"       // ExperimentConfig
 #include "run/progress.h"     // Progress
+#include "run/run_builder.h"  // Run, DataFiles
 #include "sched/scheduler.h"  // Scheduler
 
 namespace dtrain {
@@ -24,30 +21,21 @@ struct RunResult {
 
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, Comm& comm);
+  // `data`: --dry-run may stand in for missing dataset files; training may not.
+  Trainer(const ExperimentConfig& config, Comm& comm, DataFiles data = DataFiles::required);
   ~Trainer();
 
   // The resolved settings table and the model summary (ends with "parameters: N").
   std::string describe() const;
-  // Creates output.dir and writes config.yaml (rank 0), then trains to the end.
+  // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 
-  Model& model() { return *model_; }
+  Model& model() { return *run_->model; }
+  Scheduler& scheduler() { return *scheduler_; }
 
  private:
-  struct Eval {
-    double loss = 0, acc = 0;
-  };
-  Eval evaluate();
-
-  ExperimentConfig config_;
   Comm& comm_;
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Dataset> train_set_, test_set_;
-  std::unique_ptr<Loader> train_loader_, test_loader_;
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<LrSchedule> schedule_;
-  std::unique_ptr<Sgd> optimizer_;
+  std::unique_ptr<Run> run_;
   std::unique_ptr<Progress> progress_;  // rank 0 only
   std::unique_ptr<Scheduler> scheduler_;
 };

@@ -1,28 +1,51 @@
 #include "sched/pipe_sgd_scheduler.h"
 
-#include <algorithm>  // sort, min
+#include <algorithm>  // sort
+#include <bit>        // bit_cast: the learning rate as a counter, exactly
 
 #include "core/error.h"
-#include "core/timer.h"  // ScopedTimer
 
 namespace dtrain {
 
-PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx)
-    : Scheduler(std::move(ctx)), K_(ctx_.pipeline.K), warmup_epochs_(ctx_.pipeline.warmup_epochs) {
+AlgorithmEntry pipe_sgd_algorithm() {
+  using namespace config;
+  auto keys =
+      Schema<PipeSgdOptions>("pipe_sgd")
+          .key("K", &PipeSgdOptions::K, integer(Bounds::at_least(1)),
+               "iteration dependency: the update at t uses the gradient of t − K (1 = D-Sync)")
+          .key("warmup_epochs", &PipeSgdOptions::warmup_epochs, integer(Bounds::at_least(0)),
+               "epochs of D-Sync before pipelining starts")
+          .key("segments", &PipeSgdOptions::segments, integer(Bounds::at_least(1)),
+               "gradient segments, each all-reduced as soon as backward has produced it");
+  return {"pipe_sgd",
+          "Pipe-SGD (Li et al., NeurIPS 2018): the update at t uses the all-reduced gradient of "
+          "t − K, so communication and its codec overlap the next iterations",
+          erase(std::move(keys)),
+          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+            return std::make_unique<PipeSgdScheduler>(std::move(ctx), a.get<PipeSgdOptions>());
+          },
+          "",
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+            const auto& o = a.get<PipeSgdOptions>();
+            return predict_pipe_sgd(in, codec, o.K, o.segments);
+          }};
+}
+
+PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx, const PipeSgdOptions& options)
+    : Scheduler(std::move(ctx)),
+      K_(options.K),
+      warmup_epochs_(options.warmup_epochs),
+      segments_(ctx_.model.trainable_offset(), ctx_.model.num_parameters(), options.segments) {
   DTRAIN_INPUT_CHECK(K_ >= 1) << "algorithm.K: must be >= 1, got " << K_;
-  DTRAIN_INPUT_CHECK(ctx_.pipeline.segments >= 1)
-      << "algorithm.segments: must be >= 1, got " << ctx_.pipeline.segments;
   Model& model = ctx_.model;
-  const int64_t begin = model.trainable_offset(), n = model.num_parameters() - begin;
-  const int64_t segments = std::max<int64_t>(1, std::min<int64_t>(ctx_.pipeline.segments, n));
-  for (int64_t j = 0; j <= segments; ++j) segment_begin_.push_back(begin + n * j / segments);
+  const int64_t n = model.num_parameters() - segments_.begin();
 
   // Slot 0 is the model's own buffer; the others are new. Frozen ranges stay zero.
   slots_.resize(static_cast<size_t>(K_));
   for (int k = 0; k < K_; ++k) {
     slots_[k].gradients =
         k == 0 ? model.gradients() : model.backend().zeros({model.num_parameters()});
-    slots_[k].inflight.reserve(static_cast<size_t>(segments));
+    slots_[k].inflight.reserve(segments_.size());
   }
   if (ctx_.comm.size() > 1)
     allreducer_ =
@@ -41,25 +64,12 @@ std::string PipeSgdScheduler::describe() const {
   if (K_ == 1) s += ": D-Sync";
   if (warmup_epochs_ > 0 && K_ > 1)
     s += ", D-Sync for the first " + std::to_string(warmup_epochs_) + " epoch(s)";
-  const size_t segments = segment_begin_.size() - 1;
+  const size_t segments = segments_.size();
   s += segments == 1 ? ", sequential gradient communication"
                      : ", " + std::to_string(segments) + " gradient segments";
   s += ")";
   if (!allreducer_) return s + " on one rank";
   return s + " over " + std::to_string(ctx_.comm.size()) + " ranks, " + allreducer_->describe();
-}
-
-void PipeSgdScheduler::start_segments_ready_from(Slot& slot, int64_t offset) {
-  const size_t segments = segment_begin_.size() - 1;
-  // Backward finishes the buffer from its end: segments start last to first.
-  while (segments_started_ < segments) {
-    const size_t j = segments - 1 - segments_started_;
-    if (segment_begin_[j] < offset) break;
-    const int64_t begin = segment_begin_[j];
-    slot.inflight.push_back(
-        allreducer_->start(slot.gradients.slice(begin, {segment_begin_[j + 1] - begin})));
-    ++segments_started_;
-  }
 }
 
 void PipeSgdScheduler::compute_into(Slot& slot, const Batch& batch, EpochStats& stats) {
@@ -71,23 +81,28 @@ void PipeSgdScheduler::compute_into(Slot& slot, const Batch& batch, EpochStats& 
   }
   // One segment: the whole buffer goes after backward, as in the sync scheduler (Eq. 5);
   // several: each as soon as it is final (Eq. 6).
-  if (segment_begin_.size() == 2) {
+  auto start = [&](int64_t offset) {
+    segments_.start_ready(*allreducer_, slot.gradients, offset, segments_started_, slot.inflight);
+  };
+  if (segments_.size() == 1)
     compute_gradients(batch, stats);
-  } else {
-    compute_gradients(batch, stats,
-                      [&](int64_t offset) { start_segments_ready_from(slot, offset); });
-  }
-  start_segments_ready_from(slot, segment_begin_.front());
+  else
+    compute_gradients(batch, stats, start);
+  start(segments_.begin());
+}
+
+void PipeSgdScheduler::complete(Slot& slot, EpochStats* stats) {
+  if (slot.inflight.empty()) return;
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::wait);
+  for (auto& f : slot.inflight) f.get();
+  slot.inflight.clear();
 }
 
 void PipeSgdScheduler::apply(Slot& slot, float lr, EpochStats* stats) {
-  double unused = 0;
-  if (!slot.inflight.empty()) {
-    ScopedTimer t(stats ? &stats->wait_s : &unused);
-    for (auto& f : slot.inflight) f.get();
-    slot.inflight.clear();
-  }
-  ScopedTimer t(stats ? &stats->update_s : &unused);
+  complete(slot, stats);
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::update);
   ctx_.optimizer.step(lr, ctx_.model.parameters(), slot.gradients);
   slot.iteration = -1;
 }
@@ -99,7 +114,7 @@ EpochStats PipeSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_it
   Batch batch;
   for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
     {
-      ScopedTimer t(&stats.data_s);
+      PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;
     }
     const float lr = lr_at(epoch, i);
@@ -114,7 +129,8 @@ EpochStats PipeSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_it
     finish_iteration(epoch, i, batch.labels.numel(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
-  if (allreducer_) allreducer_->take_times(&stats.comm_s, &stats.compress_s);
+  if (allreducer_)
+    allreducer_->take_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);
   return stats;
 }
 
@@ -125,6 +141,34 @@ void PipeSgdScheduler::flush() {
   std::sort(pending.begin(), pending.end(),
             [](const Slot* a, const Slot* b) { return a->iteration < b->iteration; });
   for (Slot* slot : pending) apply(*slot, last_lr_, nullptr);
+}
+
+void PipeSgdScheduler::save(SchedulerState& state) {
+  Scheduler::save(state);
+  Backend& backend = ctx_.model.backend();
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    Slot& slot = slots_[k];
+    complete(slot, nullptr);  // a sum in flight is saved as the sum it will be
+    const std::string name = "pipe_sgd.slot" + std::to_string(k);
+    state.put(name + ".gradients", slot.gradients, backend);
+    state.set_counter(name + ".iteration", slot.iteration);
+  }
+  state.set_counter("pipe_sgd.iteration", iteration_);
+  state.set_counter("pipe_sgd.last_lr_bits", std::bit_cast<int32_t>(last_lr_));
+}
+
+void PipeSgdScheduler::load(const SchedulerState& state) {
+  Scheduler::load(state);
+  Backend& backend = ctx_.model.backend();
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    Slot& slot = slots_[k];
+    complete(slot, nullptr);
+    const std::string name = "pipe_sgd.slot" + std::to_string(k);
+    state.get(name + ".gradients", slot.gradients, backend);
+    slot.iteration = state.counter(name + ".iteration");
+  }
+  iteration_ = state.counter("pipe_sgd.iteration");
+  last_lr_ = std::bit_cast<float>(static_cast<int32_t>(state.counter("pipe_sgd.last_lr_bits")));
 }
 
 }  // namespace dtrain

@@ -15,18 +15,33 @@
 #include <vector>
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
+#include "sched/algorithm.h"           // AlgorithmEntry
+#include "sched/gradient_segments.h"   // GradientSegments
 #include "sched/scheduler.h"           // Scheduler
 
 namespace dtrain {
 
+// Pipe-SGD's keys (algorithm.K, .warmup_epochs, .segments).
+struct PipeSgdOptions {
+  int K = 2;              // iteration dependency: the update at t uses the gradient of t − K
+  int warmup_epochs = 0;  // epochs of D-Sync before pipelining starts
+  int segments = 1;       // gradient segments all-reduced as backward produces them
+};
+
+AlgorithmEntry pipe_sgd_algorithm();
+
 class PipeSgdScheduler final : public Scheduler {
  public:
-  explicit PipeSgdScheduler(SchedulerContext ctx);
+  PipeSgdScheduler(SchedulerContext ctx, const PipeSgdOptions& options);
   ~PipeSgdScheduler() override;
   std::string name() const override { return "pipe_sgd"; }
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
   void flush() override;
+  // The K slots' gradients (all-reduced: the wait is for what is in flight) and whose they are,
+  // the iteration counter and the last learning rate.
+  void save(SchedulerState& state) override;
+  void load(const SchedulerState& state) override;
 
  private:
   // One iteration's gradient buffer: computed into by backward, then summed over the ranks in
@@ -40,15 +55,16 @@ class PipeSgdScheduler final : public Scheduler {
   // Forward and backward of iteration t into `slot`, starting the all-reduce of each segment as
   // soon as backward has produced it.
   void compute_into(Slot& slot, const Batch& batch, EpochStats& stats);
-  void start_segments_ready_from(Slot& slot, int64_t offset);
+  // Waits for the slot's all-reduce (into `stats`' wait phase when given).
+  void complete(Slot& slot, EpochStats* stats);
   // Waits for the slot's all-reduce and applies its gradient with learning rate `lr`.
   void apply(Slot& slot, float lr, EpochStats* stats);
 
   int K_, warmup_epochs_;
-  std::vector<int64_t> segment_begin_;  // L + 1 boundaries of the trainable range
-  std::vector<Slot> slots_;             // K of them; slot t mod K holds iteration t
-  size_t segments_started_ = 0;         // of the iteration being computed
-  int64_t iteration_ = 0;               // over the whole run
+  GradientSegments segments_;    // of the trainable range
+  std::vector<Slot> slots_;      // K of them; slot t mod K holds iteration t
+  size_t segments_started_ = 0;  // of the iteration being computed
+  int64_t iteration_ = 0;        // over the whole run
   float last_lr_ = 0;
   // Declared last: its thread is joined, finishing any all-reduce still writing into a slot,
   // before the slots are freed.

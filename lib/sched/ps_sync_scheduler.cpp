@@ -1,11 +1,23 @@
 #include "sched/ps_sync_scheduler.h"
 
+#include "comm/tags.h"  // tags::kPsGradient, tags::kPsWeights
 #include "core/error.h"
 #include "core/timer.h"  // ScopedTimer
 
 namespace dtrain {
-namespace {
-constexpr int kGradientTag = 0x5053, kWeightTag = 0x5054;  // "PS", "PT"
+
+AlgorithmEntry ps_sync_algorithm() {
+  return {"ps_sync",
+          "parameter server on rank 0 (the Pipe-SGD paper's centralised baseline): workers push "
+          "gradients, the server updates and sends the weights back",
+          config::erase(config::Schema<PsSyncOptions>("ps_sync")),
+          [](SchedulerContext ctx, const AlgorithmConfig&) -> std::unique_ptr<Scheduler> {
+            return std::make_unique<PsSyncScheduler>(std::move(ctx));
+          },
+          "",
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig&) {
+            return predict_ps_sync(in, codec);
+          }};
 }
 
 PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx)
@@ -38,7 +50,7 @@ void PsSyncScheduler::gather_gradients(double* compress_s) {
   const size_t bytes = codec_->encoded_bytes(n);
   // One worker after another: the server's incoming link is the shared resource.
   for (int w = 1; w < ctx_.comm.size(); ++w) {
-    ctx_.comm.recv(inbox_[w - 1].data(), bytes, w, kGradientTag);
+    ctx_.comm.recv(inbox_[w - 1].data(), bytes, w, tags::kPsGradient);
     ScopedTimer t(compress_s);
     codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
   }
@@ -47,7 +59,7 @@ void PsSyncScheduler::gather_gradients(double* compress_s) {
 void PsSyncScheduler::send_weights() {
   const Tensor& weights = weights_.host();
   for (int w = 1; w < ctx_.comm.size(); ++w)
-    ctx_.comm.send(weights.raw(), weights.bytes(), w, kWeightTag);
+    ctx_.comm.send(weights.raw(), weights.bytes(), w, tags::kPsWeights);
 }
 
 void PsSyncScheduler::push_and_pull(double* compress_s) {
@@ -56,9 +68,9 @@ void PsSyncScheduler::push_and_pull(double* compress_s) {
     ScopedTimer t(compress_s);
     codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
   }
-  ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, kGradientTag);
+  ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, tags::kPsGradient);
   const Tensor& weights = weights_.host();
-  ctx_.comm.recv(weights.raw(), weights.bytes(), 0, kWeightTag);
+  ctx_.comm.recv(weights.raw(), weights.bytes(), 0, tags::kPsWeights);
 }
 
 EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
@@ -69,18 +81,18 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
   Batch batch;
   for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
     {
-      ScopedTimer t(&stats.data_s);
+      PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;
     }
     compute_gradients(batch, stats);
     const float lr = lr_at(epoch, i);
     if (ctx_.comm.size() == 1) {
-      ScopedTimer t(&stats.update_s);
+      PhaseTimer t(stats.phases, Phase::update);
       ctx_.optimizer.step(lr);
     } else {
       // The exchange runs on the comm thread; the compute thread has nothing to overlap. GPU
       // buffers are staged through host memory around it (no-ops on the CPU).
-      ScopedTimer t(&stats.wait_s);
+      PhaseTimer t(stats.phases, Phase::wait);
       grads_.download();
       if (server) {
         thread_.submit([&] { gather_gradients(&compress_s); }).get();
@@ -96,8 +108,8 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
     finish_iteration(epoch, i, batch.labels.numel(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
-  stats.compress_s = compress_s;
-  stats.comm_s = thread_.take_busy_seconds() - compress_s;
+  stats.phases[Phase::compress] = compress_s;
+  stats.phases[Phase::comm] = thread_.take_busy_seconds() - compress_s;
   return stats;
 }
 

@@ -10,10 +10,15 @@
 
 #include "comm/comm_thread.h"   // CommThread
 #include "compress/codec.h"     // Codec
+#include "sched/algorithm.h"    // AlgorithmEntry
 #include "sched/host_mirror.h"  // HostMirror: GPU buffers staged through host memory
 #include "sched/scheduler.h"    // Scheduler
 
 namespace dtrain {
+
+struct PsSyncOptions {};  // no keys of its own
+
+AlgorithmEntry ps_sync_algorithm();
 
 class PsSyncScheduler final : public Scheduler {
  public:

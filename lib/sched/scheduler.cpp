@@ -5,9 +5,67 @@
 #include <thread>  // sleep_for
 
 #include "core/error.h"
-#include "core/timer.h"  // ScopedTimer
+#include "nn/graph.h"  // Graph::step: the dropout counter
 
 namespace dtrain {
+
+// ---- SchedulerState ------------------------------------------------------------------------
+
+void SchedulerState::put(const std::string& name, const Tensor& flat, Backend& backend) {
+  DTRAIN_CHECK(flat.dtype() == DType::f32) << "scheduler state '" << name << "' is not f32";
+  std::vector<float> host(static_cast<size_t>(flat.numel()));
+  if (!host.empty()) {
+    backend.copy(Tensor::borrow(host.data(), Shape{flat.numel()}), flat);
+    backend.synchronize();
+  }
+  for (auto& [key, values] : buffers_)
+    if (key == name) {
+      values = std::move(host);
+      return;
+    }
+  buffers_.emplace_back(name, std::move(host));
+}
+
+void SchedulerState::get(const std::string& name, const Tensor& flat, Backend& backend) const {
+  for (const auto& [key, values] : buffers_) {
+    if (key != name) continue;
+    DTRAIN_CHECK(static_cast<int64_t>(values.size()) == flat.numel())
+        << "scheduler state '" << name << "' holds " << values.size() << " values, the model "
+        << flat.numel();
+    if (!values.empty()) {
+      backend.copy(flat, Tensor::borrow(const_cast<float*>(values.data()), Shape{flat.numel()}));
+      backend.synchronize();
+    }
+    return;
+  }
+  DTRAIN_CHECK(false) << "scheduler state has no buffer '" << name << "'";
+}
+
+void SchedulerState::set_counter(const std::string& name, int64_t value) {
+  for (auto& [key, v] : counters_)
+    if (key == name) {
+      v = value;
+      return;
+    }
+  counters_.emplace_back(name, value);
+}
+
+int64_t SchedulerState::counter(const std::string& name) const {
+  for (const auto& [key, v] : counters_)
+    if (key == name) return v;
+  DTRAIN_CHECK(false) << "scheduler state has no counter '" << name << "'";
+  return 0;
+}
+
+bool SchedulerState::has(const std::string& name) const {
+  for (const auto& [key, v] : buffers_)
+    if (key == name) return true;
+  for (const auto& [key, v] : counters_)
+    if (key == name) return true;
+  return false;
+}
+
+// ---- Scheduler -----------------------------------------------------------------------------
 
 double Scheduler::emulate_straggler(double seconds) const {
   if (ctx_.compute_slowdown <= 1.0 || seconds <= 0) return 0;
@@ -19,23 +77,22 @@ double Scheduler::emulate_straggler(double seconds) const {
 void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
                                   const std::function<void(int64_t)>& on_ready) {
   const int64_t rows = batch.labels.numel();
-  const double before = stats.forward_s + stats.backward_s;
+  PhaseTimes& t = stats.phases;
+  const double before = t[Phase::forward] + t[Phase::backward];
   {
-    ScopedTimer t(&stats.forward_s);
+    PhaseTimer timer(t, Phase::forward);
     ctx_.model.forward(batch.images, batch.labels);
   }
   {
-    // Scaling by the global batch makes the sum over ranks the global-batch mean.
-    ScopedTimer t(&stats.backward_s);
-    ctx_.model.backward(1.0f / static_cast<float>(rows * ctx_.comm.size()), on_ready);
+    PhaseTimer timer(t, Phase::backward);
+    ctx_.model.backward(gradient_scale(rows), on_ready);
   }
-  stats.backward_s += emulate_straggler(stats.forward_s + stats.backward_s - before);
+  t[Phase::backward] += emulate_straggler(t[Phase::forward] + t[Phase::backward] - before);
 }
 
-Tensor Scheduler::trainable_gradients() const {
-  const Tensor& g = ctx_.model.gradients();
+Tensor Scheduler::trainable_part(const Tensor& flat) const {
   const int64_t offset = ctx_.model.trainable_offset();
-  return g.slice(offset, {g.numel() - offset});
+  return flat.slice(offset, {flat.numel() - offset});
 }
 
 void Scheduler::finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats) {
@@ -50,6 +107,49 @@ void Scheduler::finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats&
   ++stats.iterations;
   if (ctx_.on_iteration)
     ctx_.on_iteration({epoch, i + 1, rows ? ls.loss_sum / rows : 0.0, rows * ctx_.comm.size()});
+}
+
+EvalResult Scheduler::evaluate(Loader& test) {
+  flush();
+  return evaluate_model(test);
+}
+
+EvalResult Scheduler::evaluate_model(Loader& test) {
+  Model& model = ctx_.model;
+  const bool training = model.training();
+  model.set_training(false);
+  test.start_epoch(0);
+  std::vector<double> sums{0, 0, 0};  // loss, correct, count
+  Batch batch;
+  while (test.next(batch)) {
+    if (batch.labels.numel() == 0) continue;
+    model.forward(batch.images, batch.labels);
+    const LossStats s = model.last_stats();
+    sums[0] += s.loss_sum, sums[1] += s.correct, sums[2] += static_cast<double>(s.count);
+  }
+  model.set_training(training);
+  ctx_.comm.allreduce_sum(sums);
+  return sums[2] > 0 ? EvalResult{sums[0] / sums[2], sums[1] / sums[2]} : EvalResult{};
+}
+
+void Scheduler::save(SchedulerState& state) {
+  Model& model = ctx_.model;
+  Backend& backend = model.backend();
+  state.put("model.parameters", model.parameters(), backend);
+  state.put("model.buffers", model.buffers(), backend);
+  const Tensor& momentum = ctx_.optimizer.momentum();
+  if (momentum.defined()) state.put("optimizer.momentum", momentum, backend);
+  state.set_counter("model.step", static_cast<int64_t>(model.graph().step()));
+}
+
+void Scheduler::load(const SchedulerState& state) {
+  Model& model = ctx_.model;
+  Backend& backend = model.backend();
+  state.get("model.parameters", model.parameters(), backend);
+  state.get("model.buffers", model.buffers(), backend);
+  const Tensor& momentum = ctx_.optimizer.momentum();
+  if (momentum.defined()) state.get("optimizer.momentum", momentum, backend);
+  model.graph().set_step(static_cast<uint64_t>(state.counter("model.step")));
 }
 
 }  // namespace dtrain

@@ -1,13 +1,17 @@
 // Scheduler: owns the training loop of one distributed algorithm (DESIGN.md §2). It sees the
-// rest of dtrain only through the Model, the optimizer, the LR schedule and the Comm, and
-// reports what it did per epoch in the units of timing.csv.
+// rest of dtrain only through the Model, the optimizer, the LR schedule and the Comm, reports
+// what it did per epoch in the phases of timing.csv, and owns what is evaluated and saved
+// (decision 9): evaluate(), save() and load() are its hooks.
 #pragma once
 #include <cstdint>
 #include <functional>  // per-iteration progress callback
 #include <string>
+#include <utility>  // std::pair: named buffers and counters
+#include <vector>
 
 #include "comm/comm.h"                 // Comm
 #include "comm/gradient_allreducer.h"  // GradientPlacement
+#include "core/phase.h"                // Phase, PhaseTimes, PhaseTimer
 #include "data/loader.h"               // Loader: this rank's batches
 #include "nn/model.h"                  // Model
 #include "optim/lr_schedule.h"         // LrSchedule
@@ -15,11 +19,11 @@
 
 namespace dtrain {
 
-// One rank's account of one epoch (timing.csv columns plus the running training loss).
+// One rank's account of one epoch: timing.csv's columns plus the running training loss.
 struct EpochStats {
   int64_t iterations = 0;
-  double wall_s = 0, data_s = 0, forward_s = 0, backward_s = 0, update_s = 0;
-  double compress_s = 0, comm_s = 0, wait_s = 0;
+  double wall_s = 0;
+  PhaseTimes phases;                 // seconds per phase (core/phase.h)
   double loss_sum = 0, correct = 0;  // over this rank's training samples of the epoch
   int64_t samples = 0;
 };
@@ -31,11 +35,31 @@ struct IterationReport {
   int64_t samples = 0;    // global samples processed in this iteration
 };
 
-// Pipe-SGD's knobs (algorithm.K, .warmup_epochs, .segments).
-struct PipelineOptions {
-  int K = 2;              // iteration dependency: the update at t uses the gradient of t − K
-  int warmup_epochs = 0;  // epochs of D-Sync before pipelining starts
-  int segments = 1;       // gradient segments all-reduced as backward produces them
+// Loss and accuracy over a test set (all ranks' samples).
+struct EvalResult {
+  double loss = 0, acc = 0;
+};
+
+// What a scheduler needs to continue exactly where it was: named flat buffers (host copies,
+// wherever the originals live) and named counters. The reliability issue writes it to disk.
+class SchedulerState {
+ public:
+  // Copies `flat` (f32, on `backend`'s device or the host) under `name`.
+  void put(const std::string& name, const Tensor& flat, Backend& backend);
+  // Copies the buffer `name` into `flat`; its size must match.
+  void get(const std::string& name, const Tensor& flat, Backend& backend) const;
+  void set_counter(const std::string& name, int64_t value);
+  int64_t counter(const std::string& name) const;
+  bool has(const std::string& name) const;
+
+  const std::vector<std::pair<std::string, std::vector<float>>>& buffers() const {
+    return buffers_;
+  }
+  const std::vector<std::pair<std::string, int64_t>>& counters() const { return counters_; }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<float>>> buffers_;
+  std::vector<std::pair<std::string, int64_t>> counters_;
 };
 
 struct SchedulerContext {
@@ -49,7 +73,6 @@ struct SchedulerContext {
   // Straggler emulation (cluster.stragglers): this rank's compute takes `compute_slowdown`
   // times as long as it really does.
   double compute_slowdown = 1.0;
-  PipelineOptions pipeline = {};
   // How gradients on a GPU travel between ranks (cluster.comm): auto | nccl | mpi.
   std::string gpu_comm = "auto";
 };
@@ -67,6 +90,16 @@ class Scheduler {
   // Leaves the parameters in the state to evaluate or save (pipelined algorithms apply what is
   // still in flight). Called before every evaluation and at the end.
   virtual void flush() {}
+  // Loss and accuracy of the model this algorithm stands for on `test` (a collective: every
+  // rank calls it). Default: flush, then every rank evaluates its shard and the sums are
+  // all-reduced.
+  virtual EvalResult evaluate(Loader& test);
+  // The complete training state: parameters, BatchNorm statistics, momentum, the dropout
+  // counter, and what the algorithm keeps of its own (overrides add theirs after the base's).
+  // Waits for communication in flight but changes nothing: training continues as if not saved.
+  virtual void save(SchedulerState& state);
+  // Restores what save() wrote, so that training continues exactly as from that point.
+  virtual void load(const SchedulerState& state);
 
  protected:
   // Learning rate at iteration `i` (0-based) of `epoch`.
@@ -74,19 +107,28 @@ class Scheduler {
     return static_cast<float>(
         ctx_.schedule.lr_at(epoch + static_cast<double>(i) / ctx_.iterations_per_epoch));
   }
+  // The factor on the summed loss of a local batch of `rows`: 1 / (rows · ranks) makes the sum
+  // of the ranks' gradients the global-batch mean (data parallel); an algorithm whose ranks
+  // step on their own gradient (local SGD, gossip) takes the local mean, 1 / rows.
+  virtual float gradient_scale(int64_t rows) const {
+    return 1.0f / static_cast<float>(rows * ctx_.comm.size());
+  }
   // Stretches compute that took `seconds` to compute_slowdown × seconds; returns the added time.
   double emulate_straggler(double seconds) const;
-  // The local half of a data-parallel step: forward and backward of this rank's batch with the
-  // loss scaled to the global-batch mean (straggler emulation included), timed into `stats`.
+  // The local half of a step: forward and backward of this rank's batch with the loss scaled by
+  // gradient_scale (straggler emulation included), timed into `stats`.
   // `on_ready(offset)`: gradients[offset, P) are final (Model::backward).
   void compute_gradients(const Batch& batch, EpochStats& stats,
                          const std::function<void(int64_t)>& on_ready = {});
-  // The part of the flat gradient the optimizer updates: frozen layers are not communicated.
-  Tensor trainable_gradients() const;
+  // The part of a flat buffer the optimizer updates: frozen layers are not communicated.
+  Tensor trainable_part(const Tensor& flat) const;
+  Tensor trainable_gradients() const { return trainable_part(ctx_.model.gradients()); }
   // Where the gradient all-reduce finds the buffers (host or GPU) and how GPU ones travel.
   GradientPlacement gradient_placement() const { return {&ctx_.model.backend(), ctx_.gpu_comm}; }
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
+  // Evaluates the model's current parameters on `test` (every rank its shard; a collective).
+  EvalResult evaluate_model(Loader& test);
 
   SchedulerContext ctx_;
 };

@@ -1,44 +1,92 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
-#include "core/timer.h"  // ScopedTimer
 
 namespace dtrain {
 
-SyncScheduler::SyncScheduler(SchedulerContext ctx) : Scheduler(std::move(ctx)) {
+namespace {
+
+int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
+  return o.segments.is("auto") ? segments_for_bytes(floats, kAutoSegmentBytes) : o.segments.value;
+}
+
+}  // namespace
+
+AlgorithmEntry sync_algorithm() {
+  using namespace config;
+  auto keys = Schema<SyncOptions>("sync").key(
+      "segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
+      "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)");
+  return {"sync",
+          "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with backward "
+          "in segments (Pipe-SGD paper's baseline)",
+          erase(std::move(keys)),
+          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+            return std::make_unique<SyncScheduler>(std::move(ctx), a.get<SyncOptions>());
+          },
+          "",
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+            return predict_sync(in, codec,
+                                static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
+          }};
+}
+
+SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
+    : Scheduler(std::move(ctx)),
+      segments_(
+          ctx_.model.trainable_offset(), ctx_.model.num_parameters(),
+          resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset())) {
+  inflight_.reserve(segments_.size());
   if (ctx_.comm.size() > 1)
     allreducer_ = std::make_unique<GradientAllreducer>(
         ctx_.comm, ctx_.compression, ctx_.model.num_parameters(), gradient_placement());
 }
 
 std::string SyncScheduler::describe() const {
-  return allreducer_ ? "sync (D-Sync) over " + std::to_string(ctx_.comm.size()) + " ranks, " +
-                           allreducer_->describe()
-                     : "sync (one rank)";
+  if (!allreducer_) return "sync (one rank)";
+  std::string s = "sync (D-Sync) over " + std::to_string(ctx_.comm.size()) + " ranks, ";
+  s += segments_.size() == 1
+           ? "whole gradient after backward"
+           : std::to_string(segments_.size()) + " gradient segments all-reduced during backward";
+  return s + ", " + allreducer_->describe();
 }
 
 EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
   EpochStats stats;
+  PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
+  const Tensor& grads = ctx_.model.gradients();
   Batch batch;
   for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
     {
-      ScopedTimer t(&stats.data_s);
+      PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;
     }
-    compute_gradients(batch, stats);
-    if (allreducer_) {
-      ScopedTimer t(&stats.wait_s);  // nothing to overlap with in D-Sync: all of it is exposed
-      allreducer_->start(trainable_gradients()).get();
+    if (!allreducer_) {
+      compute_gradients(batch, stats);
+    } else {
+      started_ = 0;
+      auto start = [&](int64_t offset) {
+        segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
+      };
+      if (segments_.size() > 1)
+        compute_gradients(batch, stats, start);
+      else
+        compute_gradients(batch, stats);
+      start(segments_.begin());  // whatever backward has not started (all of it with one)
+      // What is still running after backward is exposed: the compute thread waits for it.
+      PhaseTimer timer(t, Phase::wait);
+      for (auto& f : inflight_) f.get();
+      inflight_.clear();
     }
     {
-      ScopedTimer t(&stats.update_s);
+      PhaseTimer timer(t, Phase::update);
       ctx_.optimizer.step(lr_at(epoch, i));
     }
     finish_iteration(epoch, i, batch.labels.numel(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
-  if (allreducer_) allreducer_->take_times(&stats.comm_s, &stats.compress_s);
+  if (allreducer_) allreducer_->take_times(&t[Phase::comm], &t[Phase::compress]);
   return stats;
 }
 

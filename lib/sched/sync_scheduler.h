@@ -1,22 +1,39 @@
 // D-Sync: every rank computes the gradient of its share of the global batch, the gradients are
 // summed over ranks, and every rank applies the identical update (Pipe-SGD paper, Fig. 2a).
+// With `segments` > 1 each segment's all-reduce starts as soon as backward has produced it, so
+// communication overlaps the rest of backward (Eq. 6 with K = 1; DDP's gradient buckets).
 #pragma once
+#include <future>
 #include <memory>
+#include <vector>
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
+#include "config/kinds.h"              // WordOr: `segments: auto | N`
+#include "sched/algorithm.h"           // AlgorithmEntry
+#include "sched/gradient_segments.h"   // GradientSegments
 #include "sched/scheduler.h"           // Scheduler
 
 namespace dtrain {
 
+struct SyncOptions {
+  // auto: segments of about 25 MB; 1: the whole gradient after backward.
+  config::WordOr<int> segments = config::WordOr<int>::named("auto");
+};
+
+AlgorithmEntry sync_algorithm();
+
 class SyncScheduler final : public Scheduler {
  public:
-  explicit SyncScheduler(SchedulerContext ctx);
+  SyncScheduler(SchedulerContext ctx, const SyncOptions& options);
   std::string name() const override { return "sync"; }
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
 
  private:
-  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+  GradientSegments segments_;
+  std::vector<std::future<void>> inflight_;
+  size_t started_ = 0;
+  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank; last: joined first
 };
 
 }  // namespace dtrain

@@ -25,14 +25,16 @@ sed 's/batch_size: 32/batch_size: -1/' "$good" > "$WORK/batch.yaml"
 expect_2 "negative batch" "dataset.batch_size" --config "$WORK/batch.yaml"
 expect_2 "unknown algorithm" "algorithm.name" --config "$good" --set algorithm.name=nonsense
 expect_2 "missing dataset path" "/does/not/exist" --config "$good" \
-  --set dataset.name=mnist --set dataset.path=/does/not/exist
+  --set "dataset={name: mnist, path: /does/not/exist}"
+expect_2 "missing dataset points at datasets/README.md" "datasets/README.md" --config "$good" \
+  --set "dataset={name: cifar10, path: $WORK/no-cifar}"
 mkdir -p "$WORK/trunc"
 for f in /usr/share/datasets/fashion-mnist/*.gz; do cp "$f" "$WORK/trunc/"; done
 if [ -f "$WORK/trunc/train-images-idx3-ubyte.gz" ]; then
   gzip -dc "$WORK/trunc/train-images-idx3-ubyte.gz" | head -c 100000 > "$WORK/trunc/train-images-idx3-ubyte"
   rm "$WORK/trunc/train-images-idx3-ubyte.gz"
   expect_2 "truncated idx" "train-images-idx3-ubyte" --config "$good" \
-    --set dataset.name=fashion_mnist --set dataset.path="$WORK/trunc"
+    --set "dataset={name: fashion_mnist, path: $WORK/trunc}"
 else
   echo "skip: truncated idx (no Fashion-MNIST installed)"
 fi
@@ -40,6 +42,14 @@ expect_2 "--set unknown key" "foo.bar" --config "$good" --set foo.bar=1
 expect_2 "malformed --set" "--set" --config "$good" --set novalue
 expect_2 "unknown option" "--frobnicate" --config "$good" --frobnicate
 expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
+# Each algorithm takes its own keys; unbuilt ones are refused before anything is created.
+expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd, not to the chosen 'sync'" \
+  --config "$good" --set "algorithm={name: sync, K: 7}"
+for a in sapipe pipedream gossip d_psgd hpsgd; do
+  expect_2 "unbuilt $a" "algorithm.name: '$a' is not built yet" --config "$good" --set algorithm.name=$a
+done
+expect_2 "schedule key of another schedule" "milestones: applies only to schedule multistep" \
+  --config "$good" --set "optimizer.schedule={name: cosine, milestones: [2]}"
 
 # Existing results are not touched by a bad run.
 mkdir -p "$out" && echo keep > "$out/accuracy.csv"

@@ -7,8 +7,9 @@ header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound"
 check_csv() {  # check_csv FILE WHAT
   local f=$1 what=$2
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 9 ] || fail "$what: expected 9 rows, got $(tail -n +2 "$f" | wc -l)"
-  for a in sync ps_sync pipe_sgd; do
+  # Every built algorithm with a timing row (the registry's), with every codec.
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 12 ] || fail "$what: expected 12 rows, got $(tail -n +2 "$f" | wc -l)"
+  for a in sync ps_sync pipe_sgd local_sgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\)$" "$f" ||
         fail "$what: no well-formed row for $a,$c"
@@ -48,6 +49,16 @@ for c in none truncate16 quantize8; do
   awk -v p="$(predicted "$WORK/slow.csv" pipe_sgd $c)" -v s="$(predicted "$WORK/slow.csv" sync $c)" \
     'BEGIN { exit !(p <= s) }' || fail "pipe_sgd,$c slower than sync,$c"
 done
+
+# Local SGD communicates every sync_period iterations: cheaper per iteration than D-Sync when
+# communication-bound.
+awk -v l="$(predicted "$WORK/slow.csv" local_sgd none)" -v s="$(predicted "$WORK/slow.csv" sync none)" \
+  'BEGIN { exit !(l < s) }' || fail "local_sgd,none not faster than sync,none at 10 Mbit/s"
+
+# A dataset whose files are not here: planned on a stand-in of its shape, and said so.
+out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \
+      --set dataset.path="$WORK/no-cifar" 2>&1) || fail "plan without the dataset files failed: $out"
+echo "$out" | grep -q "STAND-IN" || fail "plan without the files does not say it stands in: $out"
 
 expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
   local what=$1 pattern=$2; shift 2

@@ -138,7 +138,8 @@ TEST_CASE("idx: missing files and folders name what was expected") {
 
   DatasetOptions o = idx_options(dir);
   o.path = (dir.path() / "nope").string();
-  CHECK(open_error(o) == "dataset.path: " + o.path + " does not exist");
+  CHECK(contains(open_error(o), "dataset.path: " + o.path +
+                                    " does not exist (datasets/README.md says how to obtain"));
   o.path = "";
   CHECK(contains(open_error(o), "dataset.path: required for mnist"));
   o.name = "imagenet22k";

@@ -26,7 +26,7 @@ inline std::unique_ptr<Backend> cpu(int threads = 1) {
 // Graph nodes from a YAML `layers:` list (checked like a user's).
 inline std::vector<GraphNode> nodes(const std::string& yaml) {
   std::vector<std::string> problems;
-  YAML::Node list = check_layer_list(YAML::Load(yaml), "model.layers", problems);
+  YAML::Node list = check_layer_list(YAML::Load(yaml), problems);
   for (const auto& p : problems) INFO(p);
   REQUIRE(problems.empty());
   return make_nodes(list);

@@ -30,25 +30,24 @@ model:
   depth: 3
 )");
   CHECK(p.size() == 3);
-  CHECK(has(p, "model.hidden[1]: must be > 0 (line 4)"));
-  CHECK(has(p, "model.hidden[2]: must be a positive integer (line 4)"));
-  CHECK(has(p, "model.depth: unknown option for model 'mlp' (known: hidden) (line 5)"));
+  CHECK(has(p, "model.hidden[1]: must be > 0, got 0 (line 4)"));
+  CHECK(has(p, "model.hidden[2]: expected an integer, got 'x' (line 4)"));
+  CHECK(has(p, "model.depth: unknown key (known keys: hidden, name) (line 5)"));
 
   CHECK(has(problems_of("model: {name: mlp, hidden: 500}"),
-            "model.hidden: must be a list of positive integers (line 1)"));
+            "model.hidden: expected a list of integer > 0, got '500' (line 1)"));
   CHECK(has(problems_of("model: {name: resnet18, small_input: maybe}"),
-            "model.small_input: must be true, false or auto (line 1)"));
+            "model.small_input: expected auto | true | false, got 'maybe' (line 1)"));
   CHECK(has(problems_of("model: {name: alexnet, dropout: 1.5}"),
-            "model.dropout: must be in [0, 1) (line 1)"));
+            "model.dropout: must be in [0, 1), got 1.5 (line 1)"));
   CHECK(has(problems_of("model: {name: resnet20, shortcut: C}"),
-            "model.shortcut: must be one of: A, B (line 1)"));
+            "model.shortcut: expected one of A, B, got 'C'; did you mean 'A'? (line 1)"));
   CHECK(has(problems_of("model: {name: lenet, lrn: true}"),
-            "model.lrn: unknown option for model 'lenet' (it takes none) (line 1)"));
-  CHECK(
-      problems_of("model: {name: resnet99}").front().find("model.name: unknown model 'resnet99'") ==
-      0);
-  CHECK(problems_of("model: {}").front().find("model: needs `name`") == 0);
-  CHECK(problems_of("seed: 1").front().find("model: missing") == 0);
+            "model.lrn: unknown key (known keys: name) (line 1)"));
+  CHECK(problems_of("model: {name: resnet99}").front().find("model.name: expected one of mlp, ") ==
+        0);
+  CHECK(problems_of("model: {}").front().find("model: needs `name` or `layers`") == 0);
+  CHECK(problems_of("seed: 1").front().find("model: required") == 0);
   CHECK(has(
       problems_of("model: {name: mlp, layers: []}"),
       "model: give either `name` (a zoo model) or `layers` (a custom graph), not both (line 1)"));
@@ -85,20 +84,22 @@ TEST_CASE("custom layer lists are validated entry by entry") {
     - {name: d, type: dropout, p: 1, colour: red}
     - {type: relu}
 )");
-  CHECK(has(p, "model.layers[0].kernel: must be > 0 (line 3)"));
+  CHECK(has(p, "model.layers[0].kernel: must be > 0, got 0 (line 3)"));
   CHECK(has(p, "model.layers[1].name: duplicate name 'c1' (line 4)"));
-  CHECK(has(
-      p, "model.layers[2].kernel: must be a positive integer or a [height, width] pair (line 5)"));
-  CHECK(has(p, "model.layers[2].stride: must be > 0 (line 5)"));
-  CHECK(p[4].find("model.layers[3].type: unknown layer type 'conv' (known: linear, conv2d,") == 0);
-  CHECK(has(p, "model.layers[4].out_features: missing (required for linear) (line 7)"));
+  CHECK(has(p,
+            "model.layers[2].kernel: expected integer > 0 or a [height, width] pair, got a list "
+            "(line 5)"));
+  CHECK(has(p, "model.layers[2].stride: must be > 0, got -1 (line 5)"));
+  CHECK(p[4].find("model.layers[3].type: expected one of linear, conv2d,") == 0);
+  CHECK(has(p, "model.layers[4].out_features: required: the number of outputs (line 7)"));
   CHECK(has(p,
             "model.layers[5].inputs[1]: unknown layer 'nowhere' (inputs must name earlier "
             "layers or 'input') (line 8)"));
   CHECK(has(p, "model.layers[6].inputs: add needs `inputs: [a, b]` (line 9)"));
-  CHECK(has(p, "model.layers[7].p: must be in [0, 1) (line 10)"));
-  CHECK(has(p, "model.layers[7].colour: unknown option for dropout (known: p) (line 10)"));
-  CHECK(has(p, "model.layers[8].name: missing (line 11)"));
+  CHECK(has(p, "model.layers[7].p: must be in [0, 1), got 1 (line 10)"));
+  CHECK(
+      has(p, "model.layers[7].colour: unknown key (known keys: inputs, name, p, type) (line 10)"));
+  CHECK(has(p, "model.layers[8].name: required: a unique name for the layer (line 11)"));
   CHECK(has(
       problems_of("model: {layers: [{name: a, type: relu, inputs: [b]}, {name: b, type: relu}]}"),
       "model.layers[0].inputs[0]: unknown layer 'b' (inputs must name earlier layers or "
@@ -112,7 +113,7 @@ TEST_CASE("custom layer lists are validated entry by entry") {
   CHECK(has(problems_of("model: {layers: []}"),
             "model.layers: must be a non-empty list of layers (line 1)"));
   CHECK(has(problems_of("model: {layers: [{name: a, type: relu}], extra: 1}"),
-            "model.extra: unknown option for a custom `layers:` model (it takes none) (line 1)"));
+            "model.extra: unknown key (known keys: layers) (line 1)"));
 }
 
 TEST_CASE("custom layer defaults are filled in") {
@@ -141,7 +142,8 @@ TEST_CASE("build_model rejects an unchecked spec with all its problems") {
     FAIL("no error");
   } catch (const InputError& e) {
     CHECK(std::string(e.what()) ==
-          "model.hidden[0]: must be > 0 (line 1)\nmodel.hidden[1]: must be > 0 (line 1)");
+          "model.hidden[0]: must be > 0, got 0 (line 1)\nmodel.hidden[1]: must be > 0, got -1 "
+          "(line 1)");
   }
 }
 

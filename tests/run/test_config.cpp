@@ -8,6 +8,9 @@
 
 #include "core/error.h"
 #include "run/config.h"
+#include "sched/local_sgd_scheduler.h"  // LocalSgdOptions
+#include "sched/pipe_sgd_scheduler.h"   // PipeSgdOptions
+#include "sched/sync_scheduler.h"       // SyncOptions
 
 using namespace dtrain;
 
@@ -24,7 +27,7 @@ struct TempConfig {
     std::ofstream(path) << text;
   }
   ~TempConfig() { std::filesystem::remove(path); }
-  ConfigSources sources() const { return {path.string(), {}, {}, {}}; }
+  ConfigSources sources() const { return {path.string(), {}, {}}; }
 };
 
 const char* kFull = R"(name: fashion_mlp_pipesgd
@@ -70,17 +73,17 @@ TEST_CASE("a full config loads with its values and the documented defaults") {
   CHECK(c.cluster.device == "cpu");
   CHECK(c.cluster.threads_per_rank == 2);
   REQUIRE(c.cluster.link);
-  CHECK(c.cluster.link->bandwidth_Bps == doctest::Approx(1.25e9));
-  CHECK(c.cluster.link->latency_s == doctest::Approx(20e-6));
-  CHECK(c.cluster.link->bandwidth_text == "10Gbps");
+  CHECK(c.cluster.link->bandwidth.bytes_per_s == doctest::Approx(1.25e9));
+  CHECK(c.cluster.link->latency.seconds == doctest::Approx(20e-6));
+  CHECK(c.cluster.link->bandwidth.text == "10Gbps");
   REQUIRE(c.cluster.stragglers.size() == 1);
   CHECK(c.cluster.stragglers[0].rank == 1);
   CHECK(c.cluster.stragglers[0].slowdown == 10);
 
   CHECK(c.algorithm.name == "pipe_sgd");
-  CHECK(c.algorithm.K == 3);
-  CHECK(c.algorithm.warmup_epochs == 1);
-  CHECK(c.algorithm.segments == 1);
+  CHECK(c.algorithm.get<PipeSgdOptions>().K == 3);
+  CHECK(c.algorithm.get<PipeSgdOptions>().warmup_epochs == 1);
+  CHECK(c.algorithm.get<PipeSgdOptions>().segments == 1);
   CHECK(c.compression.name == "quantize8");
   CHECK(c.optimizer.lr == 0.05);
   CHECK(c.optimizer.weight_decay == 0.0005);
@@ -106,6 +109,8 @@ TEST_CASE("a minimal config gets every default") {
   CHECK(c.cluster == ClusterConfig{});
   CHECK_FALSE(c.cluster.link);
   CHECK(c.algorithm == AlgorithmConfig{});
+  CHECK(c.algorithm.name == "sync");
+  CHECK(c.algorithm.get<SyncOptions>().segments.is("auto"));
   CHECK(c.compression.name == "none");
   CHECK(c.optimizer == OptimizerConfig{});
   CHECK(c.train == TrainConfig{});
@@ -117,8 +122,8 @@ TEST_CASE("synthetic data, custom layers and every optional key") {
   TempConfig file("synthetic.yaml", R"(
 model:
   layers:
-    - {type: flatten}
-    - {type: linear, out: 10}
+    - {name: flat, type: flatten}
+    - {name: fc, type: linear, out_features: 100}
 dataset:
   name: synthetic
   shape: [3, 32, 32]
@@ -129,10 +134,9 @@ dataset:
   test_batch_size: 256
   mean: [0.5, 0.5, 0.5]
   std: [0.25, 0.25, 0.25]
-  augment: yes
   prefetch: 0
 cluster: {link: {bandwidth: 1.5GBps}, stragglers: [{rank: 0, slowdown: 1.5}, {rank: 3, slowdown: 4}]}
-algorithm: {name: local_sgd, segments: 4}
+algorithm: {name: local_sgd, sync_period: 4}
 optimizer:
   lr: 1e-3
   momentum: 0.95
@@ -148,10 +152,10 @@ train: {max_iterations: 100, log_every_iterations: 10}
   CHECK(c.dataset.train_size == 1024);
   CHECK(c.dataset.test_batch_size == 256);
   CHECK(c.dataset.std == std::vector<double>{0.25, 0.25, 0.25});
-  CHECK(c.dataset.augment);
   CHECK(c.dataset.prefetch == 0);
-  CHECK(c.cluster.link->bandwidth_Bps == doctest::Approx(1.5e9));
-  CHECK(c.cluster.link->latency_s == 0);
+  CHECK(c.cluster.link->bandwidth.bytes_per_s == doctest::Approx(1.5e9));
+  CHECK(c.cluster.link->latency.seconds == 0);
+  CHECK(c.algorithm.get<LocalSgdOptions>().sync_period == 4);
   CHECK(c.cluster.stragglers.size() == 2);
   CHECK(c.optimizer.lr == 1e-3);
   CHECK(c.optimizer.nesterov);
@@ -169,7 +173,7 @@ TEST_CASE("--set overrides any key, parsed as YAML, and --out wins over output.d
                        "cluster.link.bandwidth=1Gbps",
                        "optimizer.lr=1e-3",
                        "output.trace=false",
-                       "dataset.shape=[3, 8, 8]",
+                       "dataset={name: synthetic, shape: [3, 8, 8], batch_size: 16}",
                        "cluster.stragglers[0].slowdown=2",
                        "optimizer.schedule={name: cosine, min_lr: 0.0001}",
                        " seed = 42"};
@@ -179,8 +183,8 @@ TEST_CASE("--set overrides any key, parsed as YAML, and --out wins over output.d
   CHECK(c.model["hidden"].size() == 2);
   CHECK(c.model["hidden"][0].as<int>() == 256);
   CHECK(c.model["name"].as<std::string>() == "mlp");  // siblings survive
-  CHECK(c.cluster.link->bandwidth_Bps == doctest::Approx(1.25e8));
-  CHECK(c.cluster.link->latency_s == doctest::Approx(20e-6));
+  CHECK(c.cluster.link->bandwidth.bytes_per_s == doctest::Approx(1.25e8));
+  CHECK(c.cluster.link->latency.seconds == doctest::Approx(20e-6));
   CHECK(c.optimizer.lr == 1e-3);
   CHECK_FALSE(c.output.trace);
   CHECK(c.dataset.shape == std::vector<int>{3, 8, 8});
@@ -199,8 +203,8 @@ TEST_CASE("--set creates the maps it needs") {
                        "cluster.link.bandwidth=100Mbps"};
   ExperimentConfig c = load_config(sources);
   CHECK(c.dataset.name == "synthetic");
-  CHECK(c.cluster.link->bandwidth_Bps == doctest::Approx(12.5e6));
-  CHECK(c.cluster.link->latency_s == doctest::Approx(1e-3));
+  CHECK(c.cluster.link->bandwidth.bytes_per_s == doctest::Approx(12.5e6));
+  CHECK(c.cluster.link->latency.seconds == doctest::Approx(1e-3));
 }
 
 TEST_CASE("to_yaml → load_config round trip gives the same experiment") {
@@ -232,11 +236,15 @@ TEST_CASE("to_yaml → load_config round trip gives the same experiment") {
   CHECK(yaml.find("lr: 0.1\n") != std::string::npos);
   CHECK(yaml.find("bandwidth: 10Gbps") != std::string::npos);
   CHECK(yaml.find("warmup_start_factor: 0.1") != std::string::npos);
-  CHECK(yaml.find("milestones: []") != std::string::npos);
+  CHECK(yaml.find("every_epochs: 30") != std::string::npos);
+  // Keys that do not apply are left out: the step schedule has no milestones, a file dataset
+  // no synthetic shape.
+  CHECK(yaml.find("milestones") == std::string::npos);
+  CHECK(yaml.find("shape:") == std::string::npos);
 
   check_round_trip("model: {name: mlp}\ndataset: {name: synthetic, mean: [0.1], std: [0.3]}\n", {});
   check_round_trip(
-      "name: '123'\nmodel: {layers: [{type: linear, out: 3}]}\n"
+      "name: '123'\nmodel: {layers: [{name: fc, type: linear, out_features: 3}]}\n"
       "dataset: {name: cifar10, path: 'a: b'}\n"
       "optimizer: {lr: 1e-7, schedule: {name: multistep, milestones: [1, 2]}}\n"
       "cluster: {stragglers: [{rank: 2, slowdown: 1.25}]}\n",
@@ -264,60 +272,39 @@ TEST_CASE("to_table lists every resolved setting in two columns") {
   }
 }
 
-TEST_CASE("the model hook is called, its defaults kept and its problems merged") {
-  TempConfig file("hook.yaml", R"(model:
+TEST_CASE("the model is checked by the same engine: defaults filled, problems merged") {
+  TempConfig file("model.yaml", R"(model:
   name: mlp
   hidden: [500, -3]
 dataset: {name: fashion_mnist, batch_size: 0}
 )");
-  int calls = 0;
-  ModelChecker hook = [&](const YAML::Node& model, std::vector<std::string>& problems) {
-    ++calls;
-    YAML::Node resolved = YAML::Clone(model);
-    if (!resolved["activation"]) resolved["activation"] = "relu";
-    const YAML::Node hidden = model["hidden"];
-    for (size_t i = 0; hidden && i < hidden.size(); ++i)
-      if (hidden[i].as<int>() <= 0)
-        problems.push_back(format_model_problem(
-            hidden[i], "model.hidden[" + std::to_string(i) + "]", "must be > 0"));
-    return resolved;
-  };
   ConfigSources sources = file.sources();
-  sources.check_model = hook;
   try {
     load_config(sources);
     FAIL("expected an InputError");
   } catch (const InputError& e) {
     std::string msg = e.what();
     CHECK(msg.find(": 2 problems") != std::string::npos);
-    CHECK(msg.find("hook.yaml:3: model.hidden[1]: must be > 0\n") != std::string::npos);
-    CHECK(msg.find("hook.yaml:4: dataset.batch_size: must be > 0, got 0") != std::string::npos);
+    CHECK(msg.find("model.yaml:3: model.hidden[1]: must be > 0, got -3\n") != std::string::npos);
+    CHECK(msg.find("model.yaml:4: dataset.batch_size: must be > 0, got 0") != std::string::npos);
   }
-  CHECK(calls == 1);
 
-  sources.overrides = {"model.hidden=[8, 8]", "dataset.batch_size=10"};
+  sources.overrides = {"model={name: resnet20}", "dataset.batch_size=10"};
   ExperimentConfig c = load_config(sources);
-  CHECK(calls == 2);
-  CHECK(c.model["activation"].as<std::string>() == "relu");
-  CHECK(to_yaml(c).find("activation: relu") != std::string::npos);
+  CHECK(c.model["shortcut"].as<std::string>() == "A");  // the zoo default, visible
+  CHECK(to_yaml(c).find("shortcut: A") != std::string::npos);
 
   // Problems in values from --set name the item rather than a line.
   sources.overrides = {"model.hidden=[8, 0]", "dataset.batch_size=10"};
-  try {
-    load_config(sources);
-    FAIL("expected an InputError");
-  } catch (const InputError& e) {
-    CHECK(std::string(e.what()).find(
-              "hook.yaml: model.hidden[1]: must be > 0 (from --set model.hidden=[8, 0])") !=
-          std::string::npos);
-  }
-
-  // A hook that throws is reported like the others.
-  sources.overrides = {"dataset.batch_size=10"};
-  sources.check_model = [](const YAML::Node&, std::vector<std::string>&) -> YAML::Node {
-    throw InputError("model.name: unknown zoo model 'mlp'");
-  };
-  CHECK_THROWS_WITH_AS(load_config(sources),
-                       doctest::Contains("hook.yaml:2: model.name: unknown zoo model 'mlp'"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      load_config(sources),
+      doctest::Contains(
+          "model.yaml: model.hidden[1]: must be > 0, got 0 (from --set model.hidden=[8, 0])"),
+      InputError);
+  // An unknown key inside model: is named, with the closest known one.
+  sources.overrides = {"model.hiden=[8]", "dataset.batch_size=10"};
+  CHECK_THROWS_WITH_AS(
+      load_config(sources),
+      doctest::Contains("model.yaml: model.hiden: unknown key; did you mean 'hidden'?"),
+      InputError);
 }

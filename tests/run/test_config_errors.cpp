@@ -32,7 +32,7 @@ const char* kValid = "model: {name: mlp}\ndataset: {name: fashion_mnist}\n";
 std::string error_of(const std::string& text, std::vector<std::string> overrides = {}) {
   TempConfig file("bad.yaml", text);
   try {
-    load_config({file.path.string(), std::move(overrides), {}, {}});
+    load_config({file.path.string(), std::move(overrides), {}});
   } catch (const InputError& e) {
     return e.what();
   }
@@ -62,9 +62,9 @@ bool has_line(const std::vector<std::string>& lines, const std::string& wanted) 
 }  // namespace
 
 TEST_CASE("a missing file, a directory and a YAML syntax error are InputErrors naming the file") {
-  CHECK_THROWS_WITH_AS(load_config({"/nonexistent/x.yaml", {}, {}, {}}),
+  CHECK_THROWS_WITH_AS(load_config({"/nonexistent/x.yaml", {}, {}}),
                        "/nonexistent/x.yaml: no such config file", InputError);
-  CHECK_THROWS_WITH_AS(load_config({std::filesystem::temp_directory_path().string(), {}, {}, {}}),
+  CHECK_THROWS_WITH_AS(load_config({std::filesystem::temp_directory_path().string(), {}, {}}),
                        doctest::Contains("is a directory"), InputError);
 
   std::string msg = error_of("model: {name: mlp}\ndataset: {name: mnist\ntrain: {epochs: 1}\n");
@@ -81,7 +81,7 @@ TEST_CASE("a missing file, a directory and a YAML syntax error are InputErrors n
   TempConfig unreadable("unreadable.yaml", kValid);
   std::filesystem::permissions(unreadable.path, std::filesystem::perms::none);
   if (access(unreadable.path.c_str(), R_OK) != 0)  // root reads anything: nothing to test then
-    CHECK_THROWS_WITH_AS(load_config({unreadable.path.string(), {}, {}, {}}),
+    CHECK_THROWS_WITH_AS(load_config({unreadable.path.string(), {}, {}}),
                          doctest::Contains("unreadable.yaml: cannot read the config file"),
                          InputError);
 }
@@ -113,8 +113,8 @@ TEST_CASE("out-of-range values, bad enum values and wrong types name key, line a
   lines = problems_of(error_of(std::string(kValid) + "algorithm: {name: nonsense}\n"));
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] ==
-        "bad.yaml:3: algorithm.name: expected one of sync, ps_sync, pipe_sgd, sapipe, pipedream, "
-        "gossip, d_psgd, hpsgd, local_sgd, got 'nonsense'");
+        "bad.yaml:3: algorithm.name: expected one of sync, ps_sync, pipe_sgd, local_sgd, got "
+        "'nonsense'");
   lines = problems_of(error_of(std::string(kValid) + "algorithm: {name: pipe_sdg}\n"));
   CHECK(lines.at(0).ends_with("got 'pipe_sdg'; did you mean 'pipe_sgd'?"));
 
@@ -210,9 +210,7 @@ TEST_CASE("rules between settings") {
   lines =
       problems_of(error_of("model: {name: mlp}\ndataset: {name: synthetic, shape: [3, 4], "
                            "std: [1, 0]}\n"));
-  CHECK(has_line(lines,
-                 "bad.yaml:2: dataset.shape: expected 3 entries [channels, height, width], "
-                 "got 2"));
+  CHECK(has_line(lines, "bad.yaml:2: dataset.shape: expected 3 entries, got 2"));
   CHECK(has_line(lines, "bad.yaml:2: dataset.std[1]: must be > 0, got 0"));
 }
 
@@ -273,7 +271,7 @@ TEST_CASE("--set: values are validated like file values and say where they came 
 
 TEST_CASE("malformed --set items are InputErrors") {
   TempConfig file("set.yaml", kValid);
-  auto load = [&](std::string item) { load_config({file.path.string(), {item}, {}, {}}); };
+  auto load = [&](std::string item) { load_config({file.path.string(), {item}, {}}); };
   CHECK_THROWS_WITH_AS(load("train.epochs"), doctest::Contains("expected KEY=VALUE"), InputError);
   CHECK_THROWS_WITH_AS(load("=3"), doctest::Contains("the KEY before '=' is empty"), InputError);
   CHECK_THROWS_WITH_AS(load("train..epochs=3"), doctest::Contains("not a dotted key path"),

@@ -24,17 +24,19 @@ std::vector<float> train_12(Comm& comm, TraineeOptions o) {
 
 }  // namespace
 
-TEST_CASE("sync, ps_sync and pipe_sgd on the GPU follow the CPU and agree across ranks") {
+TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ranks") {
   auto comm = make_mpi_comm();
-  for (const std::string algorithm : {"sync", "ps_sync", "pipe_sgd"}) {
+  for (const std::string algorithm : {"sync", "ps_sync", "pipe_sgd", "local_sgd"}) {
     for (const std::string codec : {"none", "quantize8"}) {
       CAPTURE(algorithm);
       CAPTURE(codec);
       TraineeOptions o;
       o.algorithm = algorithm;
       o.compression = codec;
+      if (algorithm == "sync") o.keys = "segments: 3";  // overlapped with backward
+      if (algorithm == "local_sgd") o.keys = "sync_period: 3";
       const std::vector<float> cpu = train_12(*comm, o);
-      o.device = DeviceChoice::cuda;
+      o.device = "cuda";
       const std::vector<float> gpu = train_12(*comm, o);
       const int64_t n = static_cast<int64_t>(gpu.size());
       REQUIRE(cpu.size() == gpu.size());

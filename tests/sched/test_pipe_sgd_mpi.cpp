@@ -19,7 +19,7 @@ TraineeOptions pipe_sgd(int K, const char* compression, int segments = 1) {
   TraineeOptions o;
   o.algorithm = "pipe_sgd";
   o.compression = compression;
-  o.pipeline = {K, 0, segments};
+  o.keys = fmt::format("K: {}, segments: {}", K, segments);
   return o;
 }
 

@@ -1,70 +1,59 @@
-// A small data-parallel training set-up for scheduler tests: synthetic data (deterministic
-// order for a seed), an MLP, momentum SGD with weight decay, and one scheduler on a Comm.
+// A small data-parallel training set-up for scheduler tests, assembled by the run builder as
+// training does: synthetic data (deterministic order for a seed), an MLP, momentum SGD with
+// weight decay, and the scheduler of one algorithm on a Comm.
 #pragma once
-#include <yaml-cpp/yaml.h>
+#include <fmt/format.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/comm.h"
-#include "sched/pipe_sgd_scheduler.h"
-#include "sched/ps_sync_scheduler.h"
-#include "sched/sync_scheduler.h"
+#include "run/config.h"
+#include "run/run_builder.h"
 
 namespace dtrain::test {
 
 constexpr float kMomentum = 0.9f, kWeightDecay = 1e-4f, kLr = 0.1f;
 
 struct TraineeOptions {
-  std::string algorithm = "sync";  // sync | ps_sync | pipe_sgd
+  std::string algorithm = "sync";
   std::string compression = "none";
-  PipelineOptions pipeline = {};
+  std::string keys;           // the algorithm's own keys, YAML flow entries: "K: 2, segments: 3"
   int64_t global_batch = 24;  // divisible by 1, 2, 3, 4
   int64_t train_size = 480;
-  DeviceChoice device = DeviceChoice::cpu;  // cuda: GPU local_rank (tests/sched GPU tests)
+  std::string device = "cpu";  // cuda: GPU local_rank (tests/sched GPU tests)
+  float momentum = kMomentum, weight_decay = kWeightDecay;
+  std::string model = "{name: mlp, hidden: [16]}";
 };
 
+// The experiment a Trainee runs, as a user would write it.
+inline std::string trainee_yaml(const TraineeOptions& o) {
+  return fmt::format(
+      "name: trainee\nseed: 5\nmodel: {}\n"
+      "dataset: {{name: synthetic, shape: [1, 6, 6], classes: 3, train_size: {}, batch_size: {}}}\n"
+      "cluster: {{device: {}}}\n"
+      "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
+      "optimizer: {{lr: {}, momentum: {}, weight_decay: {}}}\n",
+      o.model, o.train_size, o.global_batch, o.device, o.algorithm, o.keys.empty() ? "" : ", ",
+      o.keys, o.compression, kLr, o.momentum, o.weight_decay);
+}
+
 struct Trainee {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Dataset> data;
-  std::unique_ptr<Loader> loader;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<Sgd> sgd;
+  std::unique_ptr<Run> run;
   std::unique_ptr<Scheduler> sched;
+  Backend* backend;
+  Loader* loader;
+  Model* model;
 
   Trainee(Comm& comm, const TraineeOptions& o)
-      : backend(make_backend({o.device, 1, comm.local_rank(), false, false})) {
-    DatasetOptions d;
-    d.name = "synthetic";
-    d.shape = {1, 6, 6};
-    d.classes = 3;
-    d.train_size = o.train_size;
-    data = open_dataset(d, Split::train);
-    LoaderOptions lo;
-    lo.global_batch = o.global_batch;
-    lo.rank = comm.rank();
-    lo.world = comm.size();
-    loader = std::make_unique<Loader>(*data, lo);
-    std::vector<std::string> problems;
-    YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [16]}"), problems);
-    model = build_model(*backend, spec, {data->sample_shape(), 3, loader->local_batch()}, 5);
-    LrScheduleOptions lr;
-    lr.base_lr = kLr;
-    schedule = std::make_unique<LrSchedule>(lr);
-    sgd = std::make_unique<Sgd>(*backend, model->parameters(), model->gradients(),
-                                SgdOptions{kMomentum, 0.0f, kWeightDecay, false});
-    SchedulerContext ctx{*model, *sgd,         *schedule, comm, loader->batches_per_epoch(),
-                         {},     o.compression};
-    ctx.pipeline = o.pipeline;
-    if (o.algorithm == "sync")
-      sched = std::make_unique<SyncScheduler>(std::move(ctx));
-    else if (o.algorithm == "ps_sync")
-      sched = std::make_unique<PsSyncScheduler>(std::move(ctx));
-    else
-      sched = std::make_unique<PipeSgdScheduler>(std::move(ctx));
-  }
+      : run(build_run(parse_config(trainee_yaml(o), "trainee.yaml"),
+                      {comm.rank(), comm.size(), comm.local_rank(), false})),
+        sched(build_scheduler(*run, comm, {})),
+        backend(run->backend.get()),
+        loader(run->train_loader.get()),
+        model(run->model.get()) {}
   // `iterations` more iterations of `epoch` (0: to its end), continuing the loader's epoch.
   EpochStats train(int epoch, int iterations) {
     return sched->run_epoch(*loader, epoch, iterations);

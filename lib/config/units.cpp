@@ -1,12 +1,13 @@
-// parse_bandwidth and parse_duration: the unit-bearing strings of cluster.link.
+// parse_bandwidth and parse_duration (see units.h).
 #include <cctype>    // std::tolower: the prefix letter
 #include <charconv>  // std::from_chars: strict, locale-free number parsing
 #include <cmath>     // std::isfinite
+#include <optional>  // number_and_unit
 #include <string_view>
 #include <utility>  // std::pair: prefix table
 
+#include "config/units.h"
 #include "core/error.h"  // InputError, DTRAIN_INPUT_CHECK
-#include "run/config.h"
 
 namespace dtrain {
 

@@ -1,5 +1,5 @@
 // Reader: dotted paths, bounds, "did you mean", problems and their origins (see config_reader.h).
-#include "run/config_reader.h"
+#include "config/reader.h"
 
 #include <fmt/format.h>  // fmt::format: messages
 
@@ -9,7 +9,7 @@
 #include <climits>    // INT_MIN, INT_MAX
 #include <cmath>      // std::isfinite
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 namespace {
 
@@ -173,9 +173,19 @@ void Reader::add(const std::string& path, std::string message, const YAML::Node&
   problems_.push_back({path, std::move(message), origin(path, where)});
 }
 
+void Reader::warn(const std::string& path, std::string message, const YAML::Node& where) {
+  warnings_.push_back({path, std::move(message), origin(path, where)});
+}
+
 bool Reader::has_problem(const std::string& path) const {
   for (const auto& p : problems_)
     if (covers(path, p.path)) return true;
+  return false;
+}
+
+bool Reader::has_problem_at(const std::string& path) const {
+  for (const auto& p : problems_)
+    if (p.path == path) return true;
   return false;
 }
 
@@ -208,9 +218,16 @@ size_t Reader::register_section(const YAML::Node& map, const std::string& path) 
 
 void Reader::report_unknown_keys() {
   for (const auto& section : sections_) {
+    if (section.accept_all) continue;
     std::vector<std::string> known(section.asked.begin(), section.asked.end());
     for (const auto& entry : section.entries) {
       if (section.asked.count(entry.key)) continue;
+      if (section.explain) {
+        if (auto message = section.explain(entry.key)) {
+          add(child_path(section.path, entry.key), std::move(*message), entry.key_node);
+          continue;
+        }
+      }
       std::string message = "unknown key";
       if (auto near = closest(entry.key, known)) {
         message += fmt::format("; did you mean '{}'?", *near);
@@ -257,4 +274,4 @@ std::string Reader::render() const {
   return text;
 }
 
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

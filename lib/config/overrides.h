@@ -1,4 +1,4 @@
-// Internal to lib/run: applying --set KEY=VALUE items to the experiment's YAML tree.
+// Applying --set KEY=VALUE items to the experiment's YAML tree.
 #pragma once
 #include <yaml-cpp/yaml.h>  // YAML::Node: the tree being edited
 
@@ -6,7 +6,7 @@
 #include <utility>  // std::pair
 #include <vector>
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 // Parses each item's VALUE as YAML and places it at the dotted KEY path of `root` (a map),
 // creating maps along the way, before any validation, so that an override goes through exactly
@@ -17,4 +17,4 @@ namespace dtrain::config_detail {
 std::vector<std::pair<std::string, std::string>> apply_overrides(
     YAML::Node& root, const std::vector<std::string>& items);
 
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

@@ -1,12 +1,12 @@
 // --set KEY=VALUE: parse, then graft onto the YAML tree (see config_overrides.h).
-#include "run/config_overrides.h"
+#include "config/overrides.h"
 
 #include <fmt/format.h>  // fmt::format: messages, normalised paths
 
-#include "core/error.h"         // InputError, DTRAIN_INPUT_CHECK
-#include "run/config_reader.h"  // parse_path, PathStep
+#include "config/reader.h"  // parse_path, PathStep
+#include "core/error.h"     // InputError, DTRAIN_INPUT_CHECK
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::vector<std::pair<std::string, std::string>> apply_overrides(
   return written;
 }
 
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

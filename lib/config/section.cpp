@@ -6,9 +6,9 @@
 #include <climits>    // INT_MIN, INT_MAX
 #include <cmath>      // std::isfinite
 
-#include "run/config_reader.h"
+#include "config/reader.h"
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 namespace {
 
@@ -150,7 +150,7 @@ YAML::Node Section::get(const std::string& key) {
 bool Section::require(const std::string& key, const std::string& hint) {
   if (has(key)) return true;
   // A section that is itself broken (not a map) has been reported; don't pile on.
-  if (!reader_.has_problem(path_))
+  if (!reader_.has_problem_at(path_))
     reader_.add(path_of(key), hint.empty() ? "required" : "required: " + hint);
   return false;
 }
@@ -177,6 +177,15 @@ std::vector<Section> Section::children(const std::string& key) {
     items.emplace_back(reader_, item, item_path);
   }
   return items;
+}
+
+void Section::explain_unknown(
+    std::function<std::optional<std::string>(const std::string&)> explain) {
+  if (record_) reader_.sections_[*record_].explain = std::move(explain);
+}
+
+void Section::accept_all() {
+  if (record_) reader_.sections_[*record_].accept_all = true;
 }
 
 bool Section::integer(const std::string& key, int& out, Bounds bounds) {
@@ -254,4 +263,4 @@ bool Section::reals(const std::string& key, std::vector<double>& out, Bounds bou
   return ok;
 }
 
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

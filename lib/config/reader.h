@@ -1,4 +1,4 @@
-// Internal to lib/run: typed, validating access to the experiment's YAML tree. A Reader collects
+// Typed, validating access to the experiment's YAML tree. A Reader collects
 // every problem instead of throwing at the first, and knows where each value came from (a line
 // of the file or a --set item); a Section reads one map and remembers which keys it asked for,
 // so that whatever nobody asked for is an unknown key.
@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>  // YAML::Node: the tree being read
 
 #include <cstdint>           // int64_t, uint64_t
+#include <functional>        // Section::explain_unknown
 #include <initializer_list>  // Section::choice's allowed values
 #include <limits>            // Bounds: unbounded ends
 #include <optional>          // parse_path: malformed paths
@@ -15,7 +16,7 @@
 #include <utility>  // std::pair: override path → item
 #include <vector>
 
-namespace dtrain::config_detail {
+namespace dtrain::config {
 
 // One step of a dotted key path: a map key, or (index >= 0) a list element.
 struct PathStep {
@@ -73,12 +74,20 @@ class Reader {
   Origin origin(const std::string& path, const YAML::Node& where = YAML::Node()) const;
   // Whether a problem was recorded at `path` or below it (cross-checks skip such values).
   bool has_problem(const std::string& path) const;
+  // Whether a problem was recorded at exactly `path` (a section that is itself broken).
+  bool has_problem_at(const std::string& path) const;
+
+  // Not an error: something the user should know (printed, the run goes on).
+  void warn(const std::string& path, std::string message, const YAML::Node& where = YAML::Node());
+  const std::vector<Problem>& warnings() const { return warnings_; }
 
   // Reports the keys of every section that no reader asked for. Call once, after reading.
   void report_unknown_keys();
   const std::vector<Problem>& problems() const { return problems_; }
   // "FILE: N problems" and one line per problem, ordered by line.
   std::string render() const;
+  // One problem or warning as "FILE:LINE: PATH: MESSAGE (from --set ITEM)".
+  std::string format(const Problem& problem) const;
   const std::string& file() const { return file_; }
   const YAML::Node& root() const { return root_; }
 
@@ -92,15 +101,16 @@ class Reader {
     std::string path;
     std::vector<Entry> entries;
     std::set<std::string> asked;
+    bool accept_all = false;
+    std::function<std::optional<std::string>(const std::string&)> explain;
   };
   size_t register_section(const YAML::Node& map, const std::string& path);
-  std::string format(const Problem& problem) const;
 
   std::string file_;
   YAML::Node root_;
   std::vector<std::pair<std::string, std::string>> set_items_;
   std::vector<SectionRecord> sections_;
-  std::vector<Problem> problems_;
+  std::vector<Problem> problems_, warnings_;
 };
 
 // Typed readers of one value. Each returns true when the value is valid and stored in `out`;
@@ -133,6 +143,11 @@ class Section {
   Section child(const std::string& key);
   // Each element of the list under `key` as a section ("key[i]"); non-maps are reported.
   std::vector<Section> children(const std::string& key);
+  // Keys nobody asked for get `explain(key)` as their message when it has one (a key of
+  // another algorithm, say), instead of "unknown key".
+  void explain_unknown(std::function<std::optional<std::string>(const std::string&)> explain);
+  // Takes every key as known: for a section whose keys cannot be judged (its `name` is wrong).
+  void accept_all();
 
   // Typed reads of `key`: absent → false with `out` untouched (the default stands).
   bool integer(const std::string& key, int& out, Bounds bounds = {});
@@ -153,4 +168,4 @@ class Section {
   std::optional<size_t> record_;  // index into the reader's sections; none when not a map
 };
 
-}  // namespace dtrain::config_detail
+}  // namespace dtrain::config

@@ -1,0 +1,12 @@
+// Every MPI tag dtrain uses, in one place, so that two conversations between the same ranks on
+// the same communicator can never match each other's messages. A new conversation gets a new
+// tag here. (Collectives need no tag; each GradientAllreducer has its own communicator.)
+#pragma once
+
+namespace dtrain::tags {
+
+inline constexpr int kRingStep = 0x5249;    // "RI": a ring all-reduce's reduce-scatter/all-gather
+inline constexpr int kPsGradient = 0x5053;  // "PS": a worker's gradient push to the server
+inline constexpr int kPsWeights = 0x5054;   // "PT": the server's weights back to a worker
+
+}  // namespace dtrain::tags

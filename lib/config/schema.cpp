@@ -1,0 +1,46 @@
+// The non-template parts of schemas (see schema.h): flow text, messages, the Markdown reference.
+#include "config/schema.h"
+
+#include <fmt/format.h>  // fmt::format, fmt::join
+
+namespace dtrain::config {
+
+std::string one_line(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar().empty() ? "\"\"" : node.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+std::string not_applying_message(const std::string& noun, const std::string& key,
+                                 const std::vector<std::string>& values, const std::string& current,
+                                 const std::string& reason) {
+  const std::string which = key == "name" || key == "type" ? noun : key;
+  std::string message =
+      fmt::format("applies only to {} {}, not to '{}'", which, fmt::join(values, " or "), current);
+  if (!reason.empty()) message += " (" + reason + ")";
+  return message;
+}
+
+namespace {
+// Table cells must not break the row.
+std::string cell(std::string text) {
+  for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2))
+    text.replace(at, 1, "\\|");
+  return text;
+}
+}  // namespace
+
+std::string reference_markdown(const std::vector<KeyDoc>& rows) {
+  std::string md = "| key | value | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const KeyDoc& r : rows) {
+    std::string meaning = r.doc;
+    if (!r.applies.empty()) meaning += (meaning.empty() ? "" : " ") + ("(" + r.applies + " only)");
+    md +=
+        fmt::format("| `{}` | {} | {} | {} |\n", r.path, cell(r.type),
+                    r.default_text.empty() ? "" : "`" + cell(r.default_text) + "`", cell(meaning));
+  }
+  return md;
+}
+
+}  // namespace dtrain::config

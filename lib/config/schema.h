@@ -1,0 +1,353 @@
+// Declarative config schemas: every key of a section is declared once — its kind (type and
+// constraint), its default (the struct member's initialiser), a doc line, and when it applies —
+// and that one declaration drives reading (every problem collected, with file:line, dotted key
+// and "did you mean"), the resolved YAML, the settings table and the key reference in --help
+// and the README. Schemas are built once (function-local statics) and never change.
+//
+//   const Schema<TrainConfig>& train_schema() {
+//     static const auto s = Schema<TrainConfig>("train")
+//         .key("epochs", &TrainConfig::epochs, integer(Bounds::at_least(1)), "passes over the
+//         data");
+//     return s;
+//   }
+#pragma once
+#include <yaml-cpp/yaml.h>  // YAML::Node
+
+#include <any>         // AnySchema: options whose type depends on a name (the algorithm's)
+#include <functional>  // std::function: a field's operations
+#include <memory>      // std::shared_ptr: erased schemas
+#include <optional>    // optional sections
+#include <string>
+#include <vector>
+
+#include "config/kinds.h"   // Kind and the kinds
+#include "config/reader.h"  // Reader, Section
+
+namespace dtrain::config {
+
+// One row of the key reference.
+struct KeyDoc {
+  std::string path;  // "dataset.batch_size", "cluster.stragglers[].rank"
+  std::string type;  // "integer > 0"
+  std::string default_text;
+  std::string doc;
+  std::string applies;  // "" or "dataset synthetic"
+};
+
+// The resolved config file, or the settings table (which shows parsed units and absent maps).
+enum class Style { file, table };
+
+// One line of YAML flow text for a node ("[1, 28, 28]", "{bandwidth: 1Gbps}", "auto").
+std::string one_line(const YAML::Node& node);
+// "path: problem" for a key that does not apply to the section's current discriminator value.
+std::string not_applying_message(const std::string& noun, const std::string& key,
+                                 const std::vector<std::string>& values, const std::string& current,
+                                 const std::string& reason);
+
+template <class T>
+class Schema {
+ public:
+  // `noun` names the section in messages ("schedule", "dataset", "linear").
+  explicit Schema(std::string noun) : noun_(std::move(noun)) {}
+
+  // ---- declarations (each returns *this; the modifiers below apply to the last key) ----
+  template <class V>
+  Schema& key(const std::string& key, V T::*member, Kind<V> kind, std::string doc) {
+    Field f = base(key, kind.type, std::move(doc));
+    f.read = [key, member, kind](Section& s, T& t) {
+      V v = t.*member;
+      if (kind.read(s.reader(), s.path_of(key), s.get(key), v)) t.*member = std::move(v);
+    };
+    f.write = [member, kind](const T& t, Style style) {
+      if (style == Style::table && kind.show) return YAML::Node(kind.show(t.*member));
+      return kind.write(t.*member);
+    };
+    return add(std::move(f));
+  }
+  // A key of a YAML-map target (the model spec): the checked value is written to out[key];
+  // `default_yaml` ("" for none) fills it in when absent.
+  template <class V>
+  Schema& option(const std::string& key, Kind<V> kind, const std::string& default_yaml,
+                 std::string doc) {
+    static_assert(std::is_same_v<T, YAML::Node>, "option() is for YAML-map targets");
+    Field f = base(key, kind.type, std::move(doc));
+    f.read = [key, kind](Section& s, T& out) {
+      V v{};
+      if (kind.read(s.reader(), s.path_of(key), s.get(key), v)) out[key] = kind.write(v);
+    };
+    f.write = [key](const T& t, Style) { return t.IsMap() ? YAML::Node(t[key]) : YAML::Node(); };
+    f.default_text = default_yaml.empty() ? "—" : default_yaml;
+    if (!default_yaml.empty())
+      f.fallback = [key, default_yaml](T& out) {
+        YAML::Node d = YAML::Load(default_yaml);
+        if (d.IsSequence()) d = flow(d);
+        out[key] = d;
+      };
+    return add(std::move(f));
+  }
+  // A nested map (always read: an absent one takes its defaults).
+  template <class U>
+  Schema& section(const std::string& key, U T::*member, const Schema<U>& schema, std::string doc) {
+    Field f = base(key, "map", std::move(doc));
+    f.always_read = true;
+    f.read = [key, member, &schema](Section& s, T& t) {
+      Section child = s.child(key);
+      schema.read(child, t.*member);
+    };
+    f.write = [member, &schema](const T& t, Style style) { return schema.write(t.*member, style); };
+    f.nested = [&schema](const std::string& prefix) { return schema.reference(prefix); };
+    return add(std::move(f));
+  }
+  // A nested map that may be absent (absent: the optional is empty, nothing is written; the
+  // table shows `absent_text`).
+  template <class U>
+  Schema& optional_section(const std::string& key, std::optional<U> T::*member,
+                           const Schema<U>& schema, std::string doc, std::string absent_text) {
+    Field f = base(key, "map, optional", std::move(doc));
+    f.default_text = "absent";
+    f.read = [key, member, &schema](Section& s, T& t) {
+      Section child = s.child(key);
+      if (!child.exists() || !child.node().IsMap()) return;  // null: absent; not a map: reported
+      U value{};
+      schema.read(child, value);
+      t.*member = std::move(value);
+    };
+    f.write = [member, &schema, absent_text](const T& t, Style style) {
+      if (t.*member) return flow(schema.write(*(t.*member), style));
+      return style == Style::table ? YAML::Node(absent_text) : YAML::Node();
+    };
+    f.nested = [&schema](const std::string& prefix) { return schema.reference(prefix); };
+    return add(std::move(f));
+  }
+  // A list of maps, each read with `schema`.
+  template <class U>
+  Schema& list(const std::string& key, std::vector<U> T::*member, const Schema<U>& schema,
+               std::string doc) {
+    Field f = base(key, "list of maps", std::move(doc));
+    f.default_text = "[]";
+    f.read = [key, member, &schema](Section& s, T& t) {
+      std::vector<U> items;
+      for (Section& item : s.children(key)) {
+        U value{};
+        schema.read(item, value);
+        items.push_back(std::move(value));
+      }
+      t.*member = std::move(items);
+    };
+    f.write = [member, &schema](const T& t, Style style) {
+      YAML::Node items(YAML::NodeType::Sequence);
+      for (const U& u : t.*member) items.push_back(flow(schema.write(u, style)));
+      return flow(items);
+    };
+    f.nested = [&schema](const std::string& prefix) { return schema.reference(prefix + "[]"); };
+    return add(std::move(f));
+  }
+  // A key read and written by hand (a value whose schema depends on another, like the model):
+  // `read` gets the section holding the key (always called: it handles absence), `nested`
+  // the reference rows of its keys.
+  Schema& custom(const std::string& key, std::string type, std::string doc,
+                 std::function<void(Section&, T&)> read,
+                 std::function<YAML::Node(const T&, Style)> write,
+                 std::function<std::vector<KeyDoc>()> nested = {}) {
+    Field f = base(key, std::move(type), std::move(doc));
+    f.always_read = true;
+    f.read = std::move(read);
+    f.write = std::move(write);
+    if (nested) f.nested = [nested](const std::string&) { return nested(); };
+    return add(std::move(f));
+  }
+
+  // ---- modifiers of the last declared key ----
+  // Absent → a problem "required: `hint`".
+  Schema& required(std::string hint) {
+    last().required = true;
+    last().hint = std::move(hint);
+    last().default_text = "required";
+    return *this;
+  }
+  // The key applies only when the (earlier) key `discriminator` has one of `values`; given
+  // otherwise it is a problem, and it is left out of the resolved file.
+  Schema& only_for(std::string discriminator, std::vector<std::string> values,
+                   std::string reason = "") {
+    Field& f = last();
+    f.only_key = std::move(discriminator);
+    f.only_values = std::move(values);
+    f.only_reason = std::move(reason);
+    return *this;
+  }
+  // Absent → `fill` computes the default from the keys read so far; `text` documents it.
+  Schema& fallback(std::function<void(T&)> fill, std::string text) {
+    last().fallback = std::move(fill);
+    last().default_text = std::move(text);
+    return *this;
+  }
+
+  // ---- use ----
+  void read(Section& s, T& t) const {
+    for (const Field& f : fields_) {
+      if (!f.only_key.empty()) {
+        std::optional<bool> applies = applies_in(f, s, t);
+        if (!applies) {  // the discriminator itself is wrong: no judgement, no noise
+          s.get(f.key);
+          continue;
+        }
+        if (!*applies) {
+          if (s.has(f.key))
+            s.reader().add(s.path_of(f.key),
+                           not_applying_message(noun_, f.only_key, f.only_values,
+                                                discriminator(f, t), f.only_reason),
+                           s.get(f.key));
+          continue;
+        }
+      }
+      if (f.required && !s.has(f.key))
+        s.require(f.key, f.hint);
+      else if (f.always_read || s.has(f.key))
+        f.read(s, t);
+      else if (f.required)
+        s.require(f.key, f.hint);
+      else if (f.fallback)
+        f.fallback(t);
+    }
+  }
+  // The keys that apply, in declaration order.
+  YAML::Node write(const T& t, Style style = Style::file) const {
+    YAML::Node map(YAML::NodeType::Map);
+    for (const Field& f : fields_) {
+      if (!applies(f, t)) continue;
+      YAML::Node value = f.write(t, style);
+      if (value.IsDefined()) map[f.key] = value;
+    }
+    return map;
+  }
+  std::vector<KeyDoc> reference(const std::string& prefix) const {
+    std::vector<KeyDoc> rows;
+    for (const Field& f : fields_) {
+      const std::string path = prefix.empty() ? f.key : prefix + "." + f.key;
+      std::string applies;
+      if (!f.only_key.empty()) {
+        applies = f.only_key == "name" || f.only_key == "type" ? noun_ : f.only_key;
+        for (size_t i = 0; i < f.only_values.size(); ++i)
+          applies += (i ? " | " : " ") + f.only_values[i];
+      }
+      rows.push_back({path, f.type, default_of(f), f.doc, applies});
+      if (f.nested)
+        for (KeyDoc& row : f.nested(path)) rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+  bool has_key(const std::string& key) const {
+    for (const Field& f : fields_)
+      if (f.key == key) return true;
+    return false;
+  }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> names;
+    for (const Field& f : fields_) names.push_back(f.key);
+    return names;
+  }
+  const std::string& noun() const { return noun_; }
+
+ private:
+  struct Field {
+    std::string key, type, doc, default_text;
+    bool required = false, always_read = false;
+    std::string hint;
+    std::string only_key, only_reason;
+    std::vector<std::string> only_values;
+    std::function<void(Section&, T&)> read;
+    std::function<YAML::Node(const T&, Style)> write;
+    std::function<void(T&)> fallback;
+    std::function<std::vector<KeyDoc>(const std::string&)> nested;
+  };
+
+  Field base(const std::string& key, std::string type, std::string doc) {
+    Field f;
+    f.key = key;
+    f.type = std::move(type);
+    f.doc = std::move(doc);
+    return f;
+  }
+  Schema& add(Field f) {
+    fields_.push_back(std::move(f));
+    return *this;
+  }
+  Field& last() { return fields_.back(); }
+  const Field* field(const std::string& key) const {
+    for (const Field& f : fields_)
+      if (f.key == key) return &f;
+    return nullptr;
+  }
+  std::string discriminator(const Field& f, const T& t) const {
+    const Field* d = field(f.only_key);
+    if (!d) return {};
+    YAML::Node v = d->write(t, Style::file);
+    return v.IsScalar() ? v.Scalar() : std::string();
+  }
+  bool applies(const Field& f, const T& t) const {
+    if (f.only_key.empty()) return true;
+    const std::string current = discriminator(f, t);
+    for (const auto& v : f.only_values)
+      if (v == current) return true;
+    return false;
+  }
+  // nullopt when the discriminator has a problem of its own.
+  std::optional<bool> applies_in(const Field& f, Section& s, const T& t) const {
+    if (s.reader().has_problem(s.path_of(f.only_key))) return std::nullopt;
+    return applies(f, t);
+  }
+  std::string default_of(const Field& f) const {
+    if (!f.default_text.empty() || f.nested) return f.default_text;
+    if constexpr (std::is_default_constructible_v<T> && !std::is_same_v<T, YAML::Node>) {
+      YAML::Node v = f.write(T{}, Style::file);
+      return v.IsDefined() ? one_line(v) : std::string();
+    }
+    return {};
+  }
+
+  std::string noun_;
+  std::vector<Field> fields_;
+};
+
+// A schema whose target type is known only at run time (each algorithm's keys).
+class AnySchema {
+ public:
+  virtual ~AnySchema() = default;
+  virtual std::any defaults() const = 0;
+  virtual void read(Section& s, std::any& value) const = 0;
+  virtual YAML::Node write(const std::any& value, Style style) const = 0;
+  virtual std::vector<KeyDoc> reference(const std::string& prefix) const = 0;
+  virtual bool has_key(const std::string& key) const = 0;
+  virtual std::vector<std::string> keys() const = 0;
+};
+
+template <class T>
+class ErasedSchema final : public AnySchema {
+ public:
+  explicit ErasedSchema(Schema<T> schema) : schema_(std::move(schema)) {}
+  std::any defaults() const override { return T{}; }
+  void read(Section& s, std::any& value) const override {
+    schema_.read(s, std::any_cast<T&>(value));
+  }
+  YAML::Node write(const std::any& value, Style style) const override {
+    return schema_.write(std::any_cast<const T&>(value), style);
+  }
+  std::vector<KeyDoc> reference(const std::string& prefix) const override {
+    return schema_.reference(prefix);
+  }
+  bool has_key(const std::string& key) const override { return schema_.has_key(key); }
+  std::vector<std::string> keys() const override { return schema_.keys(); }
+
+ private:
+  Schema<T> schema_;
+};
+
+template <class T>
+std::shared_ptr<const AnySchema> erase(Schema<T> schema) {
+  return std::make_shared<ErasedSchema<T>>(std::move(schema));
+}
+
+// The key reference as a Markdown table: key, type, default, description.
+std::string reference_markdown(const std::vector<KeyDoc>& rows);
+
+}  // namespace dtrain::config

@@ -1,0 +1,223 @@
+// Every key of an experiment file, declared once: its kind (type and constraint), its doc line
+// and when it applies. Defaults are the initialisers in config_types.h. Reading, config.yaml,
+// the settings table and the key reference all come from these declarations.
+#include "run/config_schema.h"
+
+#include <filesystem>  // the file's stem: the default name
+
+#include "nn/spec.h"  // check_model_section, model_reference: the `model:` keys
+
+namespace dtrain {
+
+using namespace config;
+
+namespace {
+
+const std::vector<std::string> kFileDatasets{"mnist", "fashion_mnist", "cifar10", "cifar100",
+                                             "imagefolder"};
+
+const Schema<DatasetConfig>& dataset_schema() {
+  static const auto s =
+      Schema<DatasetConfig>("dataset")
+          .key(
+              "name", &DatasetConfig::name,
+              choice({"mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder", "synthetic"}),
+              "the dataset (datasets/README.md says how to obtain each)")
+          .required("one of mnist, fashion_mnist, cifar10, cifar100, imagefolder, synthetic")
+          .key("path", &DatasetConfig::path, text(), "the folder holding its files")
+          .only_for("name", kFileDatasets, "synthetic data needs no files")
+          .fallback(
+              [](DatasetConfig& d) {
+                if (d.name == "fashion_mnist") d.path = "/usr/share/datasets/fashion-mnist";
+              },
+              "fashion_mnist: /usr/share/datasets/fashion-mnist (Debian's package)")
+          .key("batch_size", &DatasetConfig::batch_size, integer(Bounds::above(0)),
+               "the GLOBAL batch, split evenly over the data-parallel ranks")
+          .key("test_batch_size", &DatasetConfig::test_batch_size, integer(Bounds::above(0)),
+               "the global batch of evaluation")
+          .fallback([](DatasetConfig& d) { d.test_batch_size = d.batch_size; }, "batch_size")
+          .key("shape", &DatasetConfig::shape, list_of(integer(Bounds::above(0)), 3),
+               "[channels, height, width] of a sample")
+          .only_for("name", {"synthetic"}, "the other datasets define their shape")
+          .key("classes", &DatasetConfig::classes, integer(Bounds::at_least(2)),
+               "number of classes")
+          .only_for("name", {"synthetic"}, "the other datasets define their classes")
+          .key("train_size", &DatasetConfig::train_size, integer64(Bounds::at_least(0)),
+               "0: the whole split; N: its first N samples (synthetic: 0 means 1024)")
+          .key("test_size", &DatasetConfig::test_size, integer64(Bounds::at_least(0)),
+               "likewise for the test split (synthetic: 0 means 256)")
+          .key("image_size", &DatasetConfig::image_size, integer(Bounds::above(0)),
+               "side of the (centre or random) crop")
+          .only_for("name", {"imagefolder"})
+          .key("resize", &DatasetConfig::resize, integer(Bounds::above(0)),
+               "shorter side after resizing, before cropping")
+          .only_for("name", {"imagefolder"})
+          .key("augment", &DatasetConfig::augment, boolean(),
+               "training split: random crop and flip (mnist: no flip)")
+          .only_for("name", kFileDatasets, "synthetic data is not augmented")
+          .key("mean", &DatasetConfig::mean, list_of(real()),
+               "per-channel normalisation; empty: the dataset's standard values")
+          .key("std", &DatasetConfig::std, list_of(real(Bounds::above(0))),
+               "per-channel normalisation; empty: the dataset's standard values")
+          .key("prefetch", &DatasetConfig::prefetch, integer(Bounds::at_least(0)),
+               "batches loaded ahead on a background thread (0: synchronously)")
+          .key("workers", &DatasetConfig::workers, integer(Bounds::at_least(1)),
+               "threads preparing one batch (imagefolder's JPEGs, a fast GPU)");
+  return s;
+}
+
+const Schema<LinkConfig>& link_schema() {
+  static const auto s =
+      Schema<LinkConfig>("link")
+          .key("bandwidth", &LinkConfig::bandwidth, rate(), "every message is paced to this rate")
+          .required("a rate such as 10Gbps when cluster.link is given")
+          .key("latency", &LinkConfig::latency, duration(), "and delayed by this much first");
+  return s;
+}
+
+const Schema<StragglerConfig>& straggler_schema() {
+  static const auto s =
+      Schema<StragglerConfig>("straggler")
+          .key("rank", &StragglerConfig::rank, integer(Bounds::at_least(0)), "the slow rank")
+          .required("the rank to slow down")
+          .key("slowdown", &StragglerConfig::slowdown, real(Bounds::at_least(1)),
+               "its compute takes this many times as long")
+          .required("the factor its compute time is stretched by, >= 1");
+  return s;
+}
+
+const Schema<ClusterConfig>& cluster_schema() {
+  static const auto s =
+      Schema<ClusterConfig>("cluster")
+          .key("device", &ClusterConfig::device, choice({"cpu", "cuda", "auto"}),
+               "auto: the GPU when one is usable (and says which it picked)")
+          .key("comm", &ClusterConfig::comm, choice({"auto", "nccl", "mpi"}),
+               "how GPU gradients travel: NCCL, or staged through pinned host memory")
+          .key("tf32", &ClusterConfig::tf32, boolean(),
+               "GPU: fp32 GEMMs and convolutions on TF32 tensor cores")
+          .key("threads_per_rank", &ClusterConfig::threads_per_rank, integer(Bounds::at_least(1)),
+               "intra-op threads of each rank")
+          .optional_section("link", &ClusterConfig::link, link_schema(),
+                            "network EMULATION: every message waits latency + bytes/bandwidth",
+                            "none (no network emulation)")
+          .list("stragglers", &ClusterConfig::stragglers, straggler_schema(),
+                "compute EMULATION: these ranks are slowed down");
+  return s;
+}
+
+const Schema<CompressionConfig>& compression_schema() {
+  static const auto s =
+      Schema<CompressionConfig>("compression")
+          .key("name", &CompressionConfig::name, choice({"none", "truncate16", "quantize8"}),
+               "codec of the gradient all-reduce, inside the ring");
+  return s;
+}
+
+const Schema<ScheduleConfig>& schedule_schema() {
+  static const auto s =
+      Schema<ScheduleConfig>("schedule")
+          .key("name", &ScheduleConfig::name, choice({"constant", "step", "multistep", "cosine"}),
+               "learning-rate schedule over the epochs")
+          .key("every_epochs", &ScheduleConfig::every_epochs, integer(Bounds::at_least(1)),
+               "decay period")
+          .only_for("name", {"step"})
+          .key("gamma", &ScheduleConfig::gamma, real(Bounds::open_closed(0, 1)), "factor per decay")
+          .only_for("name", {"step", "multistep"})
+          .key("milestones", &ScheduleConfig::milestones, list_of(integer(Bounds::at_least(1))),
+               "epochs at which to decay, increasing")
+          .only_for("name", {"multistep"})
+          .key("min_lr", &ScheduleConfig::min_lr, real(Bounds::at_least(0)),
+               "the floor reached at the last epoch")
+          .only_for("name", {"cosine"})
+          .key("warmup_epochs", &ScheduleConfig::warmup_epochs, real(Bounds::at_least(0)),
+               "linear warm-up in front of any schedule (fractions allowed)")
+          .key("warmup_start_factor", &ScheduleConfig::warmup_start_factor,
+               real(Bounds::open_closed(0, 1)), "the warm-up starts at this × lr");
+  return s;
+}
+
+const Schema<OptimizerConfig>& optimizer_schema() {
+  static const auto s =
+      Schema<OptimizerConfig>("optimizer")
+          .key("name", &OptimizerConfig::name, choice({"sgd"}), "the optimizer")
+          .key("lr", &OptimizerConfig::lr, real(Bounds::above(0)), "learning rate")
+          .key("momentum", &OptimizerConfig::momentum, real(Bounds::closed_open(0, 1)),
+               "heavy-ball momentum (PyTorch semantics)")
+          .key("dampening", &OptimizerConfig::dampening, real(Bounds::closed_open(0, 1)),
+               "momentum dampening")
+          .key("weight_decay", &OptimizerConfig::weight_decay, real(Bounds::at_least(0)),
+               "L2 penalty added to the gradient")
+          .key("nesterov", &OptimizerConfig::nesterov, boolean(),
+               "Nesterov momentum (needs momentum > 0, dampening 0)")
+          .key("freeze_layers", &OptimizerConfig::freeze_layers, integer(Bounds::at_least(0)),
+               "the first N layers with parameters are not trained (nor communicated)")
+          .section("schedule", &OptimizerConfig::schedule, schedule_schema(), "");
+  return s;
+}
+
+const Schema<TrainConfig>& train_schema() {
+  static const auto s =
+      Schema<TrainConfig>("train")
+          .key("epochs", &TrainConfig::epochs, integer(Bounds::at_least(1)),
+               "passes over the training set")
+          .key("eval_every_epochs", &TrainConfig::eval_every_epochs, integer(Bounds::at_least(1)),
+               "evaluate every N epochs (and always at the end)")
+          .key("max_iterations", &TrainConfig::max_iterations, integer64(Bounds::at_least(0)),
+               "stop after this many iterations (0: no limit)")
+          .key("log_every_iterations", &TrainConfig::log_every_iterations,
+               integer64(Bounds::at_least(0)), "progress line period (0: chosen automatically)");
+  return s;
+}
+
+const Schema<OutputConfig>& output_schema() {
+  static const auto s =
+      Schema<OutputConfig>("output")
+          .key("dir", &OutputConfig::dir, nonempty_text(),
+               "where config.yaml, run.yaml and the CSVs go (--out overrides)")
+          .fallback([](OutputConfig&) {}, "runs/<name>")  // load_config knows the name
+          .key("trace", &OutputConfig::trace, boolean(), "write a Chrome trace (trace.json)");
+  return s;
+}
+
+}  // namespace
+
+const Schema<ExperimentConfig>& experiment_schema() {
+  static const auto s =
+      Schema<ExperimentConfig>("experiment")
+          .key("name", &ExperimentConfig::name, nonempty_text(), "the experiment's name")
+          .fallback(
+              [](ExperimentConfig& c) {
+                c.name = std::filesystem::path(c.source_path).stem().string();
+              },
+              "the file's stem")
+          .key("seed", &ExperimentConfig::seed, natural(),
+               "weights, data order, dropout, synthetic data")
+          .custom(
+              "model", "map",
+              "a zoo model `name` and its options, or a custom `layers:` list (below)",
+              [](Section& s, ExperimentConfig& c) { c.model = check_model_section(s); },
+              [](const ExperimentConfig& c, Style) {
+                return c.model.IsDefined() ? c.model : YAML::Node(YAML::NodeType::Map);
+              },
+              [] { return model_reference(); })
+          .section("dataset", &ExperimentConfig::dataset, dataset_schema(), "")
+          .required("a map with at least `name`, e.g. {name: fashion_mnist}")
+          .section("cluster", &ExperimentConfig::cluster, cluster_schema(), "")
+          .custom(
+              "algorithm", "map", "the distributed algorithm and its own keys",
+              [](Section& s, ExperimentConfig& c) {
+                Section algorithm = s.child("algorithm");
+                read_algorithm(algorithm, c.algorithm);
+              },
+              [](const ExperimentConfig& c, Style style) {
+                return flow(write_algorithm(c.algorithm, style));
+              },
+              [] { return algorithm_reference(); })
+          .section("compression", &ExperimentConfig::compression, compression_schema(), "")
+          .section("optimizer", &ExperimentConfig::optimizer, optimizer_schema(), "")
+          .section("train", &ExperimentConfig::train, train_schema(), "")
+          .section("output", &ExperimentConfig::output, output_schema(), "");
+  return s;
+}
+
+}  // namespace dtrain

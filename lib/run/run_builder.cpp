@@ -1,0 +1,103 @@
+#include "run/run_builder.h"
+
+#include <algorithm>  // max
+
+#include "comm/paced_comm.h"  // make_paced_comm: cluster.link
+#include "core/error.h"       // DTRAIN_INPUT_CHECK
+#include "run/run_options.h"  // config → module options
+#include "sched/algorithm.h"  // make_scheduler
+
+namespace dtrain {
+
+namespace {
+
+// The slow-down cluster.stragglers gives `rank` (1 when it is not listed).
+double compute_slowdown(const ExperimentConfig& c, int rank, int world) {
+  double slowdown = 1.0;
+  for (size_t i = 0; i < c.cluster.stragglers.size(); ++i) {
+    const StragglerConfig& s = c.cluster.stragglers[i];
+    DTRAIN_INPUT_CHECK(s.rank < world)
+        << c.source_path << ": cluster.stragglers[" << i << "].rank: " << s.rank
+        << ", but the job has " << world << " rank(s)";
+    if (s.rank == rank) slowdown = s.slowdown;
+  }
+  return slowdown;
+}
+
+std::unique_ptr<Dataset> open_split(const ExperimentConfig& c, Split split, DataFiles data,
+                                    std::vector<std::string>& notes) {
+  const DatasetOptions options = dataset_options(c);
+  if (data == DataFiles::stand_in_when_missing && dataset_files_missing(options)) {
+    auto stand_in = open_stand_in(options, split);
+    notes.push_back(stand_in->describe() + " (training needs the files: datasets/README.md)");
+    return stand_in;
+  }
+  return open_dataset(options, split);
+}
+
+}  // namespace
+
+std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
+                               DataFiles data) {
+  DTRAIN_INPUT_CHECK(config.dataset.batch_size % place.world == 0)
+      << config.source_path << ": dataset.batch_size: the global batch "
+      << config.dataset.batch_size << " must be divisible by the " << place.world
+      << " data-parallel ranks";
+  compute_slowdown(config, place.rank, place.world);  // stragglers must name existing ranks
+
+  auto run = std::make_unique<Run>();
+  run->config = config;
+  run->place = place;
+  run->backend = make_backend(backend_options(config, place.local_rank, place.announce));
+  if (config.cluster.tf32 && run->backend->device() == Device::cpu &&
+      config.cluster.device != "cpu")
+    run->notes.push_back("cluster.tf32 has no effect: the run is on the CPU");
+
+  run->train_set = open_split(config, Split::train, data, run->notes);
+  run->test_set = open_split(config, Split::test, data, run->notes);
+  // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
+  // threads while the compute stream works.
+  for (LoaderOptions* o : {&run->train_loading, &run->test_loading}) {
+    *o = o == &run->train_loading ? train_loader_options(config, place.rank, place.world)
+                                  : test_loader_options(config, place.rank, place.world);
+    o->allocator = &run->backend->host_allocator();
+    o->device = run->backend.get();
+  }
+  run->train_loader = std::make_unique<Loader>(*run->train_set, run->train_loading);
+  run->test_loader = std::make_unique<Loader>(*run->test_set, run->test_loading);
+
+  run->model_input = {run->train_set->sample_shape(), run->train_set->num_classes(),
+                      std::max(run->train_loader->local_batch(), run->test_loader->local_batch())};
+  run->model = build_model(*run->backend, config.model, run->model_input, config.seed);
+  freeze_layers(config, *run->model);
+  run->schedule = std::make_unique<LrSchedule>(schedule_options(config));
+  run->optimizer =
+      std::make_unique<Sgd>(*run->backend, run->model->parameters(), run->model->gradients(),
+                            sgd_options(config), run->model->trainable_offset());
+  return run;
+}
+
+std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm) {
+  if (!config.cluster.link) return comm;
+  const LinkConfig& link = *config.cluster.link;
+  return make_paced_comm(std::move(comm), {link.bandwidth.bytes_per_s, link.latency.seconds});
+}
+
+std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
+                                           std::function<void(const IterationReport&)> progress) {
+  DTRAIN_CHECK(comm.rank() == run.place.rank && comm.size() == run.place.world)
+      << "the run was built for rank " << run.place.rank << " of " << run.place.world;
+  const ExperimentConfig& c = run.config;
+  SchedulerContext ctx{*run.model,
+                       *run.optimizer,
+                       *run.schedule,
+                       comm,
+                       run.train_loader->batches_per_epoch(),
+                       std::move(progress),
+                       c.compression.name,
+                       compute_slowdown(c, comm.rank(), comm.size()),
+                       c.cluster.comm};
+  return make_scheduler(c.algorithm, std::move(ctx));
+}
+
+}  // namespace dtrain

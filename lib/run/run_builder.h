@@ -1,0 +1,62 @@
+// The one place a run is assembled from a validated experiment — backend, datasets, loaders
+// (with the backend's allocator and device), model, optimizer, LR schedule, the job's
+// communicator and the scheduler — for training, `dtrain plan` and the tests alike, so that
+// what is profiled, tested and trained is the same thing (DESIGN.md §2 decision 8).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"  // Backend
+#include "comm/comm.h"        // Comm
+#include "data/loader.h"      // Dataset, Loader, LoaderOptions
+#include "nn/model.h"         // Model, ModelInput
+#include "optim/lr_schedule.h"
+#include "optim/sgd.h"
+#include "run/config.h"       // ExperimentConfig
+#include "sched/scheduler.h"  // Scheduler, IterationReport
+
+namespace dtrain {
+
+// Where this run sits in the job: its rank among `world` data-parallel ranks (for `dtrain
+// plan`, the ranks predicted for) and on its node.
+struct RunPlace {
+  int rank = 0, world = 1, local_rank = 0;
+  bool announce = true;  // `cluster.device: auto` says on stderr what it picked
+};
+
+// Training needs the dataset's files; --dry-run and `dtrain plan` may do with a stand-in of the
+// same shape when they are missing (and say so).
+enum class DataFiles { required, stand_in_when_missing };
+
+struct Run {
+  ExperimentConfig config;
+  RunPlace place;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Dataset> train_set, test_set;
+  LoaderOptions train_loading, test_loading;
+  std::unique_ptr<Loader> train_loader, test_loader;
+  ModelInput model_input;  // the build batch is the larger of the train and test local batches
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<Sgd> optimizer;
+  std::vector<std::string> notes;  // for the log: stand-in data, settings without effect
+};
+
+// Builds everything but the scheduler. InputError (exit 2) for what the config and the place
+// cannot do together (a global batch not divisible by the ranks, a missing dataset when files
+// are required), before anything large is allocated.
+std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
+                               DataFiles data = DataFiles::required);
+
+// The job's communicator as the experiment wants it: paced to cluster.link when emulating a
+// network (DESIGN.md §2 decision 6), else unchanged.
+std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm);
+
+// The scheduler of the configured algorithm on `run`, communicating over `comm` (whose rank and
+// size must be the run's place).
+std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
+                                           std::function<void(const IterationReport&)> progress);
+
+}  // namespace dtrain

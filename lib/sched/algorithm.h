@@ -1,0 +1,79 @@
+// The algorithm registry: each distributed algorithm registers its name, a one-line summary,
+// its own keys (a declarative schema over its options struct), its scheduler factory and its
+// timing-model row. The config reader, `dtrain --help`, the README's key reference, the run
+// builder and `dtrain plan` all take the algorithms from here; adding one is a file in
+// lib/sched/ (its options struct, schema, scheduler and `..._algorithm()` entry) plus one line
+// in registry.cpp.
+#pragma once
+#include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
+#include <functional>  // the entry's factories
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/schema.h"      // AnySchema, Section, Style
+#include "core/error.h"         // DTRAIN_CHECK
+#include "plan/timing_model.h"  // TimingInputs, CodecCost, Prediction
+#include "sched/scheduler.h"    // Scheduler, SchedulerContext
+
+namespace dtrain {
+
+// The chosen algorithm and exactly its keys: `options` holds the options struct its registry
+// entry declares (SyncOptions, PipeSgdOptions, ...), nothing of any other algorithm.
+struct AlgorithmConfig {
+  AlgorithmConfig();                                  // sync with its defaults
+  explicit AlgorithmConfig(const std::string& name);  // `name` with its defaults
+
+  std::string name;
+  std::any options;
+
+  template <class T>
+  const T& get() const {
+    const T* o = std::any_cast<T>(&options);
+    DTRAIN_CHECK(o != nullptr) << "algorithm '" << name << "' has other options";
+    return *o;
+  }
+  template <class T>
+  T& get() {
+    T* o = std::any_cast<T>(&options);
+    DTRAIN_CHECK(o != nullptr) << "algorithm '" << name << "' has other options";
+    return *o;
+  }
+  // Same name and same keys.
+  bool operator==(const AlgorithmConfig& other) const;
+};
+
+struct AlgorithmEntry {
+  std::string name;                               // algorithm.name
+  std::string summary;                            // one line: what it is, and its paper
+  std::shared_ptr<const config::AnySchema> keys;  // its keys besides `name`
+  // Null while the scheduler is not built: the name is then refused at validation.
+  std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)> make;
+  std::string coming;  // when not built: where it arrives ("the AD-PSGD issue")
+  // The Pipe-SGD timing model's row for this algorithm (null: `dtrain plan` has none).
+  std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)> predict;
+
+  bool built() const { return static_cast<bool>(make); }
+};
+
+// Every registered algorithm, built or not, in the order of the documentation.
+const std::vector<AlgorithmEntry>& algorithms();
+// Null when no algorithm has that name.
+const AlgorithmEntry* find_algorithm(const std::string& name);
+// The algorithms that train in this build ("sync, ps_sync, ...").
+std::vector<std::string> built_algorithms();
+
+// Reads the `algorithm:` section: the name (built ones only; an unbuilt one is refused naming
+// when it arrives) and that algorithm's keys; a key of another algorithm is reported naming
+// both. Problems go to the section's Reader.
+void read_algorithm(config::Section& section, AlgorithmConfig& out);
+YAML::Node write_algorithm(const AlgorithmConfig& algorithm, config::Style style);
+// The algorithm keys for the reference (each algorithm's own, marked with it).
+std::vector<config::KeyDoc> algorithm_reference();
+// For `dtrain --help`: each built algorithm with its keys and defaults, then what is coming.
+std::string algorithms_help();
+
+// The scheduler of `algorithm` (built, as validation ensured).
+std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx);
+
+}  // namespace dtrain

@@ -1,0 +1,110 @@
+#include "sched/planned_algorithms.h"
+
+namespace dtrain {
+
+namespace {
+
+using namespace config;
+
+AlgorithmEntry sapipe() {
+  auto keys =
+      Schema<SapipeOptions>("sapipe")
+          .key("stale_layers", &SapipeOptions::stale_layers,
+               word_or({"auto", "all"}, integer(Bounds::at_least(0))),
+               "the first k layers use the gradient of t − 2 (auto: the smallest k that hides "
+               "the communication)")
+          .key("compensation", &SapipeOptions::compensation,
+               choice({"none", "dc", "wp1", "wp2", "wp3"}),
+               "staleness compensation: delay compensation or weight prediction 1–3")
+          .key("dc_lambda", &SapipeOptions::dc_lambda, real(Bounds::at_least(0)),
+               "delay compensation's λ")
+          .key("dc_form", &SapipeOptions::dc_form, choice({"outer", "diagonal"}),
+               "delay compensation's Hessian approximation")
+          .key("segments", &SapipeOptions::segments, integer(Bounds::at_least(1)),
+               "gradient segments of the fresh layers")
+          .key("warmup_epochs", &SapipeOptions::warmup_epochs, integer(Bounds::at_least(0)),
+               "epochs of D-Sync first");
+  return {"sapipe",
+          "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the first layers, "
+          "delay compensation and weight prediction",
+          erase(std::move(keys)),
+          {},
+          "the SAPipe issue",
+          {}};
+}
+
+AlgorithmEntry pipedream() {
+  auto keys = Schema<PipedreamOptions>("pipedream")
+                  .key("schedule", &PipedreamOptions::schedule,
+                       choice({"1f1b", "gpipe", "1f1b_flush"}), "pipeline schedule")
+                  .key("stages", &PipedreamOptions::stages,
+                       word_or({"auto"}, list_of(nonempty_text(), 0, 1)),
+                       "the first layer of stage 2, 3, ... (auto: PipeDream's partitioner)")
+                  .key("replicas", &PipedreamOptions::replicas,
+                       word_or({"auto"}, list_of(integer(Bounds::at_least(1)), 0, 1)),
+                       "ranks per stage, summing to the ranks (auto: the partitioner's)")
+                  .key("in_flight", &PipedreamOptions::in_flight,
+                       word_or({"auto"}, integer(Bounds::at_least(1))),
+                       "minibatches in flight (auto: NOAM = ⌈ranks / replicas of stage 1⌉)")
+                  .key("microbatches", &PipedreamOptions::microbatches,
+                       integer(Bounds::at_least(1)), "microbatches per minibatch")
+                  .key("weight_stashing", &PipedreamOptions::weight_stashing, boolean(),
+                       "backward uses the weights its forward used")
+                  .key("vertical_sync", &PipedreamOptions::vertical_sync, boolean(),
+                       "every stage uses the weights of the same version")
+                  .key("partition_cost", &PipedreamOptions::partition_cost,
+                       choice({"paper", "runtime"}), "the partitioner's cost model");
+  return {"pipedream",
+          "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight stashing, "
+          "replicated stages",
+          erase(std::move(keys)),
+          {},
+          "the PipeDream runtime and planner issues",
+          {}};
+}
+
+AlgorithmEntry gossip() {
+  auto keys = Schema<GossipOptions>("gossip").key("topology", &GossipOptions::topology,
+                                                  choice({"ring", "exponential"}),
+                                                  "neighbours: i ± 1, or hops {1} ∪ {2^k + 1}");
+  return {"gossip",
+          "AD-PSGD (Lian et al., ICML 2018): asynchronous pairwise model averaging, no global "
+          "barrier",
+          erase(std::move(keys)),
+          {},
+          "the AD-PSGD issue",
+          {}};
+}
+
+AlgorithmEntry d_psgd() {
+  auto keys = Schema<DPsgdOptions>("d_psgd").key("topology", &DPsgdOptions::topology,
+                                                 choice({"ring", "exponential", "complete"}),
+                                                 "the neighbours each rank averages with");
+  return {"d_psgd",
+          "D-PSGD (Lian et al., 2017): synchronous decentralized averaging with neighbours",
+          erase(std::move(keys)),
+          {},
+          "the AD-PSGD issue",
+          {}};
+}
+
+AlgorithmEntry hpsgd() {
+  auto keys = Schema<HpsgdOptions>("hpsgd").key(
+      "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
+      "iterations between synchronisations (auto: as soon as the previous one finished)");
+  return {"hpsgd",
+          "HPSGD (Zhou et al.): gradient synchronisation in parallel with local training on a "
+          "replica",
+          erase(std::move(keys)),
+          {},
+          "the HPSGD issue",
+          {}};
+}
+
+}  // namespace
+
+std::vector<AlgorithmEntry> planned_algorithms() {
+  return {sapipe(), pipedream(), gossip(), d_psgd(), hpsgd()};
+}
+
+}  // namespace dtrain

@@ -1,0 +1,53 @@
+// The algorithms whose schedulers arrive with later issues, registered now with the keys
+// DESIGN.md §1 fixes for them: their names are known (and refused at validation, saying when
+// they arrive), and their keys are checked and documented. Each issue moves its options
+// struct and schema into its scheduler's file and adds the factory.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "config/kinds.h"     // WordOr
+#include "sched/algorithm.h"  // AlgorithmEntry
+
+namespace dtrain {
+
+// SAPipe (Chen et al., NeurIPS 2022): partial staleness, delay compensation, weight prediction.
+struct SapipeOptions {
+  config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
+  std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3
+  double dc_lambda = 0.2;
+  std::string dc_form = "outer";
+  int segments = 1;
+  int warmup_epochs = 0;
+};
+
+// PipeDream (Harlap et al., 2018): pipeline-parallel stages with 1F1B and weight stashing.
+struct PipedreamOptions {
+  std::string schedule = "1f1b";  // 1f1b | gpipe | 1f1b_flush
+  config::WordOr<std::vector<std::string>> stages =
+      config::WordOr<std::vector<std::string>>::named("auto");
+  config::WordOr<std::vector<int>> replicas = config::WordOr<std::vector<int>>::named("auto");
+  config::WordOr<int> in_flight = config::WordOr<int>::named("auto");
+  int microbatches = 1;
+  bool weight_stashing = true;
+  bool vertical_sync = false;
+  std::string partition_cost = "runtime";  // paper | runtime
+};
+
+// AD-PSGD (Lian et al., ICML 2018) and its synchronous baseline D-PSGD.
+struct GossipOptions {
+  std::string topology = "ring";  // ring | exponential
+};
+struct DPsgdOptions {
+  std::string topology = "ring";  // ring | exponential | complete
+};
+
+// HPSGD (Zhou et al.): synchronisation in parallel with local training.
+struct HpsgdOptions {
+  config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
+};
+
+// sapipe, pipedream, gossip, d_psgd, hpsgd, in that order.
+std::vector<AlgorithmEntry> planned_algorithms();
+
+}  // namespace dtrain

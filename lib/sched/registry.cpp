@@ -1,0 +1,144 @@
+// The registry's table and what is derived from it (see algorithm.h).
+#include <fmt/format.h>  // fmt::format, fmt::join
+
+#include "sched/algorithm.h"
+#include "sched/local_sgd_scheduler.h"  // local_sgd_algorithm
+#include "sched/pipe_sgd_scheduler.h"   // pipe_sgd_algorithm
+#include "sched/planned_algorithms.h"   // the algorithms still to come
+#include "sched/ps_sync_scheduler.h"    // ps_sync_algorithm
+#include "sched/sync_scheduler.h"       // sync_algorithm
+
+namespace dtrain {
+
+const std::vector<AlgorithmEntry>& algorithms() {
+  static const std::vector<AlgorithmEntry> table = [] {
+    std::vector<AlgorithmEntry> t{sync_algorithm(), ps_sync_algorithm(), pipe_sgd_algorithm(),
+                                  local_sgd_algorithm()};
+    for (AlgorithmEntry& planned : planned_algorithms()) t.push_back(std::move(planned));
+    return t;
+  }();
+  return table;
+}
+
+const AlgorithmEntry* find_algorithm(const std::string& name) {
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> built_algorithms() {
+  std::vector<std::string> names;
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.built()) names.push_back(a.name);
+  return names;
+}
+
+// ---- AlgorithmConfig ------------------------------------------------------------------------
+
+AlgorithmConfig::AlgorithmConfig() : AlgorithmConfig("sync") {}
+
+AlgorithmConfig::AlgorithmConfig(const std::string& n) : name(n) {
+  const AlgorithmEntry* entry = find_algorithm(name);
+  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << name << "' is registered";
+  options = entry->keys->defaults();
+}
+
+bool AlgorithmConfig::operator==(const AlgorithmConfig& other) const {
+  if (name != other.name) return false;
+  return config::one_line(write_algorithm(*this, config::Style::file)) ==
+         config::one_line(write_algorithm(other, config::Style::file));
+}
+
+// ---- reading and writing ---------------------------------------------------------------------
+
+void read_algorithm(config::Section& s, AlgorithmConfig& out) {
+  config::Reader& r = s.reader();
+  const std::vector<std::string> built = built_algorithms();
+  std::string name = "sync";
+  if (s.has("name")) {
+    const YAML::Node node = s.get("name");
+    if (!config::read_text(r, s.path_of("name"), node, name)) {
+      s.accept_all();
+      return;
+    }
+    const AlgorithmEntry* entry = find_algorithm(name);
+    if (!entry || !entry->built()) {
+      std::string message;
+      if (entry)
+        message =
+            fmt::format("'{}' is not built yet: it arrives with {} (this build trains with {})",
+                        name, entry->coming, fmt::join(built, ", "));
+      else
+        message = fmt::format("expected one of {}, got '{}'", fmt::join(built, ", "), name);
+      if (!entry)
+        if (auto near = config::closest(name, built))
+          message += fmt::format("; did you mean '{}'?", *near);
+      r.add(s.path_of("name"), std::move(message), node);
+      s.accept_all();  // its keys cannot be judged
+      return;
+    }
+  }
+  AlgorithmConfig chosen(name);
+  const AlgorithmEntry& entry = *find_algorithm(name);
+  entry.keys->read(s, chosen.options);
+  // A key of another algorithm: name both.
+  s.explain_unknown([name, &entry](const std::string& key) -> std::optional<std::string> {
+    std::vector<std::string> owners;
+    for (const AlgorithmEntry& a : algorithms())
+      if (a.name != name && a.keys->has_key(key)) owners.push_back(a.name);
+    if (owners.empty()) return std::nullopt;
+    const std::vector<std::string> own = entry.keys->keys();
+    return fmt::format("belongs to algorithm {}, not to the chosen '{}' ({})",
+                       fmt::join(owners, ", "), name,
+                       own.empty() ? name + " has no keys besides name"
+                                   : fmt::format("{}'s keys: {}", name, fmt::join(own, ", ")));
+  });
+  out = std::move(chosen);
+}
+
+YAML::Node write_algorithm(const AlgorithmConfig& a, config::Style style) {
+  YAML::Node node(YAML::NodeType::Map);
+  node["name"] = a.name;
+  const AlgorithmEntry* entry = find_algorithm(a.name);
+  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << a.name << "' is registered";
+  const YAML::Node keys = entry->keys->write(a.options, style);
+  for (auto it = keys.begin(); it != keys.end(); ++it) node[it->first] = it->second;
+  return node;
+}
+
+std::vector<config::KeyDoc> algorithm_reference() {
+  std::vector<config::KeyDoc> rows;
+  rows.push_back({"algorithm.name", fmt::format("{}", fmt::join(built_algorithms(), " | ")), "sync",
+                  "the distributed algorithm (its keys follow)", ""});
+  for (const AlgorithmEntry& a : algorithms()) {
+    if (!a.built()) continue;
+    for (config::KeyDoc row : a.keys->reference("algorithm")) {
+      row.applies = "algorithm " + a.name;
+      rows.push_back(std::move(row));
+    }
+  }
+  return rows;
+}
+
+std::string algorithms_help() {
+  std::string text = "Algorithms (algorithm.name, with their keys and defaults):\n";
+  for (const AlgorithmEntry& a : algorithms()) {
+    if (!a.built()) continue;
+    const YAML::Node defaults = write_algorithm(AlgorithmConfig(a.name), config::Style::file);
+    text += fmt::format("  {}\n      {}\n      algorithm: {}\n", a.name, a.summary,
+                        config::one_line(defaults));
+  }
+  text += "Coming (registered, refused until built):\n";
+  for (const AlgorithmEntry& a : algorithms())
+    if (!a.built()) text += fmt::format("  {:<10} {} — with {}\n", a.name, a.summary, a.coming);
+  return text;
+}
+
+std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx) {
+  const AlgorithmEntry* entry = find_algorithm(algorithm.name);
+  DTRAIN_CHECK(entry != nullptr && entry->built())
+      << "algorithm '" << algorithm.name << "' has no scheduler in this build";
+  return entry->make(std::move(ctx), algorithm);
+}
+
+}  // namespace dtrain

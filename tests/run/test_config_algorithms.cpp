@@ -1,0 +1,139 @@
+// The experiment's keys from the registry and the schema: each algorithm takes exactly its own
+// keys, unbuilt algorithms are refused at validation, keys that do not apply are errors, and
+// what is resolved says only what applies.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "run/config.h"
+#include "sched/algorithm.h"
+#include "sched/sync_scheduler.h"
+
+using namespace dtrain;
+
+namespace {
+
+const char* kValid = "model: {name: mlp}\ndataset: {name: fashion_mnist}\n";
+
+std::string error_of(const std::string& yaml, std::vector<std::string> overrides = {}) {
+  try {
+    parse_config(yaml, "exp.yaml", overrides);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("every algorithm key given to another algorithm is an error naming both") {
+  int checked = 0;
+  for (const AlgorithmEntry& chosen : algorithms()) {
+    if (!chosen.built()) continue;
+    for (const AlgorithmEntry& owner : algorithms()) {
+      if (owner.name == chosen.name) continue;
+      // A valid value of the key: the owner's default.
+      const YAML::Node defaults = write_algorithm(AlgorithmConfig(owner.name), config::Style::file);
+      for (const std::string& key : owner.keys->keys()) {
+        if (chosen.keys->has_key(key)) continue;
+        CAPTURE(chosen.name);
+        CAPTURE(key);
+        const std::string value = config::one_line(defaults[key]);
+        const std::string msg = error_of(std::string(kValid) + "algorithm: {name: " + chosen.name +
+                                         ", " + key + ": " + value + "}\n");
+        CHECK(msg.find("exp.yaml:3: algorithm." + key + ": belongs to algorithm ") !=
+              std::string::npos);
+        CHECK(msg.find(owner.name) != std::string::npos);
+        CHECK(msg.find("not to the chosen '" + chosen.name + "'") != std::string::npos);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 20);
+}
+
+TEST_CASE("an algorithm that is not built is refused at validation, saying when it comes") {
+  const std::vector<std::string> built = built_algorithms();
+  CHECK(built == std::vector<std::string>{"sync", "ps_sync", "pipe_sgd", "local_sgd"});
+  for (const std::string name : {"sapipe", "pipedream", "gossip", "d_psgd", "hpsgd"}) {
+    CAPTURE(name);
+    REQUIRE(find_algorithm(name) != nullptr);
+    CHECK_FALSE(find_algorithm(name)->built());
+    const std::string msg = error_of(kValid, {"algorithm.name=" + name});
+    CHECK(msg.find("algorithm.name: '" + name + "' is not built yet: it arrives with ") !=
+          std::string::npos);
+    CHECK(msg.find("this build trains with sync, ps_sync, pipe_sgd, local_sgd") !=
+          std::string::npos);
+  }
+  // A typo is matched against what trains only.
+  CHECK(error_of(kValid, {"algorithm.name=gosip"}).find("did you mean") == std::string::npos);
+  CHECK(error_of(kValid, {"algorithm.name=locl_sgd"}).find("did you mean 'local_sgd'?") !=
+        std::string::npos);
+}
+
+TEST_CASE("algorithm keys: defaults, auto | N, and exactly the chosen algorithm's in the file") {
+  ExperimentConfig c = parse_config(kValid, "exp.yaml");
+  CHECK(to_yaml(c).find("algorithm: {name: sync, segments: auto}") != std::string::npos);
+  c = parse_config(kValid, "exp.yaml", {"algorithm.segments=4"});
+  CHECK(c.algorithm.get<SyncOptions>().segments == config::WordOr<int>::of(4));
+  c = parse_config(kValid, "exp.yaml", {"algorithm={name: local_sgd}"});
+  CHECK(to_yaml(c).find("algorithm: {name: local_sgd, sync_period: 8}") != std::string::npos);
+  c = parse_config(kValid, "exp.yaml", {"algorithm={name: ps_sync}"});
+  CHECK(to_yaml(c).find("algorithm: {name: ps_sync}") != std::string::npos);
+  CHECK(error_of(kValid, {"algorithm.segments=0"}).find("algorithm.segments: must be >= 1") !=
+        std::string::npos);
+}
+
+TEST_CASE("keys that do not apply are errors; the resolved file holds what applies") {
+  CHECK(error_of(std::string(kValid) + "optimizer: {schedule: {name: cosine, milestones: [3]}}\n")
+            .find("exp.yaml:3: optimizer.schedule.milestones: applies only to schedule "
+                  "multistep, not to 'cosine'") != std::string::npos);
+  CHECK(error_of(std::string(kValid) + "optimizer: {schedule: {name: constant, gamma: 0.5}}\n")
+            .find("optimizer.schedule.gamma: applies only to schedule step or multistep") !=
+        std::string::npos);
+  const char* cifar = "model: {name: mlp}\ndataset: {name: cifar100, path: /data/c100, ";
+  CHECK(error_of(std::string(cifar) + "shape: [1, 28, 28], classes: 10}\n")
+            .find("exp.yaml:2: dataset.shape: applies only to dataset synthetic, not to "
+                  "'cifar100'") != std::string::npos);
+  CHECK(error_of(std::string(cifar) + "image_size: 64}\n")
+            .find("dataset.image_size: applies only to dataset imagefolder") != std::string::npos);
+  CHECK(error_of("model: {name: mlp}\ndataset: {name: synthetic, path: /x}\n")
+            .find("dataset.path: applies only to dataset") != std::string::npos);
+
+  const std::string yaml = to_yaml(parse_config(std::string(cifar) + "}\n", "exp.yaml"));
+  CHECK(yaml.find("shape") == std::string::npos);
+  CHECK(yaml.find("classes") == std::string::npos);
+  CHECK(yaml.find("image_size") == std::string::npos);
+  CHECK(yaml.find("augment: false") != std::string::npos);
+  const std::string synthetic =
+      to_yaml(parse_config("model: {name: mlp}\ndataset: {name: synthetic}\n", "exp.yaml"));
+  CHECK(synthetic.find("shape: [1, 28, 28]") != std::string::npos);
+  CHECK(synthetic.find("path") == std::string::npos);
+}
+
+TEST_CASE("settings without effect are warnings, not errors") {
+  ExperimentConfig c = parse_config(kValid, "exp.yaml", {"cluster={device: cpu, tf32: true}"});
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0] ==
+        "exp.yaml: cluster.tf32: has no effect on a CPU run (cluster.device: "
+        "cpu) (from --set cluster={device: cpu, tf32: true})");
+  c = parse_config(kValid, "exp.yaml", {"cluster.threads_per_rank=100000"});
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].find("cluster.threads_per_rank: 100000 threads per rank") !=
+        std::string::npos);
+}
+
+TEST_CASE("the key reference covers every section, the algorithms' and the models' keys") {
+  const std::string md = config_reference();
+  for (const char* key :
+       {"`seed`", "`dataset.batch_size`", "`dataset.shape`", "`cluster.link.bandwidth`",
+        "`cluster.stragglers[].slowdown`", "`algorithm.name`", "`algorithm.K`",
+        "`algorithm.segments`", "`algorithm.sync_period`", "`optimizer.schedule.milestones`",
+        "`output.trace`", "`model.hidden`", "`model.layers[].out_features`"})
+    CHECK_MESSAGE(md.find("| " + std::string(key) + " |") != std::string::npos, key);
+  // Only what trains is documented as an algorithm.
+  CHECK(md.find("algorithm.topology") == std::string::npos);
+  CHECK(md.find("(algorithm pipe_sgd only)") != std::string::npos);
+  CHECK(md.find("(dataset synthetic only)") != std::string::npos);
+}
