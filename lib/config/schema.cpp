@@ -31,6 +31,27 @@ std::string cell(std::string text) {
 }
 }  // namespace
 
+std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows) {
+  std::vector<KeyDoc> merged;
+  for (const KeyDoc& row : rows) {
+    bool joined = false;
+    for (KeyDoc& m : merged) {
+      if (m.path != row.path || m.type != row.type || m.default_text != row.default_text ||
+          m.doc != row.doc || m.applies.empty() || row.applies.empty())
+        continue;
+      // "model alexnet" + "model vgg16" → "model alexnet | vgg16".
+      const size_t space = row.applies.find(' ');
+      const std::string prefix = row.applies.substr(0, space + 1);
+      if (!m.applies.starts_with(prefix)) continue;
+      m.applies += " | " + row.applies.substr(space + 1);
+      joined = true;
+      break;
+    }
+    if (!joined) merged.push_back(row);
+  }
+  return merged;
+}
+
 std::string reference_markdown(const std::vector<KeyDoc>& rows) {
   std::string md = "| key | value | default | meaning |\n| --- | --- | --- | --- |\n";
   for (const KeyDoc& r : rows) {

@@ -30,6 +30,7 @@ struct KeyDoc {
   std::string path;  // "dataset.batch_size", "cluster.stragglers[].rank"
   std::string type;  // "integer > 0"
   std::string default_text;
+  bool default_is_value = false;  // a value ("100"), not a description ("the file's stem")
   std::string doc;
   std::string applies;  // "" or "dataset synthetic"
 };
@@ -76,7 +77,8 @@ class Schema {
       if (kind.read(s.reader(), s.path_of(key), s.get(key), v)) out[key] = kind.write(v);
     };
     f.write = [key](const T& t, Style) { return t.IsMap() ? YAML::Node(t[key]) : YAML::Node(); };
-    f.default_text = default_yaml.empty() ? "—" : default_yaml;
+    f.default_text = default_yaml.empty() ? "none" : default_yaml;
+    f.default_is_value = !default_yaml.empty();
     if (!default_yaml.empty())
       f.fallback = [key, default_yaml](T& out) {
         YAML::Node d = YAML::Load(default_yaml);
@@ -125,6 +127,7 @@ class Schema {
                std::string doc) {
     Field f = base(key, "list of maps", std::move(doc));
     f.default_text = "[]";
+    f.default_is_value = true;
     f.read = [key, member, &schema](Section& s, T& t) {
       std::vector<U> items;
       for (Section& item : s.children(key)) {
@@ -230,7 +233,9 @@ class Schema {
         for (size_t i = 0; i < f.only_values.size(); ++i)
           applies += (i ? " | " : " ") + f.only_values[i];
       }
-      rows.push_back({path, f.type, default_of(f), f.doc, applies});
+      const std::string default_text = default_of(f);
+      const bool literal = f.default_text.empty() ? !default_text.empty() : f.default_is_value;
+      rows.push_back({path, f.type, default_text, literal, f.doc, applies});
       if (f.nested)
         for (KeyDoc& row : f.nested(path)) rows.push_back(std::move(row));
     }
@@ -253,6 +258,7 @@ class Schema {
     std::string key, type, doc, default_text;
     bool required = false, always_read = false;
     std::string hint;
+    bool default_is_value = false;
     std::string only_key, only_reason;
     std::vector<std::string> only_values;
     std::function<void(Section&, T&)> read;
@@ -347,6 +353,8 @@ std::shared_ptr<const AnySchema> erase(Schema<T> schema) {
   return std::make_shared<ErasedSchema<T>>(std::move(schema));
 }
 
+// Rows that differ only in where they apply become one ("model alexnet | vgg16").
+std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows);
 // The key reference as a Markdown table: key, type, default, description.
 std::string reference_markdown(const std::vector<KeyDoc>& rows);
 

@@ -375,7 +375,7 @@ std::vector<config::KeyDoc> model_reference() {
       row.applies = "type " + type;
       rows.push_back(std::move(row));
     }
-  return rows;
+  return config::merge_alike(rows);
 }
 
 void throw_if_problems(const std::vector<std::string>& problems) {

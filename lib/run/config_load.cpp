@@ -123,7 +123,8 @@ std::string to_table(const ExperimentConfig& config) {
 }
 
 std::string config_reference() {
-  return config::reference_markdown(experiment_schema().reference(""));
+  return algorithms_markdown() + "\n" +
+         config::reference_markdown(experiment_schema().reference(""));
 }
 
 }  // namespace dtrain

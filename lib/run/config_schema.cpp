@@ -151,7 +151,8 @@ const Schema<OptimizerConfig>& optimizer_schema() {
                "Nesterov momentum (needs momentum > 0, dampening 0)")
           .key("freeze_layers", &OptimizerConfig::freeze_layers, integer(Bounds::at_least(0)),
                "the first N layers with parameters are not trained (nor communicated)")
-          .section("schedule", &OptimizerConfig::schedule, schedule_schema(), "");
+          .section("schedule", &OptimizerConfig::schedule, schedule_schema(),
+                   "the learning rate over the epochs");
   return s;
 }
 
@@ -200,9 +201,11 @@ const Schema<ExperimentConfig>& experiment_schema() {
                 return c.model.IsDefined() ? c.model : YAML::Node(YAML::NodeType::Map);
               },
               [] { return model_reference(); })
-          .section("dataset", &ExperimentConfig::dataset, dataset_schema(), "")
+          .section("dataset", &ExperimentConfig::dataset, dataset_schema(),
+                   "the data: which, where, and how it is batched and loaded")
           .required("a map with at least `name`, e.g. {name: fashion_mnist}")
-          .section("cluster", &ExperimentConfig::cluster, cluster_schema(), "")
+          .section("cluster", &ExperimentConfig::cluster, cluster_schema(),
+                   "the ranks' devices and threads, and what is emulated")
           .custom(
               "algorithm", "map", "the distributed algorithm and its own keys",
               [](Section& s, ExperimentConfig& c) {
@@ -213,10 +216,13 @@ const Schema<ExperimentConfig>& experiment_schema() {
                 return flow(write_algorithm(c.algorithm, style));
               },
               [] { return algorithm_reference(); })
-          .section("compression", &ExperimentConfig::compression, compression_schema(), "")
-          .section("optimizer", &ExperimentConfig::optimizer, optimizer_schema(), "")
-          .section("train", &ExperimentConfig::train, train_schema(), "")
-          .section("output", &ExperimentConfig::output, output_schema(), "");
+          .section("compression", &ExperimentConfig::compression, compression_schema(),
+                   "the gradient codec")
+          .section("optimizer", &ExperimentConfig::optimizer, optimizer_schema(),
+                   "SGD and its learning-rate schedule")
+          .section("train", &ExperimentConfig::train, train_schema(),
+                   "how long, and how often to evaluate")
+          .section("output", &ExperimentConfig::output, output_schema(), "where the results go");
   return s;
 }
 

@@ -72,6 +72,8 @@ YAML::Node write_algorithm(const AlgorithmConfig& algorithm, config::Style style
 std::vector<config::KeyDoc> algorithm_reference();
 // For `dtrain --help`: each built algorithm with its keys and defaults, then what is coming.
 std::string algorithms_help();
+// For the README (`dtrain keys`): a Markdown table of every algorithm, built or coming.
+std::string algorithms_markdown();
 
 // The scheduler of `algorithm` (built, as validation ensured).
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx);

@@ -134,6 +134,14 @@ std::string algorithms_help() {
   return text;
 }
 
+std::string algorithms_markdown() {
+  std::string md = "| algorithm.name | in this build | what it is |\n| --- | --- | --- |\n";
+  for (const AlgorithmEntry& a : algorithms())
+    md += fmt::format("| `{}` | {} | {} |\n", a.name,
+                      a.built() ? "trains" : "coming with " + a.coming, a.summary);
+  return md;
+}
+
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx) {
   const AlgorithmEntry* entry = find_algorithm(algorithm.name);
   DTRAIN_CHECK(entry != nullptr && entry->built())

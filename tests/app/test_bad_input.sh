@@ -48,6 +48,9 @@ expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd,
 for a in sapipe pipedream gossip d_psgd hpsgd; do
   expect_2 "unbuilt $a" "algorithm.name: '$a' is not built yet" --config "$good" --set algorithm.name=$a
 done
+# ... before anything is created: no backend was picked.
+msg=$("$DTRAIN" --config "$good" --set algorithm.name=gossip 2>&1)
+echo "$msg" | grep -q "picked" && fail "an unbuilt algorithm got as far as creating the backend: $msg"
 expect_2 "schedule key of another schedule" "milestones: applies only to schedule multistep" \
   --config "$good" --set "optimizer.schedule={name: cosine, milestones: [2]}"
 

@@ -16,6 +16,16 @@ timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set compression.name=quant
 cut -d, -f1 "$out/timing.csv" | tail -n +2 | sort -u | tr '\n' ' ' | grep -q "^0 1 $" \
   || fail "timing.csv ranks: $(cut -d, -f1 "$out/timing.csv" | tr '\n' ' ')"
 grep -q "ring all-reduce + quantize8" "$WORK/log.txt" || fail "log does not say which all-reduce runs"
+grep -q "world_size: 2" "$out/run.yaml" || fail "run.yaml: $(cat "$out/run.yaml")"
+grep -q "hosts: \[[^,]*, [^,]*\]" "$out/run.yaml" || fail "run.yaml lacks both ranks' hosts"
+
+# Local SGD on 2 ranks trains and averages: one timing row per rank per epoch, comm measured.
+rm -rf "$out"
+timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set "algorithm={name: local_sgd, sync_period: 4}" \
+  > "$WORK/local.txt" 2>&1 || fail "2-rank local_sgd exit code $? ($(tail -5 "$WORK/local.txt"))"
+grep -q "models averaged every 4 iteration" "$WORK/local.txt" || fail "local_sgd's log line"
+awk -F, 'NR > 1 && $10 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
+  || fail "local_sgd: comm_s not measured"
 awk -F, 'NR > 1 && $11 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
   || fail "wait_s not measured on 2 ranks"
 

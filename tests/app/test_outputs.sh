@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short run writes config.yaml, accuracy.csv and timing.csv exactly as DESIGN.md §1 says;
+# A short run writes config.yaml, run.yaml, accuracy.csv and timing.csv as DESIGN.md §1 says;
 # timing parts add up to no more than wall_s; --dry-run prints the parameter count and writes
 # nothing; the resolved config.yaml runs again as it is.
 source "$(dirname "$0")/lib.sh"
@@ -15,7 +15,12 @@ echo "$dry" | tail -n 1 | grep -qx "parameters: 2212" || fail "parameter count: 
 [ ! -e "$out" ] || fail "dry run created $out"
 
 "$DTRAIN" --config "$cfg" > "$WORK/log.txt" 2>&1 || fail "training exit code $? ($(tail -3 "$WORK/log.txt"))"
-for f in config.yaml accuracy.csv timing.csv; do [ -s "$out/$f" ] || fail "missing $f"; done
+for f in config.yaml run.yaml accuracy.csv timing.csv; do [ -s "$out/$f" ] || fail "missing $f"; done
+# run.yaml records what really ran.
+for key in "version: " "commit: " "started: " "world_size: 1" "hosts: \[" "backend: cpu" \
+           "comm: local" "algorithm: sync (one rank)" "train_data: \"synthetic train"; do
+  grep -q "$key" "$out/run.yaml" || fail "run.yaml lacks '$key': $(cat "$out/run.yaml")"
+done
 [ "$(head -1 "$out/accuracy.csv")" = "epoch,iteration,wall_s,train_loss,train_acc,test_loss,test_acc" ] \
   || fail "accuracy.csv header: $(head -1 "$out/accuracy.csv")"
 [ "$(head -1 "$out/timing.csv")" = "rank,epoch,iterations,wall_s,data_s,forward_s,backward_s,update_s,compress_s,comm_s,wait_s" ] \
@@ -33,4 +38,15 @@ awk -F, 'NR > 1 {
 "$DTRAIN" --config "$out/config.yaml" --set train.max_iterations=5 --out "$WORK/again" >/dev/null 2>&1 \
   || fail "rerun of the resolved config.yaml failed"
 [ "$(tail -1 "$WORK/again/accuracy.csv" | cut -d, -f2)" = 5 ] || fail "max_iterations row: $(tail -1 "$WORK/again/accuracy.csv")"
+finish
+
+# `cmake --install` puts dtrain (and nothing else) in PREFIX/bin.
+build_dir=$(dirname "$(dirname "$(dirname "$DTRAIN")")")
+if [ -f "$build_dir/cmake_install.cmake" ]; then
+  cmake --install "$build_dir" --prefix "$WORK/prefix" > "$WORK/install.txt" 2>&1 ||
+    fail "cmake --install: $(tail -3 "$WORK/install.txt")"
+  installed=$(cd "$WORK/prefix" && find . -type f | sort | tr '\n' ' ')
+  [ "$installed" = "./bin/dtrain " ] || fail "cmake --install installed: $installed"
+  "$WORK/prefix/bin/dtrain" --version | grep -q "^dtrain " || fail "the installed dtrain does not run"
+fi
 finish

@@ -26,18 +26,19 @@ struct TraineeOptions {
   std::string device = "cpu";  // cuda: GPU local_rank (tests/sched GPU tests)
   float momentum = kMomentum, weight_decay = kWeightDecay;
   std::string model = "{name: mlp, hidden: [16]}";
+  std::string shape = "[1, 6, 6]";  // of a synthetic sample
 };
 
 // The experiment a Trainee runs, as a user would write it.
 inline std::string trainee_yaml(const TraineeOptions& o) {
   return fmt::format(
       "name: trainee\nseed: 5\nmodel: {}\n"
-      "dataset: {{name: synthetic, shape: [1, 6, 6], classes: 3, train_size: {}, batch_size: {}}}\n"
+      "dataset: {{name: synthetic, shape: {}, classes: 3, train_size: {}, batch_size: {}}}\n"
       "cluster: {{device: {}}}\n"
       "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
       "optimizer: {{lr: {}, momentum: {}, weight_decay: {}}}\n",
-      o.model, o.train_size, o.global_batch, o.device, o.algorithm, o.keys.empty() ? "" : ", ",
-      o.keys, o.compression, kLr, o.momentum, o.weight_decay);
+      o.model, o.shape, o.train_size, o.global_batch, o.device, o.algorithm,
+      o.keys.empty() ? "" : ", ", o.keys, o.compression, kLr, o.momentum, o.weight_decay);
 }
 
 struct Trainee {

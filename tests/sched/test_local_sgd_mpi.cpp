@@ -1,0 +1,141 @@
+// Local SGD on p ranks: with sync_period 1 it is sync (plain SGD) to rounding; with a longer
+// period the ranks' models are identical right after each averaging and equal the average of
+// the models before it (BatchNorm statistics included); evaluation uses the average without
+// changing the training.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "comm/mpi_comm.h"
+#include "trainee.h"
+
+using namespace dtrain;
+using test::Trainee;
+using test::TraineeOptions;
+
+namespace {
+
+// A model with BatchNorm statistics, so that their averaging is checked too.
+const char* kConvBn =
+    "{layers: [{name: conv, type: conv2d, out_channels: 4, kernel: 3, padding: 1}, "
+    "{name: bn, type: batchnorm2d}, {name: relu, type: relu}, {name: flat, type: flatten}, "
+    "{name: fc, type: linear, out_features: 3}]}";
+
+TraineeOptions local_sgd(int period, bool plain = false) {
+  TraineeOptions o;
+  o.algorithm = "local_sgd";
+  o.keys = "sync_period: " + std::to_string(period);
+  o.model = kConvBn;
+  if (plain) o.momentum = 0, o.weight_decay = 0;
+  return o;
+}
+
+std::vector<float> host(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.raw(), t.bytes());
+  return v;
+}
+
+// True when `v` is bit-identical on every rank.
+bool identical_on_all_ranks(Comm& comm, const std::vector<float>& v) {
+  std::vector<float> root = v;
+  comm.broadcast(Tensor::borrow(root.data(), Shape{static_cast<int64_t>(root.size())}), 0);
+  std::vector<double> differ{std::memcmp(root.data(), v.data(), v.size() * 4) != 0 ? 1.0 : 0.0};
+  comm.allreduce_sum(differ);
+  return differ[0] == 0;
+}
+
+// The mean over the ranks of `v`, in double.
+std::vector<double> mean_over_ranks(Comm& comm, const std::vector<float>& v) {
+  std::vector<double> sum(v.begin(), v.end());
+  comm.allreduce_sum(sum);
+  for (double& x : sum) x /= comm.size();
+  return sum;
+}
+
+double max_difference(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("local_sgd with sync_period 1 equals sync with plain SGD, to rounding") {
+  auto world = make_mpi_comm();
+  Trainee local(*world, local_sgd(1, true));
+  TraineeOptions so = local_sgd(1, true);
+  so.algorithm = "sync";
+  so.keys = "";
+  Trainee sync(*world, so);
+  local.start_epoch(0);
+  sync.start_epoch(0);
+  for (int i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    local.train(0, 1);
+    sync.train(0, 1);
+    // Averaging models (anchor + mean of the deltas) and averaging gradients differ only in
+    // the rounding of the deltas: a few ulps of the weights per step.
+    REQUIRE(test::max_difference(local.weights(), sync.weights(), local.size()) < 1e-5);
+    CHECK(identical_on_all_ranks(*world, host(local.model->parameters())));
+  }
+  // The BatchNorm statistics are averaged as well; sync's are each rank's own.
+  CHECK(identical_on_all_ranks(*world, host(local.model->buffers())));
+}
+
+TEST_CASE("after each averaging the ranks hold the same model: the average of theirs before") {
+  auto world = make_mpi_comm();
+  const int period = 3;
+  Trainee averaged(*world, local_sgd(period));
+  Trainee alone(*world, local_sgd(1000));  // the same local steps, never averaged in the window
+  averaged.start_epoch(0);
+  alone.start_epoch(0);
+  for (int i = 1; i <= 3 * period; ++i) {
+    CAPTURE(i);
+    averaged.train(0, 1);
+    alone.train(0, 1);
+    const std::vector<float> w = host(averaged.model->parameters());
+    const std::vector<float> stats = host(averaged.model->buffers());
+    if (i % period != 0) {
+      // Between averagings every rank steps on its own batches: the models differ.
+      CHECK_FALSE(identical_on_all_ranks(*world, w));
+      continue;
+    }
+    REQUIRE(identical_on_all_ranks(*world, w));
+    REQUIRE(identical_on_all_ranks(*world, stats));
+    // `alone` is where each rank would be without this averaging (from the same start).
+    const std::vector<double> mean = mean_over_ranks(*world, host(alone.model->parameters()));
+    const std::vector<double> mean_stats = mean_over_ranks(*world, host(alone.model->buffers()));
+    CHECK(max_difference(w, mean) < 1e-6);
+    CHECK(max_difference(stats, mean_stats) < 1e-6);
+    // From here on both start from the averaged model again.
+    std::memcpy(alone.model->parameters().raw(), w.data(), w.size() * 4);
+    std::memcpy(alone.model->buffers().raw(), stats.data(), stats.size() * 4);
+  }
+}
+
+TEST_CASE("local_sgd evaluates the averaged model and trains on from its own") {
+  auto world = make_mpi_comm();
+  Trainee evaluated(*world, local_sgd(3)), plain(*world, local_sgd(3));
+  evaluated.start_epoch(0);
+  plain.start_epoch(0);
+  evaluated.train(0, 2);
+  plain.train(0, 2);
+  const std::vector<float> own = host(evaluated.model->parameters());
+  const EvalResult on_average = evaluated.sched->evaluate(*evaluated.run->test_loader);
+  CHECK(std::memcmp(own.data(), evaluated.weights(), own.size() * 4) == 0);  // restored
+  evaluated.train(0, 4);
+  plain.train(0, 4);
+  CHECK(std::memcmp(plain.weights(), evaluated.weights(), own.size() * 4) == 0);
+
+  // flush() averages for real (the end of training): the same model evaluate() looked at.
+  Trainee flushed(*world, local_sgd(3));
+  flushed.start_epoch(0);
+  flushed.train(0, 2);
+  flushed.sched->flush();
+  CHECK(identical_on_all_ranks(*world, host(flushed.model->parameters())));
+  const EvalResult after_flush = flushed.sched->evaluate(*flushed.run->test_loader);
+  CHECK(after_flush.loss == on_average.loss);
+  CHECK(after_flush.acc == on_average.acc);
+}
