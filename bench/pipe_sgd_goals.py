@@ -95,7 +95,7 @@ def main():
     best = {}
     for _ in range(a.rounds):
         for alg, codec in settings:
-            t, c, m = per_iteration(train(dtrain, MLP, timed + [f"algorithm.name={alg}",
+            t, c, m = per_iteration(train(dtrain, MLP, timed + [f"algorithm={{name: {alg}}}",
                                                                 f"compression.name={codec}"])[0])
             if (alg, codec) not in best or t < best[(alg, codec)][0]:
                 best[(alg, codec)] = (t, c, m)
@@ -128,8 +128,9 @@ def main():
     # 4: accuracy after 5 epochs, no emulation.
     acc = {}
     for alg, codec in (("sync", "none"), ("pipe_sgd", "none"), ("pipe_sgd", "quantize8")):
-        rows = train(dtrain, MLP, no_link + ["train.epochs=5", f"algorithm.name={alg}",
-                                   "algorithm.warmup_epochs=0", f"compression.name={codec}"])[1]
+        keys = ", warmup_epochs: 0" if alg == "pipe_sgd" else ""
+        rows = train(dtrain, MLP, no_link + ["train.epochs=5", f"algorithm={{name: {alg}{keys}}}",
+                                             f"compression.name={codec}"])[1]
         acc[(alg, codec)] = [float(r["test_acc"]) for r in rows]
     print("\ntest accuracy per epoch (5 epochs, no emulation):")
     for k, v in acc.items():
@@ -145,7 +146,7 @@ def main():
     for _ in range(a.rounds + 1):
         for alg in ("sync", "pipe_sgd"):
             t = per_iteration(train(dtrain, MLP, no_link + ["train.epochs=2",
-                                                            f"algorithm.name={alg}"])[0])[0]
+                                                            f"algorithm={{name: {alg}}}"])[0])[0]
             rate[alg] = max(rate.get(alg, 0), 100 / t)
     r = rate["pipe_sgd"] / rate["sync"]
     goals.append(f"no emulation: pipe_sgd {rate['pipe_sgd']:.0f} vs sync {rate['sync']:.0f} "
@@ -154,12 +155,13 @@ def main():
     # 6: warm-up on a CNN.
     print("\nLeNet-5 on Fashion-MNIST (configs/paper/small/lenet_pipesgd_warmup0.yaml: lr 0.05, "
           "momentum 0.9), 2 ranks, 5 epochs, test accuracy per epoch:")
-    for name, extra in (("sync", ["algorithm.name=sync"]),
-                        ("pipe_sgd warm-up 0", ["algorithm.name=pipe_sgd", "algorithm.warmup_epochs=0"]),
-                        ("pipe_sgd warm-up 1", ["algorithm.name=pipe_sgd", "algorithm.warmup_epochs=1"]),
-                        ("pipe_sgd w-up 0, lr 0.1", ["algorithm.name=pipe_sgd", "optimizer.lr=0.1"]),
-                        ("pipe_sgd w-up 1, lr 0.1", ["algorithm.name=pipe_sgd", "optimizer.lr=0.1",
-                                                    "algorithm.warmup_epochs=1"])):
+    # Whole algorithm maps: each algorithm takes only its own keys (sync has no warmup_epochs).
+    pipe = "algorithm={name: pipe_sgd, K: 2, warmup_epochs: %d}"
+    for name, extra in (("sync", ["algorithm={name: sync}"]),
+                        ("pipe_sgd warm-up 0", [pipe % 0]),
+                        ("pipe_sgd warm-up 1", [pipe % 1]),
+                        ("pipe_sgd w-up 0, lr 0.1", [pipe % 0, "optimizer.lr=0.1"]),
+                        ("pipe_sgd w-up 1, lr 0.1", [pipe % 1, "optimizer.lr=0.1"])):
         result = train(dtrain, LENET, no_link + extra, may_diverge=True)
         print(f"  {name:20} " + ("diverged" if result is None else
                                  " ".join(f"{float(x['test_acc']):.4f}" for x in result[1])))

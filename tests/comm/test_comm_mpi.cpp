@@ -1,6 +1,9 @@
 // Comm, CommThread and the ring all-reduce on however many ranks mpirun started.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cmath>
 #include <vector>
 
@@ -81,6 +84,26 @@ TEST_CASE("comm thread runs requests in order and reports their time") {
   auto failing = thread.submit([] { throw std::runtime_error("boom"); });
   CHECK_THROWS_WITH(failing.get(), "boom");
   CHECK(thread.take_busy_seconds() >= 0);
+}
+
+TEST_CASE("comm thread reports each request's span and phase") {
+  CommThread thread;
+  std::vector<Span> spans;  // written on the comm thread, read after the futures
+  thread.set_span_observer([&spans](const Span& s) { spans.push_back(s); });
+  const auto before = Clock::now();
+  thread.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }).get();
+  thread.submit([] {}, Phase::compress).get();
+  REQUIRE(spans.size() == 2);
+  CHECK(spans[0].phase == Phase::comm);
+  CHECK(spans[1].phase == Phase::compress);
+  CHECK(spans[0].begin >= before);
+  CHECK(spans[0].end - spans[0].begin >= std::chrono::milliseconds(5));
+  CHECK(spans[1].begin >= spans[0].end);
+  // The busy time is the spans' sum.
+  const double busy =
+      std::chrono::duration<double>(spans[0].end - spans[0].begin + spans[1].end - spans[1].begin)
+          .count();
+  CHECK(thread.take_busy_seconds() == doctest::Approx(busy).epsilon(1e-9));
 }
 
 TEST_CASE("all-reduce on the comm thread while the main thread computes") {

@@ -62,6 +62,69 @@ double max_difference(const std::vector<float>& a, const std::vector<double>& b)
 
 }  // namespace
 
+// Local SGD written out on host vectors: each rank's momentum SGD with weight decay on its own
+// batches (local mean loss), and every `period` steps the parameters and BatchNorm statistics
+// replaced by their mean over the ranks. The Trainee only lends its loader and model for the
+// gradients.
+class LocalSgdReference {
+ public:
+  LocalSgdReference(Comm& comm, int period)
+      : comm_(comm), t_(comm, local_sgd(period)), period_(period) {
+    w_ = host(t_.model->parameters());
+    v_.assign(w_.size(), 0.0f);
+  }
+  void start_epoch(int epoch) { t_.start_epoch(epoch); }
+  void iterate() {
+    Batch batch;
+    REQUIRE(t_.loader->next(batch));
+    Model& m = *t_.model;
+    std::memcpy(m.parameters().raw(), w_.data(), w_.size() * 4);
+    m.forward(batch.images, batch.labels);
+    m.backward(1.0f / static_cast<float>(batch.labels.numel()));
+    const float* g = m.gradients().data<float>();
+    for (size_t i = 0; i < w_.size(); ++i) {
+      v_[i] = test::kMomentum * v_[i] + g[i] + test::kWeightDecay * w_[i];
+      w_[i] -= test::kLr * v_[i];
+    }
+    if (++steps_ % period_ != 0) return;
+    const std::vector<double> w = mean_over_ranks(comm_, w_);
+    const std::vector<double> stats = mean_over_ranks(comm_, host(m.buffers()));
+    for (size_t i = 0; i < w_.size(); ++i) w_[i] = static_cast<float>(w[i]);
+    for (size_t i = 0; i < stats.size(); ++i)
+      m.buffers().data<float>()[i] = static_cast<float>(stats[i]);
+  }
+  const std::vector<float>& weights() const { return w_; }
+  std::vector<float> statistics() const { return host(t_.model->buffers()); }
+
+ private:
+  Comm& comm_;
+  Trainee t_;
+  int period_, steps_ = 0;
+  std::vector<float> w_, v_;
+};
+
+TEST_CASE("local_sgd equals Local SGD written out by hand (momentum stays local)") {
+  auto world = make_mpi_comm();
+  Trainee local(*world, local_sgd(3));
+  LocalSgdReference ref(*world, 3);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    local.start_epoch(epoch);
+    ref.start_epoch(epoch);
+    for (int i = 0; i < 20; ++i) {  // 480 samples / batch 24; period 3 spans the epochs
+      CAPTURE(epoch);
+      CAPTURE(i);
+      local.train(epoch, 1);
+      ref.iterate();
+      // Rounding: the fused update, and the average as anchor + mean change.
+      REQUIRE(test::max_difference(local.weights(), ref.weights().data(), local.size()) < 2e-5);
+    }
+  }
+  const std::vector<float> stats = host(local.model->buffers());
+  const std::vector<float> expected = ref.statistics();
+  CHECK(test::max_difference(stats.data(), expected.data(), static_cast<int64_t>(stats.size())) <
+        1e-5);
+}
+
 TEST_CASE("local_sgd with sync_period 1 equals sync with plain SGD, to rounding") {
   auto world = make_mpi_comm();
   Trainee local(*world, local_sgd(1, true));
