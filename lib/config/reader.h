@@ -5,12 +5,11 @@
 #pragma once
 #include <yaml-cpp/yaml.h>  // YAML::Node: the tree being read
 
-#include <cstdint>           // int64_t, uint64_t
-#include <functional>        // Section::explain_unknown
-#include <initializer_list>  // Section::choice's allowed values
-#include <limits>            // Bounds: unbounded ends
-#include <optional>          // parse_path: malformed paths
-#include <set>               // Reader: keys each section asked for
+#include <cstdint>     // int64_t, uint64_t
+#include <functional>  // Section::explain_unknown
+#include <limits>      // Bounds: unbounded ends
+#include <optional>    // parse_path: malformed paths
+#include <set>         // Reader: keys each section asked for
 #include <string>
 #include <string_view>
 #include <utility>  // std::pair: override path → item
@@ -148,17 +147,6 @@ class Section {
   void explain_unknown(std::function<std::optional<std::string>(const std::string&)> explain);
   // Takes every key as known: for a section whose keys cannot be judged (its `name` is wrong).
   void accept_all();
-
-  // Typed reads of `key`: absent → false with `out` untouched (the default stands).
-  bool integer(const std::string& key, int& out, Bounds bounds = {});
-  bool integer(const std::string& key, int64_t& out, Bounds bounds = {});
-  bool unsigned_integer(const std::string& key, uint64_t& out);
-  bool real(const std::string& key, double& out, Bounds bounds = {});
-  bool boolean(const std::string& key, bool& out);
-  bool text(const std::string& key, std::string& out);
-  bool choice(const std::string& key, std::string& out, std::initializer_list<const char*> allowed);
-  bool integers(const std::string& key, std::vector<int>& out, Bounds bounds = {});
-  bool reals(const std::string& key, std::vector<double>& out, Bounds bounds = {});
 
  private:
   Reader& reader_;

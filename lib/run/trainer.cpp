@@ -29,8 +29,7 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, DataFiles data) : c
 Trainer::~Trainer() = default;
 
 std::string Trainer::describe() const {
-  std::string notes;
-  for (const auto& w : run_->config.warnings) notes += "warning  " + w + "\n";
+  std::string notes;  // (the config's warnings were printed when it was loaded)
   for (const auto& n : run_->notes) notes += "note     " + n + "\n";
   return fmt::format("{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n{}\n{}",
                      to_table(run_->config), run_->backend->name(), comm_.name(),

@@ -81,18 +81,27 @@ void read_algorithm(config::Section& s, AlgorithmConfig& out) {
   AlgorithmConfig chosen(name);
   const AlgorithmEntry& entry = *find_algorithm(name);
   entry.keys->read(s, chosen.options);
-  // A key of another algorithm: name both.
-  s.explain_unknown([name, &entry](const std::string& key) -> std::optional<std::string> {
-    std::vector<std::string> owners;
-    for (const AlgorithmEntry& a : algorithms())
-      if (a.name != name && a.keys->has_key(key)) owners.push_back(a.name);
-    if (owners.empty()) return std::nullopt;
-    const std::vector<std::string> own = entry.keys->keys();
-    return fmt::format("belongs to algorithm {}, not to the chosen '{}' ({})",
-                       fmt::join(owners, ", "), name,
-                       own.empty() ? name + " has no keys besides name"
-                                   : fmt::format("{}'s keys: {}", name, fmt::join(own, ", ")));
-  });
+  // A key of another algorithm: name both. When a --set switched the name but not the key, say
+  // how to switch the keys with it.
+  const std::string name_item = r.origin(s.path_of("name")).set_item, base = s.path();
+  s.explain_unknown(  // runs when the reader reports unknown keys: capture nothing of `s`
+      [name, &entry, name_item, &r, base](const std::string& key) -> std::optional<std::string> {
+        std::vector<std::string> owners;
+        for (const AlgorithmEntry& a : algorithms())
+          if (a.name != name && a.keys->has_key(key)) owners.push_back(a.name);
+        if (owners.empty()) return std::nullopt;
+        const std::vector<std::string> own = entry.keys->keys();
+        std::string message = fmt::format(
+            "belongs to algorithm {}, not to the chosen '{}' ({})", fmt::join(owners, ", "), name,
+            own.empty() ? name + " has no keys besides name"
+                        : fmt::format("{}'s keys: {}", name, fmt::join(own, ", ")));
+        if (!name_item.empty() && r.origin(config::child_path(base, key)).set_item != name_item)
+          message += fmt::format(
+              "; to switch algorithms, replace the whole map: --set "
+              "'algorithm={{name: {}}}'",
+              name);
+        return message;
+      });
   out = std::move(chosen);
 }
 

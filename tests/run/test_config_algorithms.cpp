@@ -53,6 +53,18 @@ TEST_CASE("every algorithm key given to another algorithm is an error naming bot
   CHECK(checked > 20);
 }
 
+TEST_CASE("switching the algorithm by --set algorithm.name says how to switch its keys too") {
+  const std::string pipe = std::string(kValid) + "algorithm: {name: pipe_sgd, K: 3}\n";
+  const std::string msg = error_of(pipe, {"algorithm.name=sync"});
+  CHECK(msg.find("exp.yaml:3: algorithm.K: belongs to algorithm pipe_sgd, not to the chosen "
+                 "'sync' (sync's keys: segments); to switch algorithms, replace the whole map: "
+                 "--set 'algorithm={name: sync}'") != std::string::npos);
+  CHECK(parse_config(pipe, "exp.yaml", {"algorithm={name: sync}"}).algorithm.name == "sync");
+  // A key given in the same --set as the name gets no such hint.
+  CHECK(error_of(kValid, {"algorithm={name: sync, K: 3}"}).find("replace the whole map") ==
+        std::string::npos);
+}
+
 TEST_CASE("an algorithm that is not built is refused at validation, saying when it comes") {
   const std::vector<std::string> built = built_algorithms();
   CHECK(built == std::vector<std::string>{"sync", "ps_sync", "pipe_sgd", "local_sgd"});
