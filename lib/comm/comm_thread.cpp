@@ -16,8 +16,9 @@ CommThread::~CommThread() {
 }
 
 void CommThread::set_span_observer(std::function<void(const Span&)> observer) {
+  auto shared = std::make_shared<const std::function<void(const Span&)>>(std::move(observer));
   std::lock_guard lock(mutex_);
-  observer_ = std::move(observer);
+  observer_ = std::move(shared);
 }
 
 std::future<void> CommThread::submit(std::function<void()> task, Phase phase) {
@@ -30,9 +31,13 @@ std::future<void> CommThread::submit(std::function<void()> task, Phase phase) {
       Clock::time_point start = Clock::now();
       ~Account() {
         const Span span{phase, start, Clock::now()};
-        std::lock_guard lock(self->mutex_);
-        self->busy_s_ += std::chrono::duration<double>(span.end - span.begin).count();
-        if (self->observer_) self->observer_(span);
+        std::shared_ptr<const std::function<void(const Span&)>> observer;
+        {
+          std::lock_guard lock(self->mutex_);
+          self->busy_s_ += std::chrono::duration<double>(span.end - span.begin).count();
+          observer = self->observer_;
+        }
+        if (observer && *observer) (*observer)(span);
       }
     } account{this, phase};
     task();

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <future>  // std::future, std::packaged_task
+#include <memory>  // shared_ptr: the observer, called outside the lock
 #include <mutex>
 #include <thread>
 
@@ -24,9 +25,10 @@ class CommThread {
   // Queues `task`; its exception, if any, comes out of the future's get(). Its time counts as
   // `phase`.
   std::future<void> submit(std::function<void()> task, Phase phase = Phase::comm);
-  // Receives every request's span, on the comm thread, after it ran. Set before submitting.
+  // Receives every request's span, on the comm thread, after it ran (outside the thread's lock:
+  // it may submit or take times, but must not throw).
   void set_span_observer(std::function<void(const Span&)> observer);
-  // Seconds spent running tasks since the last call (and resets the count).
+  // Seconds spent running tasks since the last call, whatever their phase (and resets it).
   double take_busy_seconds();
 
  private:
@@ -37,7 +39,7 @@ class CommThread {
   std::deque<std::packaged_task<void()>> queue_;
   bool stopping_ = false;
   double busy_s_ = 0;
-  std::function<void(const Span&)> observer_;
+  std::shared_ptr<const std::function<void(const Span&)>> observer_;
   std::thread thread_;  // last: starts after the members it uses exist
 };
 

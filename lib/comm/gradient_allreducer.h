@@ -42,9 +42,11 @@ class GradientAllreducer {
  private:
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<GradientTransport> transport_;
-  CommThread thread_;
   std::mutex mutex_;
   double compress_s_ = 0;
+  // Last: destroyed first, its thread joined (running what is queued) while the members the
+  // queued reductions use still exist.
+  CommThread thread_;
 };
 
 }  // namespace dtrain

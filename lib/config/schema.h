@@ -17,6 +17,7 @@
 #include <functional>  // std::function: a field's operations
 #include <memory>      // std::shared_ptr: erased schemas
 #include <optional>    // optional sections
+#include <stdexcept>   // std::logic_error: options of the wrong type
 #include <string>
 #include <vector>
 
@@ -207,8 +208,6 @@ class Schema {
         s.require(f.key, f.hint);
       else if (f.always_read || s.has(f.key))
         f.read(s, t);
-      else if (f.required)
-        s.require(f.key, f.hint);
       else if (f.fallback)
         f.fallback(t);
     }
@@ -332,11 +331,9 @@ class ErasedSchema final : public AnySchema {
  public:
   explicit ErasedSchema(Schema<T> schema) : schema_(std::move(schema)) {}
   std::any defaults() const override { return T{}; }
-  void read(Section& s, std::any& value) const override {
-    schema_.read(s, std::any_cast<T&>(value));
-  }
+  void read(Section& s, std::any& value) const override { schema_.read(s, cast(value)); }
   YAML::Node write(const std::any& value, Style style) const override {
-    return schema_.write(std::any_cast<const T&>(value), style);
+    return schema_.write(cast(value), style);
   }
   std::vector<KeyDoc> reference(const std::string& prefix) const override {
     return schema_.reference(prefix);
@@ -345,6 +342,15 @@ class ErasedSchema final : public AnySchema {
   std::vector<std::string> keys() const override { return schema_.keys(); }
 
  private:
+  // The options of another schema here are a programming error (a name changed without its
+  // options): say so instead of std::bad_any_cast.
+  std::string noun_of() const { return "'" + schema_.noun() + "'"; }
+  template <class Any>
+  auto& cast(Any& value) const {
+    auto* typed = std::any_cast<T>(&value);
+    if (!typed) throw std::logic_error("options of another type given to the keys of " + noun_of());
+    return *typed;
+  }
   Schema<T> schema_;
 };
 

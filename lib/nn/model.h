@@ -44,8 +44,10 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   int64_t num_parameters() const;
-  const Tensor& parameters() const;  // flat [P], device memory
-  const Tensor& gradients() const;   // flat [P]: where backward writes
+  // Flat [P], device memory: the weights the layers compute with. After set_parameters this is
+  // that buffer, while the optimizer keeps stepping the one it was built with.
+  const Tensor& parameters() const;
+  const Tensor& gradients() const;  // flat [P]: where backward writes
   // Makes backward write into `flat` (same size and device as gradients()) from now on; a
   // pipelined scheduler rotates several buffers this way instead of copying gradients.
   void set_gradients(const Tensor& flat);

@@ -182,7 +182,7 @@ const NodeSchema& zoo_schema(const std::string& name) {
                   "dropout in the classifier");
   static const NodeSchema resnet = NodeSchema("resnet").option(
       "small_input", config::word_or({"auto"}, config::boolean()), "auto",
-      "CIFAR-style stem (3×3 conv, no pooling); auto: for inputs below 64 pixels");
+      "CIFAR-style stem (3×3 conv, no pooling); auto: for inputs of at most 64 pixels");
   static const NodeSchema resnet20 =
       NodeSchema("resnet20")
           .option("shortcut", config::choice({"A", "B"}), "A",
@@ -244,7 +244,10 @@ YAML::Node check_layers(Section& model, const std::string& key) {
     return out;
   }
   std::vector<Section> entries = model.children(key);
-  if (entries.size() != layers.size()) return out;  // non-map entries were reported
+  if (entries.size() != layers.size()) {  // non-map entries were reported; the rest not judged
+    for (Section& e : entries) e.accept_all();
+    return out;
+  }
   const auto& types = layer_type_names();
   std::vector<std::string> names;  // in order; "" for entries without a usable name
   std::set<std::string> read;      // names some layer reads
@@ -265,9 +268,9 @@ YAML::Node check_layers(Section& model, const std::string& key) {
     if (!name.empty()) o["name"] = name;
     names.push_back(name);
     std::string type;
-    if (e.require("type", "one of " + fmt::format("{}", fmt::join(types, ", "))) &&
+    if (!e.require("type", "one of " + fmt::format("{}", fmt::join(types, ", "))) ||
         !config::choice(types).read(r, e.path_of("type"), e.get("type"), type))
-      e.accept_all();  // options of an unknown type cannot be judged
+      e.accept_all();  // options of a missing or unknown type cannot be judged
     if (!type.empty()) o["type"] = type;
     YAML::Node inputs = check_inputs(e, type, i, names, read);
     if (inputs.IsDefined()) o["inputs"] = inputs;

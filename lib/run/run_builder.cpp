@@ -43,8 +43,6 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
       << config.source_path << ": dataset.batch_size: the global batch "
       << config.dataset.batch_size << " must be divisible by the " << place.world
       << " data-parallel ranks";
-  compute_slowdown(config, place.rank, place.world);  // stragglers must name existing ranks
-
   auto run = std::make_unique<Run>();
   run->config = config;
   run->place = place;
@@ -75,6 +73,10 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
       std::make_unique<Sgd>(*run->backend, run->model->parameters(), run->model->gradients(),
                             sgd_options(config), run->model->trainable_offset());
   return run;
+}
+
+void check_stragglers(const ExperimentConfig& config, int world) {
+  compute_slowdown(config, 0, world);
 }
 
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm) {

@@ -14,6 +14,7 @@
 namespace dtrain {
 
 Trainer::Trainer(const ExperimentConfig& config, Comm& comm, DataFiles data) : comm_(comm) {
+  check_stragglers(config, comm.size());
   run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0}, data);
   check_consistency(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});

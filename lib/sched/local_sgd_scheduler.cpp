@@ -56,13 +56,12 @@ void LocalSgdScheduler::average(EpochStats* stats) {
     backend.copy(delta_, weights);
     backend.axpy(-1.0f, anchor_, delta_);  // this rank's change since the last average
   }
-  std::future<void> deltas = deltas_->start(delta_);
-  std::future<void> statistics;
-  if (statistics_) statistics = statistics_->start(ctx_.model.buffers());
   {
+    // One after the other: two NCCL communicators with collectives in flight at once may be
+    // launched in different orders on different ranks and deadlock; the statistics are few.
     PhaseTimer timer(t, Phase::wait);
-    deltas.get();
-    if (statistics.valid()) statistics.get();
+    deltas_->start(delta_).get();
+    if (statistics_) statistics_->start(ctx_.model.buffers()).get();
   }
   PhaseTimer timer(t, Phase::update);
   // The same anchor plus the same sum on every rank: the ranks' models are now identical.
@@ -86,7 +85,7 @@ EpochStats LocalSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_i
       PhaseTimer timer(t, Phase::update);
       ctx_.optimizer.step(lr_at(epoch, i));
     }
-    if (deltas_ && ++since_ == period_) {
+    if (deltas_ && ++since_ >= period_) {
       average(&stats);
       ctx_.model.backend().copy(anchor_, trainable_part(ctx_.model.parameters()));
       since_ = 0;
@@ -105,9 +104,16 @@ EpochStats LocalSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_i
   return stats;
 }
 
+void LocalSgdScheduler::discard_times() {
+  double comm = 0, compress = 0;
+  deltas_->take_times(&comm, &compress);
+  if (statistics_) statistics_->take_times(&comm, &compress);
+}
+
 void LocalSgdScheduler::flush() {
   if (!deltas_ || since_ == 0) return;
   average(nullptr);
+  discard_times();
   ctx_.model.backend().copy(anchor_, trainable_part(ctx_.model.parameters()));
   since_ = 0;
 }
@@ -123,6 +129,7 @@ EvalResult LocalSgdScheduler::evaluate(Loader& test) {
   backend.copy(own_weights, weights);
   if (model.buffers().numel() > 0) backend.copy(own_statistics, model.buffers());
   average(nullptr);  // the anchor stays: training goes on from the own model
+  discard_times();
   const EvalResult result = evaluate_model(test);
   backend.copy(weights, own_weights);
   if (model.buffers().numel() > 0) backend.copy(model.buffers(), own_statistics);

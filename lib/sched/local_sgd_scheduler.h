@@ -40,6 +40,9 @@ class LocalSgdScheduler final : public Scheduler {
   // The model's trainable parameters and BatchNorm statistics ← their mean over the ranks.
   // `stats` (may be null) gets the wait and update time.
   void average(EpochStats* stats);
+  // Forgets the communication time of an averaging outside an epoch (evaluation, the end), so
+  // that timing.csv's comm_s stays within the epochs' wall time.
+  void discard_times();
 
   int period_;
   int64_t since_ = 0;  // local steps since the last averaging

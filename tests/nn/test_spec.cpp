@@ -110,6 +110,12 @@ TEST_CASE("custom layer lists are validated entry by entry") {
             "output) (line 1)"));
   CHECK(has(problems_of("model: {layers: [{name: a, type: relu, inputs: [input, input]}]}"),
             "model.layers[0].inputs: relu takes 1 input, got 2 (line 1)"));
+  // An entry that is not a map, or has no type: only that is reported, not its neighbours' keys.
+  auto lone = problems_of("model: {layers: [5, {name: a, type: relu}]}");
+  CHECK(lone == std::vector<std::string>{"model.layers[0]: expected a map, got '5' (line 1)"});
+  lone = problems_of("model: {layers: [{name: a, out_features: 3}]}");
+  REQUIRE(lone.size() == 1);
+  CHECK(lone[0].starts_with("model.layers[0].type: required: one of linear, "));
   CHECK(has(problems_of("model: {layers: []}"),
             "model.layers: must be a non-empty list of layers (line 1)"));
   CHECK(has(problems_of("model: {layers: [{name: a, type: relu}], extra: 1}"),

@@ -130,6 +130,9 @@ TEST_CASE("settings without effect are warnings, not errors") {
   CHECK(c.warnings[0] ==
         "exp.yaml: cluster.tf32: has no effect on a CPU run (cluster.device: "
         "cpu) (from --set cluster={device: cpu, tf32: true})");
+  c = parse_config(kValid, "exp.yaml", {"output.trace=true"});
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].find("output.trace: trace.json is not written yet") != std::string::npos);
   c = parse_config(kValid, "exp.yaml", {"cluster.threads_per_rank=100000"});
   REQUIRE(c.warnings.size() == 1);
   CHECK(c.warnings[0].find("cluster.threads_per_rank: 100000 threads per rank") !=

@@ -83,7 +83,9 @@ TEST_CASE("the builder refuses what the config and the ranks cannot do together"
       "ranks.yaml");
   CHECK_THROWS_WITH_AS(build_run(config, {0, 4, 0, false}),
                        doctest::Contains("global batch 30 must be divisible by the 4"), InputError);
-  CHECK_THROWS_WITH_AS(build_run(config, {0, 2, 0, false}),
+  CHECK_THROWS_WITH_AS(check_stragglers(config, 2),
                        doctest::Contains("cluster.stragglers[0].rank: 3, but the job has 2"),
                        InputError);
+  // A plan for fewer ranks than the stragglers' builds the run (and ignores them).
+  CHECK(build_plan_run(config, 2)->model_input.batch == 15);
 }
