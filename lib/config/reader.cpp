@@ -192,7 +192,8 @@ bool Reader::has_problem_at(const std::string& path) const {
 size_t Reader::register_section(const YAML::Node& map, const std::string& path) {
   for (size_t i = 0; i < sections_.size(); ++i)
     if (sections_[i].path == path) return i;
-  SectionRecord record{path, {}, {}};
+  SectionRecord record;
+  record.path = path;
   for (auto it = map.begin(); it != map.end(); ++it) {
     if (!it->first.IsScalar()) {
       add(path, "keys must be plain names, got " + describe_node(it->first), it->first);

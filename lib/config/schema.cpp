@@ -56,10 +56,12 @@ std::string reference_markdown(const std::vector<KeyDoc>& rows) {
   std::string md = "| key | value | default | meaning |\n| --- | --- | --- | --- |\n";
   for (const KeyDoc& r : rows) {
     std::string meaning = r.doc;
-    if (!r.applies.empty()) meaning += (meaning.empty() ? "" : " ") + ("(" + r.applies + " only)");
-    md +=
-        fmt::format("| `{}` | {} | {} | {} |\n", r.path, cell(r.type),
-                    r.default_text.empty() ? "" : "`" + cell(r.default_text) + "`", cell(meaning));
+    if (!r.applies.empty())
+      meaning += fmt::format("{}({} only)", meaning.empty() ? "" : " ", r.applies);
+    // Values as code ("`100`"), descriptions as text ("the file's stem").
+    const std::string shown =
+        r.default_is_value ? fmt::format("`{}`", cell(r.default_text)) : cell(r.default_text);
+    md += fmt::format("| `{}` | {} | {} | {} |\n", r.path, cell(r.type), shown, cell(meaning));
   }
   return md;
 }

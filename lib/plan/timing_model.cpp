@@ -10,26 +10,6 @@ namespace {
 
 constexpr double kFloatBytes = 4;
 
-Prediction make(const TimingInputs& in, const std::string& algorithm, const CodecCost& codec,
-                double compute_s, double comm_s, double iteration_s) {
-  Prediction r;
-  r.algorithm = algorithm;
-  r.compression = codec.name;
-  r.compute_s = compute_s;
-  r.comm_s = comm_s;
-  r.iteration_s = iteration_s;
-  r.compute_bound = compute_s >= comm_s;
-  r.samples_per_s = iteration_s > 0 ? static_cast<double>(in.global_batch) / iteration_s : 0;
-  r.scaling_efficiency = iteration_s > 0 ? compute_s / iteration_s : 1;
-  return r;
-}
-
-// The paper's l_up + l_comp, plus what dtrain's compute thread also waits for each iteration:
-// the loader, and the slowest rank (with one rank there is none to wait for).
-double compute_seconds(const TimingInputs& in) {
-  return in.l_up + in.l_for + in.l_back + in.l_data + (in.p > 1 ? in.l_skew : 0);
-}
-
 // A sleep of `s` seconds in PacedComm, with the timer's overshoot.
 double paced_wait(const TimingInputs& in, double s) {
   return s + in.overshoot_s + in.overshoot_per_s * s;
@@ -52,6 +32,25 @@ double reference_seconds(const std::vector<Prediction>& rows) {
 }
 
 }  // namespace
+
+Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
+                           const CodecCost& codec, double compute_s, double comm_s,
+                           double iteration_s) {
+  Prediction r;
+  r.algorithm = algorithm;
+  r.compression = codec.name;
+  r.compute_s = compute_s;
+  r.comm_s = comm_s;
+  r.iteration_s = iteration_s;
+  r.compute_bound = compute_s >= comm_s;
+  r.samples_per_s = iteration_s > 0 ? static_cast<double>(in.global_batch) / iteration_s : 0;
+  r.scaling_efficiency = iteration_s > 0 ? compute_s / iteration_s : 1;
+  return r;
+}
+
+double compute_seconds(const TimingInputs& in) {
+  return in.l_up + in.l_for + in.l_back + in.l_data + (in.p > 1 ? in.l_skew : 0);
+}
 
 double idle_penalty(const TimingInputs& in, double idle) {
   if (idle <= 0 || in.idle_s.empty()) return 0;
@@ -103,7 +102,7 @@ Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L) {
   const double comm =
       in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
   const double compute = compute_seconds(in) + idle_penalty(in, comm);
-  return make(in, "sync", codec, compute, comm, compute + comm);
+  return make_prediction(in, "sync", codec, compute, comm, compute + comm);
 }
 
 Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
@@ -116,7 +115,8 @@ Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
   //  update: only the server steps (l_up); the workers wait for the weights.
   //  pull: the server sends the f32 weights to the workers one after another.
   //  Then everyone computes again, cold after the wait.
-  if (in.p <= 1) return make(in, "ps_sync", codec, compute_seconds(in), 0, compute_seconds(in));
+  if (in.p <= 1)
+    return make_prediction(in, "ps_sync", codec, compute_seconds(in), 0, compute_seconds(in));
   const double n = static_cast<double>(in.n);
   const double workers = in.p - 1;
   const double w = codec.wire_bytes(n);
@@ -128,7 +128,7 @@ Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
   const double pull = workers * message(in, kFloatBytes * n).total();
   const double comm = push + pull + in.sync_s;
   const double compute = compute_seconds(in) + idle_penalty(in, comm);
-  return make(in, "ps_sync", codec, compute, comm, compute + comm);
+  return make_prediction(in, "ps_sync", codec, compute, comm, compute + comm);
 }
 
 Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L) {
@@ -162,7 +162,7 @@ Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int 
     compute += idle_penalty(in, comm - hidden);
     iteration = compute + comm - hidden;
   }
-  Prediction r = make(in, "pipe_sgd", codec, compute, comm, iteration);
+  Prediction r = make_prediction(in, "pipe_sgd", codec, compute, comm, iteration);
   r.K = K;
   r.L = L;
   return r;
@@ -185,20 +185,6 @@ std::vector<Prediction> predict_all(const TimingInputs& in) {
 void set_speedups(std::vector<Prediction>& rows) {
   const double reference = reference_seconds(rows);
   for (Prediction& r : rows) r.speedup = r.iteration_s > 0 ? reference / r.iteration_s : 1;
-}
-
-Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period) {
-  period = std::max(period, 1);
-  const double compute = compute_seconds(in);
-  if (in.p <= 1) return make(in, "local_sgd", codec, compute, 0, compute);
-  // The averaging: the delta and the new weights are two copies of n floats, then one
-  // all-reduce the compute thread waits for; spread over the period's iterations.
-  const double n = static_cast<double>(in.n);
-  const double average =
-      allreduce_seconds(in, codec, n) + in.sync_s + 2 * kFloatBytes * n * in.copy_s_per_byte;
-  const double comm = average / period;
-  const double iteration = compute + comm + idle_penalty(in, average) / period;
-  return make(in, "local_sgd", codec, iteration - comm, comm, iteration);
 }
 
 Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& predictions) {

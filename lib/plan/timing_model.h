@@ -81,9 +81,14 @@ Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
 // Eq. 4–6: Pipe-SGD with iteration dependency K and L gradient segments (K = 1 is D-Sync).
 Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L);
 
-// Local SGD as local_sgd_scheduler.cpp runs it: every iteration computes and steps locally,
-// every `period`-th also waits for one all-reduce of the model's change (and copies it twice).
-Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period);
+// Building blocks of the algorithms' own rows (their registry entries):
+// the paper's l_up + l_comp, plus what dtrain's compute thread also waits for each iteration —
+// the loader, and the slowest rank (with one rank there is none to wait for);
+double compute_seconds(const TimingInputs& in);
+// and a row from its parts (bound, samples/s and scaling efficiency derived).
+Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
+                           const CodecCost& codec, double compute_s, double comm_s,
+                           double iteration_s);
 
 // Sets each row's speedup against sync + none (or the first sync row when `none` is absent).
 void set_speedups(std::vector<Prediction>& rows);

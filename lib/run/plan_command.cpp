@@ -6,13 +6,12 @@
 #include <fstream>
 #include <memory>
 
-#include "compress/codec.h"             // codec_names
-#include "core/error.h"                 // DTRAIN_INPUT_CHECK
-#include "plan/profiler.h"              // profile_compute, profile_transport, profile_codec
-#include "run/run_builder.h"            // build_run: the rank as training builds it
-#include "sched/algorithm.h"            // the registry's timing rows
-#include "sched/local_sgd_scheduler.h"  // LocalSgdOptions: the period in the table's title
-#include "sched/pipe_sgd_scheduler.h"   // PipeSgdOptions: K and L of the recommendation
+#include "compress/codec.h"            // codec_names
+#include "core/error.h"                // DTRAIN_INPUT_CHECK
+#include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
+#include "run/run_builder.h"           // build_run: the rank as training builds it
+#include "sched/algorithm.h"           // the registry's timing rows
+#include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
 
 namespace dtrain {
 namespace {
@@ -213,11 +212,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   const Recommendation rec = recommend(in, rows);
 
   std::string o = describe(config, measured);
-  o += fmt::format(
-      "\npredicted per iteration (pipe_sgd with K={}, L={}; sync with {} segment(s); "
-      "local_sgd every {} iterations; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n",
-      in.K, in.L, rows.empty() ? 1 : std::max(rows.front().L, 1),
-      options_of(config, "local_sgd").get<LocalSgdOptions>().sync_period);
+  o += "\npredicted per iteration (each algorithm with the config's keys when it is the chosen "
+       "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
   o += table(rows);
   o += "\nrecommendation (Pipe-SGD: K = 2, compute-bound after compression, sequential "
        "communication):\n  " +

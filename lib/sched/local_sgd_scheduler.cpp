@@ -1,8 +1,28 @@
 #include "sched/local_sgd_scheduler.h"
 
+#include <algorithm>  // max
+
 #include "core/error.h"
 
 namespace dtrain {
+
+namespace {
+
+// Local SGD as this scheduler runs it: every iteration computes and steps locally, every
+// `period`-th also waits for one all-reduce of the model's change (and copies it twice).
+Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
+  period = std::max(period, 1);
+  const double compute = compute_seconds(in);
+  if (in.p <= 1) return make_prediction(in, "local_sgd", codec, compute, 0, compute);
+  const double n = static_cast<double>(in.n);
+  const double average =
+      allreduce_seconds(in, codec, n) + in.sync_s + 2 * 4.0 * n * in.copy_s_per_byte;
+  const double comm = average / period;
+  const double iteration = compute + comm + idle_penalty(in, average) / period;
+  return make_prediction(in, "local_sgd", codec, iteration - comm, comm, iteration);
+}
+
+}  // namespace
 
 AlgorithmEntry local_sgd_algorithm() {
   using namespace config;
@@ -18,7 +38,7 @@ AlgorithmEntry local_sgd_algorithm() {
           },
           "",
           [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            return predict_local_sgd(in, codec, a.get<LocalSgdOptions>().sync_period);
+            return predict(in, codec, a.get<LocalSgdOptions>().sync_period);
           }};
 }
 

@@ -117,8 +117,12 @@ YAML::Node write_algorithm(const AlgorithmConfig& a, config::Style style) {
 
 std::vector<config::KeyDoc> algorithm_reference() {
   std::vector<config::KeyDoc> rows;
-  rows.push_back({"algorithm.name", fmt::format("{}", fmt::join(built_algorithms(), " | ")), "sync",
-                  "the distributed algorithm (its keys follow)", ""});
+  rows.push_back({.path = "algorithm.name",
+                  .type = fmt::format("{}", fmt::join(built_algorithms(), " | ")),
+                  .default_text = "sync",
+                  .default_is_value = true,
+                  .doc = "the distributed algorithm (its keys follow)",
+                  .applies = ""});
   for (const AlgorithmEntry& a : algorithms()) {
     if (!a.built()) continue;
     for (config::KeyDoc row : a.keys->reference("algorithm")) {

@@ -21,7 +21,10 @@ TEST_CASE("sync and ps_sync on p ranks equal one rank with the same global batch
     for (const char* compression : {"none", "quantize8"}) {
       CAPTURE(algorithm);
       CAPTURE(compression);
-      Trainee parallel(*world, {algorithm, compression});
+      TraineeOptions o;
+      o.algorithm = algorithm;
+      o.compression = compression;
+      Trainee parallel(*world, o);
       parallel.start_epoch(0);
       parallel.train(0, 12);
       // Every rank holds the same weights.
