@@ -14,19 +14,11 @@ Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread, plain 
 """
 import argparse, csv, os, subprocess, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+from dtrain_runs import ENV, ROOT, binary, plan, sets  # beside this script
 MPIRUN = ["mpirun", "--oversubscribe", "-np", "2"]
 SMALL = os.path.join(ROOT, "configs", "paper", "local_sgd", "small")
 CONFIG = {"sync": os.path.join(SMALL, "fashion_mlp_sync.yaml"),
           "local_sgd": os.path.join(SMALL, "fashion_mlp_local_sgd.yaml")}
-
-
-def sets(pairs):
-    out = []
-    for p in pairs:
-        out += ["--set", p]
-    return out
 
 
 def train(dtrain, config, overrides):
@@ -50,15 +42,6 @@ def rate(timing, global_batch=100):
     return iterations * global_batch / wall, wall / iterations
 
 
-def plan(dtrain, config, overrides):
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "plan.csv")
-        subprocess.run([dtrain, "plan", "--config", config, "--ranks", "2", "--csv", out] +
-                       sets(overrides), check=True, env=ENV, stdout=subprocess.DEVNULL)
-        return {(r["algorithm"], r["compression"]): float(r["predicted_iteration_s"])
-                for r in csv.DictReader(open(out))}
-
-
 def verdict(ok):
     return "met" if ok else "NOT met"
 
@@ -72,7 +55,7 @@ def main():
     ap.add_argument("--bandwidth", default="1Gbps")
     ap.add_argument("--latency", default="50us")
     a = ap.parse_args()
-    dtrain = os.path.join(a.build, "apps", "dtrain", "dtrain")
+    dtrain = binary(a.build)
     link = [f"cluster.link={{bandwidth: {a.bandwidth}, latency: {a.latency}}}"]
     common = link + [f"train.epochs={a.epochs}"]
     algorithm = {"sync": "algorithm={name: sync}",

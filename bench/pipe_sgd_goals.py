@@ -19,18 +19,10 @@ Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread:
 """
 import argparse, csv, os, subprocess, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+from dtrain_runs import ENV, ROOT, binary, plan, sets  # beside this script
 MPIRUN = ["mpirun", "--oversubscribe", "-np", "2"]
 MLP = os.path.join(ROOT, "configs", "paper", "small", "fashion_mlp_dsync.yaml")
 LENET = os.path.join(ROOT, "configs", "paper", "small", "lenet_pipesgd_warmup0.yaml")
-
-
-def sets(pairs):
-    out = []
-    for p in pairs:
-        out += ["--set", p]
-    return out
 
 
 def train(dtrain, config, overrides, may_diverge=False):
@@ -60,15 +52,6 @@ def per_iteration(timing):
     return t, c, m
 
 
-def plan(dtrain, overrides):
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "plan.csv")
-        subprocess.run([dtrain, "plan", "--config", MLP, "--ranks", "2", "--csv", out] +
-                       sets(overrides), check=True, env=ENV, stdout=subprocess.DEVNULL)
-        return {(r["algorithm"], r["compression"]): float(r["predicted_iteration_s"])
-                for r in csv.DictReader(open(out))}
-
-
 def verdict(ok):
     return "met" if ok else "NOT met"
 
@@ -81,9 +64,7 @@ def main():
     ap.add_argument("--bandwidth", default="1Gbps")
     ap.add_argument("--latency", default="50us")
     a = ap.parse_args()
-    dtrain = os.path.join(a.build, "dtrain")
-    if not os.path.exists(dtrain):
-        dtrain = os.path.join(a.build, "apps", "dtrain", "dtrain")
+    dtrain = binary(a.build)
     link = [f"cluster.link.bandwidth={a.bandwidth}", f"cluster.link.latency={a.latency}"]
     no_link = ["cluster.link=null"]
     timed = link + ["train.epochs=1", f"train.max_iterations={a.iterations}"]
@@ -99,7 +80,7 @@ def main():
                                                                 f"compression.name={codec}"])[0])
             if (alg, codec) not in best or t < best[(alg, codec)][0]:
                 best[(alg, codec)] = (t, c, m)
-    predicted = plan(dtrain, link)
+    predicted = plan(dtrain, MLP, link)
     print(f"Fashion-MNIST MLP, 2 ranks x 1 thread, global batch 100, link {a.bandwidth} + "
           f"{a.latency}, best of {a.rounds} x {a.iterations} iterations")
     print(f"{'algorithm':10} {'codec':10} {'iter_ms':>8} {'c_ms':>7} {'m_ms':>7} "
