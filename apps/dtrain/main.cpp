@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>  // --progress modes
 #include <memory>
 #include <sstream>  // the plan's output on ranks other than 0
 
@@ -32,6 +33,7 @@ struct Options {
   bool dry_run = false;
   int ranks = 0;
   std::string csv;
+  dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
 };
 
 // Loads the experiment; rank 0 prints the warnings (settings that will have no effect).
@@ -54,7 +56,8 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   // --dry-run shows every model, also of datasets not on this machine (a stand-in of the shape).
   dtrain::Trainer trainer(
       config, *comm,
-      o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required);
+      {o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required,
+       o.progress});
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
   trainer.run();
@@ -112,6 +115,16 @@ int main(int argc, char** argv) {
   add_config_options(&app, false);
   app.add_option("--out", o.out, "output directory (overrides output.dir)");
   app.add_flag("--dry-run", o.dry_run, "validate the config, build the model, print both and exit");
+  const std::map<std::string, dtrain::ProgressMode> progress_modes{
+      {"auto", dtrain::ProgressMode::auto_},
+      {"bar", dtrain::ProgressMode::bar},
+      {"log", dtrain::ProgressMode::log},
+      {"none", dtrain::ProgressMode::none}};
+  app.add_option("--progress", o.progress,
+                 "bar: one live line; log: a line every train.log_every_iterations; none; auto "
+                 "(default): bar when the output (mpirun's, under mpirun) is a terminal")
+      ->transform(CLI::CheckedTransformer(progress_modes, CLI::ignore_case))
+      ->type_name("auto|bar|log|none");
 
   CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
   add_config_options(plan, true);

@@ -4,7 +4,10 @@
 
 namespace dtrain {
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
+CommThread::CommThread(std::string trace_name)
+    : recorder_(trace::current_recorder()),
+      trace_name_(std::move(trace_name)),
+      thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
   {
@@ -15,29 +18,19 @@ CommThread::~CommThread() {
   thread_.join();
 }
 
-void CommThread::set_span_observer(std::function<void(const Span&)> observer) {
-  auto shared = std::make_shared<const std::function<void(const Span&)>>(std::move(observer));
-  std::lock_guard lock(mutex_);
-  observer_ = std::move(shared);
-}
-
 std::future<void> CommThread::submit(std::function<void()> task, Phase phase) {
   // The busy time is added before the future becomes ready, so a caller that waited for its
   // request sees that request's time in take_busy_seconds().
   std::packaged_task<void()> packaged([this, phase, task = std::move(task)] {
-    struct Account {
+    struct Account {  // also when the task throws
       CommThread* self;
       Phase phase;
       Clock::time_point start = Clock::now();
       ~Account() {
-        const Span span{phase, start, Clock::now()};
-        std::shared_ptr<const std::function<void(const Span&)>> observer;
-        {
-          std::lock_guard lock(self->mutex_);
-          self->busy_s_ += std::chrono::duration<double>(span.end - span.begin).count();
-          observer = self->observer_;
-        }
-        if (observer && *observer) (*observer)(span);
+        const Clock::time_point end = Clock::now();
+        trace::record(trace_code(phase), start, end);
+        std::lock_guard lock(self->mutex_);
+        self->busy_s_ += std::chrono::duration<double>(end - start).count();
       }
     } account{this, phase};
     task();
@@ -59,6 +52,7 @@ double CommThread::take_busy_seconds() {
 }
 
 void CommThread::loop() {
+  trace::ThreadScope traced(recorder_, trace_name_);
   for (;;) {
     std::packaged_task<void()> task;
     {

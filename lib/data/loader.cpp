@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/error.h"     // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
+#include "core/phase.h"     // TraceScope: a batch is a data span of the loader's thread
+#include "core/trace.h"     // the thread's trace track
 #include "data/sharding.h"  // epoch_order, rank_rows, count_batches
 
 namespace dtrain {
@@ -68,7 +70,12 @@ struct Loader::Impl {
       }
       free.push_back(static_cast<int>(s));
     }
-    if (options.prefetch > 0) thread = std::thread([this] { produce(); });
+    // The thread records its batches in the trace of the thread that made the loader.
+    if (options.prefetch > 0)
+      thread = std::thread([this, recorder = trace::current_recorder()] {
+        trace::ThreadScope traced(recorder, options.trace_name);
+        produce();
+      });
   }
 
   ~Impl() {
@@ -144,6 +151,7 @@ struct Loader::Impl {
       lock.unlock();
       std::exception_ptr failure;
       try {
+        TraceScope span(Phase::data);
         fill(slots[s], g, *ord, ep, gen);
       } catch (...) {
         failure = std::current_exception();

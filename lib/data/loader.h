@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>  // int64_t, uint64_t
 #include <memory>   // unique_ptr: the thread and buffers live behind the interface
+#include <string>   // the thread's trace name
 
 #include "backend/backend.h"  // Backend: batches uploaded to its device
 #include "core/tensor.h"      // Tensor: the batch's images and labels
@@ -27,6 +28,7 @@ struct LoaderOptions {
   // When set to a GPU backend, the loader's thread also uploads each batch to the device (on a
   // stream of its own, overlapping compute) and next() returns device tensors.
   Backend* device = nullptr;
+  std::string trace_name = "loader";  // the background thread's name in trace.json
 };
 
 struct Batch {

@@ -170,13 +170,61 @@ const Schema<TrainConfig>& train_schema() {
   return s;
 }
 
+// The window of output.trace, when it is a map.
+const Schema<TraceConfig>& trace_window_schema() {
+  static const auto s =
+      Schema<TraceConfig>("output.trace")
+          .key("epochs", &TraceConfig::epochs, list_of(integer(Bounds::at_least(1)), 2),
+               "record only epochs [first, last] (1-based)")
+          .key("iterations", &TraceConfig::iterations, list_of(integer64(Bounds::at_least(1)), 2),
+               "record only iterations [first, last] (1-based, counted over the run)");
+  return s;
+}
+
+void read_trace(Section& output, OutputConfig& o) {
+  const YAML::Node node = output.get("trace");
+  const std::string path = output.path_of("trace");
+  Reader& r = output.reader();
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (!node.IsMap()) {
+    read_bool(r, path, node, o.trace.enabled);
+    return;
+  }
+  Section window = output.child("trace");
+  trace_window_schema().read(window, o.trace);
+  o.trace.enabled = true;
+  const TraceConfig& t = o.trace;
+  if (!t.epochs.empty() && !t.iterations.empty())
+    r.add(path, "give `epochs` or `iterations`, not both", node);
+  if (t.epochs.size() == 2 && t.epochs[0] > t.epochs[1])
+    r.add(path + ".epochs", "the first epoch comes after the last", node["epochs"]);
+  if (t.iterations.size() == 2 && t.iterations[0] > t.iterations[1])
+    r.add(path + ".iterations", "the first iteration comes after the last", node["iterations"]);
+  if (t.epochs.empty() && t.iterations.empty())
+    r.add(path, "a window needs `epochs: [first, last]` or `iterations: [first, last]`", node);
+}
+
+YAML::Node write_trace(const TraceConfig& t) {
+  if (t.epochs.empty() && t.iterations.empty()) return YAML::Node(t.enabled);
+  YAML::Node window(YAML::NodeType::Map);
+  if (!t.epochs.empty()) window["epochs"] = flow(YAML::Node(t.epochs));
+  if (!t.iterations.empty()) window["iterations"] = flow(YAML::Node(t.iterations));
+  return flow(window);
+}
+
 const Schema<OutputConfig>& output_schema() {
   static const auto s =
       Schema<OutputConfig>("output")
           .key("dir", &OutputConfig::dir, nonempty_text(),
                "where config.yaml, run.yaml and the CSVs go (--out overrides)")
           .fallback([](OutputConfig&) {}, "runs/<name>")  // load_config knows the name
-          .key("trace", &OutputConfig::trace, boolean(), "write a Chrome trace (trace.json)");
+          .custom(
+              "trace", "false | true | map",
+              "write trace.json (Chrome/Perfetto): every rank's threads and phases; a map "
+              "records a window",
+              read_trace, [](const OutputConfig& o, Style) { return write_trace(o.trace); },
+              [] { return trace_window_schema().reference("output.trace"); })
+          .fallback([](OutputConfig&) {}, "false");  // (for the reference: the default is off)
   return s;
 }
 

@@ -105,9 +105,20 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// output.trace: false | true | {epochs: [first, last]} | {iterations: [first, last]}.
+struct TraceConfig {
+  bool enabled = false;
+  // The window recorded, inclusive and 1-based (iterations counted over the run); both empty:
+  // the whole run. At most one is set.
+  std::vector<int> epochs;
+  std::vector<int64_t> iterations;
+
+  bool operator==(const TraceConfig&) const = default;
+};
+
 struct OutputConfig {
   std::string dir;  // defaults to runs/<name>
-  bool trace = false;
+  TraceConfig trace;
 
   bool operator==(const OutputConfig&) const = default;
 };

@@ -87,15 +87,9 @@ void check_cluster(const ClusterConfig& c, Reader& r) {
                        c.threads_per_rank, cores));
 }
 
-void check_output(const OutputConfig& o, Reader& r) {
-  if (o.trace)
-    r.warn("output.trace", "trace.json is not written yet: it arrives with the traces issue");
-}
-
 }  // namespace
 
 void check_consistency(const ExperimentConfig& config, Reader& reader) {
-  check_output(config.output, reader);
   check_dataset(config.dataset, reader);
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>  // isatty
+#include <unistd.h>  // isatty, readlink, getppid
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>  // getenv
+#include <fstream>
 
 namespace dtrain {
 namespace {
@@ -15,11 +17,60 @@ std::string format_eta(double seconds) {
   return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
                    : fmt::format("{}:{:02}", s / 60, s % 60);
 }
+
+// Process `pid`'s command name and parent, from /proc (Linux); false when unreadable.
+bool read_process(long pid, std::string* name, long* parent) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+  const auto open = line.find('('), close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close + 4 >= line.size())
+    return false;
+  *name = line.substr(open + 1, close - open - 1);
+  *parent = std::strtol(line.c_str() + close + 4, nullptr, 10);
+  return true;
+}
+
+// Whether file descriptor 1 of process `pid` is a terminal (/dev/pts/N or /dev/ttyX).
+bool stdout_is_terminal(long pid) {
+  char target[256];
+  const std::string link = "/proc/" + std::to_string(pid) + "/fd/1";
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return false;
+  const std::string path(target, static_cast<size_t>(n));
+  return path.starts_with("/dev/pts/") || path.starts_with("/dev/tty");
+}
+
+bool launcher_output_is_terminal() {
+  long pid = getppid();
+  for (int depth = 0; depth < 16 && pid > 1; ++depth) {
+    std::string name;
+    long parent = 0;
+    if (!read_process(pid, &name, &parent)) return false;
+    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" ||
+        name == "prte" || name == "srun" || name == "hydra_pmi_proxy")
+      return stdout_is_terminal(pid);
+    pid = parent;
+  }
+  return false;
+}
+
+bool under_mpi_launcher() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+}
 }  // namespace
 
-Progress::Progress(int epochs, int64_t iterations_per_epoch, int64_t max_iterations,
-                   int64_t log_every_iterations)
-    : tty_(isatty(fileno(stdout)) != 0),
+ProgressMode resolve_progress_mode(ProgressMode mode) {
+  if (mode != ProgressMode::auto_) return mode;
+  const bool terminal =
+      under_mpi_launcher() ? launcher_output_is_terminal() : isatty(fileno(stdout)) != 0;
+  return terminal ? ProgressMode::bar : ProgressMode::log;
+}
+
+Progress::Progress(ProgressMode mode, int epochs, int64_t iterations_per_epoch,
+                   int64_t max_iterations, int64_t log_every_iterations)
+    : mode_(resolve_progress_mode(mode)),
       epochs_(epochs),
       iterations_per_epoch_(iterations_per_epoch),
       total_iterations_(epochs * iterations_per_epoch),
@@ -33,20 +84,27 @@ Progress::Progress(int epochs, int64_t iterations_per_epoch, int64_t max_iterati
 void Progress::iteration(const IterationReport& r) {
   ++done_;
   samples_ += r.samples;
-  loss_ema_ = loss_ema_ < 0 ? r.loss : 0.9 * loss_ema_ + 0.1 * r.loss;
+  if (r.epoch != epoch_) epoch_ = r.epoch, epoch_loss_sum_ = 0, epoch_iterations_ = 0;
+  epoch_loss_sum_ += r.loss;
+  ++epoch_iterations_;
+  if (mode_ == ProgressMode::none) return;
+  const bool due = mode_ == ProgressMode::bar
+                       ? seconds_since(last_draw_) >= 0.1 || r.iteration == iterations_per_epoch_
+                       : r.iteration % log_every_ == 0;
+  if (!due) return;
   const double elapsed = seconds_since(start_);
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;
-  const double eta = done_ > 0 ? elapsed / done_ * (total_iterations_ - done_) : -1;
+  const double eta = elapsed / done_ * (total_iterations_ - done_);
   const std::string text =
-      fmt::format("epoch {}/{} | iter {}/{} | loss {:.4f} | {:.0f} samples/s | ETA {}", r.epoch + 1,
-                  epochs_, r.iteration, iterations_per_epoch_, loss_ema_, rate, format_eta(eta));
-  if (tty_) {
-    if (seconds_since(last_draw_) < 0.1 && r.iteration != iterations_per_epoch_) return;
+      fmt::format("epoch {}/{} | iter {}/{} | loss {:.4f} (epoch mean) | {:.0f} samples/s | ETA {}",
+                  r.epoch + 1, epochs_, r.iteration, iterations_per_epoch_,
+                  epoch_loss_sum_ / epoch_iterations_, rate, format_eta(eta));
+  if (mode_ == ProgressMode::bar) {
     last_draw_ = Clock::now();
     std::fputs(("\r\033[2K" + text).c_str(), stdout);
     std::fflush(stdout);
     line_open_ = true;
-  } else if (r.iteration % log_every_ == 0) {
+  } else {
     spdlog::info("{}", text);
   }
 }

@@ -1,17 +1,28 @@
 // What a person watching a run sees: on a terminal a single self-updating line (epoch,
-// iteration, loss, samples/s, ETA), otherwise a plain log line every few iterations, so that
-// redirected output and CI logs stay readable. Rank 0 only.
+// iteration, loss, samples/s, ETA), otherwise a plain log line every
+// train.log_every_iterations, so that redirected output and CI logs stay readable. Rank 0 only.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/timer.h"       // Clock
 #include "sched/scheduler.h"  // IterationReport
 
 namespace dtrain {
 
+// --progress: `auto` draws a bar when the output a person reads is a terminal and logs lines
+// otherwise.
+enum class ProgressMode { auto_, bar, log, none };
+
+// auto → bar or log. Under mpirun a rank's stdout is Open MPI's pseudo-terminal whatever
+// mpirun's own stdout is (`mpirun ... > log` would fill the log with escape codes), so auto
+// asks whether the launcher's stdout is a terminal: the mpirun among this process's ancestors,
+// or log when there is none on this host.
+ProgressMode resolve_progress_mode(ProgressMode mode);
+
 class Progress {
  public:
-  Progress(int epochs, int64_t iterations_per_epoch, int64_t max_iterations,
+  Progress(ProgressMode mode, int epochs, int64_t iterations_per_epoch, int64_t max_iterations,
            int64_t log_every_iterations);
   void iteration(const IterationReport& report);
   // Samples/s and ETA count from here (set-up time excluded).
@@ -20,12 +31,16 @@ class Progress {
   void clear_line();
 
  private:
-  bool tty_;
+  ProgressMode mode_;  // bar, log or none
   int epochs_;
   int64_t iterations_per_epoch_, total_iterations_, log_every_;
   int64_t done_ = 0, samples_ = 0;
   Clock::time_point start_, last_draw_;
-  double loss_ema_ = -1;
+  // The running mean of this epoch's losses (rank 0's batches): at the epoch's end it is what
+  // accuracy.csv's train_loss reports, but of rank 0's shard.
+  int epoch_ = -1;
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_iterations_ = 0;
   bool line_open_ = false;
 };
 

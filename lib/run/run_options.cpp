@@ -52,6 +52,7 @@ LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world
   o.global_batch = c.dataset.test_batch_size;
   o.shuffle = false;
   o.drop_last = false;
+  o.trace_name = "test loader";
   return o;
 }
 

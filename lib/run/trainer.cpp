@@ -13,16 +13,23 @@
 
 namespace dtrain {
 
-Trainer::Trainer(const ExperimentConfig& config, Comm& comm, DataFiles data) : comm_(comm) {
+Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options) : comm_(comm) {
   check_stragglers(config, comm.size());
-  run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0}, data);
+  const TrainConfig& tc = config.train;
+  // Before the run is built: its loader threads and the scheduler's comm threads join the trace.
+  if (config.output.trace.enabled) trace_ = std::make_unique<RunTrace>(config.output.trace);
+  run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0},
+                   options.data);
+  if (trace_)
+    trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
   check_consistency(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});
-  const TrainConfig& tc = config.train;
   if (comm_.rank() == 0)
-    progress_ = std::make_unique<Progress>(tc.epochs, run_->train_loader->batches_per_epoch(),
+    progress_ = std::make_unique<Progress>(options.progress, tc.epochs,
+                                           run_->train_loader->batches_per_epoch(),
                                            tc.max_iterations, tc.log_every_iterations);
   scheduler_ = build_scheduler(*run_, comm_, [this](const IterationReport& r) {
+    if (trace_) trace_->iteration_done();
     if (progress_) progress_->iteration(r);
   });
 }
@@ -52,14 +59,20 @@ RunResult Trainer::run() {
     metrics = std::make_unique<MetricsWriter>(config.output.dir);
   }
   const TrainConfig& tc = config.train;
+  if (trace_) trace_->align_clocks(comm_);
   if (progress_) progress_->restart_clock();
 
   RunResult result;
   run_->model->set_training(true);
   for (int epoch = 0; epoch < tc.epochs; ++epoch) {
     const int64_t left = tc.max_iterations > 0 ? tc.max_iterations - result.iterations : 0;
-    run_->train_loader->start_epoch(epoch);
-    EpochStats mine = scheduler_->run_epoch(*run_->train_loader, epoch, left);
+    if (trace_) trace_->epoch_starts(epoch);
+    EpochStats mine;
+    {
+      TraceScope span(Region::epoch, epoch + 1);
+      run_->train_loader->start_epoch(epoch);
+      mine = scheduler_->run_epoch(*run_->train_loader, epoch, left);
+    }
     result.iterations += mine.iterations;
     result.train_wall_s += mine.wall_s;
 
@@ -78,7 +91,11 @@ RunResult Trainer::run() {
     const bool budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
     const bool last = epoch + 1 == tc.epochs || budget_done;
     if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
-      const EvalResult e = scheduler_->evaluate(*run_->test_loader);
+      EvalResult e;
+      {
+        TraceScope span(Region::evaluate);
+        e = scheduler_->evaluate(*run_->test_loader);
+      }
       result.test_loss = e.loss, result.test_acc = e.acc;
       if (root) {
         progress_->clear_line();
@@ -98,11 +115,12 @@ RunResult Trainer::run() {
     if (budget_done) break;
   }
   scheduler_->flush();
+  if (trace_) trace_->write(comm_, config.output.dir + "/trace.json");
   if (root)
     spdlog::info(
-        "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, config.yaml, "
-        "run.yaml)",
-        result.test_acc, config.output.dir);
+        "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, "
+        "config.yaml, run.yaml{})",
+        result.test_acc, config.output.dir, trace_ ? ", trace.json" : "");
   return result;
 }
 

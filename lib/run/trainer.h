@@ -9,6 +9,7 @@
 #include "run/config.h"       // ExperimentConfig
 #include "run/progress.h"     // Progress
 #include "run/run_builder.h"  // Run, DataFiles
+#include "run/run_trace.h"    // RunTrace: trace.json
 #include "sched/scheduler.h"  // Scheduler
 
 namespace dtrain {
@@ -19,10 +20,15 @@ struct RunResult {
   double train_wall_s = 0;
 };
 
+struct TrainerOptions {
+  // --dry-run may stand in for missing dataset files; training may not.
+  DataFiles data = DataFiles::required;
+  ProgressMode progress = ProgressMode::auto_;  // --progress
+};
+
 class Trainer {
  public:
-  // `data`: --dry-run may stand in for missing dataset files; training may not.
-  Trainer(const ExperimentConfig& config, Comm& comm, DataFiles data = DataFiles::required);
+  Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options = {});
   ~Trainer();
 
   // The resolved settings table and the model summary (ends with "parameters: N").
@@ -35,6 +41,8 @@ class Trainer {
 
  private:
   Comm& comm_;
+  // First: the threads of the run and the scheduler record into it until they are gone.
+  std::unique_ptr<RunTrace> trace_;  // output.trace on
   std::unique_ptr<Run> run_;
   std::unique_ptr<Progress> progress_;  // rank 0 only
   std::unique_ptr<Scheduler> scheduler_;

@@ -51,7 +51,7 @@ void PsSyncScheduler::gather_gradients(double* compress_s) {
   // One worker after another: the server's incoming link is the shared resource.
   for (int w = 1; w < ctx_.comm.size(); ++w) {
     ctx_.comm.recv(inbox_[w - 1].data(), bytes, w, tags::kPsGradient);
-    ScopedTimer t(compress_s);
+    PhaseTimer t(*compress_s, Phase::compress);
     codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
   }
 }
@@ -65,7 +65,7 @@ void PsSyncScheduler::send_weights() {
 void PsSyncScheduler::push_and_pull(double* compress_s) {
   const Tensor& grads = grads_.host();
   {
-    ScopedTimer t(compress_s);
+    PhaseTimer t(*compress_s, Phase::compress);
     codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
   }
   ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, tags::kPsGradient);

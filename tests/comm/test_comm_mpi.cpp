@@ -86,24 +86,37 @@ TEST_CASE("comm thread runs requests in order and reports their time") {
   CHECK(thread.take_busy_seconds() >= 0);
 }
 
-TEST_CASE("comm thread reports each request's span and phase") {
-  CommThread thread;
-  std::vector<Span> spans;  // written on the comm thread, read after the futures
-  thread.set_span_observer([&spans](const Span& s) { spans.push_back(s); });
-  const auto before = Clock::now();
+TEST_CASE("comm thread records each request's span and phase in its creator's trace") {
+  trace::Recorder recorder(16);
+  recorder.set_recording(true);
+  trace::ThreadScope compute(&recorder, "compute");
+  CommThread thread("gossip server");
+  const auto before = Clock::now().time_since_epoch().count();
   thread.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }).get();
-  thread.submit([] {}, Phase::compress).get();
-  REQUIRE(spans.size() == 2);
-  CHECK(spans[0].phase == Phase::comm);
-  CHECK(spans[1].phase == Phase::compress);
-  CHECK(spans[0].begin >= before);
-  CHECK(spans[0].end - spans[0].begin >= std::chrono::milliseconds(5));
-  CHECK(spans[1].begin >= spans[0].end);
-  // The busy time is the spans' sum.
-  const double busy =
-      std::chrono::duration<double>(spans[0].end - spans[0].begin + spans[1].end - spans[1].begin)
-          .count();
-  CHECK(thread.take_busy_seconds() == doctest::Approx(busy).epsilon(1e-9));
+  thread
+      .submit([] {
+        PhaseTimes unused;
+        PhaseTimer inner(unused, Phase::compress);
+      })
+      .get();
+  const auto tracks = recorder.tracks();
+  REQUIRE(tracks.size() == 2);
+  CHECK(tracks[0]->size() == 0);  // the compute thread recorded nothing
+  const trace::ThreadTrack& comm = *tracks[1];
+  CHECK(comm.name() == "gossip server");
+  // The nested compress span ends before the request that holds it.
+  REQUIRE(comm.size() == 3);
+  CHECK(comm[0].what == trace_code(Phase::comm));
+  CHECK(comm[1].what == trace_code(Phase::compress));
+  CHECK(comm[2].what == trace_code(Phase::comm));
+  CHECK(comm[0].begin_ns >= before);
+  CHECK(comm[0].end_ns - comm[0].begin_ns >= 5'000'000);
+  CHECK(comm[1].begin_ns >= comm[2].begin_ns);
+  CHECK(comm[1].end_ns <= comm[2].end_ns);
+  // The busy time is the requests' spans' sum.
+  const double busy = 1e-9 * static_cast<double>(comm[0].end_ns - comm[0].begin_ns +
+                                                 comm[2].end_ns - comm[2].begin_ns);
+  CHECK(thread.take_busy_seconds() == doctest::Approx(busy).epsilon(1e-6));
 }
 
 TEST_CASE("all-reduce on the comm thread while the main thread computes") {

@@ -95,7 +95,7 @@ TEST_CASE("a full config loads with its values and the documented defaults") {
   CHECK(c.train.epochs == 5);
   CHECK(c.train.max_iterations == 0);
   CHECK(c.output.dir == "runs/fashion_mlp_pipesgd");
-  CHECK(c.output.trace);
+  CHECK(c.output.trace.enabled);
 }
 
 TEST_CASE("a minimal config gets every default") {
@@ -115,7 +115,7 @@ TEST_CASE("a minimal config gets every default") {
   CHECK(c.optimizer == OptimizerConfig{});
   CHECK(c.train == TrainConfig{});
   CHECK(c.output.dir == "runs/minimal_exp");
-  CHECK_FALSE(c.output.trace);
+  CHECK_FALSE(c.output.trace.enabled);
 }
 
 TEST_CASE("synthetic data, custom layers and every optional key") {
@@ -186,7 +186,7 @@ TEST_CASE("--set overrides any key, parsed as YAML, and --out wins over output.d
   CHECK(c.cluster.link->bandwidth.bytes_per_s == doctest::Approx(1.25e8));
   CHECK(c.cluster.link->latency.seconds == doctest::Approx(20e-6));
   CHECK(c.optimizer.lr == 1e-3);
-  CHECK_FALSE(c.output.trace);
+  CHECK_FALSE(c.output.trace.enabled);
   CHECK(c.dataset.shape == std::vector<int>{3, 8, 8});
   CHECK(c.cluster.stragglers[0].slowdown == 2);
   CHECK(c.optimizer.schedule.name == "cosine");
