@@ -17,6 +17,7 @@ packages=(
   doctest-dev            # unit tests
   dataset-fashion-mnist  # the default experiment's data
   python3
+  python3-matplotlib python3-yaml  # scripts/sweep.py, scripts/plot.py
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy libopenblas0-pthread)
