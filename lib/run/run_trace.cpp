@@ -1,7 +1,8 @@
 #include "run/run_trace.h"
 
 #include <fmt/format.h>
-#include <unistd.h>  // gethostname
+#include <fmt/ranges.h>  // fmt::join
+#include <unistd.h>      // gethostname
 
 #include <algorithm>  // min, max
 #include <cstdio>
@@ -37,27 +38,29 @@ std::string host_name() {
   return name;
 }
 
+}  // namespace
+
 // Cristian's algorithm against rank 0: the round trip with the least delay bounds the error by
 // half of it. Rank 0 answers each rank in turn.
-int64_t measure_offset(Comm& comm) {
+int64_t measure_clock_offset(Comm& comm, const std::function<int64_t()>& clock) {
   constexpr int kRounds = 8;
   if (comm.rank() == 0) {
     for (int peer = 1; peer < comm.size(); ++peer)
       for (int round = 0; round < kRounds; ++round) {
         int64_t ping = 0;
         comm.recv(&ping, sizeof ping, peer, tags::kClock);
-        const int64_t t = now_ns();
+        const int64_t t = clock();
         comm.send(&t, sizeof t, peer, tags::kClock);
       }
     return 0;
   }
   int64_t best_delay = std::numeric_limits<int64_t>::max(), offset = 0;
   for (int round = 0; round < kRounds; ++round) {
-    const int64_t sent = now_ns();
+    const int64_t sent = clock();
     comm.send(&sent, sizeof sent, 0, tags::kClock);
     int64_t remote = 0;
     comm.recv(&remote, sizeof remote, 0, tags::kClock);
-    const int64_t received = now_ns();
+    const int64_t received = clock();
     if (received - sent < best_delay) {
       best_delay = received - sent;
       offset = remote - (sent + (received - sent) / 2);
@@ -65,6 +68,8 @@ int64_t measure_offset(Comm& comm) {
   }
   return offset;
 }
+
+namespace {
 
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
@@ -104,7 +109,7 @@ void RunTrace::reserve(int epochs, int64_t iterations_per_epoch, int64_t max_ite
 }
 
 void RunTrace::align_clocks(Comm& comm) {
-  offset_ns_ = comm.size() > 1 ? measure_offset(comm) : 0;
+  offset_ns_ = comm.size() > 1 ? measure_clock_offset(comm, now_ns) : 0;
   std::string origin = std::to_string(now_ns());  // rank 0's is the file's time 0
   comm.broadcast(origin, 0);
   origin_ns_ = std::stoll(origin);
@@ -169,6 +174,7 @@ std::string trace_events_json(const trace::Recorder& recorder, int rank, const s
 
 void RunTrace::write(Comm& comm, const std::string& path) {
   recorder_.set_recording(false);
+  const auto offsets = comm.gather({static_cast<double>(offset_ns_)}, 0);
   std::string mine = trace_events_json(recorder_, comm.rank(), host_name(), offset_ns_, origin_ns_);
   if (comm.rank() != 0) {
     const uint64_t bytes = mine.size();
@@ -186,10 +192,14 @@ void RunTrace::write(Comm& comm, const std::string& path) {
     file << theirs;
   }
   // The last event has no comma after it: an instant that marks the end of the trace.
+  std::vector<std::string> offsets_us;
+  for (const auto& row : offsets) offsets_us.push_back(micros(static_cast<int64_t>(row[0])));
   file << fmt::format(
       "{{\"name\":\"end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":1,\"ts\":{}}}\n],\n"
-      "\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"dtrain\":{},\"ranks\":{}}}}}\n",
-      micros(now_ns() - origin_ns_), quoted(dtrain_version() + " " + dtrain_commit()), comm.size());
+      "\"displayTimeUnit\":\"ms\",\n\"otherData\":{{\"dtrain\":{},\"ranks\":{},"
+      "\"clock_offsets_us\":[{}]}}}}\n",
+      micros(now_ns() - origin_ns_), quoted(dtrain_version() + " " + dtrain_commit()), comm.size(),
+      fmt::join(offsets_us, ","));
   file.close();
   if (!file) throw Error("cannot write " + path);
 }

@@ -4,6 +4,7 @@
 // and per epoch and evaluation.
 #pragma once
 #include <cstdint>
+#include <functional>  // measure_clock_offset's clock
 #include <optional>
 #include <string>
 
@@ -39,6 +40,10 @@ class RunTrace {
   int64_t offset_ns_ = 0;   // rank 0's clock − this rank's
   int64_t origin_ns_ = 0;   // time 0 of the file, on rank 0's clock
 };
+
+// What to add to this rank's `clock` (nanoseconds) to read rank 0's: a collective, by the round
+// trip to rank 0 with the least delay (Cristian's algorithm; the error is at most half of it).
+int64_t measure_clock_offset(Comm& comm, const std::function<int64_t()>& clock);
 
 // One rank's spans as Trace Event Format objects, one per line, each followed by a comma; times
 // in microseconds since `origin_ns` after adding `offset_ns` (exposed for tests).
