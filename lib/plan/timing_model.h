@@ -59,6 +59,9 @@ struct Prediction {
   double samples_per_s = 0;
   double speedup = 1;             // vs sync + none
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
+  // How the ranks are used (plan.csv's last column): empty means data parallel on all of them;
+  // PipeDream writes its stages ("3-1"), SAPipe its stale layers ("k=5").
+  std::string configuration;
 };
 
 // One all-reduce of `elements` as GradientAllreducer runs it (MPI_Allreduce for `none`, dtrain's

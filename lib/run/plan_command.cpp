@@ -184,11 +184,14 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   return build_run(config, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
 
-std::string plan_csv(const std::vector<Prediction>& predictions) {
-  std::string csv = "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound\n";
+std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {
+  std::string csv =
+      "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration\n";
   for (const Prediction& r : predictions)
-    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{}\n", r.algorithm, r.compression, r.compute_s,
-                       r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication");
+    csv +=
+        fmt::format("{},{},{:.9f},{:.9f},{:.9f},{},{}\n", r.algorithm, r.compression, r.compute_s,
+                    r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication",
+                    r.configuration.empty() ? std::to_string(ranks) : r.configuration);
   return csv;
 }
 
@@ -229,7 +232,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
 
   if (!options.csv.empty()) {
     std::ofstream csv(options.csv);
-    csv << plan_csv(rows);
+    csv << plan_csv(rows, p);
     if (!csv) throw Error("cannot write " + options.csv);
   }
 }

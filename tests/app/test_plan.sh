@@ -3,15 +3,15 @@
 # link, and bad input → exit 2 naming the culprit, with no CSV written.
 source "$(dirname "$0")/lib.sh"
 
-header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound"
-check_csv() {  # check_csv FILE WHAT
-  local f=$1 what=$2
+header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration"
+check_csv() {  # check_csv FILE WHAT RANKS
+  local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every built algorithm with a timing row (the registry's), with every codec.
   [ "$(tail -n +2 "$f" | wc -l)" -eq 12 ] || fail "$what: expected 12 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd; do
     for c in none truncate16 quantize8; do
-      grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\)$" "$f" ||
+      grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
         fail "$what: no well-formed row for $a,$c"
     done
   done
@@ -23,7 +23,7 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   out=$("$DTRAIN" plan --config "$ROOT/configs/fashion_mlp_sync.yaml" --ranks 2 \
         --csv "$WORK/mlp.csv" 2>&1); rc=$?
   [ "$rc" -eq 0 ] || fail "plan fashion_mlp_sync: exit code $rc: $out"
-  check_csv "$WORK/mlp.csv" "fashion_mlp_sync"
+  check_csv "$WORK/mlp.csv" "fashion_mlp_sync" 2
   echo "$out" | grep -q "recommendation" || fail "no recommendation line: $out"
   echo "$out" | grep -q "shared-memory" || fail "no-link plan does not say the link is local"
 else
@@ -35,13 +35,13 @@ write_synthetic_config "$cfg" "$WORK/out"
 "$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/fast.csv" \
   --set cluster.link.bandwidth=10Gbps --set cluster.link.latency=20us >"$WORK/fast.txt" 2>&1 ||
   fail "plan on a 10 Gbit/s link failed: $(cat "$WORK/fast.txt")"
-check_csv "$WORK/fast.csv" "tiny, 10Gbps"
+check_csv "$WORK/fast.csv" "tiny, 10Gbps" 4
 grep -q "emulated (cluster.link)" "$WORK/fast.txt" || fail "plan with cluster.link does not name it"
 "$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/slow.csv" \
   --set cluster.link.bandwidth=10Mbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
   fail "plan on a 10 Mbit/s link failed"
 # A 1000x slower link: communication-bound, and D-Sync slower than on the fast link.
-grep -q "^sync,none,.*,communication$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 10 Mbit/s"
+grep -q "^sync,none,.*,communication,4$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 10 Mbit/s"
 awk -v s="$(predicted "$WORK/slow.csv" sync none)" -v f="$(predicted "$WORK/fast.csv" sync none)" \
   'BEGIN { exit !(s > f) }' || fail "sync,none is not slower on a slower link"
 # Pipe-SGD hides computation behind communication: never slower than D-Sync, same codec.
