@@ -1,0 +1,658 @@
+#!/usr/bin/python3
+"""Figures that compare dtrain runs: where the time goes, how fast accuracy comes, how it scales.
+
+Usage:
+  scripts/plot.py runs/sweep1                      # a sweep folder (scripts/sweep.py --out)
+  scripts/plot.py RUN_DIR [RUN_DIR ...] [--out DIR]
+
+A folder holding accuracy.csv is a run; a folder holding run folders (or summary.csv) is a
+sweep, of which the runs that finished are plotted. Each figure is written as PNG and SVG into
+--out, else into the sweep folder, the one run folder, or the runs' common parent folder:
+
+  accuracy_vs_time        test accuracy against training wall-clock time (time to accuracy)
+  accuracy_vs_epoch       test accuracy against epoch (needs two evaluations in some run)
+  time_breakdown          per run, seconds per iteration by part (data, forward, backward,
+                          update, compress, exposed communication = wait_s), and all
+                          communication (comm_s) as a hatched bar beside it: hidden
+                          communication is the comm bar's excess over the wait part
+  scaling                 samples/s, speedup and scaling efficiency against ranks, with the ideal
+                          (needs a setup run at two or more rank counts)
+  stragglers              mean epoch time per rank of runs with cluster.stragglers, the slow
+                          rank hatched, beside the same setup without stragglers when present
+  predicted_vs_measured   dtrain plan's predicted against measured seconds per iteration (needs
+                          a sweep made with --plan)
+
+Figures the data cannot support are skipped, saying why. Runs with identical settings (sweep
+repeats) are one series: the mean, with the single runs faint or as a min-max bar. Colours are
+Okabe-Ito, fixed per algorithm across figures; the compression is the line style or hatch.
+
+Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
+"""
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display needed, none opened
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+import dtrain_results as results  # noqa: E402
+
+# Okabe & Ito's colour-blind-safe palette, one colour per algorithm in every figure.
+ALGORITHM_COLOURS = {
+    "sync": "#0072B2",       # blue
+    "ps_sync": "#000000",    # black
+    "pipe_sgd": "#D55E00",   # vermillion
+    "sapipe": "#E69F00",     # orange
+    "pipedream": "#009E73",  # bluish green
+    "gossip": "#CC79A7",     # reddish purple
+    "d_psgd": "#56B4E9",     # sky blue
+    "hpsgd": "#F0E442",      # yellow
+    "local_sgd": "#999999",  # grey (the palette has eight colours)
+}
+UNKNOWN_ALGORITHM_COLOUR = "#666666"
+COMPRESSION_LINESTYLES = {"none": "-", "truncate16": "--", "quantize8": ":"}
+COMPRESSION_HATCHES = {"none": "////", "truncate16": "\\\\\\\\", "quantize8": "xxxx"}
+COMPRESSION_MARKERS = {"none": "o", "truncate16": "s", "quantize8": "^"}
+VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+# Paul Tol's muted palette (colour-blind safe too) for the parts of an iteration, so that they
+# are not mistaken for algorithms.
+PART_STYLES = [
+    ("data_s", "data loading", "#DDDDDD"),
+    ("forward_s", "forward", "#88CCEE"),
+    ("backward_s", "backward", "#44AA99"),
+    ("update_s", "update", "#117733"),
+    ("compress_s", "compress", "#DDCC77"),
+    ("wait_s", "exposed communication (wait)", "#CC6677"),
+    ("other_s", "other (rest of wall time)", "#FFFFFF"),
+]
+# Settings that name or place a run but do not change what it measures.
+IGNORED_SETTINGS = {"name", "dataset.path", "train.log_every_iterations"}
+IGNORED_SECTIONS = ("output", "checkpoint")
+FIGURE_FORMATS = ("png", "svg")
+LABEL_WIDTH = 44
+
+plt.rcParams.update({
+    "figure.dpi": 100, "savefig.dpi": 150, "font.size": 9, "axes.titlesize": 10,
+    "axes.grid": True, "grid.alpha": 0.3, "legend.fontsize": 8, "legend.framealpha": 0.9,
+    "svg.fonttype": "none",  # text stays text in the SVGs: smaller, searchable, editable
+    "svg.hashsalt": "dtrain",  # the same figure gives the same SVG
+})
+
+
+class SkipFigure(Exception):
+    """The data cannot support this figure; the message says why."""
+
+
+# ---------------------------------------------------------------- finding the runs
+
+def is_sweep_folder(path):
+    if any(os.path.isfile(os.path.join(path, f)) for f in ("summary.csv", "sweep.json")):
+        return True
+    return any(results.looks_like_run_folder(os.path.join(path, entry))
+               for entry in os.listdir(path) if os.path.isdir(os.path.join(path, entry)))
+
+
+def sweep_runs(sweep_dir, notes):
+    """The sweep's finished runs; those that failed or were interrupted are noted, not plotted."""
+    runs = []
+    for entry in sorted(os.listdir(sweep_dir)):
+        run_dir = os.path.join(sweep_dir, entry)
+        if entry.startswith(".") or not os.path.isdir(run_dir):
+            continue
+        if not results.looks_like_run_folder(run_dir):
+            continue
+        status = results.read_status(run_dir)
+        if status is not None and status.get("status") != "ok":
+            notes.append(f"not plotted: {run_dir} ({status.get('status')}, "
+                         f"exit {status.get('exit_code')})")
+            continue
+        runs.append(results.load_run(run_dir))
+    return runs
+
+
+def collect_runs(paths, notes):
+    """(runs, sweep folders) from the command line's paths; ResultsError naming what is wrong."""
+    runs, sweeps = [], []
+    for path in paths:
+        if not os.path.exists(path):
+            raise results.ResultsError(f"{path}: no such file or folder")
+        if not os.path.isdir(path):
+            raise results.ResultsError(f"{path}: not a folder (give a run or a sweep folder)")
+        if results.looks_like_run_folder(path):
+            runs.append(results.load_run(path))
+        elif is_sweep_folder(path):
+            sweeps.append(path)
+            runs += sweep_runs(path, notes)
+        else:
+            raise results.ResultsError(
+                f"{path}: neither a run folder (no {results.ACCURACY_FILE}) nor a sweep folder "
+                "(no summary.csv, no run folders)")
+    if not runs:
+        raise results.ResultsError(f"{', '.join(paths)}: no finished run to plot")
+    return runs, sweeps
+
+
+def output_folder(args, sweeps, runs):
+    if args.out:
+        return args.out
+    if len(args.paths) == 1:
+        return args.paths[0]
+    parent = os.path.commonpath([os.path.abspath(run.path) for run in runs]
+                                + [os.path.abspath(s) for s in sweeps])
+    if parent == os.path.dirname(parent):  # the file-system root: surely not meant
+        raise results.ResultsError("the runs share no folder to write the figures into; "
+                                   "give --out DIR")
+    return parent
+
+
+# ---------------------------------------------------------------- series and their labels
+
+def flatten(mapping, prefix=""):
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (as JSON, to be hashable)."""
+    flat = {}
+    for key, value in (mapping or {}).items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, dotted + "."))
+        else:
+            flat[dotted] = json.dumps(value, sort_keys=True) if isinstance(value, list) else value
+    return flat
+
+
+def settings_of(run):
+    """What a run measured under: its resolved config (less names and paths) and its ranks."""
+    flat = {k: v for k, v in flatten(run.config).items()
+            if k not in IGNORED_SETTINGS and k.split(".")[0] not in IGNORED_SECTIONS}
+    flat["ranks"] = run.ranks
+    return flat
+
+
+def varying_settings(runs):
+    """Keys whose values differ between runs. An algorithm's (compression's) own keys count
+    only between runs of the same algorithm: sync's `segments: auto` is no difference from
+    pipe_sgd's absent one."""
+    all_settings = [settings_of(run) for run in runs]
+    keys = sorted({k for s in all_settings for k in s})
+    varying = []
+    for key in keys:
+        section = key.split(".")[0]
+        if section in ("algorithm", "compression") and not key.endswith(".name"):
+            by_name = {}
+            for s in all_settings:
+                if key in s:
+                    by_name.setdefault(s.get(f"{section}.name"), set()).add(str(s[key]))
+            if any(len(values) > 1 for values in by_name.values()):
+                varying.append(key)
+        elif len({str(s.get(key)) for s in all_settings}) > 1:
+            varying.append(key)
+    return varying
+
+
+def format_stragglers(value):
+    stragglers = json.loads(value) if isinstance(value, str) else value
+    return "straggler " + " ".join(f"r{s.get('rank')}×{s.get('slowdown')}" for s in stragglers)
+
+
+def label_part(key, value, short_names):
+    """`bandwidth=1Gbps`; None for a setting at its empty default (no link, no stragglers)."""
+    if value in (None, "[]", "", "~"):
+        return None
+    if key == "cluster.stragglers":
+        return format_stragglers(value)
+    if key == "ranks":
+        return f"{value} rank" + ("s" if value != 1 else "")
+    return f"{short_names[key]}={value}"
+
+
+def short_names_for(keys):
+    """Each key by its last part, unless two keys share it."""
+    last = [k.split(".")[-1] for k in keys]
+    return {k: (k.split(".")[-1] if last.count(k.split(".")[-1]) == 1 else k) for k in keys}
+
+
+class Series:
+    """Runs with identical settings (repeats), drawn as one line, bar or point."""
+
+    def __init__(self, key, runs, label, variant):
+        self.key = key
+        self.runs = runs
+        self.label = label
+        self.variant = variant  # the label's parts besides algorithm and compression
+        self.algorithm = runs[0].algorithm
+        self.compression = runs[0].compression
+        self.ranks = runs[0].ranks
+        self.colour = ALGORITHM_COLOURS.get(self.algorithm, UNKNOWN_ALGORITHM_COLOUR)
+        self.linestyle = COMPRESSION_LINESTYLES.get(self.compression, "-.")
+        self.hatch = COMPRESSION_HATCHES.get(self.compression, "....")
+        self.marker = "o"
+
+    def mean(self, function):
+        values = [function(run) for run in self.runs]
+        return sum(values) / len(values), min(values), max(values)
+
+
+def make_series(runs, exclude=()):
+    """Group runs with the same settings (ignoring the `exclude` keys) and label the groups
+    with what tells them apart: "pipe_sgd + quantize8, bandwidth=1Gbps, 2 ranks"."""
+    varying = [k for k in varying_settings(runs) if k not in exclude]
+    short_names = short_names_for(varying)
+    any_compression = any(run.compression != "none" for run in runs)
+    groups = {}
+    for run in runs:
+        settings = settings_of(run)
+        key = tuple(sorted((k, str(v)) for k, v in settings.items() if k not in exclude))
+        groups.setdefault(key, []).append(run)
+    series = []
+    for key, group in groups.items():
+        settings = settings_of(group[0])
+        head = group[0].algorithm + (f" + {group[0].compression}" if any_compression else "")
+        others = [k for k in varying if k not in ("algorithm.name", "compression.name", "ranks")]
+        parts = [label_part(k, settings.get(k), short_names) for k in others]
+        if "ranks" in varying:
+            parts.append(label_part("ranks", settings["ranks"], short_names))
+        parts = [p for p in parts if p]
+        series.append(Series(key, group, ", ".join([head] + parts), tuple(parts)))
+    series.sort(key=lambda s: (list(ALGORITHM_COLOURS).index(s.algorithm)
+                               if s.algorithm in ALGORITHM_COLOURS else 99,
+                               s.compression, s.ranks, s.label))
+    variants = sorted({s.variant for s in series})
+    for s in series:
+        s.marker = VARIANT_MARKERS[variants.index(s.variant) % len(VARIANT_MARKERS)]
+    return series
+
+
+def wrap(label, width=LABEL_WIDTH):
+    return "\n".join(textwrap.wrap(label, width)) or label
+
+
+def legend_outside(ax, handles=None, title=None):
+    kwargs = {"handles": handles} if handles else {}
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, title=title,
+              **kwargs)
+
+
+def time_unit(seconds_values):
+    """(scale, unit) to show per-iteration times readably: ms below a second."""
+    largest = max([v for v in seconds_values if v == v] or [0])
+    return (1e3, "ms") if largest < 1 else (1.0, "s")
+
+
+# ---------------------------------------------------------------- the figures
+
+def mean_curve(runs, x_column):
+    """The mean (x, test accuracy) over repeats, evaluation by evaluation."""
+    length = min(len(run.accuracy) for run in runs)
+    xs = [sum(run.accuracy[i][x_column] for run in runs) / len(runs) for i in range(length)]
+    ys = [sum(run.accuracy[i]["test_acc"] for run in runs) / len(runs) for i in range(length)]
+    return xs, ys
+
+
+def context_note(context):
+    """What every run shares and no label says, e.g. " (2 ranks)"."""
+    return f" ({context['common']})" if context.get("common") else ""
+
+
+def accuracy_figure(series, x_column, xlabel, title, context):
+    target = context["target"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for s in series:
+        if len(s.runs) > 1:  # the single repeats, faint, as the spread
+            for run in s.runs:
+                ax.plot([r[x_column] for r in run.accuracy], [r["test_acc"] for r in run.accuracy],
+                        color=s.colour, linestyle=s.linestyle, linewidth=0.8, alpha=0.3)
+        xs, ys = mean_curve(s.runs, x_column)
+        suffix = f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""
+        ax.plot(xs, ys, color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=5,
+                linewidth=1.8, label=wrap(s.label + suffix))
+    if target is not None:
+        ax.axhline(target, color="0.4", linestyle=(0, (1, 2)), linewidth=1,
+                   label=f"target {target:g}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy")
+    ax.set_title(title + context_note(context))
+    legend_outside(ax)
+    return fig
+
+
+def accuracy_vs_time(series, context):
+    if not any(run.accuracy for s in series for run in s.runs):
+        raise SkipFigure("no accuracy.csv has a row")
+    return accuracy_figure(series, "wall_s", "training wall-clock time (s, evaluation excluded)",
+                           "Time to accuracy", context)
+
+
+def accuracy_vs_epoch(series, context):
+    if not any(len(run.accuracy) >= 2 for s in series for run in s.runs):
+        raise SkipFigure("every run was evaluated once: no curve over epochs")
+    fig = accuracy_figure(series, "epoch", "epoch", "Test accuracy per epoch", context)
+    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
+    return fig
+
+
+def time_breakdown(series, context):
+    breakdowns = [[results.time_breakdown(run) for run in s.runs] for s in series]
+    means = [{part: sum(b[part] for b in group) / len(group) for part in group[0]}
+             for group in breakdowns]
+    scale, unit = time_unit([sum(m[p] for p, _, _ in PART_STYLES) for m in means]
+                            + [m["comm_s"] for m in means])
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.55 * len(series)))
+    for row, (s, mean, group) in enumerate(zip(series, means, breakdowns)):
+        left = 0.0
+        for part, _, colour in PART_STYLES:
+            width = mean[part] * scale
+            ax.barh(row, width, left=left, height=0.5, color=colour, edgecolor="0.3",
+                    linewidth=0.5)
+            left += width
+        totals = [sum(b[p] for p, _, _ in PART_STYLES) * scale for b in group]
+        if len(group) > 1:  # spread of the repeats' totals
+            ax.errorbar(left, row, xerr=[[max(0.0, left - min(totals))],
+                                         [max(0.0, max(totals) - left)]],
+                        color="0.2", capsize=3, linewidth=1)
+        ax.text(max([left] + totals), row, f"  {left:.3g} {unit}", va="center", fontsize=7)
+        ax.barh(row + 0.38, mean["comm_s"] * scale, height=0.22, facecolor="none",
+                edgecolor=s.colour, hatch=s.hatch, linewidth=1.2)
+    ax.set_yticks(range(len(series)))
+    ax.set_yticklabels([wrap(s.label + (f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""))
+                        for s in series])
+    ax.invert_yaxis()
+    ax.set_xlim(right=ax.get_xlim()[1] * 1.08)  # room for the totals' text
+    ax.set_xlabel(f"time per iteration ({unit}), mean over ranks")
+    ax.set_title("Where the time goes per iteration" + context_note(context)
+                 + "\n(hidden communication: the hatched bar's excess over the wait part)")
+    handles = [Patch(facecolor=colour, edgecolor="0.3", label=label)
+               for _, label, colour in PART_STYLES]
+    handles.append(Patch(facecolor="none", edgecolor="0.2", hatch="////",
+                         label="all communication (comm_s),\nhidden or not; outline colour:\n"
+                               "algorithm, hatch: compression"))
+    legend_outside(ax, handles=handles)
+    ax.grid(axis="y", visible=False)
+    return fig
+
+
+def setups_over_ranks(runs):
+    """(setup, {ranks: runs}) for each setup (the runs grouped without their rank count) that
+    was run at two or more rank counts."""
+    setups = make_series(runs, exclude=("ranks",))
+    result = []
+    for setup in setups:
+        by_ranks = {}
+        for run in setup.runs:
+            by_ranks.setdefault(run.ranks, []).append(run)
+        if len(by_ranks) >= 2:
+            result.append((setup, by_ranks))
+    return result
+
+
+def throughput(run):
+    return results.run_metrics(run)["samples_per_s"]
+
+
+def scaling_figure(_series, context):
+    runs = context["runs"]
+    if len({run.ranks for run in runs}) < 2:
+        raise SkipFigure("the runs do not vary in ranks")
+    setups = setups_over_ranks(runs)
+    if not setups:
+        raise SkipFigure("no setup was run at two or more rank counts")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    all_ranks = sorted({r for _, by_ranks in setups for r in by_ranks})
+    base_ranks = set()
+    for setup, by_ranks in setups:
+        ranks = sorted(by_ranks)
+        means = [sum(throughput(r) for r in by_ranks[k]) / len(by_ranks[k]) for k in ranks]
+        spreads = [[m - min(throughput(r) for r in by_ranks[k]) for m, k in zip(means, ranks)],
+                   [max(throughput(r) for r in by_ranks[k]) - m for m, k in zip(means, ranks)]]
+        base, base_throughput = ranks[0], means[0]
+        base_ranks.add(base)
+        ideal = [base_throughput * k / base for k in ranks]
+        speedup = [m / base_throughput for m in means]
+        efficiency = [sp / (k / base) for sp, k in zip(speedup, ranks)]
+        style = dict(color=setup.colour, linestyle=setup.linestyle, marker=setup.marker,
+                     linewidth=1.8)
+        axes[0].errorbar(ranks, means, yerr=spreads, capsize=3, label=wrap(setup.label), **style)
+        axes[0].plot(ranks, ideal, color=setup.colour, linestyle=(0, (4, 3)), linewidth=0.8,
+                     alpha=0.6)
+        axes[1].plot(ranks, speedup, **style)
+        axes[2].plot(ranks, efficiency, **style)
+    base_text = "its smallest rank count" if len(base_ranks) > 1 else f"{min(base_ranks)} rank" + (
+        "s" if min(base_ranks) > 1 else "")
+    lowest = min(base_ranks)
+    axes[1].plot(all_ranks, [k / lowest for k in all_ranks], color="0.3", linestyle="--",
+                 linewidth=1, label="ideal (linear)")
+    axes[2].axhline(1.0, color="0.3", linestyle="--", linewidth=1, label="ideal")
+    axes[0].set_ylabel("throughput (samples/s)")
+    axes[0].set_title("Throughput (thin dashed: ideal)")
+    axes[1].set_ylabel(f"speedup over {base_text}")
+    axes[1].set_title("Speedup")
+    axes[2].set_ylabel("scaling efficiency (speedup / rank ratio)")
+    axes[2].set_title("Scaling efficiency")
+    axes[2].set_ylim(bottom=0)
+    for ax in axes:
+        ax.set_xlabel("ranks")
+        ax.set_xticks(all_ranks)
+    axes[0].set_ylim(bottom=0)
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.3", linestyle="--", label="ideal (linear)")]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.tight_layout()
+    return fig
+
+
+def without_stragglers_twin(straggler_series, all_series):
+    """The series with the same settings but no stragglers, if it was run."""
+    wanted = tuple((k, v) for k, v in straggler_series.key if k != "cluster.stragglers")
+    for candidate in all_series:
+        settings = dict(candidate.key)
+        if settings.get("cluster.stragglers", "[]") in ("[]", "None") and wanted == tuple(
+                (k, v) for k, v in candidate.key if k != "cluster.stragglers"):
+            return candidate
+    return None
+
+
+def mean_epoch_times(series):
+    per_run = [results.mean_epoch_time_per_rank(run) for run in series.runs]
+    ranks = sorted(per_run[0])
+    return ranks, [sum(times.get(r, 0.0) for times in per_run) / len(per_run) for r in ranks]
+
+
+def stragglers_figure(series, _context):
+    slowed = [s for s in series if s.runs[0].stragglers]
+    if not slowed:
+        raise SkipFigure("no run has cluster.stragglers")
+    columns = min(3, len(slowed))
+    rows = (len(slowed) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False,
+                             sharey=True)
+    any_twin = False
+    for ax, s in zip(axes.flat, slowed):
+        slowdown = {int(x.get("rank", -1)): x.get("slowdown") for x in s.runs[0].stragglers}
+        ranks, times = mean_epoch_times(s)
+        twin = without_stragglers_twin(s, series)
+        offset = 0.2 if twin else 0.0
+        width = 0.38 if twin else 0.6
+        for rank, value in zip(ranks, times):
+            slow = rank in slowdown
+            ax.bar(rank - offset, value, width=width, color=s.colour, edgecolor="black",
+                   hatch="///" if slow else None, linewidth=0.8)
+            if slow:
+                ax.annotate(f"×{slowdown[rank]:g}", (rank - offset, value), ha="center",
+                            va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+        if twin:
+            any_twin = True
+            twin_ranks, twin_times = mean_epoch_times(twin)
+            ax.bar([r + offset for r in twin_ranks], twin_times, width=width, facecolor="white",
+                   edgecolor=s.colour, linewidth=1.2)
+        ax.set_xticks(ranks)
+        ax.set_xlabel("rank")
+        ax.set_title(wrap(s.label, 45), fontsize=9)
+        ax.grid(axis="x", visible=False)
+    for ax in axes.flat[len(slowed):]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylim(top=axes[0, 0].get_ylim()[1] * 1.12)  # room for the ×slowdown notes
+    for ax in axes[:, 0]:
+        ax.set_ylabel("mean epoch time (s)")
+    handles = [Patch(facecolor="0.6", edgecolor="black", label="with stragglers"),
+               Patch(facecolor="0.6", edgecolor="black", hatch="///",
+                     label="the straggler rank (×slowdown)")]
+    if any_twin:
+        handles.append(Patch(facecolor="white", edgecolor="0.3",
+                             label="same run without stragglers"))
+    fig.suptitle("Per-rank epoch time with emulated stragglers (bar colour: algorithm)")
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.9))
+    fig.tight_layout()
+    return fig
+
+
+def cluster_points(positions, x_radius=0.12, y_radius=0.04):
+    """Greedy groups of indices whose positions (axes fractions) lie near the group's first:
+    their numbers are written once, together, instead of on top of each other. Text runs
+    sideways, hence the wider x_radius."""
+    clusters = []
+    for index, (x, y) in enumerate(positions):
+        for cluster in clusters:
+            cx, cy = positions[cluster[0]]
+            if abs(x - cx) <= x_radius and abs(y - cy) <= y_radius:
+                cluster.append(index)
+                break
+        else:
+            clusters.append([index])
+    return clusters
+
+
+def predicted_vs_measured(series, context):
+    plan_rows = context["plan_rows"]
+    if not context["sweeps"]:
+        raise SkipFigure("no sweep folder given (plan.csv is a sweep's, made with --plan)")
+    if not plan_rows:
+        raise SkipFigure("no plan.csv in the sweep folder (run scripts/sweep.py with --plan)")
+    points = []
+    for s in series:
+        predicted = [p for p in (results.predicted_iteration_s(plan_rows, run) for run in s.runs)
+                     if p is not None]
+        if predicted:
+            measured = s.mean(lambda run: results.run_metrics(run)["iteration_s"])
+            points.append((s, measured, sum(predicted) / len(predicted)))
+    if not points:
+        raise SkipFigure("no run matches a plan.csv row (ranks, algorithm, compression, settings)")
+    scale, unit = time_unit([m for _, (m, _, _), _ in points] + [p for _, _, p in points])
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    handles = [Line2D([], [], color="0.3", linestyle="--", label="predicted = measured"),
+               Line2D([], [], color="0.6", linestyle=":", label="2× off")]
+    for number, (s, (measured, low, high), predicted) in enumerate(points, start=1):
+        style = dict(color=s.colour, marker=COMPRESSION_MARKERS.get(s.compression, "D"),
+                     markersize=7, linestyle="none")
+        ax.errorbar(measured * scale, predicted * scale, capsize=3,
+                    xerr=[[(measured - low) * scale], [(high - measured) * scale]], **style)
+        handles.append(Line2D([], [], label=wrap(f"{number}: {s.label}"), **style))
+    values = [v * scale for _, (m, _, _), p in points for v in (m, p) if v > 0]
+    low, high = min(values), max(values)
+    logarithmic = high / low > 20
+    if logarithmic:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        low, high = low / 1.5, high * 1.5
+    else:
+        low, high = 0, high * 1.15
+    ax.plot([low, high], [low, high], color="0.3", linestyle="--", linewidth=1)
+    ax.plot([low, high], [2 * low, 2 * high], color="0.6", linestyle=":", linewidth=1)
+    ax.plot([low, high], [low / 2, high / 2], color="0.6", linestyle=":", linewidth=1)
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    # Number the points (the legend says which is which), one text per crowd of points.
+    to_axes = ax.transAxes.inverted()
+    positions = [to_axes.transform(ax.transData.transform((m * scale, p * scale)))
+                 for _, (m, _, _), p in points]
+    for cluster in cluster_points(positions):
+        leftmost = min(cluster, key=lambda i: positions[i][0])
+        _, (measured, _, _), predicted = points[leftmost]
+        ax.annotate(", ".join(str(i + 1) for i in cluster), (measured * scale, predicted * scale),
+                    fontsize=8, xytext=(6, 5), textcoords="offset points")
+    ax.set_xlabel(f"measured time per iteration ({unit}; slowest rank, timing.csv)")
+    ax.set_ylabel(f"predicted time per iteration ({unit}; dtrain plan)")
+    ax.set_title("Timing model against measurement" + context_note(context)
+                 + (", log scales" if logarithmic else ""))
+    legend_outside(ax, handles=handles)
+    return fig
+
+
+FIGURES = [
+    ("accuracy_vs_time", accuracy_vs_time),
+    ("accuracy_vs_epoch", accuracy_vs_epoch),
+    ("time_breakdown", time_breakdown),
+    ("scaling", scaling_figure),
+    ("stragglers", stragglers_figure),
+    ("predicted_vs_measured", predicted_vs_measured),
+]
+
+
+# ---------------------------------------------------------------- main
+
+def sweep_target(sweeps):
+    """The --target of the sweep (sweep.json), to draw as a line."""
+    for sweep in sweeps:
+        path = os.path.join(sweep, "sweep.json")
+        if os.path.isfile(path):
+            with open(path) as handle:
+                target = (json.load(handle).get("definition") or {}).get("target")
+            if target is not None:
+                return target
+    return None
+
+
+def save(fig, out_dir, name):
+    paths = []
+    for extension in FIGURE_FORMATS:
+        path = os.path.join(out_dir, f"{name}.{extension}")
+        fig.savefig(path, bbox_inches="tight")
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(prog="plot.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", metavar="DIR", help="a sweep folder or run folders")
+    parser.add_argument("--out", help="where the figures go (default: next to the runs)")
+    return parser.parse_args(argv)
+
+
+def main(argv):
+    args = parse_arguments(argv)
+    notes = []
+    try:
+        runs, sweeps = collect_runs(args.paths, notes)
+        out_dir = output_folder(args, sweeps, runs)
+        plan_rows = [row for sweep in sweeps for row in results.read_plan(sweep)]
+    except results.ResultsError as error:
+        print(f"plot.py: error: {error}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(note)
+    os.makedirs(out_dir, exist_ok=True)
+    series = make_series(runs)
+    rank_counts = {run.ranks for run in runs}
+    common = (f"{min(rank_counts)} rank" + ("s" if min(rank_counts) > 1 else "")
+              if len(rank_counts) == 1 else "")
+    context = {"runs": runs, "sweeps": sweeps, "plan_rows": plan_rows,
+               "target": sweep_target(sweeps), "common": common}
+    for name, draw in FIGURES:
+        try:
+            fig = draw(series, context)
+        except SkipFigure as reason:
+            print(f"skipped {name}: {reason}")
+            continue
+        for path in save(fig, out_dir, name):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
