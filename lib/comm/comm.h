@@ -33,6 +33,9 @@ class Comm {
   // True when messages are paced to an emulated link (cluster.link): transports that bypass
   // this Comm (NCCL) would bypass the emulation too.
   virtual bool emulates_link() const { return false; }
+  // The same ranks without the emulated link: for the runner's own traffic that is not part of
+  // training (clock alignment, trace files), which the emulation must not slow down.
+  virtual Comm& unpaced() { return *this; }
 
   // ---- point to point (bytes; `tag` separates concurrent conversations) ----
   virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;

@@ -5,9 +5,7 @@
 namespace dtrain {
 
 CommThread::CommThread(std::string trace_name)
-    : recorder_(trace::current_recorder()),
-      trace_name_(std::move(trace_name)),
-      thread_([this] { loop(); }) {}
+    : track_(trace::new_track(std::move(trace_name))), thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
   {
@@ -52,7 +50,7 @@ double CommThread::take_busy_seconds() {
 }
 
 void CommThread::loop() {
-  trace::ThreadScope traced(recorder_, trace_name_);
+  trace::ThreadScope traced(track_);
   for (;;) {
     std::packaged_task<void()> task;
     {

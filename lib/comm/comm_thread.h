@@ -39,9 +39,8 @@ class CommThread {
   std::deque<std::packaged_task<void()>> queue_;
   bool stopping_ = false;
   double busy_s_ = 0;
-  trace::Recorder* recorder_;  // the creating thread's; null: no trace
-  std::string trace_name_;
-  std::thread thread_;  // last: starts after the members it uses exist
+  trace::ThreadTrack* track_;  // made by the creating thread; null: no trace
+  std::thread thread_;         // last: starts after the members it uses exist
 };
 
 }  // namespace dtrain

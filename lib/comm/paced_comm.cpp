@@ -28,6 +28,7 @@ class PacedComm final : public Comm {
   int size() const override { return inner_->size(); }
   int local_rank() const override { return inner_->local_rank(); }
   int local_size() const override { return inner_->local_size(); }
+  Comm& unpaced() override { return inner_->unpaced(); }
   bool emulates_link() const override { return true; }
   std::string name() const override {
     char text[96];

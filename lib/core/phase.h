@@ -1,7 +1,9 @@
 // Timing phases as data: the one list of what a rank's time is spent on. timing.csv's columns,
 // EpochStats, the timers and the trace's span names all come from this list, so adding a phase
 // is one line here. Every timer of a phase also records its span (core/trace.h), so the trace
-// and timing.csv never disagree.
+// and timing.csv never disagree: an epoch's spans add up to its timing.csv row. (The trace also
+// shows phases outside epochs, which timing.csv leaves out: communication that evaluation waits
+// for, say.)
 #pragma once
 #include <array>
 #include <cstddef>  // size_t
@@ -24,10 +26,11 @@ constexpr std::string_view phase_name(Phase p) {
   return kPhaseNames[static_cast<size_t>(p)];
 }
 
-// Stretches of a run that are not phases but help read a trace; they enclose phases. A trace
-// event's code is the phase's index, or kPhaseCount + the region's.
-enum class Region : unsigned char { epoch, evaluate };
-inline constexpr std::array<std::string_view, 2> kRegionNames{"epoch", "evaluate"};
+// Stretches of a run that are not phases but help read a trace: an epoch and an evaluation
+// enclose phases; `load` is a loader thread preparing a batch (the compute thread's wait for it
+// is the data phase). A trace event's code is the phase's index, or kPhaseCount + the region's.
+enum class Region : unsigned char { epoch, evaluate, load };
+inline constexpr std::array<std::string_view, 3> kRegionNames{"epoch", "evaluate", "load"};
 
 constexpr uint8_t trace_code(Phase p) {
   return static_cast<uint8_t>(p);
@@ -73,8 +76,8 @@ class PhaseTimer {
   Clock::time_point start_;
 };
 
-// Records the lifetime of the scope as a span only: a region (an epoch, an evaluation), or a
-// phase that no timing.csv column counts (the loader thread's batches).
+// Records the lifetime of the scope as a span only: a region, or a phase that no timing.csv
+// column counts.
 class TraceScope {
  public:
   explicit TraceScope(Region region, int32_t arg = 0) : code_(trace_code(region)), arg_(arg) {}

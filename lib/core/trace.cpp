@@ -1,15 +1,17 @@
 #include "core/trace.h"
 
 #include <algorithm>  // min, max
+#include <new>        // nothrow
+
+#include "core/error.h"  // DTRAIN_CHECK
 
 namespace dtrain::trace {
 
 static_assert(std::is_same_v<Clock::duration, std::chrono::nanoseconds>,
               "trace events count Clock ticks as nanoseconds");
 
-ThreadTrack::ThreadTrack(const Recorder& recorder, std::string name, int index,
-                         size_t reserve_events)
-    : recording_(recorder.recording_flag()), name_(std::move(name)), index_(index) {
+ThreadTrack::ThreadTrack(Recorder& recorder, std::string name, int index, size_t reserve_events)
+    : recorder_(recorder), name_(std::move(name)), index_(index) {
   reserve(reserve_events);
 }
 
@@ -20,14 +22,17 @@ void ThreadTrack::reserve(size_t events) {
 }
 
 void ThreadTrack::push(const Event& e) {
-  if (!recording_.load(std::memory_order_acquire)) return;
+  if (!recorder_.recording()) return;
   const size_t n = size_.load(std::memory_order_relaxed);
   const size_t chunk = n / kChunkEvents;
-  if (chunk >= kMaxChunks) {
+  // Beyond the reservation: one more chunk (push runs in timers' destructors, so it must not
+  // throw; without memory the span is counted as dropped).
+  if (chunk < kMaxChunks && !chunks_[chunk])
+    chunks_[chunk].reset(new (std::nothrow) Event[kChunkEvents]);
+  if (chunk >= kMaxChunks || !chunks_[chunk]) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (!chunks_[chunk]) chunks_[chunk] = std::make_unique<Event[]>(kChunkEvents);
   chunks_[chunk][n % kChunkEvents] = e;
   size_.store(n + 1, std::memory_order_release);  // publishes the event (and its chunk)
 }
@@ -41,6 +46,7 @@ ThreadTrack& Recorder::add_track(std::string name) {
 }
 
 void Recorder::reserve(size_t events) {
+  DTRAIN_CHECK(!recording()) << "trace::Recorder::reserve while recording";
   std::lock_guard lock(mutex_);
   reserve_events_ = events;
   for (ThreadTrack& t : tracks_) t.reserve(events);
@@ -53,11 +59,11 @@ std::vector<const ThreadTrack*> Recorder::tracks() const {
   return out;
 }
 
-ThreadScope::ThreadScope(Recorder* recorder, std::string name)
+ThreadScope::ThreadScope(ThreadTrack* track)
     : previous_track_(detail::current_track), previous_recorder_(detail::current_recorder) {
-  if (!recorder) return;
-  detail::current_track = &recorder->add_track(std::move(name));
-  detail::current_recorder = recorder;
+  if (!track) return;
+  detail::current_track = track;
+  detail::current_recorder = &track->recorder();
 }
 
 ThreadScope::~ThreadScope() {

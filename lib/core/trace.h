@@ -5,8 +5,9 @@
 // Each thread records into a track of its own: preallocated chunks, written by that thread only
 // (no lock, no allocation per span; a new chunk only when the preallocated ones are full).
 // Tracing off costs one thread-local load and a branch per span. A Recorder belongs to one rank
-// (tests run several ranks in one process); threads that dtrain starts attach to the recorder of
-// the thread that started them (ThreadScope).
+// (tests run several ranks in one process); a thread that dtrain starts records into a track
+// that the starting thread made for it (new_track, then ThreadScope in the new thread), so the
+// tracks' order — the trace's thread ids — is the same on every rank.
 #pragma once
 #include <array>
 #include <atomic>
@@ -36,7 +37,7 @@ class ThreadTrack {
   static constexpr size_t kChunkEvents = size_t{1} << 14;
   static constexpr size_t kMaxChunks = 4096;  // 67 M spans a thread; beyond: counted, dropped
 
-  ThreadTrack(const Recorder& recorder, std::string name, int index, size_t reserve_events);
+  ThreadTrack(Recorder& recorder, std::string name, int index, size_t reserve_events);
   ThreadTrack(const ThreadTrack&) = delete;
   ThreadTrack& operator=(const ThreadTrack&) = delete;
 
@@ -49,10 +50,11 @@ class ThreadTrack {
   const Event& operator[](size_t i) const { return chunks_[i / kChunkEvents][i % kChunkEvents]; }
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
   const std::string& name() const { return name_; }
-  int index() const { return index_; }  // order of attachment: the trace's thread id
+  int index() const { return index_; }  // order of creation: the trace's thread id
+  Recorder& recorder() const { return recorder_; }
 
  private:
-  const std::atomic<bool>& recording_;
+  Recorder& recorder_;
   std::string name_;
   int index_;
   std::array<std::unique_ptr<Event[]>, kMaxChunks> chunks_;
@@ -67,8 +69,7 @@ class Recorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  // A new track named `name` (compute, comm, loader, ...) for the calling thread. Rare: once a
-  // thread.
+  // A new track named `name` (compute, comm, loader, ...). Rare: once a thread.
   ThreadTrack& add_track(std::string name);
   // Preallocates `events` spans for every track, present and future. Only while not recording.
   void reserve(size_t events);
@@ -76,7 +77,6 @@ class Recorder {
   // what reserve() allocated to the recording threads.
   void set_recording(bool on) { recording_.store(on, std::memory_order_release); }
   bool recording() const { return recording_.load(std::memory_order_acquire); }
-  const std::atomic<bool>& recording_flag() const { return recording_; }
   // Every track, in the order they were added. Read once the threads stopped recording.
   std::vector<const ThreadTrack*> tracks() const;
 
@@ -98,10 +98,20 @@ inline Recorder* current_recorder() {
   return detail::current_recorder;
 }
 
-// While it lives, the calling thread records into a new track of `recorder` (null: nothing).
+// A track named `name` in the calling thread's recorder, for a thread it is about to start (null
+// when the calling thread records nothing).
+inline ThreadTrack* new_track(std::string name) {
+  Recorder* recorder = current_recorder();
+  return recorder ? &recorder->add_track(std::move(name)) : nullptr;
+}
+
+// While it lives, the calling thread records into `track` (null: nothing), or into a new track
+// of `recorder`; the threads it starts record into the same recorder.
 class ThreadScope {
  public:
-  ThreadScope(Recorder* recorder, std::string name);
+  explicit ThreadScope(ThreadTrack* track);
+  ThreadScope(Recorder* recorder, std::string name)
+      : ThreadScope(recorder ? &recorder->add_track(std::move(name)) : nullptr) {}
   ~ThreadScope();
   ThreadScope(const ThreadScope&) = delete;
   ThreadScope& operator=(const ThreadScope&) = delete;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"     // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
-#include "core/phase.h"     // TraceScope: a batch is a data span of the loader's thread
+#include "core/phase.h"     // TraceScope: a batch is a load span of the loader's thread
 #include "core/trace.h"     // the thread's trace track
 #include "data/sharding.h"  // epoch_order, rank_rows, count_batches
 
@@ -72,8 +72,8 @@ struct Loader::Impl {
     }
     // The thread records its batches in the trace of the thread that made the loader.
     if (options.prefetch > 0)
-      thread = std::thread([this, recorder = trace::current_recorder()] {
-        trace::ThreadScope traced(recorder, options.trace_name);
+      thread = std::thread([this, track = trace::new_track(options.trace_name)] {
+        trace::ThreadScope traced(track);
         produce();
       });
   }
@@ -151,7 +151,7 @@ struct Loader::Impl {
       lock.unlock();
       std::exception_ptr failure;
       try {
-        TraceScope span(Phase::data);
+        TraceScope span(Region::load);
         fill(slots[s], g, *ord, ep, gen);
       } catch (...) {
         failure = std::current_exception();

@@ -87,9 +87,19 @@ void check_cluster(const ClusterConfig& c, Reader& r) {
                        c.threads_per_rank, cores));
 }
 
+void check_trace_window(const ExperimentConfig& c, Reader& r) {
+  const std::vector<int>& epochs = c.output.trace.epochs;
+  if (epochs.size() == 2 && epochs[0] > c.train.epochs && !r.has_problem("output.trace"))
+    r.warn("output.trace.epochs",
+           fmt::format("the window starts after the last epoch (train.epochs: {}): the trace "
+                       "will hold no spans",
+                       c.train.epochs));
+}
+
 }  // namespace
 
 void check_consistency(const ExperimentConfig& config, Reader& reader) {
+  check_trace_window(config, reader);
   check_dataset(config.dataset, reader);
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);

@@ -48,8 +48,9 @@ bool launcher_output_is_terminal() {
     std::string name;
     long parent = 0;
     if (!read_process(pid, &name, &parent)) return false;
-    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "prterun" ||
-        name == "prte" || name == "srun" || name == "hydra_pmi_proxy")
+    // (MPICH's hydra_pmi_proxy is passed by: its stdout is a pipe to mpiexec, further up.)
+    if (name == "mpirun" || name == "mpiexec" || name == "mpiexec.hydra" || name == "orterun" ||
+        name == "prterun" || name == "prte")
       return stdout_is_terminal(pid);
     pid = parent;
   }
@@ -90,7 +91,7 @@ void Progress::iteration(const IterationReport& r) {
   if (mode_ == ProgressMode::none) return;
   const bool due = mode_ == ProgressMode::bar
                        ? seconds_since(last_draw_) >= 0.1 || r.iteration == iterations_per_epoch_
-                       : r.iteration % log_every_ == 0;
+                       : done_ % log_every_ == 0;
   if (!due) return;
   const double elapsed = seconds_since(start_);
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;

@@ -5,7 +5,6 @@
 #include <unistd.h>      // gethostname
 
 #include <algorithm>  // min, max
-#include <cstdio>
 #include <fstream>
 #include <limits>
 
@@ -27,9 +26,10 @@ int64_t now_ns() {
 size_t reserve_events(const TraceConfig& c, int epochs, int64_t per_epoch, int64_t max_iters) {
   int64_t iterations = epochs * per_epoch;
   if (max_iters > 0) iterations = std::min(iterations, max_iters);
-  if (c.epochs.size() == 2) iterations = (c.epochs[1] - c.epochs[0] + 1) * per_epoch;
+  if (c.epochs.size() == 2) iterations = int64_t{c.epochs[1] - c.epochs[0] + 1} * per_epoch;
   if (c.iterations.size() == 2) iterations = c.iterations[1] - c.iterations[0] + 1;
-  return static_cast<size_t>(std::clamp<int64_t>(16 * iterations + 1024, 1024, 1 << 18));
+  iterations = std::clamp<int64_t>(iterations, 0, 1 << 14);  // 16 per: 256 K spans at most
+  return static_cast<size_t>(16 * iterations + 1024);
 }
 
 std::string host_name() {
@@ -108,7 +108,8 @@ void RunTrace::reserve(int epochs, int64_t iterations_per_epoch, int64_t max_ite
   recorder_.reserve(reserve_events(config_, epochs, iterations_per_epoch, max_iterations));
 }
 
-void RunTrace::align_clocks(Comm& comm) {
+void RunTrace::align_clocks(Comm& training_comm) {
+  Comm& comm = training_comm.unpaced();
   offset_ns_ = comm.size() > 1 ? measure_clock_offset(comm, now_ns) : 0;
   std::string origin = std::to_string(now_ns());  // rank 0's is the file's time 0
   comm.broadcast(origin, 0);
@@ -133,9 +134,17 @@ void RunTrace::iteration_done() {
   if (config_.iterations.size() == 2) recorder_.set_recording(in_iteration_window(iterations_ + 1));
 }
 
-std::string trace_events_json(const trace::Recorder& recorder, int rank, const std::string& host,
-                              int64_t offset_ns, int64_t origin_ns) {
+void for_each_events_piece(const trace::Recorder& recorder, int rank, const std::string& host,
+                           int64_t offset_ns, int64_t origin_ns,
+                           const std::function<void(const std::string&)>& emit) {
+  constexpr size_t kPieceBytes = size_t{4} << 20;
   std::string out;
+  out.reserve(kPieceBytes + 4096);
+  auto flush_when_full = [&] {
+    if (out.size() < kPieceBytes) return;
+    emit(out);
+    out.clear();
+  };
   out += fmt::format(
       "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{0},\"tid\":0,"
       "\"args\":{{\"name\":{1}}}}},\n"
@@ -162,6 +171,7 @@ std::string trace_events_json(const trace::Recorder& recorder, int rank, const s
       if (e.what == trace_code(Region::epoch))
         out += fmt::format(",\"args\":{{\"epoch\":{}}}", e.arg);
       out += "},\n";
+      flush_when_full();
     }
     if (track->dropped() > 0)
       out += fmt::format(
@@ -169,27 +179,47 @@ std::string trace_events_json(const trace::Recorder& recorder, int rank, const s
           "\"ts\":0}},\n",
           track->dropped(), rank, tid);
   }
-  return out;
+  if (!out.empty()) emit(out);
 }
 
-void RunTrace::write(Comm& comm, const std::string& path) {
+std::string trace_events_json(const trace::Recorder& recorder, int rank, const std::string& host,
+                              int64_t offset_ns, int64_t origin_ns) {
+  std::string all;
+  for_each_events_piece(recorder, rank, host, offset_ns, origin_ns,
+                        [&all](const std::string& piece) { all += piece; });
+  return all;
+}
+
+void RunTrace::write(Comm& training_comm, const std::string& path) {
   recorder_.set_recording(false);
+  Comm& comm = training_comm.unpaced();  // the file's bytes are not training traffic
   const auto offsets = comm.gather({static_cast<double>(offset_ns_)}, 0);
-  std::string mine = trace_events_json(recorder_, comm.rank(), host_name(), offset_ns_, origin_ns_);
+  const std::string host = host_name();
+  // Each rank's events travel in pieces of a few MB, each after its length; length 0 ends them.
   if (comm.rank() != 0) {
-    const uint64_t bytes = mine.size();
-    comm.send(&bytes, sizeof bytes, 0, tags::kTrace);
-    comm.send(mine.data(), mine.size(), 0, tags::kTrace);
+    auto send = [&comm](const std::string& piece) {
+      const uint64_t bytes = piece.size();
+      comm.send(&bytes, sizeof bytes, 0, tags::kTrace);
+      if (bytes > 0) comm.send(piece.data(), piece.size(), 0, tags::kTrace);
+    };
+    for_each_events_piece(recorder_, comm.rank(), host, offset_ns_, origin_ns_, send);
+    send(std::string());
     return;
   }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file << "{\"traceEvents\":[\n" << mine;
+  file << "{\"traceEvents\":[\n";
+  for_each_events_piece(recorder_, 0, host, offset_ns_, origin_ns_,
+                        [&file](const std::string& piece) { file << piece; });
+  std::string piece;
   for (int peer = 1; peer < comm.size(); ++peer) {
-    uint64_t bytes = 0;
-    comm.recv(&bytes, sizeof bytes, peer, tags::kTrace);
-    std::string theirs(bytes, '\0');
-    comm.recv(theirs.data(), theirs.size(), peer, tags::kTrace);
-    file << theirs;
+    for (;;) {
+      uint64_t bytes = 0;
+      comm.recv(&bytes, sizeof bytes, peer, tags::kTrace);
+      if (bytes == 0) break;
+      piece.resize(bytes);
+      comm.recv(piece.data(), piece.size(), peer, tags::kTrace);
+      file << piece;
+    }
   }
   // The last event has no comma after it: an instant that marks the end of the trace.
   std::vector<std::string> offsets_us;

@@ -45,8 +45,14 @@ class RunTrace {
 // trip to rank 0 with the least delay (Cristian's algorithm; the error is at most half of it).
 int64_t measure_clock_offset(Comm& comm, const std::function<int64_t()>& clock);
 
-// One rank's spans as Trace Event Format objects, one per line, each followed by a comma; times
-// in microseconds since `origin_ns` after adding `offset_ns` (exposed for tests).
+// One rank's spans as Trace Event Format objects, in pieces of a few MB handed to `emit` (a long
+// run's trace never sits in memory twice).
+void for_each_events_piece(const trace::Recorder& recorder, int rank, const std::string& host,
+                           int64_t offset_ns, int64_t origin_ns,
+                           const std::function<void(const std::string&)>& emit);
+// All the pieces in one string: one rank's spans as Trace Event Format objects, one per line, each
+// followed by a comma; times in microseconds since `origin_ns` after adding `offset_ns` (exposed
+// for tests).
 std::string trace_events_json(const trace::Recorder& recorder, int rank, const std::string& host,
                               int64_t offset_ns, int64_t origin_ns);
 

@@ -2,7 +2,7 @@
 
 #include "comm/tags.h"  // tags::kPsGradient, tags::kPsWeights
 #include "core/error.h"
-#include "core/timer.h"  // ScopedTimer
+#include "core/timer.h"  // Clock, seconds_since
 
 namespace dtrain {
 

@@ -38,4 +38,10 @@ run epochs 2 --set 'output.trace={epochs: [2, 2]}'
 $CHECK "$WORK/epochs" 2 --epochs 2 2 || fail "epoch window"
 run iterations 2 --set 'output.trace={iterations: [5, 8]}'
 $CHECK "$WORK/iterations" 2 --iterations 4 || fail "iteration window"
+# 16 iterations an epoch: [14, 20] is the end of epoch 1 and the start of epoch 2.
+run across 2 --set 'output.trace={iterations: [14, 20]}'
+$CHECK "$WORK/across" 2 --iterations 7 || fail "iteration window across epochs"
+# The trace's file travels to rank 0 outside the emulated link (10 KB/s would take minutes).
+run slow 2 --set cluster.link.bandwidth=80Kbps --set train.max_iterations=2
+$CHECK "$WORK/slow" 2 || fail "trace over a slow emulated link"
 finish

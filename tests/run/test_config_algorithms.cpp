@@ -138,6 +138,10 @@ TEST_CASE("output.trace: a switch or a window of epochs or iterations") {
   c = parse_config(kValid, "exp.yaml", {"output.trace={iterations: [10, 20]}"});
   CHECK(c.output.trace.iterations == std::vector<int64_t>{10, 20});
   CHECK_FALSE(parse_config(kValid, "exp.yaml").output.trace.enabled);
+  c = parse_config(kValid, "exp.yaml", {"output.trace={epochs: [7, 8]}", "train.epochs=5"});
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].find("output.trace.epochs: the window starts after the last epoch "
+                           "(train.epochs: 5)") != std::string::npos);
 
   auto problem = [](const std::string& value) {
     try {
