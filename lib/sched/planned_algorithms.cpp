@@ -76,18 +76,6 @@ AlgorithmEntry gossip() {
           {}};
 }
 
-AlgorithmEntry d_psgd() {
-  auto keys = Schema<DPsgdOptions>("d_psgd").key("topology", &DPsgdOptions::topology,
-                                                 choice({"ring", "exponential", "complete"}),
-                                                 "the neighbours each rank averages with");
-  return {"d_psgd",
-          "D-PSGD (Lian et al., 2017): synchronous decentralized averaging with neighbours",
-          erase(std::move(keys)),
-          {},
-          "the AD-PSGD issue",
-          {}};
-}
-
 AlgorithmEntry hpsgd() {
   auto keys = Schema<HpsgdOptions>("hpsgd").key(
       "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
@@ -104,7 +92,7 @@ AlgorithmEntry hpsgd() {
 }  // namespace
 
 std::vector<AlgorithmEntry> planned_algorithms() {
-  return {sapipe(), pipedream(), gossip(), d_psgd(), hpsgd()};
+  return {sapipe(), pipedream(), gossip(), hpsgd()};
 }
 
 }  // namespace dtrain

@@ -38,16 +38,13 @@ struct PipedreamOptions {
 struct GossipOptions {
   std::string topology = "ring";  // ring | exponential
 };
-struct DPsgdOptions {
-  std::string topology = "ring";  // ring | exponential | complete
-};
 
 // HPSGD (Zhou et al.): synchronisation in parallel with local training.
 struct HpsgdOptions {
   config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
 };
 
-// sapipe, pipedream, gossip, d_psgd, hpsgd, in that order.
+// sapipe, pipedream, gossip, hpsgd, in that order.
 std::vector<AlgorithmEntry> planned_algorithms();
 
 }  // namespace dtrain

@@ -24,7 +24,7 @@ struct TraineeOptions {
   int64_t global_batch = 24;  // divisible by 1, 2, 3, 4
   int64_t train_size = 480;
   std::string device = "cpu";  // cuda: GPU local_rank (tests/sched GPU tests)
-  float momentum = kMomentum, weight_decay = kWeightDecay;
+  float momentum = kMomentum, weight_decay = kWeightDecay, lr = kLr;
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
 };
@@ -38,7 +38,7 @@ inline std::string trainee_yaml(const TraineeOptions& o) {
       "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
       "optimizer: {{lr: {}, momentum: {}, weight_decay: {}}}\n",
       o.model, o.shape, o.train_size, o.global_batch, o.device, o.algorithm,
-      o.keys.empty() ? "" : ", ", o.keys, o.compression, kLr, o.momentum, o.weight_decay);
+      o.keys.empty() ? "" : ", ", o.keys, o.compression, o.lr, o.momentum, o.weight_decay);
 }
 
 struct Trainee {

@@ -1,0 +1,61 @@
+// D-PSGD (Lian et al., NeurIPS 2017; AD-PSGD's synchronous baseline): every iteration each rank
+// sends its model to its neighbours while it computes its gradient at that model, then steps
+//   x_i ← Σ_j W_ij x_j − γ g_i(x_i),   W_ij = 1/(degree + 1) for i's neighbours and i itself
+// (topology.h). `complete` mixes with every rank: the all-reduce average. Each rank steps with
+// its own batch's mean gradient and keeps its own momentum; models differ between ranks, so
+// evaluation uses their mean and each rank continues from its own.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm_thread.h"          // CommThread: the exchange overlaps the gradient
+#include "comm/gradient_allreducer.h"  // GradientAllreducer: the complete topology
+#include "sched/algorithm.h"           // AlgorithmEntry
+#include "sched/host_mirror.h"         // HostMirror: GPU models staged through host memory
+#include "sched/model_average.h"       // ModelAverager: evaluation
+#include "sched/scheduler.h"           // Scheduler
+#include "sched/topology.h"            // Topology
+
+namespace dtrain {
+
+struct DPsgdOptions {
+  std::string topology = "ring";  // ring | exponential | complete
+};
+
+AlgorithmEntry d_psgd_algorithm();
+
+class DPsgdScheduler final : public Scheduler {
+ public:
+  DPsgdScheduler(SchedulerContext ctx, const DPsgdOptions& options);
+  ~DPsgdScheduler() override;
+  std::string name() const override { return "d_psgd"; }
+  std::string describe() const override;
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  // The mean of the ranks' models; each rank's own is restored afterwards.
+  EvalResult evaluate(Loader& test) override;
+
+ protected:
+  float gradient_scale(int64_t rows) const override { return 1.0f / static_cast<float>(rows); }
+
+ private:
+  // On the comm thread: the neighbours' models into inbox_, this rank's to each of them.
+  void exchange();
+  // Starts this iteration's communication of the model (nothing with one rank).
+  void start_mixing();
+  // Waits for it and replaces the model by the weighted mean (timed as wait and update).
+  void finish_mixing(EpochStats& stats);
+
+  Topology topology_;
+  std::vector<int> neighbours_;
+  Tensor weights_;                         // the trainable range of the parameters
+  std::unique_ptr<HostMirror> host_;       // ring, exponential: weights_ as the exchange sees it
+  std::vector<std::vector<float>> inbox_;  // one model per neighbour
+  Tensor mixed_;                           // complete: the snapshot being summed
+  std::unique_ptr<GradientAllreducer> mixer_;  // complete
+  std::unique_ptr<ModelAverager> averager_;    // evaluation (more than one rank)
+  std::future<void> pending_;
+  CommThread thread_;  // last: joined first, while what its requests use still exists
+};
+
+}  // namespace dtrain
