@@ -6,6 +6,7 @@
 #include <cstddef>  // size_t
 #include <cstdint>
 #include <memory>
+#include <optional>  // probe_any: a message may or may not be there
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class Comm {
   virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
   virtual std::unique_ptr<CommRequest> isend(const void* data, size_t bytes, int peer, int tag) = 0;
   virtual std::unique_ptr<CommRequest> irecv(void* data, size_t bytes, int peer, int tag) = 0;
+  // The rank that sent a message with `tag` which has arrived and is not received yet, if any;
+  // never blocks (receive the message with recv). A server answering whoever asks polls this
+  // with a sleep in between instead of spinning inside a blocking MPI_Recv.
+  virtual std::optional<int> probe_any(int tag);
   // Send to `dst` and receive from `src` at once (deadlock-free ring steps).
   virtual void sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,
                         size_t recv_bytes, int src, int tag) = 0;

@@ -35,6 +35,12 @@ class LocalComm final : public Comm {
 
 }  // namespace
 
+// Comms without a server role (one process, NCCL) have nothing to probe for.
+std::optional<int> Comm::probe_any(int tag) {
+  throw Error("probe for messages with tag " + std::to_string(tag) + " on " + name() +
+              ": not supported");
+}
+
 std::unique_ptr<Comm> make_local_comm() {
   return std::make_unique<LocalComm>();
 }

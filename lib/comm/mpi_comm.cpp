@@ -88,6 +88,13 @@ class MpiComm final : public Comm {
                           MPI_STATUS_IGNORE));
     });
   }
+  std::optional<int> probe_any(int tag) override {
+    int arrived = 0;
+    MPI_Status status;
+    DTRAIN_MPI(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &arrived, &status));
+    if (!arrived) return std::nullopt;
+    return status.MPI_SOURCE;
+  }
   std::unique_ptr<CommRequest> isend(const void* data, size_t bytes, int peer, int tag) override {
     std::vector<MPI_Request> reqs;
     for_pieces(bytes, [&](size_t off, int n) {

@@ -29,6 +29,7 @@ class PacedComm final : public Comm {
   int local_rank() const override { return inner_->local_rank(); }
   int local_size() const override { return inner_->local_size(); }
   Comm& unpaced() override { return inner_->unpaced(); }
+  std::optional<int> probe_any(int tag) override { return inner_->probe_any(tag); }
   bool emulates_link() const override { return true; }
   std::string name() const override {
     char text[96];

@@ -61,6 +61,14 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
     o->allocator = &run->backend->host_allocator();
     o->device = run->backend.get();
   }
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  if (algorithm && algorithm->own_data_stream) {
+    // The local batch from the whole set, in an order of this rank's own.
+    LoaderOptions& o = run->train_loading;
+    o.global_batch /= place.world;
+    o.seed += 7919 * static_cast<uint64_t>(place.rank);
+    o.rank = 0, o.world = 1;
+  }
   run->train_loader = std::make_unique<Loader>(*run->train_set, run->train_loading);
   run->test_loader = std::make_unique<Loader>(*run->test_set, run->test_loading);
 

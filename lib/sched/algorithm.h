@@ -52,6 +52,9 @@ struct AlgorithmEntry {
   std::string coming;  // when not built: where it arrives ("the AD-PSGD issue")
   // The Pipe-SGD timing model's row for this algorithm (null: `dtrain plan` has none).
   std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)> predict;
+  // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
+  // instead of its shard of the global batch: a faster rank may take more batches.
+  bool own_data_stream = false;
 
   bool built() const { return static_cast<bool>(make); }
 };

@@ -63,19 +63,6 @@ AlgorithmEntry pipedream() {
           {}};
 }
 
-AlgorithmEntry gossip() {
-  auto keys = Schema<GossipOptions>("gossip").key("topology", &GossipOptions::topology,
-                                                  choice({"ring", "exponential"}),
-                                                  "neighbours: i ± 1, or hops {1} ∪ {2^k + 1}");
-  return {"gossip",
-          "AD-PSGD (Lian et al., ICML 2018): asynchronous pairwise model averaging, no global "
-          "barrier",
-          erase(std::move(keys)),
-          {},
-          "the AD-PSGD issue",
-          {}};
-}
-
 AlgorithmEntry hpsgd() {
   auto keys = Schema<HpsgdOptions>("hpsgd").key(
       "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
@@ -92,7 +79,7 @@ AlgorithmEntry hpsgd() {
 }  // namespace
 
 std::vector<AlgorithmEntry> planned_algorithms() {
-  return {sapipe(), pipedream(), gossip(), hpsgd()};
+  return {sapipe(), pipedream(), hpsgd()};
 }
 
 }  // namespace dtrain

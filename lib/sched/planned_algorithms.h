@@ -35,16 +35,13 @@ struct PipedreamOptions {
 };
 
 // AD-PSGD (Lian et al., ICML 2018) and its synchronous baseline D-PSGD.
-struct GossipOptions {
-  std::string topology = "ring";  // ring | exponential
-};
 
 // HPSGD (Zhou et al.): synchronisation in parallel with local training.
 struct HpsgdOptions {
   config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
 };
 
-// sapipe, pipedream, gossip, hpsgd, in that order.
+// sapipe, pipedream, hpsgd, in that order.
 std::vector<AlgorithmEntry> planned_algorithms();
 
 }  // namespace dtrain

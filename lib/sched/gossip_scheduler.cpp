@@ -1,0 +1,267 @@
+#include "sched/gossip_scheduler.h"
+
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "comm/tags.h"  // kGossipHeader, kGossipModel, kGossipCount, kGossipStop
+#include "core/error.h"
+
+namespace dtrain {
+
+namespace {
+
+enum class Request : int32_t { exchange = 1, done = 2 };
+struct Header {
+  Request kind = Request::exchange;
+  int32_t epoch = 0;
+};
+struct Count {
+  int64_t epoch = 0, updates = 0, final = 0;
+};
+
+}  // namespace
+
+AlgorithmEntry gossip_algorithm() {
+  using namespace config;
+  auto keys = Schema<GossipOptions>("gossip").key("topology", &GossipOptions::topology,
+                                                  choice({"ring", "exponential"}),
+                                                  "neighbours: i ± 1, or hops {1} ∪ {2^k + 1}");
+  AlgorithmEntry entry{
+      "gossip",
+      "AD-PSGD (Lian et al., ICML 2018): each rank averages its model with one random neighbour "
+      "per update, asynchronously, no global barrier",
+      erase(std::move(keys)),
+      [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+        return std::make_unique<GossipScheduler>(std::move(ctx), a.get<GossipOptions>());
+      },
+      "",
+      {}};
+  entry.own_data_stream = true;
+  return entry;
+}
+
+GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& options)
+    : Scheduler(std::move(ctx)), topology_(topology_named(options.topology)) {
+  Comm& comm = ctx_.comm;
+  const int p = comm.size();
+  DTRAIN_INPUT_CHECK(p == 1 || p % 2 == 0)
+      << "algorithm.name: gossip needs an even number of ranks (or 1): its graph is bipartite, "
+         "odd ranks active and even ones passive; got "
+      << p << " ranks";
+  DTRAIN_INPUT_CHECK(ctx_.compression == "none")
+      << "compression.name: gossip exchanges whole models, uncompressed; got '" << ctx_.compression
+      << "' (use none)";
+  DTRAIN_INPUT_CHECK(ctx_.model.backend().device() == Device::cpu)
+      << "cluster.device: gossip runs on the CPU for now (its exchanges read the model from "
+         "another thread); use cluster.device: cpu";
+  weights_ = trainable_part(ctx_.model.parameters());
+  // N/M updates an epoch: the loader takes the local batch from the whole set.
+  target_ = ctx_.iterations_per_epoch;
+  rng_.seed(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(comm.rank()));
+  if (p == 1) return;
+  models_ = comm.split(0, comm.rank());
+  control_ = comm.unpaced().split(0, comm.rank());
+  neighbours_ = topology_neighbours(topology_, comm.rank(), p);
+  for (int j : neighbours_) active_neighbours_ += j % 2 == 1 ? 1 : 0;
+  const size_t n = static_cast<size_t>(weights_.numel());
+  mirror_.assign(n, 0.0f);
+  theirs_.assign(n, 0.0f);
+  pending_.assign(n, 0.0f);
+  averager_ = std::make_unique<ModelAverager>(ctx_.model, comm, gradient_placement());
+}
+
+GossipScheduler::~GossipScheduler() = default;  // the threads finish what is queued first
+
+std::string GossipScheduler::describe() const {
+  const int p = ctx_.comm.size();
+  if (p == 1) return "gossip (one rank: plain SGD)";
+  std::string ns;
+  for (int j : neighbours_) ns += (ns.empty() ? "" : ", ") + std::to_string(j);
+  return "gossip (AD-PSGD) over " + std::to_string(p) + " ranks, " +
+         (topology_ == Topology::ring ? "ring" : "exponential") + " topology: rank " +
+         std::to_string(ctx_.comm.rank()) +
+         (active() ? " (active) averages with one of " : " (passive) answers ") + ns;
+}
+
+void GossipScheduler::snapshot() {
+  std::lock_guard lock(model_mutex_);
+  const float* x = weights_.data<float>();
+  for (size_t e = 0; e < mirror_.size(); ++e) mirror_[e] = x[e] + pending_[e];
+}
+
+void GossipScheduler::add_difference() {
+  std::lock_guard lock(model_mutex_);
+  for (size_t e = 0; e < pending_.size(); ++e) pending_[e] += 0.5f * (theirs_[e] - mirror_[e]);
+}
+
+void GossipScheduler::exchange() {
+  std::uniform_int_distribution<size_t> pick(0, neighbours_.size() - 1);
+  const int peer = neighbours_[pick(rng_)];
+  const size_t bytes = mirror_.size() * sizeof(float);
+  snapshot();
+  const Header header{Request::exchange, 0};
+  control_->send(&header, sizeof header, peer, tags::kGossipHeader);
+  models_->send(mirror_.data(), bytes, peer, tags::kGossipModel);
+  models_->recv(theirs_.data(), bytes, peer, tags::kGossipModel);
+  add_difference();
+  ++started_;
+}
+
+void GossipScheduler::answer(int peer) {
+  PhaseTimer t(answer_s_, Phase::comm);
+  const size_t bytes = mirror_.size() * sizeof(float);
+  models_->recv(theirs_.data(), bytes, peer, tags::kGossipModel);
+  snapshot();
+  models_->send(mirror_.data(), bytes, peer, tags::kGossipModel);
+  add_difference();
+  ++served_;
+}
+
+void GossipScheduler::tally(int peer, int epoch) {
+  Count c;
+  control_->recv(&c, sizeof c, peer, tags::kGossipCount);
+  if (c.epoch != epoch) return;  // cannot happen: every epoch's counts are drained before it ends
+  counts_[static_cast<size_t>(peer)] = c.updates;
+  if (c.final) ++finals_;
+  int64_t total = 0;
+  for (int64_t u : counts_) total += u;
+  if (!announced_ && total >= target_) {
+    announced_ = true;
+    stop_ = true;
+    const int64_t e = epoch;
+    for (int r = 1; r < control_->size(); ++r) control_->send(&e, sizeof e, r, tags::kGossipStop);
+  }
+}
+
+void GossipScheduler::serve(int epoch) {
+  const bool tallies = ctx_.comm.rank() == 0;
+  const int p = ctx_.comm.size();
+  int done = 0;
+  // Polls with a growing sleep: the ranks share cores, and a blocking MPI receive would spin.
+  auto idle = std::chrono::microseconds(20);
+  while (done < active_neighbours_ || (tallies && finals_ < p)) {
+    bool busy = false;
+    if (std::optional<int> peer = control_->probe_any(tags::kGossipHeader)) {
+      Header h;
+      control_->recv(&h, sizeof h, *peer, tags::kGossipHeader);
+      if (h.kind == Request::done)
+        ++done;
+      else
+        answer(*peer);
+      busy = true;
+    }
+    if (tallies)  // all the counts that arrived: the end of the epoch is seen promptly
+      while (std::optional<int> peer = control_->probe_any(tags::kGossipCount)) {
+        tally(*peer, epoch);
+        busy = true;
+      }
+    if (busy) {
+      idle = std::chrono::microseconds(20);
+    } else {
+      std::this_thread::sleep_for(idle);
+      idle = std::min(idle * 2, std::chrono::microseconds(200));
+    }
+  }
+  if (tallies && !announced_) {  // every rank ran out of iterations first (max_iterations)
+    announced_ = true;
+    const int64_t e = epoch;
+    for (int r = 1; r < p; ++r) control_->send(&e, sizeof e, r, tags::kGossipStop);
+  }
+}
+
+void GossipScheduler::update(float lr, EpochStats& stats) {
+  PhaseTimer t(stats.phases, Phase::update);
+  std::lock_guard lock(model_mutex_);
+  if (!pending_.empty()) {
+    float* x = weights_.data<float>();
+    for (size_t e = 0; e < pending_.size(); ++e) x[e] += pending_[e], pending_[e] = 0.0f;
+  }
+  ctx_.optimizer.step(lr);
+}
+
+EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+  EpochStats stats;
+  const auto epoch_start = Clock::now();
+  const int p = ctx_.comm.size();
+  const int rank = ctx_.comm.rank();
+  stop_ = false;
+  std::future<void> serving;
+  std::unique_ptr<CommRequest> stop_message;
+  int64_t stop_epoch = -1;
+  std::deque<std::pair<std::unique_ptr<Count>, std::unique_ptr<CommRequest>>> counts;
+  if (p > 1) {
+    if (rank == 0) counts_.assign(static_cast<size_t>(p), 0), finals_ = 0, announced_ = false;
+    if (!active()) serving = server_.submit([this, epoch] { serve(epoch); }, Phase::wait);
+    if (rank != 0)
+      stop_message = control_->irecv(&stop_epoch, sizeof stop_epoch, 0, tags::kGossipStop);
+  }
+  auto stopped = [&] {
+    if (p == 1) return false;
+    return rank == 0 ? stop_.load() : stop_message->test();
+  };
+  int64_t updates = 0;
+  int passes = 0;
+  Batch batch;
+  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+    if (stopped()) break;
+    {
+      PhaseTimer t(stats.phases, Phase::data);
+      if (!loader.next(batch)) {
+        if (p == 1) break;  // one rank: an epoch is one pass
+        // A fast rank samples on: another pass over the whole set, in another order.
+        loader.start_epoch(epoch + 1000 * ++passes);
+        if (!loader.next(batch)) break;
+      }
+    }
+    std::future<void> averaging;
+    if (p > 1 && active()) averaging = exchanges_.submit([this] { exchange(); });
+    compute_gradients(batch, stats);  // at the model as read: the exchange may change it meanwhile
+    if (averaging.valid()) {
+      PhaseTimer t(stats.phases, Phase::wait);
+      averaging.get();
+    }
+    update(lr_at(epoch, updates * p), stats);
+    ++updates;
+    if (p > 1) {
+      while (!counts.empty() && counts.front().second->test()) counts.pop_front();
+      auto c = std::make_unique<Count>(Count{epoch, updates, 0});
+      auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
+      counts.emplace_back(std::move(c), std::move(request));
+    }
+    finish_iteration(epoch, i, batch.labels.numel(), stats);
+  }
+  if (p > 1) {
+    // The end of the epoch: the neighbours and rank 0 hear it, the servers drain.
+    PhaseTimer t(stats.phases, Phase::wait);
+    if (active())
+      for (int j : neighbours_) {
+        const Header done{Request::done, epoch};
+        control_->send(&done, sizeof done, j, tags::kGossipHeader);
+      }
+    Count final{epoch, updates, 1};
+    control_->send(&final, sizeof final, 0, tags::kGossipCount);
+    for (auto& [c, request] : counts) request->wait();
+    if (serving.valid()) serving.get();
+    if (stop_message) stop_message->wait();
+    std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
+    float* x = weights_.data<float>();
+    for (size_t e = 0; e < pending_.size(); ++e) x[e] += pending_[e], pending_[e] = 0.0f;
+  }
+  stats.wall_s = seconds_since(epoch_start);
+  // Active: its exchanges; passive: the answers (not the server's epoch-long wait for requests).
+  stats.phases[Phase::comm] = exchanges_.take_busy_seconds() + answer_s_;
+  answer_s_ = 0;
+  server_.take_busy_seconds();
+  return stats;
+}
+
+EvalResult GossipScheduler::evaluate(Loader& test) {
+  if (!averager_) return evaluate_model(test);
+  EvalResult result;
+  averager_->with_average([&] { result = evaluate_model(test); });
+  averager_->take_seconds();  // outside the epochs: not in timing.csv
+  return result;
+}
+
+}  // namespace dtrain
