@@ -27,6 +27,7 @@ struct TraineeOptions {
   float momentum = kMomentum, weight_decay = kWeightDecay, lr = kLr;
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
+  std::string stragglers = "[]";    // cluster.stragglers
 };
 
 // The experiment a Trainee runs, as a user would write it.
@@ -34,10 +35,10 @@ inline std::string trainee_yaml(const TraineeOptions& o) {
   return fmt::format(
       "name: trainee\nseed: 5\nmodel: {}\n"
       "dataset: {{name: synthetic, shape: {}, classes: 3, train_size: {}, batch_size: {}}}\n"
-      "cluster: {{device: {}}}\n"
+      "cluster: {{device: {}, stragglers: {}}}\n"
       "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
       "optimizer: {{lr: {}, momentum: {}, weight_decay: {}}}\n",
-      o.model, o.shape, o.train_size, o.global_batch, o.device, o.algorithm,
+      o.model, o.shape, o.train_size, o.global_batch, o.device, o.stragglers, o.algorithm,
       o.keys.empty() ? "" : ", ", o.keys, o.compression, o.lr, o.momentum, o.weight_decay);
 }
 
