@@ -57,6 +57,33 @@ Across across(Comm& comm, const Trainee& t) {
 
 }  // namespace
 
+TEST_CASE("gossip with lr > 0: the models' sum is the initial sum minus every applied step") {
+  auto comm = make_mpi_comm();
+  if (comm->size() % 2 != 0) return;
+  const float lr = 0.05f;
+  std::vector<double> applied;  // Σ over this rank's updates of lr · g
+  Trainee* trainee = nullptr;
+  Trainee t(*comm, gossip(lr), [&](const IterationReport&) {
+    const float* g = trainee->model->gradients().data<float>();
+    for (size_t e = 0; e < applied.size(); ++e) applied[e] += lr * g[e];
+  });
+  trainee = &t;
+  applied.assign(static_cast<size_t>(t.size()), 0.0);
+  make_distinct(t, comm->rank());
+  const Across before = across(*comm, t);
+  t.start_epoch(0);
+  t.train(0, 0);
+  const Across after = across(*comm, t);
+  comm->allreduce_sum(applied);
+  double worst = 0, scale = 0;
+  for (size_t e = 0; e < applied.size(); ++e) {
+    worst = std::max(worst, std::abs(after.sum[e] - (before.sum[e] - applied[e])));
+    scale = std::max(scale, std::abs(applied[e]));
+  }
+  CHECK(scale > 1e-2);  // the steps moved the models
+  CHECK(worst < 1e-4 * comm->size() + 1e-5 * scale);
+}
+
 TEST_CASE("gossip: an odd number of ranks is refused naming algorithm.name") {
   auto comm = make_mpi_comm();
   if (comm->size() % 2 == 0) return;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>  // the per-iteration callback
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,10 +50,12 @@ struct Trainee {
   Loader* loader;
   Model* model;
 
-  Trainee(Comm& comm, const TraineeOptions& o)
+  // `on_iteration`: called after each update (the step's gradient is still in the model).
+  Trainee(Comm& comm, const TraineeOptions& o,
+          std::function<void(const IterationReport&)> on_iteration = {})
       : run(build_run(parse_config(trainee_yaml(o), "trainee.yaml"),
                       {comm.rank(), comm.size(), comm.local_rank(), false})),
-        sched(build_scheduler(*run, comm, {})),
+        sched(build_scheduler(*run, comm, std::move(on_iteration))),
         backend(run->backend.get()),
         loader(run->train_loader.get()),
         model(run->model.get()) {}
