@@ -113,7 +113,8 @@ TEST_CASE("out-of-range values, bad enum values and wrong types name key, line a
   lines = problems_of(error_of(std::string(kValid) + "algorithm: {name: nonsense}\n"));
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] ==
-        "bad.yaml:3: algorithm.name: expected one of sync, ps_sync, pipe_sgd, local_sgd, got "
+        "bad.yaml:3: algorithm.name: expected one of sync, ps_sync, pipe_sgd, local_sgd, gossip, "
+        "d_psgd, got "
         "'nonsense'");
   lines = problems_of(error_of(std::string(kValid) + "algorithm: {name: pipe_sdg}\n"));
   CHECK(lines.at(0).ends_with("got 'pipe_sdg'; did you mean 'pipe_sgd'?"));
