@@ -18,7 +18,7 @@ ROOT = CONFIGS_DIR.parent
 DTRAIN = "build/apps/dtrain/dtrain"
 ROOT_ENV = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 # Folders of configs/paper/ that reproduce the other papers, not written by this script.
-OTHER_PAPERS = {"local_sgd", "sapipe", "pipedream", "gossip", "d_psgd", "hpsgd"}
+OTHER_PAPERS = {"local_sgd", "sapipe", "pipedream", "adpsgd", "hpsgd"}
 
 # variant → (label in the paper, algorithm family, compression)
 VARIANTS = {
