@@ -52,9 +52,6 @@ GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& opti
   DTRAIN_INPUT_CHECK(ctx_.compression == "none")
       << "compression.name: gossip exchanges whole models, uncompressed; got '" << ctx_.compression
       << "' (use none)";
-  DTRAIN_INPUT_CHECK(ctx_.model.backend().device() == Device::cpu)
-      << "cluster.device: gossip runs on the CPU for now (its exchanges read the model from "
-         "another thread); use cluster.device: cpu";
   weights_ = trainable_part(ctx_.model.parameters());
   // N/M updates an epoch: the loader takes the local batch from the whole set.
   target_ = ctx_.iterations_per_epoch;
@@ -67,7 +64,12 @@ GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& opti
   const size_t n = static_cast<size_t>(weights_.numel());
   mirror_.assign(n, 0.0f);
   theirs_.assign(n, 0.0f);
-  pending_.assign(n, 0.0f);
+  Backend& backend = ctx_.model.backend();
+  host_ = std::make_unique<HostMirror>(backend, weights_);
+  host_->download();
+  pending_ = Tensor::empty(weights_.shape(), DType::f32, backend.host_allocator());
+  std::fill_n(pending_.data<float>(), n, 0.0f);
+  if (backend.device() != Device::cpu) pending_on_device_ = backend.empty(weights_.shape());
   averager_ = std::make_unique<ModelAverager>(ctx_.model, comm, gradient_placement());
 }
 
@@ -86,13 +88,15 @@ std::string GossipScheduler::describe() const {
 
 void GossipScheduler::snapshot() {
   std::lock_guard lock(model_mutex_);
-  const float* x = weights_.data<float>();
-  for (size_t e = 0; e < mirror_.size(); ++e) mirror_[e] = x[e] + pending_[e];
+  const float* x = host_->host().data<float>();
+  const float* pending = pending_.data<float>();
+  for (size_t e = 0; e < mirror_.size(); ++e) mirror_[e] = x[e] + pending[e];
 }
 
 void GossipScheduler::add_difference() {
   std::lock_guard lock(model_mutex_);
-  for (size_t e = 0; e < pending_.size(); ++e) pending_[e] += 0.5f * (theirs_[e] - mirror_[e]);
+  float* pending = pending_.data<float>();
+  for (size_t e = 0; e < mirror_.size(); ++e) pending[e] += 0.5f * (theirs_[e] - mirror_[e]);
 }
 
 void GossipScheduler::exchange() {
@@ -170,14 +174,25 @@ void GossipScheduler::serve(int epoch) {
   }
 }
 
+void GossipScheduler::apply_pending() {
+  if (!pending_.defined()) return;
+  Backend& backend = ctx_.model.backend();
+  if (pending_on_device_.defined()) {
+    backend.copy(pending_on_device_, pending_);
+    backend.axpy(1.0f, pending_on_device_, weights_);
+    backend.synchronize();  // pending_ is zeroed next
+  } else {
+    backend.axpy(1.0f, pending_, weights_);
+  }
+  std::fill_n(pending_.data<float>(), pending_.numel(), 0.0f);
+}
+
 void GossipScheduler::update(float lr, EpochStats& stats) {
   PhaseTimer t(stats.phases, Phase::update);
   std::lock_guard lock(model_mutex_);
-  if (!pending_.empty()) {
-    float* x = weights_.data<float>();
-    for (size_t e = 0; e < pending_.size(); ++e) x[e] += pending_[e], pending_[e] = 0.0f;
-  }
+  apply_pending();
   ctx_.optimizer.step(lr);
+  if (host_) host_->download();  // a GPU model's host copy, for the exchanges (CPU: itself)
 }
 
 EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
@@ -245,8 +260,8 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
     if (serving.valid()) serving.get();
     if (stop_message) stop_message->wait();
     std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
-    float* x = weights_.data<float>();
-    for (size_t e = 0; e < pending_.size(); ++e) x[e] += pending_[e], pending_[e] = 0.0f;
+    apply_pending();
+    host_->download();
   }
   stats.wall_s = seconds_since(epoch_start);
   // Active: its exchanges; passive: the answers (not the server's epoch-long wait for requests).

@@ -8,8 +8,10 @@
 // request at a time, first come first served. The compute thread is the only writer of its
 // parameters: an exchange works on a copy of the model (the model plus the differences not yet
 // applied) and hands back the difference (theirs − mine)/2, which the compute thread adds at
-// its next update. The pair's two differences cancel, so the sum of the models is exact
-// whatever the local steps do meanwhile.
+// its next update. A GPU model is read through a host copy the compute thread refreshes at
+// each update; a CPU model is read in place (both under one lock with the model's writes). The
+// pair's two differences cancel, so the sum of the models is exact whatever the local steps do
+// meanwhile.
 //
 // An epoch is N/M updates counted over all ranks together (a faster rank does more): every rank
 // tells rank 0 its count after each update (small control messages, outside any emulated link),
@@ -26,6 +28,7 @@
 
 #include "comm/comm_thread.h"     // CommThread: the exchanges and the server
 #include "sched/algorithm.h"      // AlgorithmEntry
+#include "sched/host_mirror.h"    // HostMirror: a GPU model's host copy
 #include "sched/model_average.h"  // ModelAverager: evaluation
 #include "sched/scheduler.h"      // Scheduler
 #include "sched/topology.h"       // Topology
@@ -70,15 +73,20 @@ class GossipScheduler final : public Scheduler {
   void add_difference();
   // Compute thread, under the lock: the model += pending_, then one optimizer step.
   void update(float lr, EpochStats& stats);
+  // Under the lock: the model += pending_; pending_ ← 0.
+  void apply_pending();
 
   Topology topology_;
   std::vector<int> neighbours_;
   int active_neighbours_ = 0;
-  std::unique_ptr<Comm> models_;   // the exchanges' own communicator (the link is emulated)
-  std::unique_ptr<Comm> control_;  // headers, counts, the end of an epoch (not paced)
-  Tensor weights_;                 // the trainable parameters (host memory)
-  std::vector<float> mirror_, theirs_, pending_;
-  std::mutex model_mutex_;  // the model's writes (compute) against its copies (exchanges)
+  std::unique_ptr<Comm> models_;      // the exchanges' own communicator (the link is emulated)
+  std::unique_ptr<Comm> control_;     // headers, counts, the end of an epoch (not paced)
+  Tensor weights_;                    // the trainable parameters
+  std::unique_ptr<HostMirror> host_;  // weights_ as the exchanges read them
+  std::vector<float> mirror_, theirs_;
+  Tensor pending_;            // host: differences not yet added to the model
+  Tensor pending_on_device_;  // GPU: pending_ uploaded
+  std::mutex model_mutex_;    // the model's writes (compute) against its copies (exchanges)
   std::mt19937_64 rng_;
   int64_t target_ = 0;  // updates of an epoch, over all ranks
   std::atomic<bool> stop_{false};

@@ -7,6 +7,7 @@
 #include <cstring>  // memcmp
 
 #include "comm/mpi_comm.h"
+#include "sched/gossip_scheduler.h"  // GossipScheduler: exchange counters
 #include "trainee.h"
 
 using namespace dtrain;
@@ -49,4 +50,32 @@ TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ra
       CHECK(std::memcmp(root.data(), gpu.data(), n * sizeof(float)) == 0);
     }
   }
+}
+
+TEST_CASE(
+    "the decentralized schedulers on the GPU: d_psgd follows the CPU, gossip ends its "
+    "epochs and serves every exchange") {
+  auto comm = make_mpi_comm();
+  TraineeOptions o;
+  o.algorithm = "d_psgd";
+  o.keys = "topology: ring";
+  const std::vector<float> cpu = train_12(*comm, o);
+  o.device = "cuda";
+  const std::vector<float> gpu = train_12(*comm, o);
+  REQUIRE(cpu.size() == gpu.size());
+  CHECK(max_difference(cpu.data(), gpu.data(), static_cast<int64_t>(gpu.size())) < 1e-4);
+
+  if (comm->size() % 2 != 0) return;
+  o.algorithm = "gossip";
+  Trainee t(*comm, o);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    t.start_epoch(epoch);
+    t.train(epoch, 0);
+  }
+  auto& g = dynamic_cast<GossipScheduler&>(*t.sched);
+  std::vector<double> counts{static_cast<double>(g.exchanges_started()),
+                             static_cast<double>(g.exchanges_served())};
+  comm->allreduce_sum(counts);
+  CHECK(counts[0] == counts[1]);
+  CHECK(counts[0] > 0);
 }

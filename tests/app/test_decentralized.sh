@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# gossip (AD-PSGD) and d_psgd end to end on 4 ranks: one epoch of the Fashion-MNIST MLP of
+# configs/paper/adpsgd/small/ trains above 80 % test accuracy; d_psgd's ranks each do an epoch of
+# their shard, gossip's ranks together do N/M updates (a faster rank more); gossip's trace shows
+# its exchange and server threads, nested spans that add up to timing.csv.
+source "$(dirname "$0")/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+SMALL="$ROOT/configs/paper/adpsgd/small"
+
+for a in gossip d_psgd; do
+  extra=()
+  [ "$a" = gossip ] && extra=(--set output.trace=true)
+  mpirun -np 4 --oversubscribe "$DTRAIN" --config "$SMALL/fashion_mlp_$a.yaml" --out "$WORK/$a" \
+    --set train.epochs=1 "${extra[@]}" > "$WORK/$a.log" 2>&1 || fail "$a: exit $? ($(tail -3 "$WORK/$a.log"))"
+  acc=$(tail -1 "$WORK/$a/accuracy.csv" | cut -d, -f7)
+  awk -v a="$acc" 'BEGIN { exit !(a > 0.80) }' || fail "$a: test accuracy $acc after one epoch"
+done
+# 60000 samples, 25 a rank's batch: 600 iterations per rank (d_psgd), 2400 updates in all (gossip).
+awk -F, 'NR > 1 && $3 != 600 { bad = 1 } END { exit bad }' "$WORK/d_psgd/timing.csv" ||
+  fail "d_psgd iterations: $(cut -d, -f1,3 "$WORK/d_psgd/timing.csv" | tr '\n' ' ')"
+total=$(awk -F, 'NR > 1 { s += $3 } END { print s }' "$WORK/gossip/timing.csv")
+[ "$total" -ge 2400 ] && [ "$total" -le 2464 ] || fail "gossip updates over all ranks: $total, expected 2400 (+ a few)"
+/usr/bin/python3 "$ROOT/tests/app/check_trace.py" "$WORK/gossip" 4 || fail "gossip trace"
+for thread in gossip "gossip server"; do
+  grep -q "\"args\":{\"name\":\"$thread\"}" "$WORK/gossip/trace.json" || fail "no '$thread' thread in the trace"
+done
+finish
