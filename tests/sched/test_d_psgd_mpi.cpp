@@ -154,3 +154,25 @@ TEST_CASE("d_psgd evaluates the mean model and trains on from its own") {
   CHECK(e.loss == doctest::Approx(reference.loss).epsilon(1e-4));
   CHECK(e.acc == doctest::Approx(reference.acc));
 }
+
+TEST_CASE("d_psgd with the same batches on every rank is single-rank SGD") {
+  auto comm = make_mpi_comm();
+  auto alone = make_local_comm();
+  TraineeOptions o = d_psgd("ring", 0.05f);
+  o.momentum = 0.9f;  // momentum stays local: identical on identical ranks
+  Trainee many(*comm, o), one(*alone, o);
+  // Every rank loads the whole local batch from the whole set in the same order.
+  LoaderOptions same = many.run->train_loading;
+  same.global_batch /= comm->size();  // the local batch
+  same.rank = 0, same.world = 1;
+  Loader loader_many(*many.run->train_set, same), loader_one(*one.run->train_set, same);
+  loader_many.start_epoch(0);
+  loader_one.start_epoch(0);
+  many.sched->run_epoch(loader_many, 0, 6);
+  one.sched->run_epoch(loader_one, 0, 6);
+  const std::vector<float> a = own(many), b = own(one);
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t e = 0; e < a.size(); ++e) worst = std::max(worst, double(std::abs(a[e] - b[e])));
+  CHECK(worst < 1e-5);  // (x + x + x) / 3 rounds, nothing else differs
+}
