@@ -76,7 +76,11 @@ RunResult Trainer::run() {
     result.iterations += mine.iterations;
     result.train_wall_s += mine.wall_s;
 
-    std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples)};
+    // The budget is decided together: ranks of an asynchronous algorithm (gossip) do different
+    // numbers of iterations, and one rank stopping alone would leave the others waiting for it.
+    const bool my_budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+    std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples),
+                                   my_budget_done ? 1.0 : 0.0};
     comm_.allreduce_sum(train_sums);
     const auto rows = comm_.gather(to_row(mine), 0);
     if (root) {
@@ -88,7 +92,7 @@ RunResult Trainer::run() {
       result.train_loss = train_sums[0] / train_sums[2];
       result.train_acc = train_sums[1] / train_sums[2];
     }
-    const bool budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+    const bool budget_done = train_sums[3] > 0;
     const bool last = epoch + 1 == tc.epochs || budget_done;
     if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
       EvalResult e;

@@ -73,7 +73,11 @@ GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& opti
   averager_ = std::make_unique<ModelAverager>(ctx_.model, comm, gradient_placement());
 }
 
-GossipScheduler::~GossipScheduler() = default;  // the threads finish what is queued first
+// A server still waiting for its epoch's requests (an exception left run_epoch) gives up, so that
+// its thread can be joined and the error reach main (which ends every rank).
+GossipScheduler::~GossipScheduler() {
+  abandon_ = true;
+}
 
 std::string GossipScheduler::describe() const {
   const int p = ctx_.comm.size();
@@ -125,7 +129,7 @@ void GossipScheduler::answer(int peer) {
 void GossipScheduler::tally(int peer, int epoch) {
   Count c;
   control_->recv(&c, sizeof c, peer, tags::kGossipCount);
-  if (c.epoch != epoch) return;  // cannot happen: every epoch's counts are drained before it ends
+  if (c.epoch != epoch) return;  // cannot happen: a barrier separates the epochs
   counts_[static_cast<size_t>(peer)] = c.updates;
   if (c.final) ++finals_;
   int64_t total = 0;
@@ -144,7 +148,7 @@ void GossipScheduler::serve(int epoch) {
   int done = 0;
   // Polls with a growing sleep: the ranks share cores, and a blocking MPI receive would spin.
   auto idle = std::chrono::microseconds(20);
-  while (done < active_neighbours_ || (tallies && finals_ < p)) {
+  while ((done < active_neighbours_ || (tallies && finals_ < p)) && !abandon_) {
     bool busy = false;
     if (std::optional<int> peer = control_->probe_any(tags::kGossipHeader)) {
       Header h;
@@ -167,7 +171,7 @@ void GossipScheduler::serve(int epoch) {
       idle = std::min(idle * 2, std::chrono::microseconds(200));
     }
   }
-  if (tallies && !announced_) {  // every rank ran out of iterations first (max_iterations)
+  if (tallies && !announced_ && !abandon_) {  // every rank ran out of iterations first
     announced_ = true;
     const int64_t e = epoch;
     for (int r = 1; r < p; ++r) control_->send(&e, sizeof e, r, tags::kGossipStop);
@@ -206,6 +210,10 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
   int64_t stop_epoch = -1;
   std::deque<std::pair<std::unique_ptr<Count>, std::unique_ptr<CommRequest>>> counts;
   if (p > 1) {
+    {
+      std::lock_guard lock(model_mutex_);
+      host_->download();  // the model may have been set since the last update (a restore)
+    }
     if (rank == 0) counts_.assign(static_cast<size_t>(p), 0), finals_ = 0, announced_ = false;
     if (!active()) serving = server_.submit([this, epoch] { serve(epoch); }, Phase::wait);
     if (rank != 0)
@@ -218,33 +226,43 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
   int64_t updates = 0;
   int passes = 0;
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
-    if (stopped()) break;
-    {
-      PhaseTimer t(stats.phases, Phase::data);
-      if (!loader.next(batch)) {
-        if (p == 1) break;  // one rank: an epoch is one pass
-        // A fast rank samples on: another pass over the whole set, in another order.
-        loader.start_epoch(epoch + 1000 * ++passes);
-        if (!loader.next(batch)) break;
+  try {
+    for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+      if (stopped()) break;
+      {
+        PhaseTimer t(stats.phases, Phase::data);
+        if (!loader.next(batch)) {
+          if (p == 1) break;  // one rank: an epoch is one pass
+          // A fast rank samples on: another pass over the whole set, in another order.
+          loader.start_epoch(epoch + 100000 * ++passes);
+          if (!loader.next(batch)) break;
+        }
       }
+      std::future<void> averaging;
+      if (p > 1 && active()) averaging = exchanges_.submit([this] { exchange(); });
+      compute_gradients(batch,
+                        stats);  // at the model as read: the exchange may change it meanwhile
+      if (averaging.valid()) {
+        PhaseTimer t(stats.phases, Phase::wait);
+        averaging.get();
+      }
+      update(lr_at(epoch, updates * p), stats);
+      ++updates;
+      if (p > 1) {
+        while (!counts.empty() && counts.front().second->test()) counts.pop_front();
+        auto c = std::make_unique<Count>(Count{epoch, updates, 0});
+        auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
+        counts.emplace_back(std::move(c), std::move(request));
+      }
+      finish_iteration(epoch, i, batch.labels.numel(), stats);
     }
-    std::future<void> averaging;
-    if (p > 1 && active()) averaging = exchanges_.submit([this] { exchange(); });
-    compute_gradients(batch, stats);  // at the model as read: the exchange may change it meanwhile
-    if (averaging.valid()) {
-      PhaseTimer t(stats.phases, Phase::wait);
-      averaging.get();
-    }
-    update(lr_at(epoch, updates * p), stats);
-    ++updates;
-    if (p > 1) {
-      while (!counts.empty() && counts.front().second->test()) counts.pop_front();
-      auto c = std::make_unique<Count>(Count{epoch, updates, 0});
-      auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
-      counts.emplace_back(std::move(c), std::move(request));
-    }
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+  } catch (...) {
+    // Nobody will end this epoch: the server gives up, and the receive of the end and the
+    // counts in flight are abandoned (waiting for them would hang instead of reaching main).
+    abandon_ = true;
+    stop_message.release();
+    for (auto& [c, request] : counts) c.release(), request.release();
+    throw;
   }
   if (p > 1) {
     // The end of the epoch: the neighbours and rank 0 hear it, the servers drain.
@@ -259,9 +277,14 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
     for (auto& [c, request] : counts) request->wait();
     if (serving.valid()) serving.get();
     if (stop_message) stop_message->wait();
-    std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
-    apply_pending();
-    host_->download();
+    {
+      std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
+      apply_pending();
+      host_->download();
+    }
+    // Once an epoch (not an iteration): no message of the next epoch can reach a server or a
+    // tally still busy with this one.
+    control_->barrier();
   }
   stats.wall_s = seconds_since(epoch_start);
   // Active: its exchanges; passive: the answers (not the server's epoch-long wait for requests).

@@ -90,7 +90,8 @@ class GossipScheduler final : public Scheduler {
   std::mt19937_64 rng_;
   int64_t target_ = 0;  // updates of an epoch, over all ranks
   std::atomic<bool> stop_{false};
-  std::vector<int64_t> counts_;  // rank 0: each rank's updates this epoch
+  std::atomic<bool> abandon_{false};  // the epoch will not end normally: the server leaves
+  std::vector<int64_t> counts_;       // rank 0: each rank's updates this epoch
   int finals_ = 0;
   bool announced_ = false;
   std::atomic<int64_t> started_{0}, served_{0};
