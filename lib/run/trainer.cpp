@@ -10,6 +10,7 @@
 #include "run/consistency.h"  // check_consistency
 #include "run/metrics.h"      // MetricsWriter
 #include "run/run_record.h"   // run.yaml
+#include "sched/algorithm.h"  // find_algorithm: how the ranks count updates
 
 namespace dtrain {
 
@@ -24,9 +25,14 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
   check_consistency(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  own_updates_ = algorithm && algorithm->own_data_stream;
+  // Rank 0's share of an epoch: where ranks draw their own batches, the epoch's N/M updates are
+  // shared by all ranks.
+  const int64_t per_epoch =
+      run_->train_loader->batches_per_epoch() / (own_updates_ ? comm.size() : 1);
   if (comm_.rank() == 0)
-    progress_ = std::make_unique<Progress>(options.progress, tc.epochs,
-                                           run_->train_loader->batches_per_epoch(),
+    progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
                                            tc.max_iterations, tc.log_every_iterations);
   scheduler_ = build_scheduler(*run_, comm_, [this](const IterationReport& r) {
     if (trace_) trace_->iteration_done();
@@ -63,6 +69,7 @@ RunResult Trainer::run() {
   if (progress_) progress_->restart_clock();
 
   RunResult result;
+  int64_t updates = 0;
   run_->model->set_training(true);
   for (int epoch = 0; epoch < tc.epochs; ++epoch) {
     const int64_t left = tc.max_iterations > 0 ? tc.max_iterations - result.iterations : 0;
@@ -80,8 +87,12 @@ RunResult Trainer::run() {
     // numbers of iterations, and one rank stopping alone would leave the others waiting for it.
     const bool my_budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
     std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples),
-                                   my_budget_done ? 1.0 : 0.0};
+                                   my_budget_done ? 1.0 : 0.0,
+                                   static_cast<double>(mine.iterations)};
     comm_.allreduce_sum(train_sums);
+    // accuracy.csv's iteration: the updates so far, over all ranks where each rank updates on
+    // its own (gossip), else the iterations every rank did.
+    updates += own_updates_ ? static_cast<int64_t>(train_sums[4]) : mine.iterations;
     const auto rows = comm_.gather(to_row(mine), 0);
     if (root) {
       std::vector<EpochStats> per_rank;
@@ -103,7 +114,7 @@ RunResult Trainer::run() {
       result.test_loss = e.loss, result.test_acc = e.acc;
       if (root) {
         progress_->clear_line();
-        metrics->accuracy({epoch + 1, result.iterations, result.train_wall_s, result.train_loss,
+        metrics->accuracy({epoch + 1, updates, result.train_wall_s, result.train_loss,
                            result.train_acc, e.loss, e.acc});
         spdlog::info(
             "epoch {}/{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "

@@ -45,6 +45,7 @@ class Trainer {
   std::unique_ptr<RunTrace> trace_;  // output.trace on
   std::unique_ptr<Run> run_;
   std::unique_ptr<Progress> progress_;  // rank 0 only
+  bool own_updates_ = false;  // each rank updates on its own batches (gossip): counts add up
   std::unique_ptr<Scheduler> scheduler_;
 };
 

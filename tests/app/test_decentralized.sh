@@ -20,6 +20,10 @@ awk -F, 'NR > 1 && $3 != 600 { bad = 1 } END { exit bad }' "$WORK/d_psgd/timing.
   fail "d_psgd iterations: $(cut -d, -f1,3 "$WORK/d_psgd/timing.csv" | tr '\n' ' ')"
 total=$(awk -F, 'NR > 1 { s += $3 } END { print s }' "$WORK/gossip/timing.csv")
 [ "$total" -ge 2400 ] && [ "$total" -le 2464 ] || fail "gossip updates over all ranks: $total, expected 2400 (+ a few)"
+# accuracy.csv counts the epoch's updates over all ranks (d_psgd: each rank's iterations).
+[ "$(tail -1 "$WORK/gossip/accuracy.csv" | cut -d, -f2)" = "$total" ] ||
+  fail "gossip accuracy.csv iteration $(tail -1 "$WORK/gossip/accuracy.csv" | cut -d, -f2), updates $total"
+[ "$(tail -1 "$WORK/d_psgd/accuracy.csv" | cut -d, -f2)" = 600 ] || fail "d_psgd accuracy.csv iteration"
 /usr/bin/python3 "$ROOT/tests/app/check_trace.py" "$WORK/gossip" 4 || fail "gossip trace"
 for thread in gossip "gossip server"; do
   grep -q "\"args\":{\"name\":\"$thread\"}" "$WORK/gossip/trace.json" || fail "no '$thread' thread in the trace"
