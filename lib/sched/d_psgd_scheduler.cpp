@@ -134,11 +134,7 @@ EpochStats DPsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iter
 }
 
 EvalResult DPsgdScheduler::evaluate(Loader& test) {
-  if (!averager_) return evaluate_model(test);
-  EvalResult result;
-  averager_->with_average([&] { result = evaluate_model(test); });
-  averager_->take_seconds();  // outside the epochs: not in timing.csv
-  return result;
+  return evaluate_mean(averager_.get(), test);
 }
 
 }  // namespace dtrain

@@ -38,20 +38,17 @@ void ModelAverager::with_average(const std::function<void()>& use) {
     backend.copy(own_statistics, model_.buffers());
   }
   average();
+  discard_times();
   use();
   backend.copy(weights_, own_weights);
   if (statistic_sums_) backend.copy(model_.buffers(), own_statistics);
 }
 
-double ModelAverager::take_seconds() {
-  double total = 0;
+void ModelAverager::discard_times() {
   for (GradientAllreducer* sums : {weight_sums_.get(), statistic_sums_.get()}) {
-    if (!sums) continue;
     double comm = 0, compress = 0;
-    sums->take_times(&comm, &compress);
-    total += comm + compress;
+    if (sums) sums->take_times(&comm, &compress);
   }
-  return total;
 }
 
 }  // namespace dtrain

@@ -17,12 +17,13 @@ class ModelAverager {
   // The model's trainable parameters and statistics ← their mean over the ranks (a collective;
   // complete on return).
   void average();
-  // Runs `use` on the mean model, then restores this rank's own (a collective).
+  // Runs `use` on the mean model, then restores this rank's own (a collective). The summing
+  // time is dropped: it is not training (timing.csv's comm_s stays within the epochs).
   void with_average(const std::function<void()>& use);
-  // Seconds spent summing since the last call (all-reduce and codec time), then reset.
-  double take_seconds();
 
  private:
+  void discard_times();
+
   Model& model_;
   int ranks_;
   Tensor weights_;  // the trainable range of the parameters

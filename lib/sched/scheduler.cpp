@@ -5,7 +5,8 @@
 #include <thread>  // sleep_for
 
 #include "core/error.h"
-#include "nn/graph.h"  // Graph::step: the dropout counter
+#include "nn/graph.h"             // Graph::step: the dropout counter
+#include "sched/model_average.h"  // ModelAverager: evaluate_mean
 
 namespace dtrain {
 
@@ -87,6 +88,13 @@ void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
   ctx_.model.backward(gradient_scale(rows), on_ready);
   // A straggler's extra compute time counts, and shows in the trace, as backward.
   emulate_straggler(seconds_since(start));
+}
+
+EvalResult Scheduler::evaluate_mean(ModelAverager* averager, Loader& test) {
+  if (!averager) return evaluate_model(test);
+  EvalResult result;
+  averager->with_average([&] { result = evaluate_model(test); });
+  return result;
 }
 
 Tensor Scheduler::trainable_part(const Tensor& flat) const {

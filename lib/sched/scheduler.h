@@ -19,6 +19,8 @@
 
 namespace dtrain {
 
+class ModelAverager;  // sched/model_average.h
+
 // One rank's account of one epoch: timing.csv's columns plus the running training loss.
 struct EpochStats {
   int64_t iterations = 0;
@@ -129,6 +131,9 @@ class Scheduler {
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).
   EvalResult evaluate_model(Loader& test);
+  // Evaluates the mean of the ranks' models (null `averager`: the model as it is); every rank
+  // then continues from its own (algorithms whose ranks hold different models).
+  EvalResult evaluate_mean(ModelAverager* averager, Loader& test);
 
   SchedulerContext ctx_;
 };

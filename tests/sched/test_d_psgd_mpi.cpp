@@ -12,6 +12,7 @@
 #include "trainee.h"
 
 using namespace dtrain;
+using test::make_distinct;
 using test::Trainee;
 using test::TraineeOptions;
 
@@ -50,11 +51,6 @@ std::vector<std::vector<double>> mix(const std::vector<std::vector<double>>& w,
 }
 
 // Gives each rank a different model: the rank's own values, deterministic.
-void make_distinct(Trainee& t, int rank) {
-  float* w = t.model->parameters().data<float>();
-  for (int64_t e = 0; e < t.size(); ++e) w[e] = static_cast<float>(std::sin(0.37 * e + 1.3 * rank));
-}
-
 std::vector<float> own(const Trainee& t) {
   return t.host_weights();
 }

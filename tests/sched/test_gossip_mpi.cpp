@@ -12,6 +12,7 @@
 #include "trainee.h"
 
 using namespace dtrain;
+using test::make_distinct;
 using test::Trainee;
 using test::TraineeOptions;
 
@@ -26,11 +27,6 @@ TraineeOptions gossip(float lr, const std::string& topology = "ring") {
   o.weight_decay = 0;
   o.train_size = 960;
   return o;
-}
-
-void make_distinct(Trainee& t, int rank) {
-  float* w = t.model->parameters().data<float>();
-  for (int64_t e = 0; e < t.size(); ++e) w[e] = static_cast<float>(std::sin(0.37 * e + 1.3 * rank));
 }
 
 // The sum over the ranks of each weight, and the largest distance of a rank's weight from the

@@ -75,6 +75,13 @@ struct Trainee {
   int64_t size() const { return model->num_parameters(); }
 };
 
+// Gives each rank a model of its own (deterministic values that differ by rank; CPU only): the
+// decentralized algorithms' tests start from different models.
+inline void make_distinct(Trainee& t, int rank) {
+  float* w = t.model->parameters().data<float>();
+  for (int64_t e = 0; e < t.size(); ++e) w[e] = static_cast<float>(std::sin(0.37 * e + 1.3 * rank));
+}
+
 // Largest absolute difference between two weight vectors.
 inline double max_difference(const float* a, const float* b, int64_t n) {
   double worst = 0;

@@ -8,9 +8,10 @@ cd "$WORK" || exit 1
 write_synthetic_config base.yaml "$WORK/unused"
 
 # --- a 2 × 2 grid on 1 and 2 ranks: every run done, the summary sane --------------------------
-sweep --config base.yaml --ranks 1,2 --grid algorithm.name=sync,pipe_sgd \
-      --grid compression.name=none,quantize8 --set train.max_iterations=6 --target 0.3 \
-      --out grid > grid.out 2>&1
+grid_sweep=(--config base.yaml --ranks 1,2 --grid algorithm.name=sync,pipe_sgd
+            --grid compression.name=none,quantize8 --set train.max_iterations=6 --target 0.3
+            --out grid)
+sweep "${grid_sweep[@]}" > grid.out 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || fail "grid sweep: exit $rc, expected 0: $(tail -5 grid.out)"
 [ "$(grep -c '^\[[1-8]/8\] .* done in [0-9.]* s (test acc [0-9.]*) | ETA [0-9]*:[0-9][0-9]$' grid.out)" -eq 8 ] \
@@ -51,9 +52,7 @@ PY
 
 # The same command again: everything is complete, nothing is run.
 md5sum grid/*/sweep_status.json > status_before.md5
-sweep --config base.yaml --ranks 1,2 --grid algorithm.name=sync,pipe_sgd \
-      --grid compression.name=none,quantize8 --set train.max_iterations=6 --target 0.3 \
-      --out grid > grid_again.out 2>&1
+sweep "${grid_sweep[@]}" > grid_again.out 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || fail "grid sweep re-run: exit $rc"
 [ "$(grep -c ' \.\.\. skip (completed earlier' grid_again.out)" -eq 8 ] \
