@@ -74,6 +74,11 @@ class Backend {
   // `momentum_buf` may be undefined when hyper.momentum == 0. Gradients are left unchanged.
   virtual void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
                         const SgdHyper& hyper) = 0;
+  // Plain SGD that also keeps what it stepped with, in one pass (HPSGD's replica step):
+  //   ĝ ← g + wd·w;  sum ← add ? sum + ĝ : ĝ;  w ← w − lr·ĝ
+  // Gradients are left unchanged; with wd = 0, ĝ is g exactly.
+  virtual void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
+                                   float lr, float weight_decay, bool add) = 0;
 };
 
 enum class DeviceChoice { cpu, cuda, auto_ };

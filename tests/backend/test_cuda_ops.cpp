@@ -995,6 +995,34 @@ TEST_CASE("cuda sgd_step: plain, weight decay, momentum, dampening, Nesterov") {
   }
 }
 
+TEST_CASE("cuda sgd_step_accumulate: with and without weight decay, keeping or adding ĝ") {
+  std::cout << "[sgd_step_accumulate] w and sum within 8 ulps of the terms, g unchanged\n";
+  const int64_t n = 100003;
+  for (const float wd : {0.0f, 1e-2f}) {
+    for (const bool add : {false, true}) {
+      const std::string op = "sgd_step_accumulate wd " + std::to_string(wd) +
+                             (add ? " add" : " keep") + " n " + std::to_string(n);
+      run_case(op, [&] {
+        Tensor w = host_normal({n}), a = host_normal({n}, 0.1f);
+        const Tensor g = host_normal({n}, 0.1f);
+        const Tensor gw = to_gpu(w), gg = to_gpu(g), ga = to_gpu(a);
+        std::vector<double> sw(n), sa(n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double wi = w.data<float>()[i];
+          const double sg = std::fabs(g.data<float>()[i]) + std::fabs(wd * wi);
+          sa[i] = (add ? std::fabs(a.data<float>()[i]) : 0.0) + sg;
+          sw[i] = std::fabs(wi) + 0.1 * sg;
+        }
+        cpu().sgd_step_accumulate(w, g, a, 0.1f, wd, add);
+        gpu().sgd_step_accumulate(gw, gg, ga, 0.1f, wd, add);
+        expect_within_ulps(op, "w", gw, w, sw, 8);
+        expect_within_ulps(op, "sum", ga, a, sa, 8);
+        expect_equal(op, "g (unchanged)", gg, g);
+      });
+    }
+  }
+}
+
 TEST_CASE("cuda backend: identity, memory on the GPU, pinned host memory") {
   Backend& g = gpu();
   std::cout << "[backend] " << g.name() << "\n";

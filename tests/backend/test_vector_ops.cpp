@@ -29,6 +29,33 @@ TEST_CASE("sgd_step follows PyTorch's SGD formulas") {
   CHECK(wn.data<float>()[0] == doctest::Approx(0.81 - 0.5));
 }
 
+TEST_CASE("sgd_step_accumulate steps with ĝ = g + wd·w and keeps ĝ (or adds it)") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200000;  // above the threading threshold
+  Tensor w = be->empty({n}), g = be->empty({n}), a = be->empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    w.data<float>()[i] = 1.0f + 0.001f * static_cast<float>(i % 7);
+    g.data<float>()[i] = 0.5f - 0.01f * static_cast<float>(i % 5);
+    a.data<float>()[i] = 3.0f;
+  }
+  for (float wd : {0.0f, 0.01f}) {
+    for (bool add : {false, true}) {
+      CAPTURE(wd);
+      CAPTURE(add);
+      Tensor w2 = be->empty({n}), a2 = be->empty({n});
+      be->copy(w2, w);
+      be->copy(a2, a);
+      be->sgd_step_accumulate(w2, g, a2, 0.1f, wd, add);
+      for (int64_t i : {int64_t{0}, int64_t{3}, n - 1}) {
+        const float gi = g.data<float>()[i] + wd * w.data<float>()[i];
+        CHECK(a2.data<float>()[i] == (add ? a.data<float>()[i] + gi : gi));
+        CHECK(w2.data<float>()[i] == w.data<float>()[i] - 0.1f * gi);
+      }
+    }
+  }
+  CHECK(g.data<float>()[3] == 0.5f - 0.01f * 3);  // gradients unchanged
+}
+
 TEST_CASE("axpy, axpby, scale, add, fill, copy_rows") {
   auto be = make_backend({DeviceChoice::cpu, 2, 0});
   const int64_t n = 200000;  // above the threading threshold

@@ -60,6 +60,10 @@ class FakeDevice final : public Backend {
   void axpby(float, const Tensor&, float, const Tensor&) override { unused(); }
   void scale(const Tensor&, float) override { unused(); }
   void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override { unused(); }
+  void sgd_step_accumulate(const Tensor&, const Tensor&, const Tensor&, float, float,
+                           bool) override {
+    unused();
+  }
 
  private:
   TaggedAllocator memory_;

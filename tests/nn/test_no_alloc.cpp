@@ -118,6 +118,8 @@ class NopBackend final : public Backend {
   void axpby(float, const Tensor&, float, const Tensor&) override {}
   void scale(const Tensor&, float) override {}
   void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override {}
+  void sgd_step_accumulate(const Tensor&, const Tensor&, const Tensor&, float, float,
+                           bool) override {}
 };
 
 }  // namespace

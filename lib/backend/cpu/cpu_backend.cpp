@@ -168,4 +168,39 @@ void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tens
   }
 }
 
+void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
+                                     float lr, float weight_decay, bool add) {
+  check_f32(weights, "sgd_step_accumulate");
+  check_same_size(weights, grads, "sgd_step_accumulate");
+  check_same_size(weights, sum, "sgd_step_accumulate sum");
+  float* w = weights.data<float>();
+  const float* g = grads.data<float>();
+  float* a = sum.data<float>();
+  const int64_t n = weights.numel();
+  const float wd = weight_decay;
+  // Four variants, so that the branches stay out of the vectorised loops and ĝ is g exactly
+  // without weight decay.
+  if (wd == 0.0f && add) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) a[i] += g[i], w[i] -= lr * g[i];
+  } else if (wd == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) a[i] = g[i], w[i] -= lr * g[i];
+  } else if (add) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] + wd * w[i];
+      a[i] += gi;
+      w[i] -= lr * gi;
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] + wd * w[i];
+      a[i] = gi;
+      w[i] -= lr * gi;
+    }
+  }
+}
+
 }  // namespace dtrain

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   void scale(const Tensor& x, float alpha) override;
   void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
                 const SgdHyper& hyper) override;
+  void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum, float lr,
+                           float weight_decay, bool add) override;
 
  private:
   std::unique_ptr<cpu::DnnlContext> ctx_;

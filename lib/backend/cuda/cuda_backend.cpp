@@ -157,6 +157,14 @@ class CudaBackend final : public Backend {
     cuda::sgd_step_f32(weights.data<float>(), grads.data<float>(), v, weights.numel(), h.lr,
                        h.momentum, h.dampening, h.weight_decay, h.nesterov, ctx_->stream());
   }
+  void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum, float lr,
+                           float weight_decay, bool add) override {
+    check_f32(weights, "sgd_step_accumulate");
+    check_same_size(weights, grads, "sgd_step_accumulate");
+    check_same_size(weights, sum, "sgd_step_accumulate sum");
+    cuda::sgd_step_accumulate_f32(weights.data<float>(), grads.data<float>(), sum.data<float>(),
+                                  weights.numel(), lr, weight_decay, add, ctx_->stream());
+  }
 
  private:
   std::unique_ptr<cuda::CudaContext> ctx_;

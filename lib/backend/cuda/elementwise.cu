@@ -27,6 +27,15 @@ __global__ void scale_kernel(float* x, float alpha, int64_t n) {
 __global__ void sgd_plain_kernel(float* w, const float* g, int64_t n, float lr, float wd) {
   DTRAIN_GRID_STRIDE(i, n) w[i] -= lr * (g[i] + wd * w[i]);
 }
+template <bool kAdd>
+__global__ void sgd_accumulate_kernel(float* w, const float* g, float* sum, int64_t n, float lr,
+                                      float wd) {
+  DTRAIN_GRID_STRIDE(i, n) {
+    const float gi = wd == 0.0f ? g[i] : g[i] + wd * w[i];
+    sum[i] = kAdd ? sum[i] + gi : gi;
+    w[i] -= lr * gi;
+  }
+}
 template <bool kNesterov>
 __global__ void sgd_momentum_kernel(float* w, const float* g, float* v, int64_t n, float lr,
                                     float mu, float damp, float wd) {
@@ -82,6 +91,18 @@ void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float
   else
     sgd_momentum_kernel<false>
         <<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, lr, momentum, damp, weight_decay);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
+                             float weight_decay, bool add, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (add)
+    sgd_accumulate_kernel<true>
+        <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
+  else
+    sgd_accumulate_kernel<false>
+        <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

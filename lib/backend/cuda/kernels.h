@@ -16,6 +16,9 @@ void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream);
 // The fused SGD pass of Backend::sgd_step (same arithmetic order as the CPU loop).
 void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
                   float dampening, float weight_decay, bool nesterov, cudaStream_t stream);
+// Backend::sgd_step_accumulate (same arithmetic order as the CPU loop).
+void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
+                             float weight_decay, bool add, cudaStream_t stream);
 
 // ---- activations (activation.cu) ----
 // y = max(x + bias[(i / inner) % channels], 0) or without ReLU, in place allowed (x == y).
