@@ -3,7 +3,7 @@
 #include <mpi.h>  // the MPI C API (Open MPI)
 
 #include <climits>  // INT_MAX
-#include <cstdlib>  // getenv, atexit
+#include <cstdlib>  // getenv, setenv, atexit
 
 #include "core/error.h"
 
@@ -202,6 +202,12 @@ void init_mpi(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
+  // dtrain's comm threads share the cores with the compute threads, and their blocking calls
+  // overlap computation (Pipe-SGD, HPSGD): Open MPI's default busy polling would take a core
+  // from the computation for as long as a peer is late. Yielding while idle gives it back
+  // (measured: HPSGD 1.3x faster on 2 ranks of 2 cores; sync unchanged). A user's or mpirun's
+  // own setting wins.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
   int provided = 0;
   DTRAIN_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   DTRAIN_CHECK(provided == MPI_THREAD_MULTIPLE)
