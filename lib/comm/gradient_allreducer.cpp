@@ -31,6 +31,10 @@ std::future<void> GradientAllreducer::start(const Tensor& buffer) {
   });
 }
 
+std::future<void> GradientAllreducer::then(std::function<void(Comm&)> task) {
+  return thread_.submit([this, task = std::move(task)] { task(*comm_); });
+}
+
 std::string GradientAllreducer::describe() const {
   return transport_->describe();
 }

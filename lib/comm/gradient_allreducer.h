@@ -2,6 +2,7 @@
 // that the compute thread only waits where the algorithm needs the result. The buffer may live
 // on the host or on a GPU; a GradientTransport does the summing (gradient_transport.h).
 #pragma once
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,10 @@ class GradientAllreducer {
   // Starts summing `buffer` (f32, on the placement's device) over the ranks; in place. Called
   // on the compute thread after the work producing `buffer` was issued.
   std::future<void> start(const Tensor& buffer);
+  // Runs `task` on the comm thread after the reductions started before it, with the all-reducer's
+  // own communicator: small control collectives that must follow a reduction in every rank's
+  // order (HPSGD's agreement on when to synchronise next). Its time counts as comm_s.
+  std::future<void> then(std::function<void(Comm&)> task);
   // What it uses, for the log: "MPI_Allreduce" or "ring all-reduce + quantize8".
   std::string describe() const;
   // Seconds spent communicating and compressing since the last call (comm_s excludes

@@ -127,6 +127,10 @@ RunResult Trainer::run() {
       spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f} | {:.1f} s", epoch + 1, tc.epochs,
                    result.train_loss, result.train_acc, mine.wall_s);
     }
+    if (root) {
+      const std::string summary = scheduler_->epoch_summary();
+      if (!summary.empty()) spdlog::info("{}", summary);
+    }
     if (budget_done) break;
   }
   scheduler_->flush();

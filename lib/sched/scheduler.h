@@ -92,6 +92,9 @@ class Scheduler {
   // Leaves the parameters in the state to evaluate or save (pipelined algorithms apply what is
   // still in flight). Called before every evaluation and at the end.
   virtual void flush() {}
+  // One line about the epoch just trained for the log (rank 0's), or empty: what the algorithm
+  // decided at run time (HPSGD: how often it synchronised).
+  virtual std::string epoch_summary() const { return ""; }
   // Loss and accuracy of the model this algorithm stands for on `test` (a collective: every
   // rank calls it). Default: flush, then every rank evaluates its shard and the sums are
   // all-reduced.
