@@ -76,6 +76,19 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
         fmt::format("must be <= optimizer.lr ({}) for schedule 'cosine', got {}", o.lr, s.min_lr));
 }
 
+// HPSGD merges every gradient into the global model exactly once, as plain SGD (its Eq. 1):
+// a momentum buffer on the replica would re-apply gradients that w already received.
+void check_hpsgd(const ExperimentConfig& c, Reader& r) {
+  if (c.algorithm.name != "hpsgd" || r.has_problem("optimizer.momentum")) return;
+  if (c.optimizer.momentum != 0)
+    r.add("optimizer.momentum",
+          fmt::format("must be 0 for algorithm hpsgd, got {}: HPSGD is plain SGD (the paper's "
+                      "Eq. 1 applies every gradient to the global model exactly once, and a "
+                      "momentum buffer on the replica would apply them again); set "
+                      "optimizer.momentum: 0",
+                      c.optimizer.momentum));
+}
+
 // Settings that are valid but will have no effect here.
 void check_cluster(const ClusterConfig& c, Reader& r) {
   if (c.tf32 && c.device == "cpu")
@@ -104,6 +117,7 @@ void check_consistency(const ExperimentConfig& config, Reader& reader) {
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);
   check_optimizer(config.optimizer, reader);
+  check_hpsgd(config, reader);
 }
 
 }  // namespace dtrain::config

@@ -63,23 +63,10 @@ AlgorithmEntry pipedream() {
           {}};
 }
 
-AlgorithmEntry hpsgd() {
-  auto keys = Schema<HpsgdOptions>("hpsgd").key(
-      "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
-      "iterations between synchronisations (auto: as soon as the previous one finished)");
-  return {"hpsgd",
-          "HPSGD (Zhou et al.): gradient synchronisation in parallel with local training on a "
-          "replica",
-          erase(std::move(keys)),
-          {},
-          "the HPSGD issue",
-          {}};
-}
-
 }  // namespace
 
 std::vector<AlgorithmEntry> planned_algorithms() {
-  return {sapipe(), pipedream(), hpsgd()};
+  return {sapipe(), pipedream()};
 }
 
 }  // namespace dtrain

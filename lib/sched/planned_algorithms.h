@@ -34,14 +34,7 @@ struct PipedreamOptions {
   std::string partition_cost = "runtime";  // paper | runtime
 };
 
-// AD-PSGD (Lian et al., ICML 2018) and its synchronous baseline D-PSGD.
-
-// HPSGD (Zhou et al.): synchronisation in parallel with local training.
-struct HpsgdOptions {
-  config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
-};
-
-// sapipe, pipedream, hpsgd, in that order.
+// sapipe and pipedream, in that order.
 std::vector<AlgorithmEntry> planned_algorithms();
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #include "sched/algorithm.h"
 #include "sched/d_psgd_scheduler.h"     // d_psgd_algorithm
 #include "sched/gossip_scheduler.h"     // gossip_algorithm
+#include "sched/hpsgd_scheduler.h"      // hpsgd_algorithm
 #include "sched/local_sgd_scheduler.h"  // local_sgd_algorithm
 #include "sched/pipe_sgd_scheduler.h"   // pipe_sgd_algorithm
 #include "sched/planned_algorithms.h"   // the algorithms still to come
@@ -15,7 +16,8 @@ namespace dtrain {
 const std::vector<AlgorithmEntry>& algorithms() {
   static const std::vector<AlgorithmEntry> table = [] {
     std::vector<AlgorithmEntry> t{sync_algorithm(),      ps_sync_algorithm(), pipe_sgd_algorithm(),
-                                  local_sgd_algorithm(), gossip_algorithm(),  d_psgd_algorithm()};
+                                  local_sgd_algorithm(), gossip_algorithm(),  d_psgd_algorithm(),
+                                  hpsgd_algorithm()};
     for (AlgorithmEntry& planned : planned_algorithms()) t.push_back(std::move(planned));
     return t;
   }();

@@ -45,7 +45,7 @@ expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
 # Each algorithm takes its own keys; unbuilt ones are refused before anything is created.
 expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd, not to the chosen 'sync'" \
   --config "$good" --set "algorithm={name: sync, K: 7}"
-for a in sapipe pipedream hpsgd; do
+for a in sapipe pipedream; do
   expect_2 "unbuilt $a" "algorithm.name: '$a' is not built yet" --config "$good" --set algorithm.name=$a
 done
 # ... before anything is created: no backend was picked.
@@ -56,6 +56,9 @@ for a in gossip d_psgd; do
   expect_2 "$a with a codec" "compression.name: $a exchanges whole models, uncompressed" \
     --config "$good" --set "algorithm={name: $a}" --set compression.name=quantize8
 done
+# HPSGD is plain SGD: momentum is refused, naming the key (also the default 0.9).
+expect_2 "hpsgd with momentum" "optimizer.momentum: must be 0 for algorithm hpsgd" \
+  --config "$good" --set "algorithm={name: hpsgd}" --set optimizer.momentum=0.9
 expect_2 "schedule key of another schedule" "milestones: applies only to schedule multistep" \
   --config "$good" --set "optimizer.schedule={name: cosine, milestones: [2]}"
 

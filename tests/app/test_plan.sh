@@ -8,8 +8,8 @@ check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every built algorithm with a timing row (the registry's), with every codec.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 12 ] || fail "$what: expected 12 rows, got $(tail -n +2 "$f" | wc -l)"
-  for a in sync ps_sync pipe_sgd local_sgd; do
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 15 ] || fail "$what: expected 15 rows, got $(tail -n +2 "$f" | wc -l)"
+  for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
         fail "$what: no well-formed row for $a,$c"
@@ -54,6 +54,9 @@ done
 # communication-bound.
 awk -v l="$(predicted "$WORK/slow.csv" local_sgd none)" -v s="$(predicted "$WORK/slow.csv" sync none)" \
   'BEGIN { exit !(l < s) }' || fail "local_sgd,none not faster than sync,none at 10 Mbit/s"
+# HPSGD all-reduces while it trains: faster than Local SGD, which waits every sync_period.
+awk -v h="$(predicted "$WORK/slow.csv" hpsgd none)" -v l="$(predicted "$WORK/slow.csv" local_sgd none)" \
+  'BEGIN { exit !(h < l) }' || fail "hpsgd,none not faster than local_sgd,none at 10 Mbit/s"
 
 # A dataset whose files are not here: planned on a stand-in of its shape, and said so.
 out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \

@@ -14,7 +14,7 @@ diff -u "$WORK/readme.txt" "$WORK/keys.txt" > "$WORK/diff.txt" ||
 $(head -40 "$WORK/diff.txt")"
 # --help lists the algorithms that train and those that are coming.
 help=$("$DTRAIN" --help)
-for a in sync ps_sync pipe_sgd local_sgd; do
+for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
   echo "$help" | grep -q "^  $a\$" || fail "--help does not list $a"
 done
 echo "$help" | grep -q "Coming" || fail "--help does not say what is coming"

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "run/config.h"
 #include "sched/algorithm.h"
+#include "sched/hpsgd_scheduler.h"  // HpsgdOptions
 #include "sched/sync_scheduler.h"
 
 using namespace dtrain;
@@ -67,17 +68,17 @@ TEST_CASE("switching the algorithm by --set algorithm.name says how to switch it
 
 TEST_CASE("an algorithm that is not built is refused at validation, saying when it comes") {
   const std::vector<std::string> built = built_algorithms();
-  CHECK(built ==
-        std::vector<std::string>{"sync", "ps_sync", "pipe_sgd", "local_sgd", "gossip", "d_psgd"});
-  for (const std::string name : {"sapipe", "pipedream", "hpsgd"}) {
+  CHECK(built == std::vector<std::string>{"sync", "ps_sync", "pipe_sgd", "local_sgd", "gossip",
+                                          "d_psgd", "hpsgd"});
+  for (const std::string name : {"sapipe", "pipedream"}) {
     CAPTURE(name);
     REQUIRE(find_algorithm(name) != nullptr);
     CHECK_FALSE(find_algorithm(name)->built());
     const std::string msg = error_of(kValid, {"algorithm.name=" + name});
     CHECK(msg.find("algorithm.name: '" + name + "' is not built yet: it arrives with ") !=
           std::string::npos);
-    CHECK(msg.find("this build trains with sync, ps_sync, pipe_sgd, local_sgd, gossip, d_psgd") !=
-          std::string::npos);
+    CHECK(msg.find("this build trains with sync, ps_sync, pipe_sgd, local_sgd, gossip, d_psgd, "
+                   "hpsgd") != std::string::npos);
   }
   // A typo is matched against what trains only.
   CHECK(error_of(kValid, {"algorithm.name=sapip"}).find("did you mean") == std::string::npos);
@@ -98,6 +99,23 @@ TEST_CASE("algorithm keys: defaults, auto | N, and exactly the chosen algorithm'
   CHECK(to_yaml(c).find("algorithm: {name: ps_sync}") != std::string::npos);
   CHECK(error_of(kValid, {"algorithm.segments=0"}).find("algorithm.segments: must be >= 1") !=
         std::string::npos);
+}
+
+TEST_CASE("hpsgd: sync_period auto | N, and plain SGD only (momentum is refused, naming it)") {
+  ExperimentConfig c =
+      parse_config(kValid, "exp.yaml", {"algorithm={name: hpsgd}", "optimizer.momentum=0"});
+  CHECK(to_yaml(c).find("algorithm: {name: hpsgd, sync_period: auto}") != std::string::npos);
+  c = parse_config(kValid, "exp.yaml",
+                   {"algorithm={name: hpsgd, sync_period: 4}", "optimizer.momentum=0"});
+  CHECK(c.algorithm.get<HpsgdOptions>().sync_period == config::WordOr<int>::of(4));
+  CHECK(error_of(kValid, {"algorithm={name: hpsgd, sync_period: 0}", "optimizer.momentum=0"})
+            .find("algorithm.sync_period") != std::string::npos);
+  // The default momentum (0.9) is refused with the reason and the fix.
+  const std::string msg = error_of(kValid, {"algorithm={name: hpsgd}"});
+  CHECK(msg.find("optimizer.momentum: must be 0 for algorithm hpsgd, got 0.9") !=
+        std::string::npos);
+  CHECK(msg.find("exactly once") != std::string::npos);
+  CHECK(msg.find("set optimizer.momentum: 0") != std::string::npos);
 }
 
 TEST_CASE("keys that do not apply are errors; the resolved file holds what applies") {

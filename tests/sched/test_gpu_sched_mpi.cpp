@@ -27,7 +27,7 @@ std::vector<float> train_12(Comm& comm, TraineeOptions o) {
 
 TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ranks") {
   auto comm = make_mpi_comm();
-  for (const std::string algorithm : {"sync", "ps_sync", "pipe_sgd", "local_sgd"}) {
+  for (const std::string algorithm : {"sync", "ps_sync", "pipe_sgd", "local_sgd", "hpsgd"}) {
     for (const std::string codec : {"none", "quantize8"}) {
       CAPTURE(algorithm);
       CAPTURE(codec);
@@ -36,6 +36,7 @@ TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ra
       o.compression = codec;
       if (algorithm == "sync") o.keys = "segments: 3";  // overlapped with backward
       if (algorithm == "local_sgd") o.keys = "sync_period: 3";
+      if (algorithm == "hpsgd") o.keys = "sync_period: 3", o.momentum = 0;  // plain SGD only
       const std::vector<float> cpu = train_12(*comm, o);
       o.device = "cuda";
       const std::vector<float> gpu = train_12(*comm, o);

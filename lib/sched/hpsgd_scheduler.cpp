@@ -1,0 +1,302 @@
+#include "sched/hpsgd_scheduler.h"
+
+#include <fmt/format.h>  // fmt::format: the log lines
+
+#include <algorithm>  // max, max_element
+#include <bit>        // bit_cast: the learning rate as a counter, exactly
+#include <cmath>      // ceil
+#include <utility>    // swap
+#include <vector>
+
+#include "core/error.h"
+
+namespace dtrain {
+
+namespace {
+
+// The Local SGD period the log compares HPSGD with: the paper's γ (§4.1).
+constexpr double kPaperGamma = 8;
+
+// HPSGD as this scheduler runs it: every iteration computes, steps the replica and accumulates
+// its gradient (~3 passes over the n trainable floats); every round merges b into w and copies
+// w into the replica (2 passes). `auto` starts a round at the first boundary after the previous
+// one ended, so a round spans ⌈all-reduce / iteration⌉ iterations and nothing waits; with
+// `sync_period: N` the compute thread waits when the all-reduce outlasts N iterations.
+Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
+  const double compute = compute_seconds(in);
+  if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
+  const double n = static_cast<double>(in.n);
+  const double bytes = 4.0 * n;
+  const double local = compute + 3 * bytes * in.copy_s_per_byte;
+  const CommCost cost = allreduce_cost(in, codec, n);
+  const double round = cost.total() + in.sync_s;
+  const double every = period > 0 ? period : std::max(1.0, std::ceil(round / local));
+  double iteration = local + 2 * bytes * in.copy_s_per_byte / every;
+  // The comm thread's own CPU work is done by the cores that compute when it has none.
+  if (in.comm_shares_core) iteration += cost.cpu_s / every;
+  const double late = std::max(0.0, round - every * iteration);
+  iteration += (late + idle_penalty(in, late)) / every;
+  const double comm = round / every;
+  return make_prediction(in, "hpsgd", codec, iteration, comm, iteration);
+}
+
+Tensor model_sized_zeros(Model& model) {
+  return model.backend().zeros({model.num_parameters()});
+}
+
+}  // namespace
+
+AlgorithmEntry hpsgd_algorithm() {
+  using namespace config;
+  auto keys = Schema<HpsgdOptions>("hpsgd").key(
+      "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
+      "iterations between synchronisations (auto: as soon as the previous one finished on every "
+      "rank)");
+  return {"hpsgd",
+          "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on a "
+          "replica, each merged into the global model exactly once (plain SGD)",
+          erase(std::move(keys)),
+          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+            return std::make_unique<HpsgdScheduler>(std::move(ctx), a.get<HpsgdOptions>());
+          },
+          "",
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+            const auto& period = a.get<HpsgdOptions>().sync_period;
+            return predict(in, codec, period.is("auto") ? 0 : period.value);
+          }};
+}
+
+HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)
+    : Scheduler(std::move(ctx)),
+      period_(options.sync_period.is("auto") ? 0 : options.sync_period.value),
+      plain_(ctx_.model.backend(), ctx_.model.parameters(), ctx_.model.gradients(),
+             SgdOptions{0.0f, 0.0f, 0.0f, false}, ctx_.model.trainable_offset()) {
+  DTRAIN_INPUT_CHECK(ctx_.optimizer.options().momentum == 0.0f)
+      << "optimizer.momentum: hpsgd applies every gradient to the global model exactly once "
+         "with plain SGD (the paper's Eq. 1); set it to 0";
+  DTRAIN_INPUT_CHECK(options.sync_period.is("auto") || period_ >= 1)
+      << "algorithm.sync_period: must be auto or >= 1, got " << period_;
+  if (ctx_.comm.size() == 1) return;  // one rank: plain SGD, nothing to synchronise
+  Model& model = ctx_.model;
+  w_ = model_sized_zeros(model);
+  a_ = model_sized_zeros(model);
+  b_ = model_sized_zeros(model);
+  model.backend().copy(w_, model.parameters());
+  allreducer_ = std::make_unique<GradientAllreducer>(
+      ctx_.comm, ctx_.compression, trainable_part(w_).numel(), gradient_placement());
+}
+
+HpsgdScheduler::~HpsgdScheduler() = default;
+
+std::string HpsgdScheduler::describe() const {
+  if (!allreducer_) return "hpsgd (one rank: plain SGD)";
+  const std::string when =
+      period_ > 0 ? "every " + std::to_string(period_) + " iteration(s)"
+                  : "whenever the previous round has finished on every rank (sync_period: auto)";
+  return "hpsgd over " + std::to_string(ctx_.comm.size()) +
+         " ranks, gradients accumulated on a replica and all-reduced " + when + ", " +
+         allreducer_->describe();
+}
+
+bool HpsgdScheduler::round_due(int64_t t, EpochStats& stats) {
+  if (period_ > 0) return (t + 1) % period_ == 0;
+  if (next_round_ < 0) {
+    {
+      std::lock_guard lock(agreement_mutex_);
+      if (!round_done_) {
+        unpassed_ = t + 1;
+        return false;
+      }
+    }
+    // The comm thread proposed this very boundary: the round may start here, so wait for the
+    // agreement (usually done already: it had the rest of this iteration).
+    PhaseTimer timer(stats.phases, Phase::wait);
+    agreement_.get();
+    next_round_ = agreed_;
+  }
+  DTRAIN_CHECK(next_round_ >= t) << "hpsgd: the ranks agreed on boundary " << next_round_
+                                 << ", but this rank is already at " << t;
+  return t == next_round_;
+}
+
+void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases) {
+  PhaseTimer timer(phases, Phase::update);
+  Model& model = ctx_.model;
+  // The model's gradient is ĝ / ranks (less the decay): a ← a + ĝ / ranks (a ← ĝ / ranks, the
+  // first since the last round) and r ← r − μĝ, in one pass.
+  const float ranks = static_cast<float>(ctx_.comm.size());
+  model.backend().sgd_step_accumulate(
+      trainable_part(model.parameters()), trainable_part(model.gradients()), trainable_part(a_),
+      lr * ranks, ctx_.optimizer.options().weight_decay / ranks, accumulated_++ > 0);
+}
+
+void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {
+  if (!sum_pending_) return;
+  if (round_.valid()) {
+    PhaseTimer timer(phases, Phase::wait);
+    round_.get();
+  }
+  PhaseTimer timer(phases, Phase::update);
+  plain_.step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
+  sum_pending_ = false;
+}
+
+void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
+  train_replica(lr, phases);  // line 12 (r's step is void: r ← w follows)
+  merge_round(lr, phases);    // Algorithm 3, lines 1–3
+  std::swap(a_, b_);
+  accumulated_ = 0;
+  {
+    // The paper's waiting phase (Fig. 1): the ranks start the round together, so that a faster
+    // rank does not run ahead of the others for ever (its rounds would span ever more
+    // iterations), and no comm thread waits inside the all-reduce for a late peer, taking CPU
+    // from the computation. Once per round.
+    PhaseTimer timer(phases, Phase::wait);
+    ctx_.comm.barrier();
+  }
+  if (period_ == 0) {
+    std::lock_guard lock(agreement_mutex_);
+    round_done_ = false;
+    unpassed_ = t + 1;
+  }
+  round_ = allreducer_->start(trainable_part(b_));  // line 4, on the comm thread
+  sum_pending_ = true;
+  ++rounds_total_, ++epoch_rounds_;
+  if (period_ == 0) {
+    next_round_ = -1;
+    agreement_ = allreducer_->then([this](Comm& comm) {
+      int64_t mine;
+      {
+        std::lock_guard lock(agreement_mutex_);
+        round_done_ = true;
+        mine = unpassed_;
+      }
+      std::vector<double> proposals(static_cast<size_t>(comm.size()), 0.0);
+      proposals[static_cast<size_t>(comm.rank())] = static_cast<double>(mine);
+      comm.allreduce_sum(proposals);
+      agreed_ = static_cast<int64_t>(*std::max_element(proposals.begin(), proposals.end()));
+    });
+  }
+  PhaseTimer timer(phases, Phase::update);
+  ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));  // r ← w
+}
+
+EpochStats HpsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+  EpochStats stats;
+  PhaseTimes& t = stats.phases;
+  const auto epoch_start = Clock::now();
+  epoch_rounds_ = 0;
+  Batch batch;
+  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+    {
+      PhaseTimer timer(t, Phase::data);
+      if (!loader.next(batch)) break;
+    }
+    const float lr = lr_at(epoch, i);
+    last_lr_ = lr;
+    compute_gradients(batch, stats);
+    if (!allreducer_) {
+      PhaseTimer timer(t, Phase::update);
+      ctx_.optimizer.step(lr);
+    } else if (round_due(iteration_, stats)) {
+      start_round(iteration_, lr, t);
+    } else {
+      train_replica(lr, t);
+    }
+    ++iteration_;
+    finish_iteration(epoch, i, batch.labels.numel(), stats);
+  }
+  stats.wall_s = seconds_since(epoch_start);
+  if (allreducer_) allreducer_->take_times(&t[Phase::comm], &t[Phase::compress]);
+  epoch_iterations_ = stats.iterations;
+  epoch_comm_s_ = t[Phase::comm] + t[Phase::compress];
+  epoch_compute_s_ = stats.wall_s - t[Phase::wait];
+  return stats;
+}
+
+void HpsgdScheduler::complete_inflight(PhaseTimes& phases) {
+  PhaseTimer timer(phases, Phase::wait);
+  if (round_.valid()) round_.get();
+  if (agreement_.valid()) {
+    agreement_.get();
+    if (next_round_ < 0) next_round_ = agreed_;
+  }
+}
+
+void HpsgdScheduler::flush() {
+  if (!allreducer_) return;
+  PhaseTimes unused;
+  complete_inflight(unused);
+  merge_round(last_lr_, unused);
+  if (accumulated_ > 0) {
+    // What was accumulated since the last round: one more, at once, so that every gradient
+    // reaches w (every rank accumulated as many: the rounds start at the same boundaries).
+    std::swap(a_, b_);
+    accumulated_ = 0;
+    allreducer_->start(trainable_part(b_)).get();
+    ++rounds_total_;
+    plain_.step(last_lr_, w_, b_);
+  }
+  ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));
+  // Nothing is in flight: with `auto` the next boundary starts a round, on every rank alike.
+  if (period_ == 0) next_round_ = iteration_;
+  // Outside an epoch: keep timing.csv's comm_s within the epochs' wall time.
+  double comm = 0, compress = 0;
+  allreducer_->take_times(&comm, &compress);
+}
+
+std::string HpsgdScheduler::epoch_summary() const {
+  if (!allreducer_ || epoch_iterations_ == 0) return "";
+  const double iterations = static_cast<double>(epoch_iterations_);
+  std::string s = fmt::format("hpsgd: {} synchronisation(s) in {} iterations", epoch_rounds_,
+                              epoch_iterations_);
+  if (epoch_rounds_ == 0) return s;
+  // The paper's §3.2 arithmetic with this epoch's numbers: t_sync = k · t_train.
+  const double t_train = epoch_compute_s_ / iterations;
+  const double t_sync = epoch_comm_s_ / static_cast<double>(epoch_rounds_);
+  const double k = t_sync / t_train;
+  s += fmt::format(
+      " (one per {:.1f}); an all-reduce takes {:.1f} ms = k {:.2f} iterations of "
+      "{:.1f} ms",
+      iterations / static_cast<double>(epoch_rounds_), t_sync * 1e3, k, t_train * 1e3);
+  if (k > 0)
+    s += fmt::format(
+        ": in the time Local SGD with γ = {:.0f} trains {:.0f} times and synchronises once, "
+        "HPSGD trains γ+k+1 = {:.1f} times and synchronises (γ+1)/k+1 = {:.1f} times",
+        kPaperGamma, kPaperGamma + 1, kPaperGamma + k + 1, (kPaperGamma + 1) / k + 1);
+  return s;
+}
+
+void HpsgdScheduler::save(SchedulerState& state) {
+  Scheduler::save(state);
+  state.set_counter("hpsgd.last_lr_bits", std::bit_cast<int32_t>(last_lr_));
+  state.set_counter("hpsgd.iteration", iteration_);
+  if (!allreducer_) return;
+  PhaseTimes unused;
+  complete_inflight(unused);  // the round in flight is saved as the sum it will be
+  Backend& backend = ctx_.model.backend();
+  state.put("hpsgd.global", w_, backend);
+  state.put("hpsgd.accumulated", a_, backend);
+  state.put("hpsgd.sum", b_, backend);
+  state.set_counter("hpsgd.accumulated_count", accumulated_);
+  state.set_counter("hpsgd.sum_pending", sum_pending_ ? 1 : 0);
+  state.set_counter("hpsgd.next_round", next_round_);
+}
+
+void HpsgdScheduler::load(const SchedulerState& state) {
+  Scheduler::load(state);
+  last_lr_ = std::bit_cast<float>(static_cast<int32_t>(state.counter("hpsgd.last_lr_bits")));
+  iteration_ = state.counter("hpsgd.iteration");
+  if (!allreducer_) return;
+  PhaseTimes unused;
+  complete_inflight(unused);
+  Backend& backend = ctx_.model.backend();
+  state.get("hpsgd.global", w_, backend);
+  state.get("hpsgd.accumulated", a_, backend);
+  state.get("hpsgd.sum", b_, backend);
+  accumulated_ = state.counter("hpsgd.accumulated_count");
+  sum_pending_ = state.counter("hpsgd.sum_pending") != 0;
+  next_round_ = state.counter("hpsgd.next_round");
+}
+
+}  // namespace dtrain

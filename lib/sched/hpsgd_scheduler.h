@@ -1,0 +1,97 @@
+// HPSGD (Zhou et al., "Hierarchical Parallel SGD", Algorithms 2 and 3): the compute thread never
+// waits for a synchronisation. While one is in flight it trains a replica r of the global model
+// w and accumulates its gradients in a; when the previous one has finished (on every rank), w
+// takes its all-reduced sum b (w ← w − μ·b, with the gradients scaled to the global-batch
+// mean), a is handed to the comm thread for the next all-reduce, and training continues from
+// r ← w. Every gradient computed on every rank is applied to w exactly once (the paper's
+// Eq. 1), so after flush() w = w₀ − μ · Σ of every rank's mean gradients.
+//
+// When to synchronise is decided together, so that every rank issues the same all-reduces in the
+// same order: `sync_period: N` every N iterations (waiting if the previous round is late);
+// `auto` as soon as the previous round has finished on every rank. For `auto`, the comm thread
+// follows each round's all-reduce with a small agreement: each rank proposes the first
+// iteration boundary its compute thread has not yet passed, and the next round starts at the
+// largest proposal. A compute thread only waits for the agreement when it reaches its own
+// proposal before the agreement is done — the ranks never meet in a per-iteration barrier.
+#pragma once
+#include <future>
+#include <memory>
+#include <mutex>
+
+#include "comm/gradient_allreducer.h"  // GradientAllreducer
+#include "config/kinds.h"              // WordOr
+#include "optim/sgd.h"                 // Sgd: the plain steps of w and r
+#include "sched/algorithm.h"           // AlgorithmEntry
+#include "sched/scheduler.h"           // Scheduler
+
+namespace dtrain {
+
+struct HpsgdOptions {
+  // auto: whenever the previous round has finished on all ranks; N: every N iterations.
+  config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
+};
+
+AlgorithmEntry hpsgd_algorithm();
+
+class HpsgdScheduler final : public Scheduler {
+ public:
+  HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options);
+  ~HpsgdScheduler() override;
+  std::string name() const override { return "hpsgd"; }
+  std::string describe() const override;
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  // Merges the round in flight, then all-reduces and merges what was accumulated since it, and
+  // leaves the model's parameters = w (so training continues from a fresh replica).
+  void flush() override;
+  std::string epoch_summary() const override;
+  // w, a, b and the counters; the round in flight is waited for and saved as the sum it is.
+  void save(SchedulerState& state) override;
+  void load(const SchedulerState& state) override;
+
+  int64_t rounds() const { return rounds_total_; }   // all-reduces started (flush's included)
+  const Tensor& global_model() const { return w_; }  // w (model layout; undefined on one rank)
+
+ private:
+  // Whether the round starts at boundary `t` (after iteration t's gradient, 0-based over the
+  // run); the same answer on every rank. `stats` gets the agreement's wait.
+  bool round_due(int64_t t, EpochStats& stats);
+  // w ← w − μ·b once the round in flight has finished (waiting for it into `phases`).
+  void merge_round(float lr, PhaseTimes& phases);
+  // Lines 11–14 and Algorithm 3: merge the finished round, hand a (with this iteration's
+  // gradient) to the comm thread, r ← w.
+  void start_round(int64_t t, float lr, PhaseTimes& phases);
+  // Lines 4–10: a += ĝ and r ← r − μĝ, weight decay joining ĝ at the replica. The loss was
+  // scaled by 1 / (rows · ranks), so that the ranks' sum is the global mean: a holds ĝ / ranks.
+  void train_replica(float lr, PhaseTimes& phases);
+  // Waits for the round and the agreement in flight (their results are kept).
+  void complete_inflight(PhaseTimes& phases);
+
+  int period_;                // 0: auto
+  Tensor w_;                  // the global model (model layout; identical on every rank)
+  Tensor a_;                  // gradients accumulated since the last round started
+  Tensor b_;                  // the round in flight: a's sum over the ranks, in place
+  Sgd plain_;                 // momentum- and decay-free steps (weight decay is part of ĝ)
+  int64_t accumulated_ = 0;   // gradients in a (the paper's counter + 1)
+  bool sum_pending_ = false;  // b holds a round not yet merged into w
+  std::future<void> round_;   // b's all-reduce
+  int64_t iteration_ = 0;     // boundaries passed over the run
+  int64_t next_round_ = 0;    // auto: the agreed boundary of the next round; -1: undecided
+  float last_lr_ = 0;
+
+  // auto's agreement, shared with the comm thread.
+  std::mutex agreement_mutex_;
+  bool round_done_ = false;  // the comm thread has finished b's all-reduce
+  int64_t unpassed_ = 0;     // the first boundary the compute thread has not passed
+  int64_t agreed_ = -1;      // the agreement's result, read after agreement_.get()
+  std::future<void> agreement_;
+
+  // For the log: rounds and iterations of the epoch, and the all-reduce time per round.
+  int64_t rounds_total_ = 0, epoch_rounds_ = 0, epoch_iterations_ = 0;
+  double epoch_comm_s_ = 0, epoch_compute_s_ = 0;
+
+  // Declared last: its thread is joined (finishing a round writing into b, an agreement
+  // touching the members above) before they go.
+  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+};
+
+}  // namespace dtrain
