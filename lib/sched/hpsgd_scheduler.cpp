@@ -207,7 +207,11 @@ EpochStats HpsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iter
     finish_iteration(epoch, i, batch.labels.numel(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
-  if (allreducer_) allreducer_->take_times(&t[Phase::comm], &t[Phase::compress]);
+  if (allreducer_) {
+    allreducer_->take_times(&t[Phase::comm], &t[Phase::compress]);
+    t[Phase::comm] += carried_comm_s_, t[Phase::compress] += carried_compress_s_;
+    carried_comm_s_ = carried_compress_s_ = 0;
+  }
   epoch_iterations_ = stats.iterations;
   epoch_comm_s_ = t[Phase::comm] + t[Phase::compress];
   epoch_compute_s_ = stats.wall_s - t[Phase::wait];
@@ -227,6 +231,11 @@ void HpsgdScheduler::flush() {
   if (!allreducer_) return;
   PhaseTimes unused;
   complete_inflight(unused);
+  // The round in flight was started by training: its time is reported with the next epoch.
+  // flush's own all-reduce below is not training time, and is dropped.
+  double comm = 0, compress = 0;
+  allreducer_->take_times(&comm, &compress);
+  carried_comm_s_ += comm, carried_compress_s_ += compress;
   merge_round(last_lr_, unused);
   if (accumulated_ > 0) {
     // What was accumulated since the last round: one more, at once, so that every gradient
@@ -240,8 +249,6 @@ void HpsgdScheduler::flush() {
   ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));
   // Nothing is in flight: with `auto` the next boundary starts a round, on every rank alike.
   if (period_ == 0) next_round_ = iteration_;
-  // Outside an epoch: keep timing.csv's comm_s within the epochs' wall time.
-  double comm = 0, compress = 0;
   allreducer_->take_times(&comm, &compress);
 }
 
@@ -251,6 +258,7 @@ std::string HpsgdScheduler::epoch_summary() const {
   std::string s = fmt::format("hpsgd: {} synchronisation(s) in {} iterations", epoch_rounds_,
                               epoch_iterations_);
   if (epoch_rounds_ == 0) return s;
+  if (epoch_comm_s_ <= 0) return s + " (their all-reduces ended after the epoch)";
   // The paper's §3.2 arithmetic with this epoch's numbers: t_sync = k · t_train.
   const double t_train = epoch_compute_s_ / iterations;
   const double t_sync = epoch_comm_s_ / static_cast<double>(epoch_rounds_);

@@ -88,6 +88,8 @@ class HpsgdScheduler final : public Scheduler {
   // For the log: rounds and iterations of the epoch, and the all-reduce time per round.
   int64_t rounds_total_ = 0, epoch_rounds_ = 0, epoch_iterations_ = 0;
   double epoch_comm_s_ = 0, epoch_compute_s_ = 0;
+  // comm_s and compress_s of a round that ended in flush(), reported with the next epoch.
+  double carried_comm_s_ = 0, carried_compress_s_ = 0;
 
   // Declared last: its thread is joined (finishing a round writing into b, an agreement
   // touching the members above) before they go.

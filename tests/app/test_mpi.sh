@@ -29,6 +29,19 @@ awk -F, 'NR > 1 && $10 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
 awk -F, 'NR > 1 && $11 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
   || fail "wait_s not measured on 2 ranks"
 
+# HPSGD on 2 ranks with a codec: trains, all-reduces on the comm thread while training (comm_s
+# measured) and says every epoch how often it synchronised.
+rm -rf "$out"
+timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set "algorithm={name: hpsgd, sync_period: 2}" \
+  --set optimizer.momentum=0 --set compression.name=quantize8 > "$WORK/hpsgd.txt" 2>&1 \
+  || fail "2-rank hpsgd exit code $? ($(tail -5 "$WORK/hpsgd.txt"))"
+grep -q "gradients accumulated on a replica and all-reduced every 2 iteration(s)" \
+  "$WORK/hpsgd.txt" || fail "hpsgd's start-up line: $(grep hpsgd "$WORK/hpsgd.txt")"
+grep -q "hpsgd: 8 synchronisation(s) in 16 iterations" "$WORK/hpsgd.txt" \
+  || fail "hpsgd's epoch line: $(grep hpsgd "$WORK/hpsgd.txt")"
+awk -F, 'NR > 1 && $10 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
+  || fail "hpsgd: comm_s not measured"
+
 # A straggler's compute is stretched by its factor (rank 1: 4×; compared within the run, in the
 # second epoch: the first one's one-off costs, such as building primitives, are not stretched
 # and on a loaded machine can dwarf a tiny model's compute).
