@@ -16,11 +16,16 @@ namespace {
 
 // The Local SGD period the log compares HPSGD with: the paper's γ (§4.1).
 constexpr double kPaperGamma = 8;
+// With `auto`: how many iterations one rank may be ahead of another when a round ends before
+// the ranks meet at the next round's start (with `sync_period: N` a rank ahead waits for the
+// late round instead, so the lead stays within a period).
+constexpr int64_t kMaxLead = 1;
 
 // HPSGD as this scheduler runs it: every iteration computes, steps the replica and accumulates
 // its gradient (~3 passes over the n trainable floats); every round merges b into w and copies
 // w into the replica (2 passes). `auto` starts a round at the first boundary after the previous
-// one ended, so a round spans ⌈all-reduce / iteration⌉ iterations and nothing waits; with
+// one ended, so a round spans ⌈all-reduce / iteration⌉ iterations and nothing waits (the
+// ranks' meetings make up for imbalance, which the model does not have); with
 // `sync_period: N` the compute thread waits when the all-reduce outlasts N iterations.
 Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   const double compute = compute_seconds(in);
@@ -111,8 +116,11 @@ bool HpsgdScheduler::round_due(int64_t t, EpochStats& stats) {
     // The comm thread proposed this very boundary: the round may start here, so wait for the
     // agreement (usually done already: it had the rest of this iteration).
     PhaseTimer timer(stats.phases, Phase::wait);
+    DTRAIN_CHECK(agreement_.valid()) << "hpsgd: no agreement in flight";
     agreement_.get();
     next_round_ = agreed_;
+    meet_ = agreed_lead_ > kMaxLead;
+    if (agreed_lead_ > 0) ++uneven_agreements_;
   }
   DTRAIN_CHECK(next_round_ >= t) << "hpsgd: the ranks agreed on boundary " << next_round_
                                  << ", but this rank is already at " << t;
@@ -146,13 +154,17 @@ void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
   merge_round(lr, phases);    // Algorithm 3, lines 1–3
   std::swap(a_, b_);
   accumulated_ = 0;
-  {
-    // The paper's waiting phase (Fig. 1): the ranks start the round together, so that a faster
-    // rank does not run ahead of the others for ever (its rounds would span ever more
-    // iterations), and no comm thread waits inside the all-reduce for a late peer, taking CPU
-    // from the computation. Once per round.
+  if (meet_) {
+    // The paper's waiting phase (Fig. 1), when the agreement showed a rank ahead by more than
+    // kMaxLead iterations: the ranks start this round together. Without it a faster rank would
+    // drift ahead for a whole epoch, and its rounds, whose all-reduces wait for the slowest
+    // rank, would span ever more of its iterations. The comm thread is idle here (the previous
+    // round and its agreement are done), so the barrier runs at once, in the same place of the
+    // all-reducer's order on every rank.
     PhaseTimer timer(phases, Phase::wait);
-    ctx_.comm.barrier();
+    allreducer_->then([](Comm& comm) { comm.barrier(); }).get();
+    meet_ = false;
+    ++epoch_meetings_;
   }
   if (period_ == 0) {
     std::lock_guard lock(agreement_mutex_);
@@ -174,7 +186,9 @@ void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
       std::vector<double> proposals(static_cast<size_t>(comm.size()), 0.0);
       proposals[static_cast<size_t>(comm.rank())] = static_cast<double>(mine);
       comm.allreduce_sum(proposals);
-      agreed_ = static_cast<int64_t>(*std::max_element(proposals.begin(), proposals.end()));
+      const auto [least, most] = std::minmax_element(proposals.begin(), proposals.end());
+      agreed_ = static_cast<int64_t>(*most);
+      agreed_lead_ = static_cast<int64_t>(*most - *least);
     });
   }
   PhaseTimer timer(phases, Phase::update);
@@ -185,7 +199,7 @@ EpochStats HpsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iter
   EpochStats stats;
   PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
-  epoch_rounds_ = 0;
+  epoch_rounds_ = epoch_meetings_ = 0;
   Batch batch;
   for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
     {
@@ -223,7 +237,7 @@ void HpsgdScheduler::complete_inflight(PhaseTimes& phases) {
   if (round_.valid()) round_.get();
   if (agreement_.valid()) {
     agreement_.get();
-    if (next_round_ < 0) next_round_ = agreed_;
+    if (next_round_ < 0) next_round_ = agreed_, meet_ = agreed_lead_ > kMaxLead;
   }
 }
 
@@ -257,6 +271,8 @@ std::string HpsgdScheduler::epoch_summary() const {
   const double iterations = static_cast<double>(epoch_iterations_);
   std::string s = fmt::format("hpsgd: {} synchronisation(s) in {} iterations", epoch_rounds_,
                               epoch_iterations_);
+  if (epoch_meetings_ > 0)
+    s += fmt::format(" ({} starting with the ranks' meeting)", epoch_meetings_);
   if (epoch_rounds_ == 0) return s;
   if (epoch_comm_s_ <= 0) return s + " (their all-reduces ended after the epoch)";
   // The paper's §3.2 arithmetic with this epoch's numbers: t_sync = k · t_train.
@@ -289,6 +305,7 @@ void HpsgdScheduler::save(SchedulerState& state) {
   state.set_counter("hpsgd.accumulated_count", accumulated_);
   state.set_counter("hpsgd.sum_pending", sum_pending_ ? 1 : 0);
   state.set_counter("hpsgd.next_round", next_round_);
+  state.set_counter("hpsgd.meet", meet_ ? 1 : 0);
 }
 
 void HpsgdScheduler::load(const SchedulerState& state) {
@@ -304,7 +321,9 @@ void HpsgdScheduler::load(const SchedulerState& state) {
   state.get("hpsgd.sum", b_, backend);
   accumulated_ = state.counter("hpsgd.accumulated_count");
   sum_pending_ = state.counter("hpsgd.sum_pending") != 0;
-  next_round_ = state.counter("hpsgd.next_round");
+  // A state saved with a fixed period says nothing of `auto`'s next round: the next boundary.
+  next_round_ = period_ == 0 ? std::max(state.counter("hpsgd.next_round"), iteration_) : 0;
+  meet_ = state.has("hpsgd.meet") && state.counter("hpsgd.meet") != 0;
 }
 
 }  // namespace dtrain

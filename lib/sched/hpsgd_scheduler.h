@@ -12,7 +12,9 @@
 // follows each round's all-reduce with a small agreement: each rank proposes the first
 // iteration boundary its compute thread has not yet passed, and the next round starts at the
 // largest proposal. A compute thread only waits for the agreement when it reaches its own
-// proposal before the agreement is done — the ranks never meet in a per-iteration barrier.
+// proposal before the agreement is done — there is no barrier per iteration. When the proposals
+// show a rank more than an iteration ahead, the ranks meet once at the next round's start (the
+// paper's waiting phase), so that a faster rank does not drift ahead for a whole epoch.
 #pragma once
 #include <future>
 #include <memory>
@@ -48,7 +50,9 @@ class HpsgdScheduler final : public Scheduler {
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
 
-  int64_t rounds() const { return rounds_total_; }   // all-reduces started (flush's included)
+  int64_t rounds() const { return rounds_total_; }  // all-reduces started (flush's included)
+  // `auto`'s agreements in which the ranks proposed different boundaries (they had drifted).
+  int64_t uneven_agreements() const { return uneven_agreements_; }
   const Tensor& global_model() const { return w_; }  // w (model layout; undefined on one rank)
 
  private:
@@ -83,10 +87,13 @@ class HpsgdScheduler final : public Scheduler {
   bool round_done_ = false;  // the comm thread has finished b's all-reduce
   int64_t unpassed_ = 0;     // the first boundary the compute thread has not passed
   int64_t agreed_ = -1;      // the agreement's result, read after agreement_.get()
+  int64_t agreed_lead_ = 0;  // how far the first rank was ahead of the last, in iterations
+  bool meet_ = false;        // the ranks meet at the next round's start
   std::future<void> agreement_;
 
   // For the log: rounds and iterations of the epoch, and the all-reduce time per round.
-  int64_t rounds_total_ = 0, epoch_rounds_ = 0, epoch_iterations_ = 0;
+  int64_t uneven_agreements_ = 0;
+  int64_t rounds_total_ = 0, epoch_rounds_ = 0, epoch_meetings_ = 0, epoch_iterations_ = 0;
   double epoch_comm_s_ = 0, epoch_compute_s_ = 0;
   // comm_s and compress_s of a round that ended in flush(), reported with the next epoch.
   double carried_comm_s_ = 0, carried_compress_s_ = 0;

@@ -28,6 +28,9 @@ class DelayingComm final : public Comm {
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  int local_rank() const override { return inner_->local_rank(); }
+  int local_size() const override { return inner_->local_size(); }
+  bool emulates_link() const override { return inner_->emulates_link(); }
   std::string name() const override { return inner_->name() + " (random delays)"; }
   Comm& unpaced() override { return inner_->unpaced(); }
   std::optional<int> probe_any(int tag) override { return inner_->probe_any(tag); }
