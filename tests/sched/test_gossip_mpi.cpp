@@ -122,6 +122,9 @@ TEST_CASE(
     o.stragglers = comm->size() >= 4 || stragglers.find("rank: 3") == std::string::npos
                        ? stragglers
                        : "[{rank: 0, slowdown: 3}, {rank: 1, slowdown: 7}]";
+    // 100 updates an epoch: with 20, a 10x slower active rank (rank 1 of 2) could see both
+    // epochs end before its first update on a loaded machine, and no exchange would happen.
+    o.train_size = 2400;
     Trainee t(*comm, o);
     make_distinct(t, comm->rank());
     const Across before = across(*comm, t);
