@@ -27,3 +27,8 @@ def plan(dtrain, config, overrides, ranks=2):
                        sets(overrides), check=True, env=ENV, stdout=subprocess.DEVNULL)
         return {(r["algorithm"], r["compression"]): float(r["predicted_iteration_s"])
                 for r in csv.DictReader(open(out))}
+
+
+def verdict(ok):
+    """How a goal line ends."""
+    return "met" if ok else "NOT met"

@@ -23,7 +23,7 @@ alike), and the ratios are the medians of the rounds' ratios:
 """
 import argparse, csv, os, re, statistics, subprocess, sys, tempfile
 
-from dtrain_runs import ENV, ROOT, binary, plan  # beside this script
+from dtrain_runs import ENV, ROOT, binary, plan, verdict  # beside this script
 
 CONFIG = os.path.join(ROOT, "configs", "paper", "hpsgd", "small", "fashion_mlp_hpsgd.yaml")
 SCRIPTS = os.path.join(ROOT, "scripts")
@@ -75,10 +75,6 @@ def hpsgd_log(run_dir):
     pattern = re.compile(r"(\d+) synchronisation\(s\) in (\d+) iterations .* k ([0-9.]+) ")
     found = [pattern.search(l) for l in lines]
     return [(int(m[1]), int(m[2]), float(m[3])) for m in found if m]
-
-
-def verdict(ok):
-    return "met" if ok else "NOT met"
 
 
 def main():

@@ -14,7 +14,7 @@ Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread, plain 
 """
 import argparse, csv, os, subprocess, sys, tempfile
 
-from dtrain_runs import ENV, ROOT, binary, plan, sets  # beside this script
+from dtrain_runs import ENV, ROOT, binary, plan, sets, verdict  # beside this script
 MPIRUN = ["mpirun", "--oversubscribe", "-np", "2"]
 SMALL = os.path.join(ROOT, "configs", "paper", "local_sgd", "small")
 CONFIG = {"sync": os.path.join(SMALL, "fashion_mlp_sync.yaml"),
@@ -40,10 +40,6 @@ def rate(timing, global_batch=100):
     iterations = sum(int(r["iterations"]) for r in timing if r["rank"] == ranks[0])
     wall = max(sum(float(r["wall_s"]) for r in timing if r["rank"] == k) for k in ranks)
     return iterations * global_batch / wall, wall / iterations
-
-
-def verdict(ok):
-    return "met" if ok else "NOT met"
 
 
 def main():

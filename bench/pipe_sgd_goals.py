@@ -19,7 +19,7 @@ Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread:
 """
 import argparse, csv, os, subprocess, sys, tempfile
 
-from dtrain_runs import ENV, ROOT, binary, plan, sets  # beside this script
+from dtrain_runs import ENV, ROOT, binary, plan, sets, verdict  # beside this script
 MPIRUN = ["mpirun", "--oversubscribe", "-np", "2"]
 MLP = os.path.join(ROOT, "configs", "paper", "small", "fashion_mlp_dsync.yaml")
 LENET = os.path.join(ROOT, "configs", "paper", "small", "lenet_pipesgd_warmup0.yaml")
@@ -50,10 +50,6 @@ def per_iteration(timing):
     c = sum(total(k, "forward_s", "backward_s", "update_s") for k in ranks) / len(ranks) / its
     m = sum(total(k, "comm_s", "compress_s") for k in ranks) / len(ranks) / its
     return t, c, m
-
-
-def verdict(ok):
-    return "met" if ok else "NOT met"
 
 
 def main():

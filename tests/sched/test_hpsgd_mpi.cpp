@@ -14,6 +14,9 @@
 #include "trainee.h"
 
 using namespace dtrain;
+using test::host;
+using test::identical_on_all_ranks;
+using test::max_difference;
 using test::Trainee;
 using test::TraineeOptions;
 
@@ -28,27 +31,6 @@ TraineeOptions hpsgd(const std::string& period, const char* compression = "none"
   return o;
 }
 
-std::vector<float> host(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  std::memcpy(v.data(), t.raw(), t.bytes());
-  return v;
-}
-
-// True when `v` is bit-identical on every rank.
-bool identical_on_all_ranks(Comm& comm, const std::vector<float>& v) {
-  std::vector<float> root = v;
-  comm.broadcast(Tensor::borrow(root.data(), Shape{static_cast<int64_t>(root.size())}), 0);
-  std::vector<double> differ{std::memcmp(root.data(), v.data(), v.size() * 4) != 0 ? 1.0 : 0.0};
-  comm.allreduce_sum(differ);
-  return differ[0] == 0;
-}
-
-double max_difference(const std::vector<float>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-  return worst;
-}
-
 HpsgdScheduler& scheduler_of(Trainee& t) {
   return dynamic_cast<HpsgdScheduler&>(*t.sched);
 }
@@ -58,7 +40,7 @@ HpsgdScheduler& scheduler_of(Trainee& t) {
 uint64_t fingerprint(const Tensor& t) {
   uint64_t h = 1469598103934665603ull;
   const auto* bytes = static_cast<const unsigned char*>(t.raw());
-  for (int64_t i = 0; i < t.bytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  for (size_t i = 0; i < t.bytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
   return h;
 }
 

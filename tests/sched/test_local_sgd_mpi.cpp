@@ -11,6 +11,9 @@
 #include "trainee.h"
 
 using namespace dtrain;
+using test::host;
+using test::identical_on_all_ranks;
+using test::max_difference;
 using test::Trainee;
 using test::TraineeOptions;
 
@@ -31,33 +34,12 @@ TraineeOptions local_sgd(int period, bool plain = false) {
   return o;
 }
 
-std::vector<float> host(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  std::memcpy(v.data(), t.raw(), t.bytes());
-  return v;
-}
-
-// True when `v` is bit-identical on every rank.
-bool identical_on_all_ranks(Comm& comm, const std::vector<float>& v) {
-  std::vector<float> root = v;
-  comm.broadcast(Tensor::borrow(root.data(), Shape{static_cast<int64_t>(root.size())}), 0);
-  std::vector<double> differ{std::memcmp(root.data(), v.data(), v.size() * 4) != 0 ? 1.0 : 0.0};
-  comm.allreduce_sum(differ);
-  return differ[0] == 0;
-}
-
 // The mean over the ranks of `v`, in double.
 std::vector<double> mean_over_ranks(Comm& comm, const std::vector<float>& v) {
   std::vector<double> sum(v.begin(), v.end());
   comm.allreduce_sum(sum);
   for (double& x : sum) x /= comm.size();
   return sum;
-}
-
-double max_difference(const std::vector<float>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-  return worst;
 }
 
 }  // namespace
@@ -116,13 +98,12 @@ TEST_CASE("local_sgd equals Local SGD written out by hand (momentum stays local)
       local.train(epoch, 1);
       ref.iterate();
       // Rounding: the fused update, and the average as anchor + mean change.
-      REQUIRE(test::max_difference(local.weights(), ref.weights().data(), local.size()) < 2e-5);
+      REQUIRE(max_difference(local.weights(), ref.weights().data(), local.size()) < 2e-5);
     }
   }
   const std::vector<float> stats = host(local.model->buffers());
   const std::vector<float> expected = ref.statistics();
-  CHECK(test::max_difference(stats.data(), expected.data(), static_cast<int64_t>(stats.size())) <
-        1e-5);
+  CHECK(max_difference(stats.data(), expected.data(), static_cast<int64_t>(stats.size())) < 1e-5);
 }
 
 TEST_CASE("local_sgd with sync_period 1 equals sync with plain SGD, to rounding") {
@@ -140,7 +121,7 @@ TEST_CASE("local_sgd with sync_period 1 equals sync with plain SGD, to rounding"
     sync.train(0, 1);
     // Averaging models (anchor + mean of the deltas) and averaging gradients differ only in
     // the rounding of the deltas: a few ulps of the weights per step.
-    REQUIRE(test::max_difference(local.weights(), sync.weights(), local.size()) < 1e-5);
+    REQUIRE(max_difference(local.weights(), sync.weights(), local.size()) < 1e-5);
     CHECK(identical_on_all_ranks(*world, host(local.model->parameters())));
   }
   // The BatchNorm statistics are averaged as well; sync's are each rank's own.

@@ -4,7 +4,9 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <algorithm>  // max
 #include <cmath>
+#include <cstring>     // memcpy, memcmp
 #include <functional>  // the per-iteration callback
 #include <memory>
 #include <string>
@@ -87,6 +89,28 @@ inline double max_difference(const float* a, const float* b, int64_t n) {
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
   return worst;
+}
+// ... between float values and a reference computed in double.
+inline double max_difference(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+// The values of a tensor in host memory (CPU only).
+inline std::vector<float> host(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.raw(), t.bytes());
+  return v;
+}
+
+// True when `v` is bit-identical on every rank (a collective).
+inline bool identical_on_all_ranks(Comm& comm, const std::vector<float>& v) {
+  std::vector<float> root = v;
+  comm.broadcast(Tensor::borrow(root.data(), Shape{static_cast<int64_t>(root.size())}), 0);
+  std::vector<double> differ{std::memcmp(root.data(), v.data(), v.size() * 4) != 0 ? 1.0 : 0.0};
+  comm.allreduce_sum(differ);
+  return differ[0] == 0;
 }
 
 }  // namespace dtrain::test
