@@ -60,14 +60,10 @@ class HpsgdReference {
   }
   void start_epoch(int epoch) { t_.start_epoch(epoch); }
   void iterate() {
-    Batch batch;
-    REQUIRE(t_.loader->next(batch));
-    Model& m = *t_.model;
-    std::memcpy(m.parameters().raw(), r_.data(), r_.size() * 4);
-    m.forward(batch.images, batch.labels);
-    m.backward(1.0f);  // the summed loss: ĝ = its gradient / rows + λr
-    const float* g = m.gradients().data<float>();
-    const double rows = static_cast<double>(batch.labels.numel());
+    int64_t batch_rows = 0;
+    // The summed loss's gradient: ĝ = it / rows + λr.
+    const float* g = test::gradient_at(t_, r_, false, &batch_rows);
+    const double rows = static_cast<double>(batch_rows);
     std::vector<double> ghat(r_.size());
     for (size_t i = 0; i < r_.size(); ++i) ghat[i] = g[i] / rows + test::kWeightDecay * r_[i];
     for (size_t i = 0; i < r_.size(); ++i) a_[i] += ghat[i];

@@ -57,13 +57,8 @@ class LocalSgdReference {
   }
   void start_epoch(int epoch) { t_.start_epoch(epoch); }
   void iterate() {
-    Batch batch;
-    REQUIRE(t_.loader->next(batch));
     Model& m = *t_.model;
-    std::memcpy(m.parameters().raw(), w_.data(), w_.size() * 4);
-    m.forward(batch.images, batch.labels);
-    m.backward(1.0f / static_cast<float>(batch.labels.numel()));
-    const float* g = m.gradients().data<float>();
+    const float* g = test::gradient_at(t_, w_, true);
     for (size_t i = 0; i < w_.size(); ++i) {
       v_[i] = test::kMomentum * v_[i] + g[i] + test::kWeightDecay * w_[i];
       w_[i] -= test::kLr * v_[i];

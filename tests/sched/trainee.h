@@ -9,6 +9,7 @@
 #include <cstring>     // memcpy, memcmp
 #include <functional>  // the per-iteration callback
 #include <memory>
+#include <stdexcept>  // gradient_at past the epoch's end
 #include <string>
 #include <vector>
 
@@ -76,6 +77,21 @@ struct Trainee {
   }
   int64_t size() const { return model->num_parameters(); }
 };
+
+// For hand-written references: the gradient of `t`'s next batch at the weights `w` (host values,
+// CPU only), with the summed loss scaled by 1 / rows (`mean`) or not. Returns the model's
+// gradient buffer; `rows` gets the batch's rows.
+inline const float* gradient_at(Trainee& t, const std::vector<float>& w, bool mean,
+                                int64_t* rows = nullptr) {
+  Batch batch;
+  if (!t.loader->next(batch)) throw std::runtime_error("gradient_at: the epoch has ended");
+  Model& m = *t.model;
+  std::memcpy(m.parameters().raw(), w.data(), w.size() * 4);
+  m.forward(batch.images, batch.labels);
+  m.backward(mean ? 1.0f / static_cast<float>(batch.labels.numel()) : 1.0f);
+  if (rows) *rows = batch.labels.numel();
+  return m.gradients().data<float>();
+}
 
 // Gives each rank a model of its own (deterministic values that differ by rank; CPU only): the
 // decentralized algorithms' tests start from different models.
