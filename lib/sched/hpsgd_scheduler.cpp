@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>  // fmt::format: the log lines
 
-#include <algorithm>  // max, max_element
+#include <algorithm>  // max, minmax_element
 #include <bit>        // bit_cast: the learning rate as a counter, exactly
 #include <cmath>      // ceil
 #include <utility>    // swap
