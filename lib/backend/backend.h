@@ -79,6 +79,16 @@ class Backend {
   // Gradients are left unchanged; with wd = 0, ĝ is g exactly.
   virtual void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
                                    float lr, float weight_decay, bool add) = 0;
+  // The weights one sgd_step would produce, written to `out`, with weights, gradients and the
+  // momentum buffer unchanged (SAPipe's weight prediction): the same arithmetic as sgd_step,
+  // term by term, so a prediction equals the step it predicts bit for bit.
+  virtual void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                           const Tensor& momentum_buf, const SgdHyper& hyper) = 0;
+  // Σ a·b accumulated in double in an order fixed by the size alone, so that equal inputs give
+  // equal results on every rank (SAPipe's delay compensation gᵀΔ). Synchronises.
+  virtual double dot(const Tensor& a, const Tensor& b) = 0;
+  // g ← g + λ·g⊙g⊙Δ: DC-ASGD's diagonal delay compensation.
+  virtual void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) = 0;
 };
 
 enum class DeviceChoice { cpu, cuda, auto_ };

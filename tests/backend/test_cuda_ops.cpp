@@ -1023,6 +1023,47 @@ TEST_CASE("cuda sgd_step_accumulate: with and without weight decay, keeping or a
   }
 }
 
+TEST_CASE("cuda sgd_predict, dot and dc_diagonal (SAPipe's compensation)") {
+  std::cout << "[sapipe ops] predict within 8 ulps of the step, dot to 1e-9 relative\n";
+  const int64_t n = 100003;
+  for (const float mu : {0.0f, 0.9f}) {
+    const std::string op = "sgd_predict momentum " + std::to_string(mu);
+    run_case(op, [&] {
+      const Tensor w = host_normal({n}), g = host_normal({n}, 0.1f), v = host_normal({n}, 0.1f);
+      const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v), out = gpu().empty({n});
+      const SgdHyper h{0.1f, mu, 0.0f, 1e-2f, false};
+      gpu().sgd_predict(out, gw, gg, mu != 0 ? gv : Tensor(), h);
+      Tensor w2 = host_normal({n});
+      cpu().copy(w2, w);
+      std::vector<double> scale(n);
+      for (int64_t i = 0; i < n; ++i)
+        scale[i] = std::fabs(w.data<float>()[i]) +
+                   0.1 * (std::fabs(g.data<float>()[i]) + std::fabs(v.data<float>()[i]));
+      cpu().sgd_step(w2, g, mu != 0 ? v : Tensor(), h);
+      expect_within_ulps(op, "x~", out, w2, scale, 8);
+      expect_equal(op, "w (unchanged)", gw, w);
+      expect_equal(op, "v (unchanged)", gv, v);
+    });
+  }
+  run_case("dot and dc_diagonal", [&] {
+    const Tensor a = host_normal({n}), b = host_normal({n});
+    const Tensor ga = to_gpu(a), gb = to_gpu(b);
+    const double expected = cpu().dot(a, b);
+    const double got = gpu().dot(ga, gb);
+    CHECK(std::fabs(got - expected) <= 1e-9 * (1 + std::fabs(expected)));
+    CHECK(gpu().dot(ga, gb) == got);  // the same order every time
+    Tensor g = host_normal({n}, 0.1f);
+    const Tensor gg = to_gpu(g);
+    std::vector<double> scale(n);
+    for (int64_t i = 0; i < n; ++i)
+      scale[i] = std::fabs(g.data<float>()[i]) *
+                 (1 + 0.2 * std::fabs(g.data<float>()[i] * a.data<float>()[i]));
+    cpu().dc_diagonal(g, a, 0.2f);
+    gpu().dc_diagonal(gg, ga, 0.2f);
+    expect_within_ulps("dc_diagonal", "g", gg, g, scale, 8);
+  });
+}
+
 TEST_CASE("cuda backend: identity, memory on the GPU, pinned host memory") {
   Backend& g = gpu();
   std::cout << "[backend] " << g.name() << "\n";

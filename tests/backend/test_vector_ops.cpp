@@ -77,3 +77,51 @@ TEST_CASE("axpy, axpby, scale, add, fill, copy_rows") {
   CHECK(a.data<float>()[3] == 0.0f);
   CHECK(a.data<float>()[9] == 7.0f);
 }
+
+TEST_CASE("sgd_predict writes what sgd_step would, bit for bit, and changes nothing else") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200001;  // above the threading threshold, odd
+  Tensor w = be->empty({n}), g = be->empty({n}), v = be->empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    w.data<float>()[i] = 1.0f + 0.001f * static_cast<float>(i % 7);
+    g.data<float>()[i] = 0.5f - 0.01f * static_cast<float>(i % 5);
+    v.data<float>()[i] = 0.1f * static_cast<float>(i % 3);
+  }
+  for (const SgdHyper& h :
+       {SgdHyper{0.1f}, SgdHyper{0.1f, 0.0f, 0.0f, 0.01f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},
+        SgdHyper{0.1f, 0.9f, 0.1f, 0.01f}, SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true}}) {
+    CAPTURE(h.momentum);
+    CAPTURE(h.nesterov);
+    Tensor out = be->empty({n}), w2 = be->empty({n}), v2 = be->empty({n});
+    be->copy(w2, w);
+    be->copy(v2, v);
+    be->sgd_predict(out, w, g, h.momentum != 0 ? v : Tensor(), h);
+    be->sgd_step(w2, g, h.momentum != 0 ? v2 : Tensor(), h);
+    int differing = 0;
+    for (int64_t i = 0; i < n; ++i) differing += out.data<float>()[i] != w2.data<float>()[i];
+    CHECK(differing == 0);
+    CHECK(w.data<float>()[5] == 1.0f + 0.001f * 5);  // weights and momentum unchanged
+    CHECK(v.data<float>()[5] == 0.1f * 2);
+  }
+}
+
+TEST_CASE("dot sums in double in a fixed order; dc_diagonal adds λ·g⊙g⊙Δ") {
+  auto be = make_backend({DeviceChoice::cpu, 1, 0});
+  for (int64_t n : {1, 7, 8, 9, 1000}) {
+    CAPTURE(n);
+    Tensor a = be->empty({n}), b = be->empty({n});
+    double expected = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      a.data<float>()[i] = 0.25f * static_cast<float>(i % 9) - 1.0f;
+      b.data<float>()[i] = 0.5f + 0.125f * static_cast<float>(i % 4);
+      expected += static_cast<double>(a.data<float>()[i]) * b.data<float>()[i];
+    }
+    CHECK(be->dot(a, b) == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(be->dot(a, b) == be->dot(a, b));
+  }
+  Tensor g = be->empty({3}), d = be->empty({3});
+  const float gs[] = {0.5f, -2.0f, 3.0f}, ds[] = {1.0f, 0.25f, -0.5f};
+  for (int i = 0; i < 3; ++i) g.data<float>()[i] = gs[i], d.data<float>()[i] = ds[i];
+  be->dc_diagonal(g, d, 0.2f);
+  for (int i = 0; i < 3; ++i) CHECK(g.data<float>()[i] == gs[i] + 0.2f * gs[i] * gs[i] * ds[i]);
+}

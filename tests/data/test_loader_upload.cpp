@@ -64,6 +64,15 @@ class FakeDevice final : public Backend {
                            bool) override {
     unused();
   }
+  void sgd_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const SgdHyper&) override {
+    unused();
+  }
+  double dot(const Tensor&, const Tensor&) override {
+    unused();
+    return 0;
+  }
+  void dc_diagonal(const Tensor&, const Tensor&, float) override { unused(); }
 
  private:
   TaggedAllocator memory_;

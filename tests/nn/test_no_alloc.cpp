@@ -120,6 +120,10 @@ class NopBackend final : public Backend {
   void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override {}
   void sgd_step_accumulate(const Tensor&, const Tensor&, const Tensor&, float, float,
                            bool) override {}
+  void sgd_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                   const SgdHyper&) override {}
+  double dot(const Tensor&, const Tensor&) override { return 0; }
+  void dc_diagonal(const Tensor&, const Tensor&, float) override {}
 };
 
 }  // namespace

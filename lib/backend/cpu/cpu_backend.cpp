@@ -204,3 +204,80 @@ void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads,
 }
 
 }  // namespace dtrain
+
+namespace dtrain {
+
+void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                             const Tensor& momentum_buf, const SgdHyper& h) {
+  check_f32(weights, "sgd_predict");
+  check_same_size(weights, grads, "sgd_predict");
+  check_same_size(weights, out, "sgd_predict out");
+  const float* w = weights.data<float>();
+  const float* g = grads.data<float>();
+  float* x = out.data<float>();
+  const int64_t n = weights.numel();
+  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
+  // The loops of sgd_step with the stores of w and v replaced by one store of the result.
+  if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      wi -= lr * (g[i] + wd * wi);
+      x[i] = wi;
+    }
+    return;
+  }
+  check_same_size(weights, momentum_buf, "sgd_predict momentum");
+  const float* v = momentum_buf.data<float>();
+  if (h.nesterov) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      float gi = g[i] + wd * wi;
+      float vi = mu * v[i] + damp * gi;
+      wi -= lr * (gi + mu * vi);
+      x[i] = wi;
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      float gi = g[i] + wd * wi;
+      float vi = mu * v[i] + damp * gi;
+      wi -= lr * vi;
+      x[i] = wi;
+    }
+  }
+}
+
+double CpuBackend::dot(const Tensor& a, const Tensor& b) {
+  check_f32(a, "dot");
+  check_same_size(a, b, "dot");
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  const int64_t n = a.numel();
+  // Eight running sums (element i into sum i mod 8), then added in order: the order depends
+  // on n only, and the loop still vectorises.
+  constexpr int kLanes = 8;
+  double sum[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      sum[l] += static_cast<double>(x[i + l]) * static_cast<double>(y[i + l]);
+  for (int l = 0; i < n; ++i, ++l) sum[l] += static_cast<double>(x[i]) * static_cast<double>(y[i]);
+  double total = 0;
+  for (double s : sum) total += s;
+  return total;
+}
+
+void CpuBackend::dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) {
+  check_f32(grads, "dc_diagonal");
+  check_same_size(grads, delta, "dc_diagonal");
+  float* g = grads.data<float>();
+  const float* d = delta.data<float>();
+  const int64_t n = grads.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) g[i] += lambda * g[i] * g[i] * d[i];
+}
+
+}  // namespace dtrain

@@ -40,6 +40,10 @@ class CpuBackend final : public Backend {
                 const SgdHyper& hyper) override;
   void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum, float lr,
                            float weight_decay, bool add) override;
+  void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                   const Tensor& momentum_buf, const SgdHyper& hyper) override;
+  double dot(const Tensor& a, const Tensor& b) override;
+  void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
 
  private:
   std::unique_ptr<cpu::DnnlContext> ctx_;

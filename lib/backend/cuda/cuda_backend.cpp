@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(ctx_->stream());
     cudaStreamSynchronize(upload_stream_);
     cudaStreamDestroy(upload_stream_);
+    if (dot_scratch_) cudaFree(dot_scratch_);
   }
 
   std::string name() const override {
@@ -165,11 +166,40 @@ class CudaBackend final : public Backend {
     cuda::sgd_step_accumulate_f32(weights.data<float>(), grads.data<float>(), sum.data<float>(),
                                   weights.numel(), lr, weight_decay, add, ctx_->stream());
   }
+  void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                   const Tensor& momentum_buf, const SgdHyper& h) override {
+    check_f32(weights, "sgd_predict");
+    check_same_size(weights, grads, "sgd_predict");
+    check_same_size(weights, out, "sgd_predict out");
+    const float* v = nullptr;
+    if (h.momentum != 0.0f) {
+      check_same_size(weights, momentum_buf, "sgd_predict momentum");
+      v = momentum_buf.data<float>();
+    }
+    cuda::sgd_predict_f32(out.data<float>(), weights.data<float>(), grads.data<float>(), v,
+                          weights.numel(), h.lr, h.momentum, h.dampening, h.weight_decay,
+                          h.nesterov, ctx_->stream());
+  }
+  double dot(const Tensor& a, const Tensor& b) override {
+    check_f32(a, "dot");
+    check_same_size(a, b, "dot");
+    cuda::set_device(ctx_->device());
+    if (!dot_scratch_)
+      DTRAIN_CUDA_CHECK(cudaMalloc(&dot_scratch_, (cuda::kDotBlocks + 1) * sizeof(double)));
+    return cuda::dot_f32(a.data<float>(), b.data<float>(), a.numel(), dot_scratch_, ctx_->stream());
+  }
+  void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override {
+    check_f32(grads, "dc_diagonal");
+    check_same_size(grads, delta, "dc_diagonal");
+    cuda::dc_diagonal_f32(grads.data<float>(), delta.data<float>(), grads.numel(), lambda,
+                          ctx_->stream());
+  }
 
  private:
   std::unique_ptr<cuda::CudaContext> ctx_;
   cudaStream_t upload_stream_ = nullptr;
   std::mutex upload_mutex_;
+  double* dot_scratch_ = nullptr;  // Backend::dot's block sums
 };
 
 }  // namespace

@@ -47,6 +47,50 @@ __global__ void sgd_momentum_kernel(float* w, const float* g, float* v, int64_t 
   }
 }
 
+template <bool kNesterov>
+__global__ void sgd_predict_kernel(float* out, const float* w, const float* g, const float* v,
+                                   int64_t n, float lr, float mu, float damp, float wd) {
+  DTRAIN_GRID_STRIDE(i, n) {
+    const float gi = g[i] + wd * w[i];
+    const float vi = mu * v[i] + damp * gi;
+    out[i] = w[i] - (kNesterov ? lr * (gi + mu * vi) : lr * vi);
+  }
+}
+__global__ void sgd_predict_plain_kernel(float* out, const float* w, const float* g, int64_t n,
+                                         float lr, float wd) {
+  DTRAIN_GRID_STRIDE(i, n) out[i] = w[i] - lr * (g[i] + wd * w[i]);
+}
+__global__ void dc_diagonal_kernel(float* g, const float* d, int64_t n, float lambda) {
+  DTRAIN_GRID_STRIDE(i, n) g[i] += lambda * g[i] * g[i] * d[i];
+}
+
+// Dot product in two passes with a grid of fixed size: each of kDotBlocks × kThreads threads
+// sums a fixed stride of the elements, each block reduces its threads in a fixed tree, and one
+// block reduces the blocks' sums in the same tree. The order depends on n alone.
+__device__ void block_sum(double* shared) {
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    __syncthreads();
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+  }
+  __syncthreads();
+}
+__global__ void dot_partial_kernel(const float* a, const float* b, int64_t n, double* partial) {
+  __shared__ double shared[kThreads];
+  double sum = 0;
+  DTRAIN_GRID_STRIDE(i, n) sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  shared[threadIdx.x] = sum;
+  block_sum(shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+}
+__global__ void dot_final_kernel(double* partial, int blocks) {
+  __shared__ double shared[kThreads];
+  double sum = 0;
+  for (int i = threadIdx.x; i < blocks; i += kThreads) sum += partial[i];
+  shared[threadIdx.x] = sum;
+  block_sum(shared);
+  if (threadIdx.x == 0) partial[blocks] = shared[0];
+}
+
 }  // namespace
 
 void fill_f32(float* x, int64_t n, float value, cudaStream_t stream) {
@@ -104,6 +148,44 @@ void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, fl
     sgd_accumulate_kernel<false>
         <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
   DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dtrain::cuda
+
+namespace dtrain::cuda {
+
+void sgd_predict_f32(float* out, const float* w, const float* g, const float* v, int64_t n,
+                     float lr, float momentum, float dampening, float weight_decay, bool nesterov,
+                     cudaStream_t stream) {
+  if (n <= 0) return;
+  const float damp = 1.0f - dampening;
+  if (momentum == 0.0f)
+    sgd_predict_plain_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, w, g, n, lr, weight_decay);
+  else if (nesterov)
+    sgd_predict_kernel<true>
+        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, lr, momentum, damp, weight_decay);
+  else
+    sgd_predict_kernel<false>
+        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, lr, momentum, damp, weight_decay);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream) {
+  if (n <= 0) return;
+  dc_diagonal_kernel<<<grid_for(n), kThreads, 0, stream>>>(g, delta, n, lambda);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+double dot_f32(const float* a, const float* b, int64_t n, double* scratch, cudaStream_t stream) {
+  dot_partial_kernel<<<kDotBlocks, kThreads, 0, stream>>>(a, b, n, scratch);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+  dot_final_kernel<<<1, kThreads, 0, stream>>>(scratch, kDotBlocks);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+  double result = 0;
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&result, scratch + kDotBlocks, sizeof(double),
+                                    cudaMemcpyDeviceToHost, stream));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return result;
 }
 
 }  // namespace dtrain::cuda

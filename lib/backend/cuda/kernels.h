@@ -19,6 +19,17 @@ void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float
 // Backend::sgd_step_accumulate (same arithmetic order as the CPU loop).
 void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
                              float weight_decay, bool add, cudaStream_t stream);
+// Backend::sgd_predict: sgd_step's arithmetic into `out`, w and v unchanged (v may be null
+// when momentum == 0).
+void sgd_predict_f32(float* out, const float* w, const float* g, const float* v, int64_t n,
+                     float lr, float momentum, float dampening, float weight_decay, bool nesterov,
+                     cudaStream_t stream);
+// Backend::dc_diagonal: g += λ·g·g·Δ.
+void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream);
+// Backend::dot: a fixed-order sum in double; `scratch` holds kDotBlocks + 1 doubles on the
+// device. Waits for the stream and returns the result.
+constexpr int kDotBlocks = 256;
+double dot_f32(const float* a, const float* b, int64_t n, double* scratch, cudaStream_t stream);
 
 // ---- activations (activation.cu) ----
 // y = max(x + bias[(i / inner) % channels], 0) or without ReLU, in place allowed (x == y).
