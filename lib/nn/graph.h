@@ -73,7 +73,8 @@ class Graph {
   void set_parameters(const Tensor& flat);
   // Calls `hook` in every training forward just before the layer `name` runs (SAPipe's
   // pre-forward hook: the layers before it may run on parameters the hook then updates).
-  // An empty hook removes it. InputError when no layer has that name.
+  // Each layer has at most one hook (SAPipe's profile hooks every parameterised layer); an
+  // empty hook removes that layer's. InputError when no layer has that name.
   void set_forward_hook(const std::string& name, std::function<void()> hook);
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
@@ -127,8 +128,7 @@ class Graph {
   bool training_ = true;
   uint64_t seed_ = 0, step_ = 0;
   int frozen_ = 0;
-  size_t hook_node_ = 0;  // 0: no hook (node 0 is the graph input)
-  std::function<void()> hook_;
+  std::vector<std::function<void()>> hooks_;  // by node; empty: none
 };
 
 }  // namespace dtrain

@@ -51,15 +51,10 @@ void Graph::set_parameters(const Tensor& flat) {
 }
 
 void Graph::set_forward_hook(const std::string& name, std::function<void()> hook) {
-  if (!hook) {
-    hook_node_ = 0;
-    hook_ = {};
-    return;
-  }
   for (size_t i = 1; i < nodes_.size(); ++i)
     if (nodes_[i].name == name) {
-      hook_node_ = i;
-      hook_ = std::move(hook);
+      hooks_.resize(nodes_.size());
+      hooks_[i] = std::move(hook);
       return;
     }
   DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "' to hook into";

@@ -70,7 +70,7 @@ const Tensor& Graph::forward(const Tensor& input) {
   current_ = &p;
   RunContext ctx{backend_, training_, seed_, step_, 0};
   for (size_t i = 1; i < nodes_.size(); ++i) {
-    if (i == hook_node_ && training_) hook_();
+    if (training_ && i < hooks_.size() && hooks_[i]) hooks_[i]();
     if (nodes_[i].layer->output_is_view()) continue;
     ctx.node = static_cast<int>(i);
     nodes_[i].layer->forward(ctx, p.in[i], p.out[i]);
