@@ -13,8 +13,9 @@
 #include "comm/comm_thread.h"  // CommThread: S
 #include "compress/codec.h"    // make_codec
 #include "core/error.h"
-#include "core/rng.h"    // random_normal: profile inputs
-#include "core/timer.h"  // Clock, seconds_since
+#include "core/rng.h"          // random_normal: profile inputs
+#include "core/timer.h"        // Clock, seconds_since
+#include "plan/layer_timer.h"  // profile_layers
 
 namespace dtrain {
 namespace {
@@ -199,6 +200,29 @@ ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int w
   t.skew_s = expected_max_excess(totals, world);
   t.iterations = static_cast<int>(totals.size());
   return t;
+}
+
+std::vector<LayerCost> profile_layers(Model& model, Loader& loader, int world, int iterations) {
+  std::vector<LayerRange> layers;
+  for (const LayerRange& layer : model.layer_ranges())
+    if (layer.offset >= model.trainable_offset() && layer.count > 0) layers.push_back(layer);
+  LayerTimer timer(model, layers);
+  model.set_training(true);
+  Batch batch;
+  for (int i = 0; i <= iterations; ++i) {
+    if (!loader.next(batch)) {
+      loader.start_epoch(0);
+      DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
+    }
+    const bool timed = i > 0;
+    if (timed) timer.begin();
+    model.forward(batch.images, batch.labels);
+    model.backward(1.0f / static_cast<float>(batch.labels.numel() * world), [&](int64_t offset) {
+      if (timed) timer.on_ready(offset);
+    });
+    if (timed) timer.end();
+  }
+  return timer.means();
 }
 
 TransportTimes profile_transport(int64_t block_elements) {

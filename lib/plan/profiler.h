@@ -12,6 +12,7 @@
 #include "data/loader.h"        // Loader: the batches, as training gets them
 #include "nn/model.h"           // Model
 #include "optim/sgd.h"          // Sgd: the update step
+#include "plan/stale_layers.h"  // LayerCost
 #include "plan/timing_model.h"  // CodecCost
 
 namespace dtrain {
@@ -33,6 +34,10 @@ struct ComputeTimes {
 // only its cost matters.
 ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int world, int warmup,
                              int iterations, double budget_s = 2.0);
+
+// Each trainable parameterised layer's mean forward and backward time (plan/layer_timer.h) over
+// `iterations` steps after one warm-up, continuing the loader's epoch; comm_s left 0.
+std::vector<LayerCost> profile_layers(Model& model, Loader& loader, int world, int iterations);
 
 // E[max of p independent draws] − mean, for draws from the empirical distribution `samples`.
 double expected_max_excess(std::vector<double> samples, int p);

@@ -44,6 +44,10 @@ struct TimingInputs {
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
   // work competes with the compute thread whenever the two overlap (Pipe-SGD).
   bool comm_shares_core = false;
+  // SAPipe's profile: each trainable parameterised layer's forward and backward time, forward
+  // order, and the elements of its gradient; empty when not profiled.
+  std::vector<double> layer_forward_s, layer_backward_s;
+  std::vector<int64_t> layer_elements;
   int K = 2;  // Pipe-SGD iteration dependency
   int L = 1;  // Pipe-SGD gradient segments
   std::vector<CodecCost> codecs;
@@ -57,6 +61,7 @@ struct Prediction {
   double iteration_s = 0;
   bool compute_bound = false;  // compute_s >= comm_s
   double samples_per_s = 0;
+  double stall_s = 0;             // SAPipe: the forward's wait for the fresh layers
   double speedup = 1;             // vs sync + none
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
   // How the ranks are used (plan.csv's last column): empty means data parallel on all of them;

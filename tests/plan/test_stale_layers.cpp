@@ -1,0 +1,88 @@
+// SAPipe's stale-layer choice against hand-computed cases and brute force over k.
+#include <doctest/doctest.h>
+
+#include <algorithm>  // min
+#include <random>
+
+#include "plan/stale_layers.h"
+
+using namespace dtrain;
+
+namespace {
+
+// The definition, checked k by k: the least k whose fresh communication fits (C2).
+int brute_force_k(const std::vector<LayerCost>& layers) {
+  const int m = static_cast<int>(layers.size());
+  for (int k = 0; k <= m; ++k) {
+    double fresh_comm = 0, backward = 0, stale_forward = 0;
+    for (int i = k; i < m; ++i) fresh_comm += layers[i].comm_s;
+    for (int i = 0; i < m - 1; ++i) backward += layers[i].backward_s;
+    for (int i = 0; i < k; ++i) stale_forward += layers[i].forward_s;
+    if (fresh_comm <= backward + stale_forward) return k;
+  }
+  return m;
+}
+
+std::vector<LayerCost> random_layers(std::mt19937& rng, int m, double comm_scale) {
+  std::uniform_real_distribution<double> u(0.1, 1.0);
+  std::vector<LayerCost> layers(static_cast<size_t>(m));
+  for (LayerCost& l : layers) l = {u(rng), 2 * u(rng), comm_scale * u(rng)};
+  return layers;
+}
+
+}  // namespace
+
+TEST_CASE("stale layers: a hand-computed case") {
+  // u = 1, b = 2 per layer; v = 1, 1, 4, 6. Σv = 12 ≤ Σb + Σu = 12: C1 holds.
+  // C2 with Σ_{i<4} b = 6: k = 0: 12 > 6; k = 1: 11 > 7; k = 2: 10 > 8; k = 3: 6 ≤ 9.
+  const std::vector<LayerCost> layers = {{1, 2, 1}, {1, 2, 1}, {1, 2, 4}, {1, 2, 6}};
+  const StaleChoice c = choose_stale_layers(layers);
+  CHECK(c.k == 3);
+  CHECK_FALSE(c.communication_bound);
+  CHECK(c.stall_s == 0);
+  CHECK(stale_stall_seconds(layers, 2) == doctest::Approx(2));  // 10 − 8
+  // Compute-bound and stall-free: the iteration is the compute, 12 s.
+  CHECK(c.iteration_s == doctest::Approx(12));
+  // k = 0: the whole communication after the backward of the last layer, 12 − 6 s exposed.
+  CHECK(stale_iteration_seconds(layers, 0) == doctest::Approx(18));
+}
+
+TEST_CASE("stale layers: the scan equals brute force, and k grows with the communication") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int m = 1 + trial % 12;
+    const auto base = random_layers(rng, m, 1.0);
+    int previous = 0;
+    for (double scale : {0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 6.0, 20.0}) {
+      auto layers = base;
+      for (LayerCost& l : layers) l.comm_s *= scale;
+      const StaleChoice c = choose_stale_layers(layers);
+      if (!c.communication_bound) CHECK(c.k == brute_force_k(layers));
+      CHECK(c.k >= previous);  // slower communication never needs fewer stale layers
+      previous = c.k;
+    }
+  }
+}
+
+TEST_CASE("stale layers: communication shorter than backward needs none") {
+  std::vector<LayerCost> layers = {{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 0.9}};
+  CHECK(choose_stale_layers(layers).k == 0);
+  CHECK(choose_stale_layers({}).k == 0);
+}
+
+TEST_CASE("stale layers: communication-bound, the least k of shortest predicted iteration") {
+  // Σv = 30 > Σ(u + b) = 9. Stall = fresh comm − (Σ_{i<3} b = 4) − stale forward:
+  // k = 0: 26, k = 1: 15, k = 2: 4, k = 3: 0.
+  const std::vector<LayerCost> layers = {{1, 2, 10}, {1, 2, 10}, {1, 2, 10}};
+  const StaleChoice c = choose_stale_layers(layers);
+  CHECK(c.communication_bound);
+  CHECK(c.k == 3);
+  CHECK(c.iteration_s == doctest::Approx(30));
+  double shortest = 1e300;
+  for (int k = 0; k <= 3; ++k) shortest = std::min(shortest, stale_iteration_seconds(layers, k));
+  CHECK(c.iteration_s == shortest);
+  CHECK(stale_iteration_seconds(layers, 2) == doctest::Approx(34));
+  // A layer whose communication is tiny adds nothing: the first k reaching zero stall wins.
+  const std::vector<LayerCost> tail = {{1, 2, 10}, {1, 2, 10}, {1, 2, 0.001}};
+  CHECK(choose_stale_layers(tail).k == 2);
+}
