@@ -31,20 +31,34 @@ void Sgd::step(float lr, const Tensor& parameters, const Tensor& gradients) {
   const Shape s{n};
   const Tensor v = momentum_.defined() ? momentum_.slice(trainable_offset_, s) : Tensor();
   backend_.sgd_step(parameters.slice(trainable_offset_, s), gradients.slice(trainable_offset_, s),
-                    v,
-                    SgdHyper{lr, options_.momentum, options_.dampening, options_.weight_decay,
-                             options_.nesterov});
+                    v, hyper(lr));
 }
 
-void Sgd::step_range(float lr, int64_t offset, int64_t count) {
+void Sgd::step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
+                     int64_t count) {
+  DTRAIN_CHECK(parameters.numel() == parameters_.numel() &&
+               gradients.numel() == parameters_.numel())
+      << "Sgd::step_range with buffers of another size";
   const int64_t begin = std::max(offset, trainable_offset_);
   const int64_t end = std::min(offset + count, parameters_.numel());
   if (end <= begin) return;
   const Shape s{end - begin};
   const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
-  backend_.sgd_step(parameters_.slice(begin, s), gradients_.slice(begin, s), v,
-                    SgdHyper{lr, options_.momentum, options_.dampening, options_.weight_decay,
-                             options_.nesterov});
+  backend_.sgd_step(parameters.slice(begin, s), gradients.slice(begin, s), v, hyper(lr));
+}
+
+void Sgd::predict_range(float lr, const Tensor& out, const Tensor& parameters,
+                        const Tensor& gradients, int64_t offset, int64_t count) const {
+  DTRAIN_CHECK(out.numel() == parameters_.numel() && parameters.numel() == parameters_.numel() &&
+               gradients.numel() == parameters_.numel())
+      << "Sgd::predict_range with buffers of another size";
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, parameters_.numel());
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  backend_.sgd_predict(out.slice(begin, s), parameters.slice(begin, s), gradients.slice(begin, s),
+                       v, hyper(lr));
 }
 
 }  // namespace dtrain

@@ -24,13 +24,27 @@ class Sgd {
   // aggregated gradient from the communication thread).
   void step(float lr, const Tensor& parameters, const Tensor& gradients);
   // Only [offset, offset + count) of the flat buffers (clipped to the trainable range).
-  void step_range(float lr, int64_t offset, int64_t count);
+  void step_range(float lr, int64_t offset, int64_t count) {
+    step_range(lr, parameters_, gradients_, offset, count);
+  }
+  // Same, with other buffers of the model's layout (SAPipe steps its stale prefix and its fresh
+  // layers at different times, from gradient slots of its own).
+  void step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
+                  int64_t count);
+  // The weights step_range would produce, written to the same range of `out`, with the weights
+  // and the momentum unchanged (SAPipe's weight prediction: Backend::sgd_predict).
+  void predict_range(float lr, const Tensor& out, const Tensor& parameters, const Tensor& gradients,
+                     int64_t offset, int64_t count) const;
 
   const Tensor& momentum() const { return momentum_; }
   int64_t trainable_offset() const { return trainable_offset_; }
   const SgdOptions& options() const { return options_; }
 
  private:
+  SgdHyper hyper(float lr) const {
+    return {lr, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
+  }
+
   Backend& backend_;
   Tensor parameters_, gradients_, momentum_;
   SgdOptions options_;
