@@ -83,5 +83,8 @@ TEST_CASE("under an emulated link, segments overlap communication with backward"
   const double comm = s.phases[Phase::comm], wait = s.phases[Phase::wait];
   INFO("comm_s " << comm << ", wait_s " << wait << ", backward_s " << s.phases[Phase::backward]);
   CHECK(comm > 0);
-  CHECK(wait < 0.8 * comm);
+  // The exposed wait is the communication less what ran under the convolutions' backward; how
+  // much that is depends on the machine's speed (on a fast core the backward is a few ms of a
+  // 50 ms all-reduce), so compare with the backward, not with the communication.
+  CHECK(wait < comm - 0.25 * s.phases[Phase::backward]);
 }
