@@ -39,7 +39,10 @@ std::string table(const std::vector<Prediction>& rows) {
     t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n",
                      r.algorithm, r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s),
                      r.samples_per_s, r.speedup, r.scaling_efficiency,
-                     r.compute_bound ? "compute" : "communication");
+                     std::string(r.compute_bound ? "compute" : "communication") +
+                         (r.configuration.empty()
+                              ? ""
+                              : fmt::format("  {}, stall {} ms", r.configuration, ms(r.stall_s))));
   }
   return t;
 }
@@ -66,6 +69,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   Model& model = *run->model;
   const ComputeTimes compute =
       profile_compute(model, *run->optimizer, *run->train_loader, p, kWarmup, iterations);
+  const std::vector<LayerCost> layers =
+      profile_layers(model, *run->train_loader, p, std::max(3, iterations / 2));
 
   Profile r;
   r.notes = run->notes;
@@ -87,6 +92,13 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
   in.n = model.num_parameters() - model.trainable_offset();
+  // SAPipe's per-layer profile, stretched as the totals are.
+  for (const LayerCost& l : layers) {
+    in.layer_forward_s.push_back(l.forward_s * r.slowdown * r.crowding);
+    in.layer_backward_s.push_back(l.backward_s * r.slowdown * r.crowding);
+  }
+  for (const LayerRange& l : model.layer_ranges())
+    if (l.offset >= model.trainable_offset() && l.count > 0) in.layer_elements.push_back(l.count);
   in.p = p;
   in.global_batch = batch;
   const PipeSgdOptions pipe = options_of(config, "pipe_sgd").get<PipeSgdOptions>();

@@ -6,33 +6,6 @@ namespace {
 
 using namespace config;
 
-AlgorithmEntry sapipe() {
-  auto keys =
-      Schema<SapipeOptions>("sapipe")
-          .key("stale_layers", &SapipeOptions::stale_layers,
-               word_or({"auto", "all"}, integer(Bounds::at_least(0))),
-               "the first k layers use the gradient of t − 2 (auto: the smallest k that hides "
-               "the communication)")
-          .key("compensation", &SapipeOptions::compensation,
-               choice({"none", "dc", "wp1", "wp2", "wp3"}),
-               "staleness compensation: delay compensation or weight prediction 1–3")
-          .key("dc_lambda", &SapipeOptions::dc_lambda, real(Bounds::at_least(0)),
-               "delay compensation's λ")
-          .key("dc_form", &SapipeOptions::dc_form, choice({"outer", "diagonal"}),
-               "delay compensation's Hessian approximation")
-          .key("segments", &SapipeOptions::segments, integer(Bounds::at_least(1)),
-               "gradient segments of the fresh layers")
-          .key("warmup_epochs", &SapipeOptions::warmup_epochs, integer(Bounds::at_least(0)),
-               "epochs of D-Sync first");
-  return {"sapipe",
-          "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the first layers, "
-          "delay compensation and weight prediction",
-          erase(std::move(keys)),
-          {},
-          "the SAPipe issue",
-          {}};
-}
-
 AlgorithmEntry pipedream() {
   auto keys = Schema<PipedreamOptions>("pipedream")
                   .key("schedule", &PipedreamOptions::schedule,
@@ -66,7 +39,7 @@ AlgorithmEntry pipedream() {
 }  // namespace
 
 std::vector<AlgorithmEntry> planned_algorithms() {
-  return {sapipe(), pipedream()};
+  return {pipedream()};
 }
 
 }  // namespace dtrain

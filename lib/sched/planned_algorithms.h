@@ -11,16 +11,6 @@
 
 namespace dtrain {
 
-// SAPipe (Chen et al., NeurIPS 2022): partial staleness, delay compensation, weight prediction.
-struct SapipeOptions {
-  config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
-  std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3
-  double dc_lambda = 0.2;
-  std::string dc_form = "outer";
-  int segments = 1;
-  int warmup_epochs = 0;
-};
-
 // PipeDream (Harlap et al., 2018): pipeline-parallel stages with 1F1B and weight stashing.
 struct PipedreamOptions {
   std::string schedule = "1f1b";  // 1f1b | gpipe | 1f1b_flush
@@ -34,7 +24,7 @@ struct PipedreamOptions {
   std::string partition_cost = "runtime";  // paper | runtime
 };
 
-// sapipe and pipedream, in that order.
+// pipedream.
 std::vector<AlgorithmEntry> planned_algorithms();
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 #include "sched/pipe_sgd_scheduler.h"   // pipe_sgd_algorithm
 #include "sched/planned_algorithms.h"   // the algorithms still to come
 #include "sched/ps_sync_scheduler.h"    // ps_sync_algorithm
+#include "sched/sapipe_scheduler.h"     // sapipe_algorithm
 #include "sched/sync_scheduler.h"       // sync_algorithm
 
 namespace dtrain {
@@ -17,7 +18,7 @@ const std::vector<AlgorithmEntry>& algorithms() {
   static const std::vector<AlgorithmEntry> table = [] {
     std::vector<AlgorithmEntry> t{sync_algorithm(),      ps_sync_algorithm(), pipe_sgd_algorithm(),
                                   local_sgd_algorithm(), gossip_algorithm(),  d_psgd_algorithm(),
-                                  hpsgd_algorithm()};
+                                  hpsgd_algorithm(),     sapipe_algorithm()};
     for (AlgorithmEntry& planned : planned_algorithms()) t.push_back(std::move(planned));
     return t;
   }();

@@ -45,12 +45,15 @@ expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
 # Each algorithm takes its own keys; unbuilt ones are refused before anything is created.
 expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd, not to the chosen 'sync'" \
   --config "$good" --set "algorithm={name: sync, K: 7}"
-for a in sapipe pipedream; do
+for a in pipedream; do
   expect_2 "unbuilt $a" "algorithm.name: '$a' is not built yet" --config "$good" --set algorithm.name=$a
 done
 # ... before anything is created: no backend was picked.
-msg=$("$DTRAIN" --config "$good" --set algorithm.name=sapipe 2>&1)
+msg=$("$DTRAIN" --config "$good" --set algorithm.name=pipedream 2>&1)
 echo "$msg" | grep -q "picked" && fail "an unbuilt algorithm got as far as creating the backend: $msg"
+# SAPipe cannot make more layers stale than the model has.
+expect_2 "sapipe stale_layers beyond the model" "algorithm.stale_layers: 99 is more than the model's" \
+  --config "$good" --set "algorithm={name: sapipe, stale_layers: 99}"
 # The decentralized algorithms exchange whole models: no codec.
 for a in gossip d_psgd; do
   expect_2 "$a with a codec" "compression.name: $a exchanges whole models, uncompressed" \

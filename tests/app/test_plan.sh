@@ -8,14 +8,21 @@ check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every built algorithm with a timing row (the registry's), with every codec.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 15 ] || fail "$what: expected 15 rows, got $(tail -n +2 "$f" | wc -l)"
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 18 ] || fail "$what: expected 18 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
         fail "$what: no well-formed row for $a,$c"
     done
   done
+  # SAPipe's rows say how many layers are stale.
+  for c in none truncate16 quantize8; do
+    grep -q "^sapipe,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),k=[0-9]*$" "$f" ||
+      fail "$what: no well-formed row for sapipe,$c"
+  done
 }
+# configuration of ALGORITHM,CODEC in FILE
+configuration() { grep "^$2,$3," "$1" | cut -d, -f7; }
 # predicted_iteration_s of ALGORITHM,CODEC in FILE
 predicted() { grep "^$2,$3," "$1" | cut -d, -f5; }
 
@@ -49,6 +56,22 @@ for c in none truncate16 quantize8; do
   awk -v p="$(predicted "$WORK/slow.csv" pipe_sgd $c)" -v s="$(predicted "$WORK/slow.csv" sync $c)" \
     'BEGIN { exit !(p <= s) }' || fail "pipe_sgd,$c slower than sync,$c"
 done
+
+# SAPipe: a slower link needs at least as many stale layers, and SAPipe is never slower than
+# D-Sync (k = 0 is D-Sync) nor than Pipe-SGD by more than the stall.
+k_fast=$(configuration "$WORK/fast.csv" sapipe none); k_slow=$(configuration "$WORK/slow.csv" sapipe none)
+[ "${k_slow#k=}" -ge "${k_fast#k=}" ] || fail "sapipe: $k_slow on the slow link, $k_fast on the fast one"
+for c in none truncate16 quantize8; do
+  awk -v a="$(predicted "$WORK/slow.csv" sapipe $c)" -v s="$(predicted "$WORK/slow.csv" sync $c)" \
+    'BEGIN { exit !(a <= s) }' || fail "sapipe,$c slower than sync,$c"
+done
+"$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/all.csv" --set cluster.link.bandwidth=10Mbps \
+  --set "algorithm={name: sapipe, stale_layers: all}" >/dev/null 2>&1 || fail "plan with stale_layers: all failed"
+k_all=$(configuration "$WORK/all.csv" sapipe none)
+[ "${k_all#k=}" -ge "${k_slow#k=}" ] && [ "$k_all" = "$(configuration "$WORK/all.csv" sapipe quantize8)" ] ||
+  fail "stale_layers: all gives $k_all (auto: $k_slow), or differs between codecs"
+awk -v a="$(predicted "$WORK/all.csv" sapipe none)" -v p="$(predicted "$WORK/all.csv" pipe_sgd none)" \
+  'BEGIN { exit !(a <= p * 1.0001) }' || fail "sapipe with all layers stale slower than pipe_sgd (K = 2)"
 
 # Local SGD communicates every sync_period iterations: cheaper per iteration than D-Sync when
 # communication-bound.

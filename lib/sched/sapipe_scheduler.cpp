@@ -1,0 +1,499 @@
+#include "sched/sapipe_scheduler.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>  // sort, nth_element
+#include <bit>        // bit_cast: the learning rate as a counter, exactly
+
+#include "core/error.h"
+#include "plan/layer_timer.h"   // LayerTimer: `auto`'s per-layer times
+#include "plan/stale_layers.h"  // choose_stale_layers
+
+namespace dtrain {
+
+namespace {
+
+// `auto`'s profile: D-Sync iterations, the first ones untimed (cold caches, first allocations).
+constexpr int kProfileWarmup = 2, kProfileTimed = 6;
+
+bool predicts(const std::string& compensation) {
+  return compensation == "wp1" || compensation == "wp2" || compensation == "wp3";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// The plan's row: the profile's layers, the all-reduce of the timing model shared out by size,
+// the k the options give, and the paper's iteration: max(compute, communication) + stall.
+Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
+                          const SapipeOptions& options) {
+  std::vector<LayerCost> layers;
+  const double comm = allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s;
+  const size_t m = in.layer_elements.size();
+  if (m > 0 && in.layer_forward_s.size() == m && in.layer_backward_s.size() == m) {
+    double forward = 0, backward = 0;
+    for (size_t i = 0; i < m; ++i)
+      forward += in.layer_forward_s[i], backward += in.layer_backward_s[i];
+    // The per-layer times say where the time goes; the totals are the profile's.
+    const double fs = forward > 0 ? in.l_for / forward : 0,
+                 bs = backward > 0 ? in.l_back / backward : 0;
+    for (size_t i = 0; i < m; ++i)
+      layers.push_back({in.layer_forward_s[i] * fs, in.layer_backward_s[i] * bs,
+                        comm * static_cast<double>(in.layer_elements[i]) /
+                            static_cast<double>(std::max<int64_t>(1, in.n))});
+  } else {
+    layers.push_back({in.l_for, in.l_back, comm});  // no per-layer profile: one layer
+  }
+  int k = 0;
+  const auto& s = options.stale_layers;
+  if (s.is("all"))
+    k = static_cast<int>(layers.size());
+  else if (s.is("auto"))
+    k = choose_stale_layers(layers).k;
+  else
+    k = std::min(s.value, static_cast<int>(layers.size()));
+  const double compute = compute_seconds(in);
+  const double stall = stale_stall_seconds(layers, k);
+  Prediction p =
+      make_prediction(in, "sapipe", codec, compute, comm, std::max(compute, comm) + stall);
+  p.stall_s = stall;
+  p.configuration = "k=" + std::to_string(k);
+  return p;
+}
+
+}  // namespace
+
+AlgorithmEntry sapipe_algorithm() {
+  using namespace config;
+  auto keys =
+      Schema<SapipeOptions>("sapipe")
+          .key("stale_layers", &SapipeOptions::stale_layers,
+               word_or({"auto", "all"}, integer(Bounds::at_least(0))),
+               "the first k parameterised layers use the gradient of t − 2 (auto: the least k "
+               "that hides the communication, from a profile of the first iterations)")
+          .key("compensation", &SapipeOptions::compensation,
+               choice({"none", "dc", "wp1", "wp2", "wp3"}),
+               "staleness compensation: delay compensation, or weight prediction with the own "
+               "gradient (wp1), the latest all-reduced one (wp2) or both with DC (wp3)")
+          .key("dc_lambda", &SapipeOptions::dc_lambda, real(Bounds::at_least(0)),
+               "delay compensation's λ")
+          .key("dc_form", &SapipeOptions::dc_form, choice({"outer", "diag"}),
+               "delay compensation's Hessian approximation: λ(gᵀΔ)g (outer) or λ·g⊙g⊙Δ (diag)")
+          .key("segments", &SapipeOptions::segments, integer(Bounds::at_least(1)),
+               "segments of the fresh layers' gradient, each all-reduced as soon as final")
+          .key("warmup_epochs", &SapipeOptions::warmup_epochs, integer(Bounds::at_least(0)),
+               "epochs of D-Sync first");
+  return {"sapipe",
+          "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the first layers, "
+          "delay compensation and weight prediction",
+          erase(std::move(keys)),
+          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+            return std::make_unique<SapipeScheduler>(std::move(ctx), a.get<SapipeOptions>());
+          },
+          "",
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+            return predict_sapipe(in, codec, a.get<SapipeOptions>());
+          }};
+}
+
+struct SapipeScheduler::Profile {
+  Profile(Model& model, const std::vector<LayerRange>& layers) : timer(model, layers) {}
+  LayerTimer timer;
+  std::vector<double> comm_s;  // the whole all-reduce, per timed iteration
+  int seen = 0;
+  bool timing() const { return seen >= kProfileWarmup; }
+  bool done() const { return seen >= kProfileWarmup + kProfileTimed; }
+};
+
+SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& options)
+    : Scheduler(std::move(ctx)), options_(options) {
+  Model& model = ctx_.model;
+  Backend& backend = model.backend();
+  begin_ = model.trainable_offset();
+  end_ = model.num_parameters();
+  for (const LayerRange& layer : model.layer_ranges())
+    if (layer.offset >= begin_ && layer.count > 0) layers_.push_back(layer);
+  const int m = static_cast<int>(layers_.size());
+
+  slots_.resize(2);
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    slots_[s].gradients = s == 0 ? model.gradients() : backend.zeros({end_});
+    if (options_.compensation == "wp1" || options_.compensation == "wp3")
+      slots_[s].own = backend.zeros({end_});
+  }
+  if (options_.compensation == "dc" || options_.compensation == "wp3") {
+    previous_prefix_ = backend.zeros({end_});
+    delta_ = backend.zeros({end_});
+  }
+  if (predicts(options_.compensation)) {
+    ghat_ = backend.zeros({end_});
+    master_stash_ = backend.zeros({end_});
+  }
+  if (ctx_.comm.size() > 1)
+    allreducer_ = std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression, end_ - begin_,
+                                                       gradient_placement());
+
+  const auto& k = options_.stale_layers;
+  if (k.is("all")) {
+    set_stale_layers(m);
+  } else if (k.is("auto")) {
+    profile_ = std::make_unique<Profile>(model, layers_);
+  } else {
+    DTRAIN_INPUT_CHECK(k.value <= m)
+        << "algorithm.stale_layers: " << k.value << " is more than the model's " << m
+        << " trainable parameterised layers (use `all` for all of them)";
+    set_stale_layers(k.value);
+  }
+}
+
+SapipeScheduler::~SapipeScheduler() {
+  // The communication thread may still be writing into a slot: let it finish first.
+  for (Slot& slot : slots_) {
+    for (auto& f : slot.fresh)
+      if (f.valid()) f.wait();
+    for (auto& f : slot.stale)
+      if (f.valid()) f.wait();
+  }
+}
+
+Tensor SapipeScheduler::prefix(const Tensor& flat) const {
+  return flat.slice(begin_, {prefix_end_ - begin_});
+}
+
+void SapipeScheduler::set_stale_layers(int k) {
+  const int m = static_cast<int>(layers_.size());
+  k_ = k;
+  prefix_end_ = k < m ? layers_[k].offset : end_;
+  if (prefix_end_ < end_) {
+    fresh_segments_.emplace(prefix_end_, end_, options_.segments);
+    // The paper's pre-forward hook: the fresh layers of t − 1 are stepped just before the
+    // forward needs them, so their all-reduce overlaps the forward of the stale layers.
+    ctx_.model.set_forward_hook(layers_[k].name, [this] {
+      Slot& previous = slots_[static_cast<size_t>((iteration_ + 1) % 2)];
+      if (!previous.fresh_pending) return;
+      const auto start = Clock::now();
+      apply_fresh(previous, hook_stats_);
+      hook_s_ += seconds_since(start);
+    });
+  }
+}
+
+std::string SapipeScheduler::describe() const {
+  std::string s = "sapipe (";
+  const int m = static_cast<int>(layers_.size());
+  if (k_ < 0) {
+    s += "stale layers chosen after " + std::to_string(kProfileWarmup + kProfileTimed) +
+         " profiled D-Sync iterations";
+  } else {
+    s += fmt::format("{} of {} layers stale", k_, m);
+    if (k_ == 1) s += " (" + layers_[0].name + ")";
+    if (k_ > 1) s += fmt::format(" ({}…{})", layers_[0].name, layers_[k_ - 1].name);
+    s += fmt::format(", κ = {:.3f}", static_cast<double>(prefix_end_ - begin_) /
+                                         static_cast<double>(std::max<int64_t>(1, end_ - begin_)));
+  }
+  s += ", compensation " + options_.compensation;
+  if (options_.compensation == "dc" || options_.compensation == "wp3")
+    s += fmt::format(" (λ = {}, {})", options_.dc_lambda, options_.dc_form);
+  if (options_.warmup_epochs > 0)
+    s += ", D-Sync for the first " + std::to_string(options_.warmup_epochs) + " epoch(s)";
+  if (options_.segments > 1) s += ", " + std::to_string(options_.segments) + " fresh segments";
+  s += ")";
+  if (!allreducer_) return s + " on one rank";
+  return s + " over " + std::to_string(ctx_.comm.size()) + " ranks, " + allreducer_->describe();
+}
+
+void SapipeScheduler::wait(std::vector<std::future<void>>& inflight, EpochStats* stats) {
+  if (inflight.empty()) return;
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::wait);
+  for (auto& f : inflight) f.get();
+  inflight.clear();
+}
+
+void SapipeScheduler::update_delta() {
+  Backend& backend = ctx_.model.backend();
+  backend.copy(prefix(delta_), prefix(ctx_.model.parameters()));
+  backend.axpy(-1.0f, prefix(previous_prefix_), prefix(delta_));
+  has_delta_ = true;
+}
+
+void SapipeScheduler::compensate(const Tensor& g, const Tensor& delta) {
+  Backend& backend = ctx_.model.backend();
+  const float lambda = static_cast<float>(options_.dc_lambda);
+  if (options_.dc_form == "diag") {
+    backend.dc_diagonal(prefix(g), prefix(delta), lambda);
+  } else {
+    // The paper's Eq. 1: g + λ·g·(gᵀΔ), with gᵀΔ summed in a fixed order.
+    const double dot = backend.dot(prefix(g), prefix(delta));
+    backend.axpy(lambda * static_cast<float>(dot), prefix(g), prefix(g));
+  }
+}
+
+void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats) {
+  wait(slot.stale, stats);
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::update);
+  Backend& backend = ctx_.model.backend();
+  const Tensor& master = ctx_.model.parameters();
+  const bool tracks = options_.compensation == "dc" || options_.compensation == "wp3";
+  if (options_.compensation == "dc" && has_previous_) {
+    update_delta();  // x_{t−1} − x_{t−2}: where the gradient is applied minus where computed
+    compensate(slot.gradients, delta_);
+  }
+  if (tracks) {
+    backend.copy(prefix(previous_prefix_), prefix(master));
+    has_previous_ = true;
+  }
+  ctx_.optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
+  if (options_.compensation == "wp3") update_delta();  // the step just taken (Algorithm 3)
+  slot.stale_pending = false;
+}
+
+void SapipeScheduler::apply_fresh(Slot& slot, EpochStats* stats) {
+  wait(slot.fresh, stats);
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::update);
+  ctx_.optimizer.step_range(slot.lr, ctx_.model.parameters(), slot.gradients, prefix_end_,
+                            end_ - prefix_end_);
+  slot.fresh_pending = false;
+}
+
+const Tensor* SapipeScheduler::prediction_gradient(Slot& current, Slot& previous, bool stepped) {
+  // The rank's own gradient of t − 1, not applied yet: without it the master weights are already
+  // the newest there are (the first iteration, after a flush) and nothing is predicted.
+  if (!previous.stale_pending || previous.iteration != iteration_ - 1) return nullptr;
+  Backend& backend = ctx_.model.backend();
+  const int n = ctx_.comm.size();
+  std::string option = options_.compensation;
+  if (!stepped) option = "wp1";  // no all-reduced gradient yet: the paper's code falls back
+  if (option == "wp2") return &current.gradients;  // the sum just stepped with
+  if (option == "wp3") {
+    // DC(g_{t−1} − g_{i,t−1}/n, Δx) + g_{i,t}/n; the slots hold g_i/n already.
+    backend.copy(prefix(ghat_), prefix(current.gradients));
+    backend.axpy(-1.0f, prefix(current.own), prefix(ghat_));
+    if (has_delta_) compensate(ghat_, delta_);
+    backend.axpy(1.0f, prefix(previous.own), prefix(ghat_));
+    return &ghat_;
+  }
+  // wp1: the rank's own gradient, as an estimate of the mean (the slot holds g_i / n).
+  if (n == 1) return &previous.own;
+  backend.copy(prefix(ghat_), prefix(previous.own));
+  backend.scale(prefix(ghat_), static_cast<float>(n));
+  return &ghat_;
+}
+
+void SapipeScheduler::predict_prefix(const Tensor& ghat, float lr) {
+  Backend& backend = ctx_.model.backend();
+  const Tensor& params = ctx_.model.parameters();
+  backend.copy(prefix(master_stash_), prefix(params));
+  ctx_.optimizer.predict_range(lr, params, params, ghat, begin_, prefix_end_ - begin_);
+  predicted_ = true;
+}
+
+void SapipeScheduler::run_dsync(Slot& slot, const Batch& batch, float lr, EpochStats& stats) {
+  Model& model = ctx_.model;
+  model.set_gradients(slot.gradients);
+  const bool timing = profile_ && profile_->timing();
+  if (timing) {
+    profile_->timer.begin();
+    compute_gradients(batch, stats, [this](int64_t offset) { profile_->timer.on_ready(offset); });
+    profile_->timer.end();
+  } else {
+    compute_gradients(batch, stats);
+  }
+  if (allreducer_) {
+    const auto start = Clock::now();
+    slot.stale.push_back(allreducer_->start(slot.gradients.slice(begin_, {end_ - begin_})));
+    wait(slot.stale, &stats);
+    if (timing) profile_->comm_s.push_back(seconds_since(start));
+  }
+  {
+    PhaseTimer t(stats.phases, Phase::update);
+    ctx_.optimizer.step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
+  }
+  slot.iteration = -1;
+  slot.fresh_pending = slot.stale_pending = false;
+  if (profile_) ++profile_->seen;
+}
+
+void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& batch, float lr,
+                                    EpochStats& stats) {
+  Model& model = ctx_.model;
+  Backend& backend = model.backend();
+  // Algorithm 1: the stale prefix of t − 2 (its fresh part went at t − 1's hook).
+  if (current.fresh_pending) apply_fresh(current, &stats);
+  const bool stepped = current.stale_pending;
+  if (stepped) apply_stale(current, lr, &stats);
+  // Algorithm 3: run the prefix on the predicted weights x̃ (the master prefix waits aside).
+  if (predicts(options_.compensation) && prefix_end_ > begin_)
+    if (const Tensor* ghat = prediction_gradient(current, previous, stepped))
+      predict_prefix(*ghat, lr);
+
+  model.set_gradients(current.gradients);
+  segments_started_ = 0;
+  hook_stats_ = &stats;
+  hook_s_ = 0;
+  auto start_ready = [&](int64_t offset) {
+    if (allreducer_ && fresh_segments_)
+      fresh_segments_->start_ready(*allreducer_, current.gradients, offset, segments_started_,
+                                   current.fresh);
+  };
+  compute_gradients(batch, stats, start_ready);
+  stats.phases[Phase::forward] -= hook_s_;  // the hook's wait and update are counted as such
+  hook_stats_ = nullptr;
+  start_ready(begin_);
+  if (prefix_end_ > begin_) {
+    if (current.own.defined()) backend.copy(prefix(current.own), prefix(current.gradients));
+    if (predicted_) {
+      backend.copy(prefix(model.parameters()), prefix(master_stash_));
+      predicted_ = false;
+    }
+    if (allreducer_) current.stale.push_back(allreducer_->start(prefix(current.gradients)));
+  }
+  current.iteration = iteration_;
+  current.lr = lr;
+  current.fresh_pending = prefix_end_ < end_;
+  current.stale_pending = prefix_end_ > begin_;
+}
+
+void SapipeScheduler::decide_stale_layers() {
+  std::vector<LayerCost> layers = profile_->timer.means();
+  const double comm = median(profile_->comm_s);
+  const double total = static_cast<double>(std::max<int64_t>(1, end_ - begin_));
+  for (size_t i = 0; i < layers.size(); ++i)
+    layers[i].comm_s = comm * static_cast<double>(layers_[i].count) / total;
+  const StaleChoice choice = choose_stale_layers(layers);
+  // Rank 0's timings decide for every rank: noisy clocks never split the job.
+  std::string k = std::to_string(choice.k);
+  ctx_.comm.broadcast(k, 0);
+  profile_.reset();  // its hooks go before the scheduler's own
+  set_stale_layers(std::stoi(k));
+  if (ctx_.comm.rank() != 0) return;
+  double forward = 0, backward = 0;
+  for (const LayerCost& l : layers) forward += l.forward_s, backward += l.backward_s;
+  spdlog::info(
+      "sapipe: stale_layers auto → {}; profile of {} D-Sync iterations: forward {:.3f} ms, "
+      "backward {:.3f} ms, all-reduce {:.3f} ms ({}); predicted iteration {:.3f} ms, stall "
+      "{:.3f} ms",
+      describe(), kProfileTimed, forward * 1e3, backward * 1e3, comm * 1e3,
+      choice.communication_bound ? "communication-bound: no k hides it"
+                                 : "C1 holds: the least k with C2",
+      choice.iteration_s * 1e3, choice.stall_s * 1e3);
+}
+
+EpochStats SapipeScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+  EpochStats stats;
+  const auto epoch_start = Clock::now();
+  const bool warm = epoch < options_.warmup_epochs;
+  Batch batch;
+  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+    {
+      PhaseTimer t(stats.phases, Phase::data);
+      if (!loader.next(batch)) break;
+    }
+    const float lr = lr_at(epoch, i);
+    last_lr_ = lr;
+    Slot& current = slots_[static_cast<size_t>(iteration_ % 2)];
+    Slot& previous = slots_[static_cast<size_t>((iteration_ + 1) % 2)];
+    if (k_ < 0 || warm) {
+      flush();  // nothing in flight when D-Sync starts
+      run_dsync(current, batch, lr, stats);
+    } else {
+      run_pipelined(current, previous, batch, lr, stats);
+    }
+    ++iteration_;
+    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    if (profile_ && profile_->done()) decide_stale_layers();
+  }
+  stats.wall_s = seconds_since(epoch_start);
+  if (allreducer_)
+    allreducer_->take_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);
+  return stats;
+}
+
+void SapipeScheduler::flush() {
+  std::vector<Slot*> pending;
+  for (Slot& slot : slots_)
+    if (slot.fresh_pending || slot.stale_pending) pending.push_back(&slot);
+  std::sort(pending.begin(), pending.end(),
+            [](const Slot* a, const Slot* b) { return a->iteration < b->iteration; });
+  for (Slot* slot : pending) {
+    if (slot->fresh_pending) apply_fresh(*slot, nullptr);
+    if (slot->stale_pending) apply_stale(*slot, last_lr_, nullptr);
+  }
+}
+
+std::string SapipeScheduler::epoch_summary() const {
+  return "";
+}
+
+std::vector<float> SapipeScheduler::last_delta() const {
+  if (!has_delta_) return {};
+  Backend& backend = ctx_.model.backend();
+  Tensor host = Tensor::empty({prefix_end_ - begin_}, DType::f32, cpu_allocator());
+  backend.copy(host, prefix(delta_));
+  backend.synchronize();
+  return {host.data<float>(), host.data<float>() + host.numel()};
+}
+
+void SapipeScheduler::save(SchedulerState& state) {
+  Scheduler::save(state);
+  Backend& backend = ctx_.model.backend();
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
+    wait(slot.fresh, nullptr);  // a sum in flight is saved as the sum it will be
+    wait(slot.stale, nullptr);
+    const std::string name = "sapipe.slot" + std::to_string(s);
+    state.put(name + ".gradients", slot.gradients, backend);
+    if (slot.own.defined()) state.put(name + ".own", slot.own, backend);
+    state.set_counter(name + ".iteration", slot.iteration);
+    state.set_counter(name + ".lr_bits", std::bit_cast<int32_t>(slot.lr));
+    state.set_counter(name + ".fresh_pending", slot.fresh_pending);
+    state.set_counter(name + ".stale_pending", slot.stale_pending);
+  }
+  if (previous_prefix_.defined()) {
+    state.put("sapipe.previous_prefix", previous_prefix_, backend);
+    state.put("sapipe.delta", delta_, backend);
+  }
+  state.set_counter("sapipe.has_previous", has_previous_);
+  state.set_counter("sapipe.has_delta", has_delta_);
+  state.set_counter("sapipe.stale_layers", k_);
+  state.set_counter("sapipe.iteration", iteration_);
+  state.set_counter("sapipe.last_lr_bits", std::bit_cast<int32_t>(last_lr_));
+}
+
+void SapipeScheduler::load(const SchedulerState& state) {
+  Scheduler::load(state);
+  Backend& backend = ctx_.model.backend();
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
+    wait(slot.fresh, nullptr);
+    wait(slot.stale, nullptr);
+    const std::string name = "sapipe.slot" + std::to_string(s);
+    state.get(name + ".gradients", slot.gradients, backend);
+    if (slot.own.defined()) state.get(name + ".own", slot.own, backend);
+    slot.iteration = state.counter(name + ".iteration");
+    slot.lr = std::bit_cast<float>(static_cast<int32_t>(state.counter(name + ".lr_bits")));
+    slot.fresh_pending = state.counter(name + ".fresh_pending") != 0;
+    slot.stale_pending = state.counter(name + ".stale_pending") != 0;
+  }
+  if (previous_prefix_.defined()) {
+    state.get("sapipe.previous_prefix", previous_prefix_, backend);
+    state.get("sapipe.delta", delta_, backend);
+  }
+  has_previous_ = state.counter("sapipe.has_previous") != 0;
+  has_delta_ = state.counter("sapipe.has_delta") != 0;
+  const int k = static_cast<int>(state.counter("sapipe.stale_layers"));
+  if (k >= 0 && k != k_) {
+    profile_.reset();
+    set_stale_layers(k);
+  }
+  iteration_ = state.counter("sapipe.iteration");
+  last_lr_ = std::bit_cast<float>(static_cast<int32_t>(state.counter("sapipe.last_lr_bits")));
+}
+
+}  // namespace dtrain

@@ -1,0 +1,124 @@
+// SAPipe (Chen et al., NeurIPS 2022, Algorithms 1–3) on Pipe-SGD's two-slot pipeline: only the
+// first k layers — a prefix of the flat buffers, whose gradients backward produces last and the
+// next forward needs first — train on the all-reduced gradient of iteration t − 2; the other
+// layers are stepped with that of t − 1 just before the forward reaches them (a hook in
+// Model::forward). Per iteration, one all-reduce of the trainable floats, as in sync: the fresh
+// segments as soon as backward has produced them, the stale prefix last.
+//
+// Iteration t:  wait for the prefix sum of t − 2, [compensate it (dc)], step the prefix;
+//               [predict the prefix's next weights x̃ (wp1–3) and run on them];
+//               forward 1..k; hook: wait for the fresh sum of t − 1, step the fresh layers;
+//               forward k+1..m; backward, starting the fresh segments' all-reduces as they are
+//               final and the prefix's last; [put the master prefix back].
+// k = 0 is sync (the hook is at the first layer); k = all is Pipe-SGD with K = 2.
+//
+// `stale_layers: auto` runs the first iterations as D-Sync while it times each layer's forward
+// and backward and the all-reduce, then takes the least k that hides the communication
+// (plan/stale_layers.h); rank 0 decides for all. Warm-up epochs are D-Sync too.
+#pragma once
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/gradient_allreducer.h"  // GradientAllreducer
+#include "config/kinds.h"              // WordOr
+#include "sched/algorithm.h"           // AlgorithmEntry
+#include "sched/gradient_segments.h"   // GradientSegments
+#include "sched/scheduler.h"           // Scheduler
+
+namespace dtrain {
+
+// SAPipe's keys (DESIGN.md §1).
+struct SapipeOptions {
+  config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
+  std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3
+  double dc_lambda = 0.2;
+  std::string dc_form = "outer";  // outer (the paper's Eq. 1) | diag (DC-ASGD)
+  int segments = 1;               // of the fresh layers' gradient
+  int warmup_epochs = 0;          // epochs of D-Sync first
+};
+
+AlgorithmEntry sapipe_algorithm();
+
+class SapipeScheduler final : public Scheduler {
+ public:
+  SapipeScheduler(SchedulerContext ctx, const SapipeOptions& options);
+  ~SapipeScheduler() override;
+  std::string name() const override { return "sapipe"; }
+  std::string describe() const override;
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  // Applies both slots' gradients in iteration order; the model then holds the master weights.
+  void flush() override;
+  std::string epoch_summary() const override;
+  void save(SchedulerState& state) override;
+  void load(const SchedulerState& state) override;
+
+  // For tests and the log: the stale layers (−1 while `auto` is still profiling), the
+  // parameterised layers that can be stale, and the Δ = x_{t−1} − x_{t−2} of the prefix that the
+  // last compensation used (empty before the first).
+  int stale_layers() const { return k_; }
+  int trainable_layers() const { return static_cast<int>(layers_.size()); }
+  std::vector<float> last_delta() const;
+
+ private:
+  struct Slot {
+    Tensor gradients;                             // backward writes here; summed in place
+    std::vector<std::future<void>> fresh, stale;  // all-reduces in flight
+    Tensor own;                  // the prefix of this rank's gradient before the sum (wp1, wp3)
+    int64_t iteration = -1;      // whose gradient it holds
+    float lr = 0;                // of that iteration: the fresh layers step with it, as sync
+    bool fresh_pending = false;  // its fresh part is still to be applied
+    bool stale_pending = false;  // its prefix is still to be applied
+  };
+  struct Profile;  // `auto`'s per-layer timings
+
+  // Fixes k: the prefix [begin_, prefix_end_), the fresh segments and the hook.
+  void set_stale_layers(int k);
+  // One D-Sync iteration (warm-up, `auto`'s profile): all-reduce everything, step everything.
+  void run_dsync(Slot& slot, const Batch& batch, float lr, EpochStats& stats);
+  // One pipelined iteration.
+  void run_pipelined(Slot& current, Slot& previous, const Batch& batch, float lr,
+                     EpochStats& stats);
+  // Waits for the slot's prefix sum, compensates it (dc) and steps the prefix with `lr`.
+  void apply_stale(Slot& slot, float lr, EpochStats* stats);
+  // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
+  void apply_fresh(Slot& slot, EpochStats* stats);
+  // ĝ of the weight prediction (null: no prediction this iteration) and x̃ into the model.
+  const Tensor* prediction_gradient(Slot& current, Slot& previous, bool stepped);
+  void predict_prefix(const Tensor& ghat, float lr);
+  // g ← DC(g, Δ) on the prefix range of `g` (dc_form).
+  void compensate(const Tensor& g, const Tensor& delta);
+  // Δ ← master prefix − previous_prefix_.
+  void update_delta();
+  void wait(std::vector<std::future<void>>& inflight, EpochStats* stats);
+  Tensor prefix(const Tensor& flat) const;
+  // `auto`: rank 0's choice from the profile, the same on every rank.
+  void decide_stale_layers();
+
+  SapipeOptions options_;
+  std::vector<LayerRange> layers_;  // the trainable parameterised layers, forward order
+  int k_ = -1;
+  int64_t begin_ = 0, prefix_end_ = 0, end_ = 0;  // trainable range, stale prefix's end
+  std::optional<GradientSegments> fresh_segments_;
+  std::vector<Slot> slots_;  // slot t mod 2 holds iteration t
+  size_t segments_started_ = 0;
+  // Compensation state, full-size buffers of which only the prefix is used.
+  Tensor previous_prefix_;  // the master prefix before the last stale step
+  bool has_previous_ = false;
+  Tensor delta_, ghat_, master_stash_;
+  bool has_delta_ = false;
+  bool predicted_ = false;            // the model's prefix holds x̃ until backward ends
+  EpochStats* hook_stats_ = nullptr;  // where the hook's wait and update are counted
+  double hook_s_ = 0;                 // and how long they took, inside the forward
+  int64_t iteration_ = 0;
+  float last_lr_ = 0;
+  std::unique_ptr<Profile> profile_;
+  std::string decision_;  // `auto`'s choice, for the first epoch summary
+  bool decision_reported_ = false;
+  // Declared last: its thread is joined before the slots are freed.
+  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+};
+
+}  // namespace dtrain
