@@ -122,7 +122,7 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
   slots_.resize(2);
   for (size_t s = 0; s < slots_.size(); ++s) {
     slots_[s].gradients = s == 0 ? model.gradients() : backend.zeros({end_});
-    if (options_.compensation == "wp1" || options_.compensation == "wp3")
+    if (predicts(options_.compensation))  // wp2 too: it falls back on wp1 at the start
       slots_[s].own = backend.zeros({end_});
   }
   if (options_.compensation == "dc" || options_.compensation == "wp3") {

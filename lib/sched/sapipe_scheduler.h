@@ -66,7 +66,7 @@ class SapipeScheduler final : public Scheduler {
   struct Slot {
     Tensor gradients;                             // backward writes here; summed in place
     std::vector<std::future<void>> fresh, stale;  // all-reduces in flight
-    Tensor own;                  // the prefix of this rank's gradient before the sum (wp1, wp3)
+    Tensor own;                  // the prefix of this rank's gradient before the sum (wp*)
     int64_t iteration = -1;      // whose gradient it holds
     float lr = 0;                // of that iteration: the fresh layers step with it, as sync
     bool fresh_pending = false;  // its fresh part is still to be applied

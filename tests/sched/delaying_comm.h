@@ -2,8 +2,10 @@
 // message and every buffer all-reduce first sleeps a random time (uniform in [0, max_ms], a
 // stream of its own per rank), so that communication ends at random points of the computation
 // and the ranks see it end at different points. Sub-communicators (an all-reducer's own) delay
-// too, each with its own stream.
+// too, each with its own stream. It also counts what it sends (`traffic()`, shared with its
+// sub-communicators): with max_ms = 0 it only counts.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdlib>  // abort
 #include <memory>
@@ -15,13 +17,22 @@
 
 namespace dtrain::test {
 
+// Bytes and calls through a DelayingComm and its sub-communicators.
+struct Traffic {
+  std::atomic<int64_t> message_bytes{0}, messages{0};      // point-to-point sends
+  std::atomic<int64_t> allreduce_bytes{0}, allreduces{0};  // buffer all-reduces
+};
+
 class DelayingComm final : public Comm {
  public:
-  DelayingComm(std::unique_ptr<Comm> owned, Comm* inner, double max_ms, uint64_t seed)
+  DelayingComm(std::unique_ptr<Comm> owned, Comm* inner, double max_ms, uint64_t seed,
+               std::shared_ptr<Traffic> traffic = std::make_shared<Traffic>())
       : owned_(std::move(owned)),
         inner_(inner ? inner : owned_.get()),
         max_ms_(max_ms),
-        random_(seed * 7919 + static_cast<uint64_t>(inner_->rank())) {}
+        random_(seed * 7919 + static_cast<uint64_t>(inner_->rank())),
+        traffic_(std::move(traffic)) {}
+  const Traffic& traffic() const { return *traffic_; }
   // Delays the messages of `inner` (which outlives it).
   DelayingComm(Comm& inner, double max_ms, uint64_t seed = 1)
       : DelayingComm(nullptr, &inner, max_ms, seed) {}
@@ -37,11 +48,13 @@ class DelayingComm final : public Comm {
 
   void send(const void* d, size_t n, int peer, int tag) override {
     delay();
+    count(n);
     inner_->send(d, n, peer, tag);
   }
   void recv(void* d, size_t n, int peer, int tag) override { inner_->recv(d, n, peer, tag); }
   std::unique_ptr<CommRequest> isend(const void* d, size_t n, int peer, int tag) override {
     delay();
+    count(n);
     return inner_->isend(d, n, peer, tag);
   }
   std::unique_ptr<CommRequest> irecv(void* d, size_t n, int peer, int tag) override {
@@ -49,6 +62,7 @@ class DelayingComm final : public Comm {
   }
   void sendrecv(const void* s, size_t sn, int dst, void* r, size_t rn, int src, int tag) override {
     delay();
+    count(sn);
     inner_->sendrecv(s, sn, dst, r, rn, src, tag);
   }
   void allreduce_sum(std::vector<double>& values) override {
@@ -57,6 +71,8 @@ class DelayingComm final : public Comm {
   }
   void allreduce_sum(const Tensor& buffer) override {
     delay();
+    traffic_->allreduce_bytes += static_cast<int64_t>(buffer.bytes());
+    ++traffic_->allreduces;
     inner_->allreduce_sum(buffer);
   }
   void broadcast(std::string& bytes, int root) override { inner_->broadcast(bytes, root); }
@@ -67,7 +83,7 @@ class DelayingComm final : public Comm {
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<Comm> split(int color, int key) override {
     return std::make_unique<DelayingComm>(inner_->split(color, key), nullptr, max_ms_,
-                                          ++splits_ * 104729);
+                                          ++splits_ * 104729, traffic_);
   }
   [[noreturn]] void abort(int exit_code) override {
     inner_->abort(exit_code);
@@ -75,7 +91,12 @@ class DelayingComm final : public Comm {
   }
 
  private:
+  void count(size_t bytes) {
+    traffic_->message_bytes += static_cast<int64_t>(bytes);
+    ++traffic_->messages;
+  }
   void delay() {
+    if (max_ms_ <= 0) return;
     double ms;
     {
       std::lock_guard lock(mutex_);
@@ -90,6 +111,7 @@ class DelayingComm final : public Comm {
   std::mutex mutex_;
   std::mt19937_64 random_;
   uint64_t splits_ = 0;
+  std::shared_ptr<Traffic> traffic_;
 };
 
 }  // namespace dtrain::test
