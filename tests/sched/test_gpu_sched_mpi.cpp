@@ -27,7 +27,8 @@ std::vector<float> train_12(Comm& comm, TraineeOptions o) {
 
 TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ranks") {
   auto comm = make_mpi_comm();
-  for (const std::string algorithm : {"sync", "ps_sync", "pipe_sgd", "local_sgd", "hpsgd"}) {
+  for (const std::string algorithm :
+       {"sync", "ps_sync", "pipe_sgd", "local_sgd", "hpsgd", "sapipe"}) {
     for (const std::string codec : {"none", "quantize8"}) {
       CAPTURE(algorithm);
       CAPTURE(codec);
@@ -37,6 +38,8 @@ TEST_CASE("every built scheduler on the GPU follows the CPU and agrees across ra
       if (algorithm == "sync") o.keys = "segments: 3";  // overlapped with backward
       if (algorithm == "local_sgd") o.keys = "sync_period: 3";
       if (algorithm == "hpsgd") o.keys = "sync_period: 3", o.momentum = 0;  // plain SGD only
+      // Prediction and delay compensation run through the backend (dot, sgd_predict).
+      if (algorithm == "sapipe") o.keys = "stale_layers: 1, compensation: wp3";
       const std::vector<float> cpu = train_12(*comm, o);
       o.device = "cuda";
       const std::vector<float> gpu = train_12(*comm, o);

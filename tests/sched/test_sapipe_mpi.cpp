@@ -311,3 +311,23 @@ TEST_CASE("sapipe with stale_layers: auto profiles, then every rank uses rank 0'
                                        std::vector<float>(s.weights(), s.weights() + s.size())));
   }
 }
+
+TEST_CASE("sapipe's warm-up epochs are D-Sync, then it pipelines without losing a gradient") {
+  auto world = make_mpi_comm();
+  TraineeOptions so;
+  TraineeOptions o = sapipe("1", "wp3");
+  o.keys += ", warmup_epochs: 1";
+  Trainee sync(*world, so), s(*world, o);
+  for (Trainee* t : {&sync, &s}) {
+    t->start_epoch(0);
+    t->train(0, 0);
+    t->sched->flush();
+  }
+  CHECK(same_weights(s, sync));  // the whole first epoch
+  s.start_epoch(1);
+  s.train(1, 5);
+  s.sched->flush();
+  CHECK_FALSE(same_weights(s, sync));
+  CHECK(test::identical_on_all_ranks(*world,
+                                     std::vector<float>(s.weights(), s.weights() + s.size())));
+}

@@ -42,7 +42,10 @@ TEST_CASE("save, continue, load, continue again: identical parameters") {
   };
   for (const Case& c : {Case{"sync", "segments: 2"}, Case{"ps_sync", ""}, Case{"pipe_sgd", "K: 2"},
                         Case{"pipe_sgd", "K: 3, segments: 2"}, Case{"local_sgd", "sync_period: 3"},
-                        Case{"hpsgd", "sync_period: 2"}, Case{"hpsgd", "sync_period: 3"}}) {
+                        Case{"hpsgd", "sync_period: 2"}, Case{"hpsgd", "sync_period: 3"},
+                        Case{"sapipe", "stale_layers: 1, compensation: wp3"},
+                        Case{"sapipe", "stale_layers: all, compensation: dc"},
+                        Case{"sapipe", "stale_layers: 1, compensation: wp2, warmup_epochs: 1"}}) {
     CAPTURE(c.algorithm);
     CAPTURE(c.keys);
     TraineeOptions o;
