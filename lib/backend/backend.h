@@ -84,6 +84,12 @@ class Backend {
   // term by term, so a prediction equals the step it predicts bit for bit.
   virtual void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
                            const Tensor& momentum_buf, const SgdHyper& hyper) = 0;
+  // sgd_step on weights and momentum, then sgd_predict from the new weights and momentum with
+  // the gradient `ghat` into `out`, in one pass (SAPipe's stale step and weight prediction):
+  // bit for bit what the two calls give. `ghat` may be `grads`.
+  virtual void sgd_step_predict(const Tensor& weights, const Tensor& grads,
+                                const Tensor& momentum_buf, const Tensor& ghat, const Tensor& out,
+                                const SgdHyper& hyper) = 0;
   // Σ a·b accumulated in double in an order fixed by the size alone, so that equal inputs give
   // equal results on every rank (SAPipe's delay compensation gᵀΔ). Synchronises.
   virtual double dot(const Tensor& a, const Tensor& b) = 0;

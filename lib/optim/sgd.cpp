@@ -62,3 +62,22 @@ void Sgd::predict_range(float lr, const Tensor& out, const Tensor& parameters,
 }
 
 }  // namespace dtrain
+
+namespace dtrain {
+
+void Sgd::step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                             const Tensor& ghat, const Tensor& out, int64_t offset, int64_t count) {
+  const int64_t size = parameters_.numel();
+  DTRAIN_CHECK(parameters.numel() == size && gradients.numel() == size && ghat.numel() == size &&
+               out.numel() == size)
+      << "Sgd::step_predict_range with buffers of another size";
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, size);
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  backend_.sgd_step_predict(parameters.slice(begin, s), gradients.slice(begin, s), v,
+                            ghat.slice(begin, s), out.slice(begin, s), hyper(lr));
+}
+
+}  // namespace dtrain

@@ -35,6 +35,10 @@ class Sgd {
   // and the momentum unchanged (SAPipe's weight prediction: Backend::sgd_predict).
   void predict_range(float lr, const Tensor& out, const Tensor& parameters, const Tensor& gradients,
                      int64_t offset, int64_t count) const;
+  // step_range, then predict_range from its result with `ghat`, in one pass
+  // (Backend::sgd_step_predict).
+  void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                          const Tensor& ghat, const Tensor& out, int64_t offset, int64_t count);
 
   const Tensor& momentum() const { return momentum_; }
   int64_t trainable_offset() const { return trainable_offset_; }

@@ -22,38 +22,53 @@ Sums totals(const std::vector<LayerCost>& layers, size_t begin, size_t end) {
 
 }  // namespace
 
-double stale_stall_seconds(const std::vector<LayerCost>& layers, int k) {
+double stale_stall_seconds(const std::vector<LayerCost>& layers, int k, double per_allreduce_s) {
   const size_t m = layers.size();
-  if (m == 0) return 0;
+  if (static_cast<size_t>(k) >= m) return 0;
   const Sums stale = totals(layers, 0, static_cast<size_t>(k));
   const Sums fresh = totals(layers, static_cast<size_t>(k), m);
   const double backward_before_last = totals(layers, 0, m - 1).backward;
-  return std::max(0.0, fresh.comm - backward_before_last - stale.forward);
+  return std::max(0.0, fresh.comm + per_allreduce_s - backward_before_last - stale.forward);
 }
 
-double stale_iteration_seconds(const std::vector<LayerCost>& layers, int k) {
+double stale_comm_seconds(const std::vector<LayerCost>& layers, int k, double per_allreduce_s) {
+  const int m = static_cast<int>(layers.size());
+  const int allreduces = k > 0 && k < m ? 2 : 1;
+  return totals(layers, 0, layers.size()).comm + allreduces * per_allreduce_s;
+}
+
+double stale_iteration_seconds(const std::vector<LayerCost>& layers, int k,
+                               double per_allreduce_s) {
   const Sums all = totals(layers, 0, layers.size());
-  return std::max(all.forward + all.backward, all.comm) + stale_stall_seconds(layers, k);
+  return std::max(all.forward + all.backward, stale_comm_seconds(layers, k, per_allreduce_s)) +
+         stale_stall_seconds(layers, k, per_allreduce_s);
 }
 
-StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers) {
+StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers, double per_allreduce_s) {
   const int m = static_cast<int>(layers.size());
   StaleChoice best;
   if (m == 0) return best;
+  // One scan over k: the fresh communication shrinks and the stale forward grows with k.
   const Sums all = totals(layers, 0, layers.size());
-  best.communication_bound = all.comm > all.backward + all.forward;
-  // C2 by one scan: the fresh communication shrinks and the stale forward grows with k.
-  const double budget = all.backward - layers.back().backward_s;
+  const double compute = all.forward + all.backward;
+  const double budget = all.backward - layers.back().backward_s;  // Σ_{i<m} b_i
   double fresh_comm = all.comm, stale_forward = 0;
-  int k = 0;
-  while (k < m && fresh_comm > budget + stale_forward) {
-    fresh_comm -= layers[k].comm_s;
-    stale_forward += layers[k].forward_s;
-    ++k;
+  for (int k = 0; k <= m; ++k) {
+    const double stall =
+        k < m ? std::max(0.0, fresh_comm + per_allreduce_s - budget - stale_forward) : 0.0;
+    const double comm = all.comm + (k > 0 && k < m ? 2 : 1) * per_allreduce_s;
+    const double iteration = std::max(compute, comm) + stall;
+    if (k == 0 || iteration < best.iteration_s) {
+      best.k = k;
+      best.iteration_s = iteration;
+      best.stall_s = stall;
+      best.communication_bound = comm > compute;
+    }
+    if (k < m) {
+      fresh_comm -= layers[k].comm_s;
+      stale_forward += layers[k].forward_s;
+    }
   }
-  best.k = k;
-  best.iteration_s = stale_iteration_seconds(layers, k);
-  best.stall_s = stale_stall_seconds(layers, k);
   return best;
 }
 

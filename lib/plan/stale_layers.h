@@ -5,10 +5,17 @@
 //   C1  Σ v_i ≤ Σ b_i + Σ u_i                  (communication fits in the iteration at all)
 //   C2  Σ_{i>k} v_i ≤ Σ_{i<m} b_i + Σ_{i≤k} u_i (the fresh layers' gradients are all-reduced
 //                                                before the next forward reaches layer k + 1)
-// C2 only gets easier as k grows, so one prefix-sum scan finds the least k. The predicted
-// iteration is the paper's: max(Σ(u + b), Σv) plus C2's shortfall (the next forward waits at
-// layer k + 1 for that long). When C1 fails no k hides the communication, and that prediction
-// is shortest from the same least k on: more staleness would buy no time.
+// The predicted iteration is the paper's: max(Σ(u + b), Σv) plus C2's shortfall (the next
+// forward waits at layer k + 1 for that long), and the least k of shortest predicted iteration
+// wins: when C1 and C2 can hold, that is the least k for which they do; when nothing hides the
+// communication, more staleness than needed buys no time and is not taken. One prefix-sum scan
+// evaluates every k.
+//
+// One addition to the paper's model: with 0 < k < m the gradient travels as two all-reduces
+// (the fresh layers', then the stale prefix's), and each all-reduce has a fixed cost (latency,
+// hand-offs) that the per-layer v_i do not show. `per_allreduce_s` adds it: to the fresh
+// communication in C2, and once more to Σv when the split makes two. When communication is the
+// bound, that extra cost makes k = m (Pipe-SGD) faster than any split, and so it is chosen.
 //
 // The paper's model adds the stall to a communication-bound iteration; in a real steady state
 // the comm thread is then busy anyway, and fewer stale layers can cost nothing (once the stale
@@ -28,16 +35,23 @@ struct StaleChoice {
   int k = 0;               // stale layers: the first k
   double iteration_s = 0;  // predicted iteration with that k
   double stall_s = 0;      // C2's shortfall: how long the next forward waits at layer k + 1
-  bool communication_bound = false;  // C1 fails
+  bool communication_bound = false;  // C1 fails for the chosen k
 };
 
-// C2's shortfall for k stale layers: max(0, Σ_{i>k} v_i − Σ_{i<m} b_i − Σ_{i≤k} u_i).
-double stale_stall_seconds(const std::vector<LayerCost>& layers, int k);
+// C2's shortfall for k stale layers: max(0, Σ_{i>k} v_i + a − Σ_{i<m} b_i − Σ_{i≤k} u_i) for
+// k < m (a = per_allreduce_s), 0 for k = m.
+double stale_stall_seconds(const std::vector<LayerCost>& layers, int k, double per_allreduce_s = 0);
 
-// The predicted iteration with k stale layers: max(Σ(u + b), Σv) + stale_stall_seconds.
-double stale_iteration_seconds(const std::vector<LayerCost>& layers, int k);
+// The communication of one iteration: Σv plus the fixed cost of one all-reduce, or of two
+// when 0 < k < m.
+double stale_comm_seconds(const std::vector<LayerCost>& layers, int k, double per_allreduce_s = 0);
 
-// The least k that satisfies C2 (and so, with C1, does not stall). An empty profile: k = 0.
-StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers);
+// The predicted iteration with k stale layers: max(Σ(u + b), stale_comm_seconds) + the stall.
+double stale_iteration_seconds(const std::vector<LayerCost>& layers, int k,
+                               double per_allreduce_s = 0);
+
+// The least k of shortest predicted iteration (with C1 and C2 holding, the least k for which
+// they do). An empty profile: k = 0.
+StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers, double per_allreduce_s = 0);
 
 }  // namespace dtrain

@@ -16,6 +16,8 @@ namespace {
 
 // `auto`'s profile: D-Sync iterations, the first ones untimed (cold caches, first allocations).
 constexpr int kProfileWarmup = 2, kProfileTimed = 6;
+// Floats of the all-reduce that measures what any all-reduce costs (latency, hand-offs).
+constexpr int64_t kSmallAllreduce = 1024;
 
 bool predicts(const std::string& compensation) {
   return compensation == "wp1" || compensation == "wp2" || compensation == "wp3";
@@ -33,6 +35,9 @@ Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
                           const SapipeOptions& options) {
   std::vector<LayerCost> layers;
   const double comm = allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s;
+  // What any all-reduce costs however small: the fixed part that a second one adds.
+  const double fixed = std::min(
+      comm, allreduce_seconds(in, codec, std::min<double>(kSmallAllreduce, in.n)) + in.sync_s);
   const size_t m = in.layer_elements.size();
   if (m > 0 && in.layer_forward_s.size() == m && in.layer_backward_s.size() == m) {
     double forward = 0, backward = 0;
@@ -43,23 +48,24 @@ Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
                  bs = backward > 0 ? in.l_back / backward : 0;
     for (size_t i = 0; i < m; ++i)
       layers.push_back({in.layer_forward_s[i] * fs, in.layer_backward_s[i] * bs,
-                        comm * static_cast<double>(in.layer_elements[i]) /
+                        (comm - fixed) * static_cast<double>(in.layer_elements[i]) /
                             static_cast<double>(std::max<int64_t>(1, in.n))});
   } else {
-    layers.push_back({in.l_for, in.l_back, comm});  // no per-layer profile: one layer
+    layers.push_back({in.l_for, in.l_back, comm - fixed});  // no per-layer profile: one layer
   }
   int k = 0;
   const auto& s = options.stale_layers;
   if (s.is("all"))
     k = static_cast<int>(layers.size());
   else if (s.is("auto"))
-    k = choose_stale_layers(layers).k;
+    k = choose_stale_layers(layers, fixed).k;
   else
     k = std::min(s.value, static_cast<int>(layers.size()));
   const double compute = compute_seconds(in);
-  const double stall = stale_stall_seconds(layers, k);
+  const double stall = stale_stall_seconds(layers, k, fixed);
+  const double all_comm = stale_comm_seconds(layers, k, fixed);
   Prediction p =
-      make_prediction(in, "sapipe", codec, compute, comm, std::max(compute, comm) + stall);
+      make_prediction(in, "sapipe", codec, compute, all_comm, std::max(compute, all_comm) + stall);
   p.stall_s = stall;
   p.configuration = "k=" + std::to_string(k);
   return p;
@@ -103,7 +109,8 @@ AlgorithmEntry sapipe_algorithm() {
 struct SapipeScheduler::Profile {
   Profile(Model& model, const std::vector<LayerRange>& layers) : timer(model, layers) {}
   LayerTimer timer;
-  std::vector<double> comm_s;  // the whole all-reduce, per timed iteration
+  std::vector<double> comm_s;   // the whole all-reduce, per timed iteration
+  std::vector<double> fixed_s;  // a small one
   int seen = 0;
   bool timing() const { return seen >= kProfileWarmup; }
   bool done() const { return seen >= kProfileWarmup + kProfileTimed; }
@@ -125,14 +132,10 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
     if (predicts(options_.compensation))  // wp2 too: it falls back on wp1 at the start
       slots_[s].own = backend.zeros({end_});
   }
-  if (options_.compensation == "dc" || options_.compensation == "wp3") {
-    previous_prefix_ = backend.zeros({end_});
+  if (options_.compensation == "dc") previous_prefix_ = backend.zeros({end_});
+  if (options_.compensation == "dc" || options_.compensation == "wp3")
     delta_ = backend.zeros({end_});
-  }
-  if (predicts(options_.compensation)) {
-    ghat_ = backend.zeros({end_});
-    master_stash_ = backend.zeros({end_});
-  }
+  if (predicts(options_.compensation)) master_ = backend.zeros({end_});
   if (ctx_.comm.size() > 1)
     allreducer_ = std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression, end_ - begin_,
                                                        gradient_placement());
@@ -214,42 +217,48 @@ void SapipeScheduler::wait(std::vector<std::future<void>>& inflight, EpochStats*
   inflight.clear();
 }
 
-void SapipeScheduler::update_delta() {
-  Backend& backend = ctx_.model.backend();
-  backend.copy(prefix(delta_), prefix(ctx_.model.parameters()));
-  backend.axpy(-1.0f, prefix(previous_prefix_), prefix(delta_));
-  has_delta_ = true;
-}
-
-void SapipeScheduler::compensate(const Tensor& g, const Tensor& delta) {
+float SapipeScheduler::compensate(const Tensor& g) {
   Backend& backend = ctx_.model.backend();
   const float lambda = static_cast<float>(options_.dc_lambda);
   if (options_.dc_form == "diag") {
-    backend.dc_diagonal(prefix(g), prefix(delta), lambda);
-  } else {
-    // The paper's Eq. 1: g + λ·g·(gᵀΔ), with gᵀΔ summed in a fixed order.
-    const double dot = backend.dot(prefix(g), prefix(delta));
-    backend.axpy(lambda * static_cast<float>(dot), prefix(g), prefix(g));
+    backend.dc_diagonal(prefix(g), prefix(delta_), lambda);
+    return 1.0f;
   }
+  // The paper's Eq. 1: g + λ·g·(gᵀΔ) = (1 + λ·gᵀΔ)·g, with gᵀΔ summed in a fixed order.
+  return 1.0f + lambda * static_cast<float>(backend.dot(prefix(g), prefix(delta_)));
 }
 
-void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats) {
+void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats,
+                                  const Tensor* predict_with) {
   wait(slot.stale, stats);
   PhaseTimes unused;
   PhaseTimer t(stats ? stats->phases : unused, Phase::update);
   Backend& backend = ctx_.model.backend();
-  const Tensor& master = ctx_.model.parameters();
-  const bool tracks = options_.compensation == "dc" || options_.compensation == "wp3";
-  if (options_.compensation == "dc" && has_previous_) {
-    update_delta();  // x_{t−1} − x_{t−2}: where the gradient is applied minus where computed
-    compensate(slot.gradients, delta_);
-  }
-  if (tracks) {
+  const Tensor& master = this->master();
+  if (options_.compensation == "dc") {
+    // Algorithm 2: Δ = x_{t−1} − x_{t−2}, where the gradient is applied minus where it was
+    // computed (the weights before the previous stale step).
+    if (has_previous_) {
+      backend.copy(prefix(delta_), prefix(master));
+      backend.axpy(-1.0f, prefix(previous_prefix_), prefix(delta_));
+      has_delta_ = true;
+      const float factor = compensate(slot.gradients);
+      if (factor != 1.0f) backend.scale(prefix(slot.gradients), factor);
+    }
     backend.copy(prefix(previous_prefix_), prefix(master));
     has_previous_ = true;
   }
-  ctx_.optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
-  if (options_.compensation == "wp3") update_delta();  // the step just taken (Algorithm 3)
+  if (options_.compensation == "wp3") backend.copy(prefix(delta_), prefix(master));
+  if (predict_with)  // wp1, wp2: the step and the weight prediction in one pass
+    ctx_.optimizer.step_predict_range(lr, master, slot.gradients, *predict_with,
+                                      ctx_.model.parameters(), begin_, prefix_end_ - begin_);
+  else
+    ctx_.optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
+  if (options_.compensation == "wp3") {
+    // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step just taken, new − old in one pass.
+    backend.axpby(1.0f, prefix(master), -1.0f, prefix(delta_));
+    has_delta_ = true;
+  }
   slot.stale_pending = false;
 }
 
@@ -267,31 +276,34 @@ const Tensor* SapipeScheduler::prediction_gradient(Slot& current, Slot& previous
   // the newest there are (the first iteration, after a flush) and nothing is predicted.
   if (!previous.stale_pending || previous.iteration != iteration_ - 1) return nullptr;
   Backend& backend = ctx_.model.backend();
-  const int n = ctx_.comm.size();
+  const float n = static_cast<float>(ctx_.comm.size());
   std::string option = options_.compensation;
   if (!stepped) option = "wp1";  // no all-reduced gradient yet: the paper's code falls back
-  if (option == "wp2") return &current.gradients;  // the sum just stepped with
-  if (option == "wp3") {
-    // DC(g_{t−1} − g_{i,t−1}/n, Δx) + g_{i,t}/n; the slots hold g_i/n already.
-    backend.copy(prefix(ghat_), prefix(current.gradients));
-    backend.axpy(-1.0f, prefix(current.own), prefix(ghat_));
-    if (has_delta_) compensate(ghat_, delta_);
-    backend.axpy(1.0f, prefix(previous.own), prefix(ghat_));
-    return &ghat_;
-  }
-  // wp1: the rank's own gradient, as an estimate of the mean (the slot holds g_i / n).
-  if (n == 1) return &previous.own;
-  backend.copy(prefix(ghat_), prefix(previous.own));
-  backend.scale(prefix(ghat_), static_cast<float>(n));
-  return &ghat_;
+  if (option == "wp1") return &previous.own;       // g_{i,t}
+  if (option == "wp2") return &current.gradients;  // g_{t−1}: the sum just stepped with
+  // wp3: DC(g_{t−1} − g_{i,t−1}/n, Δx_t) + g_{i,t}/n, in two passes (and gᵀΔ), in place: the
+  // slot's sum has been stepped with, and this iteration's backward overwrites it.
+  const Tensor& g = current.gradients;
+  backend.axpby(-1.0f / n, prefix(current.own), 1.0f, prefix(g));
+  const float factor = has_delta_ ? compensate(g) : 1.0f;
+  backend.axpby(1.0f / n, prefix(previous.own), factor, prefix(g));
+  return &g;
 }
 
-void SapipeScheduler::predict_prefix(const Tensor& ghat, float lr) {
-  Backend& backend = ctx_.model.backend();
-  const Tensor& params = ctx_.model.parameters();
-  backend.copy(prefix(master_stash_), prefix(params));
-  ctx_.optimizer.predict_range(lr, params, params, ghat, begin_, prefix_end_ - begin_);
-  predicted_ = true;
+const Tensor& SapipeScheduler::master() const {
+  return master_apart_ ? master_ : ctx_.model.parameters();
+}
+
+void SapipeScheduler::keep_master_apart() {
+  if (master_apart_) return;
+  ctx_.model.backend().copy(prefix(master_), prefix(ctx_.model.parameters()));
+  master_apart_ = true;
+}
+
+void SapipeScheduler::master_into_model() {
+  if (!master_apart_) return;
+  ctx_.model.backend().copy(prefix(ctx_.model.parameters()), prefix(master_));
+  master_apart_ = false;
 }
 
 void SapipeScheduler::run_dsync(Slot& slot, const Batch& batch, float lr, EpochStats& stats) {
@@ -315,6 +327,14 @@ void SapipeScheduler::run_dsync(Slot& slot, const Batch& batch, float lr, EpochS
     PhaseTimer t(stats.phases, Phase::update);
     ctx_.optimizer.step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
   }
+  if (timing && allreducer_) {
+    // The fixed cost of an all-reduce, on a few floats of the spent gradient.
+    const int64_t small = std::min(kSmallAllreduce, end_ - begin_);
+    const auto start = Clock::now();
+    slot.stale.push_back(allreducer_->start(slot.gradients.slice(end_ - small, {small})));
+    wait(slot.stale, &stats);
+    profile_->fixed_s.push_back(seconds_since(start));
+  }
   slot.iteration = -1;
   slot.fresh_pending = slot.stale_pending = false;
   if (profile_) ++profile_->seen;
@@ -325,13 +345,23 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
   Model& model = ctx_.model;
   Backend& backend = model.backend();
   // Algorithm 1: the stale prefix of t − 2 (its fresh part went at t − 1's hook).
+  if (predicts(options_.compensation) && prefix_end_ > begin_) keep_master_apart();
   if (current.fresh_pending) apply_fresh(current, &stats);
   const bool stepped = current.stale_pending;
-  if (stepped) apply_stale(current, lr, &stats);
-  // Algorithm 3: run the prefix on the predicted weights x̃ (the master prefix waits aside).
-  if (predicts(options_.compensation) && prefix_end_ > begin_)
+  // Algorithm 3: the prefix runs on the predicted weights x̃, written into the model from the
+  // master prefix, which the scheduler keeps apart (no copy back afterwards). wp1's and wp2's ĝ
+  // are known before the step: the step writes the prediction too. wp3's depends on the step.
+  const bool fused = stepped && master_apart_ && options_.compensation != "wp3";
+  const Tensor* fused_ghat = fused ? prediction_gradient(current, previous, true) : nullptr;
+  if (stepped) apply_stale(current, lr, &stats, fused_ghat);
+  if (master_apart_ && !fused_ghat) {
+    PhaseTimer t(stats.phases, Phase::update);
+    const Tensor& params = model.parameters();
     if (const Tensor* ghat = prediction_gradient(current, previous, stepped))
-      predict_prefix(*ghat, lr);
+      ctx_.optimizer.predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
+    else
+      backend.copy(prefix(params), prefix(master_));
+  }
 
   model.set_gradients(current.gradients);
   segments_started_ = 0;
@@ -347,10 +377,14 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
   hook_stats_ = nullptr;
   start_ready(begin_);
   if (prefix_end_ > begin_) {
-    if (current.own.defined()) backend.copy(prefix(current.own), prefix(current.gradients));
-    if (predicted_) {
-      backend.copy(prefix(model.parameters()), prefix(master_stash_));
-      predicted_ = false;
+    // The own gradient before the sum replaces it: wp1 and wp3 predict with it, wp2 only until
+    // it has an all-reduced gradient.
+    // The slot holds g_i / n (the all-reduce sums it to the mean); own keeps g_i, in one pass.
+    const bool own_needed = options_.compensation != "wp2" || !stepped;
+    if (current.own.defined() && own_needed) {
+      PhaseTimer t(stats.phases, Phase::update);
+      backend.axpby(static_cast<float>(ctx_.comm.size()), prefix(current.gradients), 0.0f,
+                    prefix(current.own));
     }
     if (allreducer_) current.stale.push_back(allreducer_->start(prefix(current.gradients)));
   }
@@ -363,10 +397,11 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
 void SapipeScheduler::decide_stale_layers() {
   std::vector<LayerCost> layers = profile_->timer.means();
   const double comm = median(profile_->comm_s);
+  const double fixed = std::min(comm, median(profile_->fixed_s));
   const double total = static_cast<double>(std::max<int64_t>(1, end_ - begin_));
   for (size_t i = 0; i < layers.size(); ++i)
-    layers[i].comm_s = comm * static_cast<double>(layers_[i].count) / total;
-  const StaleChoice choice = choose_stale_layers(layers);
+    layers[i].comm_s = (comm - fixed) * static_cast<double>(layers_[i].count) / total;
+  const StaleChoice choice = choose_stale_layers(layers, fixed);
   // Rank 0's timings decide for every rank: noisy clocks never split the job.
   std::string k = std::to_string(choice.k);
   ctx_.comm.broadcast(k, 0);
@@ -377,10 +412,11 @@ void SapipeScheduler::decide_stale_layers() {
   for (const LayerCost& l : layers) forward += l.forward_s, backward += l.backward_s;
   spdlog::info(
       "sapipe: stale_layers auto → {}; profile of {} D-Sync iterations: forward {:.3f} ms, "
-      "backward {:.3f} ms, all-reduce {:.3f} ms ({}); predicted iteration {:.3f} ms, stall "
+      "backward {:.3f} ms, all-reduce {:.3f} ms of which {:.3f} ms fixed ({}); predicted iteration "
+      "{:.3f} ms, stall "
       "{:.3f} ms",
-      describe(), kProfileTimed, forward * 1e3, backward * 1e3, comm * 1e3,
-      choice.communication_bound ? "communication-bound: no k hides it"
+      describe(), kProfileTimed, forward * 1e3, backward * 1e3, comm * 1e3, fixed * 1e3,
+      choice.communication_bound ? "communication-bound: the least k of shortest iteration"
                                  : "C1 holds: the least k with C2",
       choice.iteration_s * 1e3, choice.stall_s * 1e3);
 }
@@ -425,6 +461,7 @@ void SapipeScheduler::flush() {
     if (slot->fresh_pending) apply_fresh(*slot, nullptr);
     if (slot->stale_pending) apply_stale(*slot, last_lr_, nullptr);
   }
+  master_into_model();
 }
 
 std::string SapipeScheduler::epoch_summary() const {
@@ -441,8 +478,17 @@ std::vector<float> SapipeScheduler::last_delta() const {
 }
 
 void SapipeScheduler::save(SchedulerState& state) {
-  Scheduler::save(state);
   Backend& backend = ctx_.model.backend();
+  if (master_apart_) {
+    // The state holds the master weights (the model's x̃ is not needed again: the next
+    // iteration predicts anew from the master).
+    master_into_model();
+    Scheduler::save(state);
+    keep_master_apart();
+  } else {
+    Scheduler::save(state);
+  }
+  state.set_counter("sapipe.master_apart", master_apart_);
   for (size_t s = 0; s < slots_.size(); ++s) {
     Slot& slot = slots_[s];
     wait(slot.fresh, nullptr);  // a sum in flight is saved as the sum it will be
@@ -455,10 +501,8 @@ void SapipeScheduler::save(SchedulerState& state) {
     state.set_counter(name + ".fresh_pending", slot.fresh_pending);
     state.set_counter(name + ".stale_pending", slot.stale_pending);
   }
-  if (previous_prefix_.defined()) {
-    state.put("sapipe.previous_prefix", previous_prefix_, backend);
-    state.put("sapipe.delta", delta_, backend);
-  }
+  if (previous_prefix_.defined()) state.put("sapipe.previous_prefix", previous_prefix_, backend);
+  if (delta_.defined()) state.put("sapipe.delta", delta_, backend);
   state.set_counter("sapipe.has_previous", has_previous_);
   state.set_counter("sapipe.has_delta", has_delta_);
   state.set_counter("sapipe.stale_layers", k_);
@@ -481,10 +525,8 @@ void SapipeScheduler::load(const SchedulerState& state) {
     slot.fresh_pending = state.counter(name + ".fresh_pending") != 0;
     slot.stale_pending = state.counter(name + ".stale_pending") != 0;
   }
-  if (previous_prefix_.defined()) {
-    state.get("sapipe.previous_prefix", previous_prefix_, backend);
-    state.get("sapipe.delta", delta_, backend);
-  }
+  if (previous_prefix_.defined()) state.get("sapipe.previous_prefix", previous_prefix_, backend);
+  if (delta_.defined()) state.get("sapipe.delta", delta_, backend);
   has_previous_ = state.counter("sapipe.has_previous") != 0;
   has_delta_ = state.counter("sapipe.has_delta") != 0;
   const int k = static_cast<int>(state.counter("sapipe.stale_layers"));
@@ -494,6 +536,8 @@ void SapipeScheduler::load(const SchedulerState& state) {
   }
   iteration_ = state.counter("sapipe.iteration");
   last_lr_ = std::bit_cast<float>(static_cast<int32_t>(state.counter("sapipe.last_lr_bits")));
+  master_apart_ = false;  // the model holds the master weights now
+  if (state.counter("sapipe.master_apart") != 0) keep_master_apart();
 }
 
 }  // namespace dtrain

@@ -66,7 +66,7 @@ class SapipeScheduler final : public Scheduler {
   struct Slot {
     Tensor gradients;                             // backward writes here; summed in place
     std::vector<std::future<void>> fresh, stale;  // all-reduces in flight
-    Tensor own;                  // the prefix of this rank's gradient before the sum (wp*)
+    Tensor own;  // the prefix of this rank's own gradient g_i, kept from before the sum (wp*)
     int64_t iteration = -1;      // whose gradient it holds
     float lr = 0;                // of that iteration: the fresh layers step with it, as sync
     bool fresh_pending = false;  // its fresh part is still to be applied
@@ -81,17 +81,21 @@ class SapipeScheduler final : public Scheduler {
   // One pipelined iteration.
   void run_pipelined(Slot& current, Slot& previous, const Batch& batch, float lr,
                      EpochStats& stats);
-  // Waits for the slot's prefix sum, compensates it (dc) and steps the prefix with `lr`.
-  void apply_stale(Slot& slot, float lr, EpochStats* stats);
+  // Waits for the slot's prefix sum, compensates it (dc) and steps the prefix with `lr`; with
+  // `predict_with`, also writes the weights predicted with that ĝ into the model's prefix.
+  void apply_stale(Slot& slot, float lr, EpochStats* stats, const Tensor* predict_with = nullptr);
   // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
   void apply_fresh(Slot& slot, EpochStats* stats);
   // ĝ of the weight prediction (null: no prediction this iteration) and x̃ into the model.
   const Tensor* prediction_gradient(Slot& current, Slot& previous, bool stepped);
-  void predict_prefix(const Tensor& ghat, float lr);
-  // g ← DC(g, Δ) on the prefix range of `g` (dc_form).
-  void compensate(const Tensor& g, const Tensor& delta);
-  // Δ ← master prefix − previous_prefix_.
-  void update_delta();
+  // Weight prediction keeps the master prefix apart (master_) while the model's prefix holds
+  // x̃; the fresh layers' master is always the model's.
+  const Tensor& master() const;
+  void keep_master_apart();
+  void master_into_model();
+  // DC(g, Δ_) on the prefix of `g`: `diag` applies it and returns 1; `outer` returns the factor
+  // 1 + λ·gᵀΔ for the caller to apply in the pass that follows.
+  float compensate(const Tensor& g);
   void wait(std::vector<std::future<void>>& inflight, EpochStats* stats);
   Tensor prefix(const Tensor& flat) const;
   // `auto`: rank 0's choice from the profile, the same on every rank.
@@ -105,11 +109,11 @@ class SapipeScheduler final : public Scheduler {
   std::vector<Slot> slots_;  // slot t mod 2 holds iteration t
   size_t segments_started_ = 0;
   // Compensation state, full-size buffers of which only the prefix is used.
-  Tensor previous_prefix_;  // the master prefix before the last stale step
+  Tensor previous_prefix_;  // dc: the master prefix before the last stale step
   bool has_previous_ = false;
-  Tensor delta_, ghat_, master_stash_;
+  Tensor delta_, master_;
+  bool master_apart_ = false;
   bool has_delta_ = false;
-  bool predicted_ = false;            // the model's prefix holds x̃ until backward ends
   EpochStats* hook_stats_ = nullptr;  // where the hook's wait and update are counted
   double hook_s_ = 0;                 // and how long they took, inside the forward
   int64_t iteration_ = 0;

@@ -1045,6 +1045,22 @@ TEST_CASE("cuda sgd_predict, dot and dc_diagonal (SAPipe's compensation)") {
       expect_equal(op, "v (unchanged)", gv, v);
     });
   }
+  run_case("sgd_step_predict", [&] {
+    const Tensor g = host_normal({n}, 0.1f), p = host_normal({n}, 0.1f);
+    Tensor w = host_normal({n}), v = host_normal({n}, 0.1f), out = host_normal({n});
+    const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v), gp = to_gpu(p);
+    const Tensor gout = gpu().empty({n});
+    std::vector<double> scale(n);
+    for (int64_t i = 0; i < n; ++i)
+      scale[i] = std::fabs(w.data<float>()[i]) +
+                 0.2 * (std::fabs(g.data<float>()[i]) + std::fabs(p.data<float>()[i]) +
+                        std::fabs(v.data<float>()[i]));
+    const SgdHyper h{0.1f, 0.9f, 0.0f, 1e-2f, false};
+    cpu().sgd_step_predict(w, g, v, p, out, h);
+    gpu().sgd_step_predict(gw, gg, gv, gp, gout, h);
+    expect_within_ulps("sgd_step_predict", "w", gw, w, scale, 8);
+    expect_within_ulps("sgd_step_predict", "x~", gout, out, scale, 8);
+  });
   run_case("dot and dc_diagonal", [&] {
     const Tensor a = host_normal({n}), b = host_normal({n});
     const Tensor ga = to_gpu(a), gb = to_gpu(b);

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <cstring>  // memcmp
+
 #include "backend/backend.h"
 
 using namespace dtrain;
@@ -124,4 +126,37 @@ TEST_CASE("dot sums in double in a fixed order; dc_diagonal adds λ·g⊙g⊙Δ"
   for (int i = 0; i < 3; ++i) g.data<float>()[i] = gs[i], d.data<float>()[i] = ds[i];
   be->dc_diagonal(g, d, 0.2f);
   for (int i = 0; i < 3; ++i) CHECK(g.data<float>()[i] == gs[i] + 0.2f * gs[i] * gs[i] * ds[i]);
+}
+
+TEST_CASE("sgd_step_predict is sgd_step then sgd_predict, bit for bit") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200003;
+  Tensor w = be->empty({n}), g = be->empty({n}), v = be->empty({n}), p = be->empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    w.data<float>()[i] = 1.0f + 0.001f * static_cast<float>(i % 7);
+    g.data<float>()[i] = 0.5f - 0.01f * static_cast<float>(i % 5);
+    v.data<float>()[i] = 0.1f * static_cast<float>(i % 3);
+    p.data<float>()[i] = -0.25f + 0.02f * static_cast<float>(i % 11);
+  }
+  for (const SgdHyper& h :
+       {SgdHyper{0.1f}, SgdHyper{0.1f, 0.0f, 0.0f, 0.01f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},
+        SgdHyper{0.1f, 0.9f, 0.1f, 0.01f}, SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true}}) {
+    for (bool same : {false, true}) {  // ĝ another buffer, or the gradient itself (wp2)
+      CAPTURE(h.momentum);
+      CAPTURE(h.nesterov);
+      CAPTURE(same);
+      const Tensor& ghat = same ? g : p;
+      Tensor w1 = be->empty({n}), v1 = be->empty({n}), w2 = be->empty({n}), v2 = be->empty({n});
+      Tensor out1 = be->empty({n}), out2 = be->empty({n});
+      for (Tensor* t : {&w1, &w2}) be->copy(*t, w);
+      for (Tensor* t : {&v1, &v2}) be->copy(*t, v);
+      const bool mom = h.momentum != 0;
+      be->sgd_step(w1, g, mom ? v1 : Tensor(), h);
+      be->sgd_predict(out1, w1, ghat, mom ? v1 : Tensor(), h);
+      be->sgd_step_predict(w2, g, mom ? v2 : Tensor(), ghat, out2, h);
+      CHECK(std::memcmp(w1.raw(), w2.raw(), w1.bytes()) == 0);
+      CHECK(std::memcmp(out1.raw(), out2.raw(), out1.bytes()) == 0);
+      if (mom) CHECK(std::memcmp(v1.raw(), v2.raw(), v1.bytes()) == 0);
+    }
+  }
 }

@@ -72,6 +72,10 @@ class FakeDevice final : public Backend {
     unused();
     return 0;
   }
+  void sgd_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const SgdHyper&) override {
+    unused();
+  }
   void dc_diagonal(const Tensor&, const Tensor&, float) override { unused(); }
 
  private:

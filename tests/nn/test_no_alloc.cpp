@@ -123,6 +123,8 @@ class NopBackend final : public Backend {
   void sgd_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                    const SgdHyper&) override {}
   double dot(const Tensor&, const Tensor&) override { return 0; }
+  void sgd_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const SgdHyper&) override {}
   void dc_diagonal(const Tensor&, const Tensor&, float) override {}
 };
 

@@ -86,3 +86,49 @@ TEST_CASE("stale layers: communication-bound, the least k of shortest predicted 
   const std::vector<LayerCost> tail = {{1, 2, 10}, {1, 2, 10}, {1, 2, 0.001}};
   CHECK(choose_stale_layers(tail).k == 2);
 }
+
+TEST_CASE("stale layers: the fixed cost of a second all-reduce") {
+  // u = 1, b = 2, v = 1, 1, 4, 6 as above; a = 0.5 per all-reduce.
+  const std::vector<LayerCost> layers = {{1, 2, 1}, {1, 2, 1}, {1, 2, 4}, {1, 2, 6}};
+  // C2 with the fresh all-reduce's fixed cost: k = 3: 6.5 ≤ 9. Two all-reduces: Σv + 1 = 13 > 12
+  // = compute, so k = 3 costs 13; all stale is one all-reduce, 12.5: the better choice.
+  CHECK(stale_comm_seconds(layers, 3, 0.5) == doctest::Approx(13));
+  CHECK(stale_comm_seconds(layers, 4, 0.5) == doctest::Approx(12.5));
+  CHECK(stale_iteration_seconds(layers, 3, 0.5) == doctest::Approx(13));
+  const StaleChoice c = choose_stale_layers(layers, 0.5);
+  CHECK(c.k == 4);
+  CHECK(c.iteration_s == doctest::Approx(12.5));
+  CHECK(c.communication_bound);
+  // Communication-bound: Pipe-SGD's single all-reduce beats every split.
+  const std::vector<LayerCost> slow = {{1, 2, 10}, {1, 2, 10}, {1, 2, 0.001}};
+  CHECK(choose_stale_layers(slow, 0.1).k == 3);
+  // Compute-bound with room: the least k whose fresh communication and its fixed cost fit.
+  const std::vector<LayerCost> fast = {{1, 2, 0.5}, {1, 2, 0.5}, {1, 2, 3.8}};
+  // Σ_{i<3} b = 4. Without a fixed cost: k = 0: 4.8 > 4; k = 1: 4.3 ≤ 4 + 1.
+  CHECK(choose_stale_layers(fast, 0).k == 1);
+  // With 0.8: k = 1: 4.3 + 0.8 > 5; k = 2: 3.8 + 0.8 ≤ 6, and 4.8 + 2·0.8 ≤ 9 still hides.
+  CHECK(choose_stale_layers(fast, 0.8).k == 2);
+  CHECK_FALSE(choose_stale_layers(fast, 0.8).communication_bound);
+}
+
+TEST_CASE("stale layers: with a fixed cost per all-reduce, k still grows with the communication") {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int m = 1 + trial % 12;
+    const auto base = random_layers(rng, m, 1.0);
+    int previous = 0;
+    for (double scale : {0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 6.0, 20.0}) {
+      auto layers = base;
+      for (LayerCost& l : layers) l.comm_s *= scale;
+      const int k = choose_stale_layers(layers, 0.05 * scale).k;
+      CHECK(k >= previous);
+      previous = k;
+      // Brute force: no k predicts a shorter iteration, and none before it as short.
+      const double best = stale_iteration_seconds(layers, k, 0.05 * scale);
+      for (int j = 0; j <= m; ++j) {
+        CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) >= best * (1 - 1e-12));
+        if (j < k) CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) > best);
+      }
+    }
+  }
+}

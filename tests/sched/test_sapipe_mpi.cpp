@@ -67,7 +67,7 @@ std::vector<float> reference(Comm& world, TraineeOptions o, int64_t e, const std
       double dot = 0;
       for (int64_t i = 0; i < e; ++i) dot += static_cast<double>(g[i]) * delta[i];
       const float c = lambda * static_cast<float>(dot);
-      for (int64_t i = 0; i < e; ++i) g[i] += c * g[i];
+      for (int64_t i = 0; i < e; ++i) g[i] += c * g[i];  // g + λ(gᵀΔ)g
     }
   };
   auto stale_step = [&](int s) {

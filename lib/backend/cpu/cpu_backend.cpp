@@ -250,6 +250,64 @@ void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Ten
   }
 }
 
+void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
+                                  const Tensor& momentum_buf, const Tensor& ghat, const Tensor& out,
+                                  const SgdHyper& h) {
+  check_f32(weights, "sgd_step_predict");
+  check_same_size(weights, grads, "sgd_step_predict");
+  check_same_size(weights, ghat, "sgd_step_predict ghat");
+  check_same_size(weights, out, "sgd_step_predict out");
+  float* w = weights.data<float>();
+  const float* g = grads.data<float>();
+  const float* p = ghat.data<float>();
+  float* x = out.data<float>();
+  const int64_t n = weights.numel();
+  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
+  // sgd_step's loop, then sgd_predict's on the values just stored, term by term.
+  if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      wi -= lr * (g[i] + wd * wi);
+      w[i] = wi;
+      wi -= lr * (p[i] + wd * wi);
+      x[i] = wi;
+    }
+    return;
+  }
+  check_same_size(weights, momentum_buf, "sgd_step_predict momentum");
+  float* v = momentum_buf.data<float>();
+  if (h.nesterov) {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      float gi = g[i] + wd * wi;
+      float vi = mu * v[i] + damp * gi;
+      v[i] = vi;
+      wi -= lr * (gi + mu * vi);
+      w[i] = wi;
+      float pi = p[i] + wd * wi;
+      float ui = mu * vi + damp * pi;
+      wi -= lr * (pi + mu * ui);
+      x[i] = wi;
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      float wi = w[i];
+      float gi = g[i] + wd * wi;
+      float vi = mu * v[i] + damp * gi;
+      v[i] = vi;
+      wi -= lr * vi;
+      w[i] = wi;
+      float pi = p[i] + wd * wi;
+      float ui = mu * vi + damp * pi;
+      wi -= lr * ui;
+      x[i] = wi;
+    }
+  }
+}
+
 double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   check_f32(a, "dot");
   check_same_size(a, b, "dot");

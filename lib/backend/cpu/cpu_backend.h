@@ -42,6 +42,8 @@ class CpuBackend final : public Backend {
                            float weight_decay, bool add) override;
   void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
                    const Tensor& momentum_buf, const SgdHyper& hyper) override;
+  void sgd_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                        const Tensor& ghat, const Tensor& out, const SgdHyper& hyper) override;
   double dot(const Tensor& a, const Tensor& b) override;
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
 

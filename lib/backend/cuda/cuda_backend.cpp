@@ -180,6 +180,21 @@ class CudaBackend final : public Backend {
                           weights.numel(), h.lr, h.momentum, h.dampening, h.weight_decay,
                           h.nesterov, ctx_->stream());
   }
+  void sgd_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                        const Tensor& ghat, const Tensor& out, const SgdHyper& h) override {
+    check_f32(weights, "sgd_step_predict");
+    check_same_size(weights, grads, "sgd_step_predict");
+    check_same_size(weights, ghat, "sgd_step_predict ghat");
+    check_same_size(weights, out, "sgd_step_predict out");
+    float* v = nullptr;
+    if (h.momentum != 0.0f) {
+      check_same_size(weights, momentum_buf, "sgd_step_predict momentum");
+      v = momentum_buf.data<float>();
+    }
+    cuda::sgd_step_predict_f32(weights.data<float>(), grads.data<float>(), v, ghat.data<float>(),
+                               out.data<float>(), weights.numel(), h.lr, h.momentum, h.dampening,
+                               h.weight_decay, h.nesterov, ctx_->stream());
+  }
   double dot(const Tensor& a, const Tensor& b) override {
     check_f32(a, "dot");
     check_same_size(a, b, "dot");

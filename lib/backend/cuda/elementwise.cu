@@ -60,6 +60,29 @@ __global__ void sgd_predict_plain_kernel(float* out, const float* w, const float
                                          float lr, float wd) {
   DTRAIN_GRID_STRIDE(i, n) out[i] = w[i] - lr * (g[i] + wd * w[i]);
 }
+template <bool kNesterov>
+__global__ void sgd_step_predict_kernel(float* w, const float* g, float* v, const float* p,
+                                        float* out, int64_t n, float lr, float mu, float damp,
+                                        float wd) {
+  DTRAIN_GRID_STRIDE(i, n) {
+    const float gi = g[i] + wd * w[i];
+    const float vi = mu * v[i] + damp * gi;
+    v[i] = vi;
+    const float wi = w[i] - (kNesterov ? lr * (gi + mu * vi) : lr * vi);
+    w[i] = wi;
+    const float pi = p[i] + wd * wi;
+    const float ui = mu * vi + damp * pi;
+    out[i] = wi - (kNesterov ? lr * (pi + mu * ui) : lr * ui);
+  }
+}
+__global__ void sgd_step_predict_plain_kernel(float* w, const float* g, const float* p, float* out,
+                                              int64_t n, float lr, float wd) {
+  DTRAIN_GRID_STRIDE(i, n) {
+    const float wi = w[i] - lr * (g[i] + wd * w[i]);
+    w[i] = wi;
+    out[i] = wi - lr * (p[i] + wd * wi);
+  }
+}
 __global__ void dc_diagonal_kernel(float* g, const float* d, int64_t n, float lambda) {
   DTRAIN_GRID_STRIDE(i, n) g[i] += lambda * g[i] * g[i] * d[i];
 }
@@ -167,6 +190,23 @@ void sgd_predict_f32(float* out, const float* w, const float* g, const float* v,
   else
     sgd_predict_kernel<false>
         <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, lr, momentum, damp, weight_decay);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat, float* out,
+                          int64_t n, float lr, float momentum, float dampening, float weight_decay,
+                          bool nesterov, cudaStream_t stream) {
+  if (n <= 0) return;
+  const float damp = 1.0f - dampening;
+  if (momentum == 0.0f)
+    sgd_step_predict_plain_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, ghat, out, n, lr,
+                                                                        weight_decay);
+  else if (nesterov)
+    sgd_step_predict_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(
+        w, g, v, ghat, out, n, lr, momentum, damp, weight_decay);
+  else
+    sgd_step_predict_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(
+        w, g, v, ghat, out, n, lr, momentum, damp, weight_decay);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

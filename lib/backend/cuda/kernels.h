@@ -24,6 +24,10 @@ void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, fl
 void sgd_predict_f32(float* out, const float* w, const float* g, const float* v, int64_t n,
                      float lr, float momentum, float dampening, float weight_decay, bool nesterov,
                      cudaStream_t stream);
+// Backend::sgd_step_predict: sgd_step_f32, then sgd_predict_f32 from its results into `out`.
+void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat, float* out,
+                          int64_t n, float lr, float momentum, float dampening, float weight_decay,
+                          bool nesterov, cudaStream_t stream);
 // Backend::dc_diagonal: g += λ·g·g·Δ.
 void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream);
 // Backend::dot: a fixed-order sum in double; `scratch` holds kDotBlocks + 1 doubles on the
