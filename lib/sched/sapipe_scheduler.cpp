@@ -154,6 +154,9 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
 }
 
 SapipeScheduler::~SapipeScheduler() {
+  // The model may outlive the scheduler: its hook goes.
+  if (k_ >= 0 && k_ < static_cast<int>(layers_.size()))
+    ctx_.model.set_forward_hook(layers_[k_].name, {});
   // The communication thread may still be writing into a slot: let it finish first.
   for (Slot& slot : slots_) {
     for (auto& f : slot.fresh)
