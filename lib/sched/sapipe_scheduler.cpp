@@ -172,6 +172,8 @@ Tensor SapipeScheduler::prefix(const Tensor& flat) const {
 
 void SapipeScheduler::set_stale_layers(int k) {
   const int m = static_cast<int>(layers_.size());
+  if (k_ >= 0 && k_ < m) ctx_.model.set_forward_hook(layers_[k_].name, {});  // a loaded k
+  fresh_segments_.reset();
   k_ = k;
   prefix_end_ = k < m ? layers_[k].offset : end_;
   if (prefix_end_ < end_) {
@@ -464,11 +466,10 @@ void SapipeScheduler::flush() {
     if (slot->fresh_pending) apply_fresh(*slot, nullptr);
     if (slot->stale_pending) apply_stale(*slot, last_lr_, nullptr);
   }
+  // The next gradients are computed at these weights: dc's next Δ starts from them.
+  if (has_previous_ && !pending.empty())
+    ctx_.model.backend().copy(prefix(previous_prefix_), prefix(master()));
   master_into_model();
-}
-
-std::string SapipeScheduler::epoch_summary() const {
-  return "";
 }
 
 std::vector<float> SapipeScheduler::last_delta() const {

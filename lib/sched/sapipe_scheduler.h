@@ -2,19 +2,24 @@
 // first k layers — a prefix of the flat buffers, whose gradients backward produces last and the
 // next forward needs first — train on the all-reduced gradient of iteration t − 2; the other
 // layers are stepped with that of t − 1 just before the forward reaches them (a hook in
-// Model::forward). Per iteration, one all-reduce of the trainable floats, as in sync: the fresh
-// segments as soon as backward has produced them, the stale prefix last.
+// Model::forward). Per iteration the trainable floats are all-reduced once, as in sync, in parts:
+// the fresh segments as soon as backward has produced them, the stale prefix last.
 //
 // Iteration t:  wait for the prefix sum of t − 2, [compensate it (dc)], step the prefix;
-//               [predict the prefix's next weights x̃ (wp1–3) and run on them];
+//               [predict the prefix's next weights x̃ (wp1–3) into the model's prefix, the
+//               master prefix kept apart];
 //               forward 1..k; hook: wait for the fresh sum of t − 1, step the fresh layers;
 //               forward k+1..m; backward, starting the fresh segments' all-reduces as they are
-//               final and the prefix's last; [put the master prefix back].
+//               final and the prefix's last.
 // k = 0 is sync (the hook is at the first layer); k = all is Pipe-SGD with K = 2.
 //
 // `stale_layers: auto` runs the first iterations as D-Sync while it times each layer's forward
 // and backward and the all-reduce, then takes the least k that hides the communication
-// (plan/stale_layers.h); rank 0 decides for all. Warm-up epochs are D-Sync too.
+// (plan/stale_layers.h); rank 0 decides for all. Warm-up epochs are D-Sync too. The chooser
+// uses the paper's C2, whose budget Σ_{i<m} b_i assumes each layer's gradient leaves as soon as
+// its backward ends; with `segments: 1` the fresh layers leave together after layer k + 1's
+// backward, so a k at C2's edge can stall the hook by up to the fresh layers' backward
+// (`segments: N` narrows that).
 #pragma once
 #include <future>
 #include <memory>
@@ -51,13 +56,12 @@ class SapipeScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
   // Applies both slots' gradients in iteration order; the model then holds the master weights.
   void flush() override;
-  std::string epoch_summary() const override;
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
 
   // For tests and the log: the stale layers (−1 while `auto` is still profiling), the
-  // parameterised layers that can be stale, and the Δ = x_{t−1} − x_{t−2} of the prefix that the
-  // last compensation used (empty before the first).
+  // parameterised layers that can be stale, and the prefix's last Δ (dc: x_{t−1} − x_{t−2} of the
+  // last stale step; wp3: the last stale step's change; empty before the first).
   int stale_layers() const { return k_; }
   int trainable_layers() const { return static_cast<int>(layers_.size()); }
   std::vector<float> last_delta() const;
@@ -86,7 +90,8 @@ class SapipeScheduler final : public Scheduler {
   void apply_stale(Slot& slot, float lr, EpochStats* stats, const Tensor* predict_with = nullptr);
   // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
   void apply_fresh(Slot& slot, EpochStats* stats);
-  // ĝ of the weight prediction (null: no prediction this iteration) and x̃ into the model.
+  // ĝ of the weight prediction (null: no prediction this iteration); wp3 computes it in place
+  // in the prefix of `current`'s gradients. The caller writes x̃.
   const Tensor* prediction_gradient(Slot& current, Slot& previous, bool stepped);
   // Weight prediction keeps the master prefix apart (master_) while the model's prefix holds
   // x̃; the fresh layers' master is always the model's.
@@ -119,8 +124,6 @@ class SapipeScheduler final : public Scheduler {
   int64_t iteration_ = 0;
   float last_lr_ = 0;
   std::unique_ptr<Profile> profile_;
-  std::string decision_;  // `auto`'s choice, for the first epoch summary
-  bool decision_reported_ = false;
   // Declared last: its thread is joined before the slots are freed.
   std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
 };

@@ -88,3 +88,18 @@ TEST_CASE("the forward hook runs before its layer in training forwards only") {
   CHECK(before.size() == hooked.size());
   CHECK_THROWS_AS(f.model->set_forward_hook("nope", [] {}), InputError);
 }
+
+TEST_CASE("each layer has a hook of its own, run in forward order") {
+  Fixture f;
+  std::vector<std::string> order;
+  f.model->set_forward_hook("fc1", [&] { order.push_back("fc1"); });
+  f.model->set_forward_hook("fc2", [&] { order.push_back("fc2"); });
+  f.logits();
+  CHECK(order == std::vector<std::string>{"fc1", "fc2"});
+  // Setting one replaces that layer's only; an empty one removes it.
+  f.model->set_forward_hook("fc1", [&] { order.push_back("fc1 again"); });
+  f.model->set_forward_hook("fc2", {});
+  order.clear();
+  f.logits();
+  CHECK(order == std::vector<std::string>{"fc1 again"});
+}

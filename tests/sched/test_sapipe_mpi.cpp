@@ -238,6 +238,17 @@ TEST_CASE("sapipe: Δ is x_{t−1} − x_{t−2}, not the distance from the firs
       differing += delta[i] != after[t - 1][i] - after[t - 2][i];
     CHECK(differing == 0);
   }
+  // After a flush (every evaluation) the next two gradients are computed at the flushed weights,
+  // and the first of them is applied there: Δ = 0, not the flush's last step.
+  s.sched->flush();
+  s.train(0, 3);
+  const std::vector<float> delta = scheduler_of(s).last_delta();
+  REQUIRE(delta.size() == 592);
+  for (float d : delta) REQUIRE(d == 0.0f);
+  s.train(0, 1);  // and the next one from there
+  bool moved = false;
+  for (float d : scheduler_of(s).last_delta()) moved = moved || d != 0.0f;
+  CHECK(moved);
 }
 
 TEST_CASE("sapipe with wp1 on one rank is sync, bit for bit (momentum and weight decay)") {
