@@ -85,6 +85,7 @@ TEST_CASE("under an emulated link, segments overlap communication with backward"
   CHECK(comm > 0);
   // The exposed wait is the communication less what ran under the convolutions' backward; how
   // much that is depends on the machine's speed (on a fast core the backward is a few ms of a
-  // 50 ms all-reduce), so compare with the backward, not with the communication.
-  CHECK(wait < comm - 0.25 * s.phases[Phase::backward]);
+  // 50 ms all-reduce), so compare with the backward, not with the communication. A timing
+  // claim: on 2 ranks only (4 oversubscribed ranks share 2 cores, and the overlap drowns).
+  if (link->size() <= 2) CHECK(wait < comm - 0.25 * s.phases[Phase::backward]);
 }
