@@ -1,0 +1,473 @@
+#include "sched/pipeline_schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>   // max, min, sort
+#include <functional>  // function: what follows each backward
+#include <map>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace dtrain::pipeline {
+
+int PipelineShape::ranks() const {
+  int n = 0;
+  for (int r : replicas) n += r;
+  return n;
+}
+
+int PipelineShape::first_rank(int stage) const {
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += replicas[s];
+  return first;
+}
+
+int PipelineShape::stage_of(int rank) const {
+  for (int s = 0; s < stages(); ++s) {
+    if (rank < replicas[s]) return s;
+    rank -= replicas[s];
+  }
+  DTRAIN_CHECK(false) << "rank " << rank << " beyond the pipeline";
+  return -1;
+}
+
+int PipelineShape::replica_of(int rank) const {
+  return rank - first_rank(stage_of(rank));
+}
+
+int PipelineShape::rank_of(int stage, int minibatch) const {
+  return first_rank(stage) + minibatch % replicas[stage];
+}
+
+int noam(const PipelineShape& shape, int stage) {
+  int downstream = 0;
+  for (int s = stage; s < shape.stages(); ++s) downstream += shape.replicas[s];
+  const int r = shape.replicas[stage];
+  return (downstream + r - 1) / r;
+}
+
+int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage) {
+  if (spec.kind == "gpipe") return spec.microbatches;  // all forwards first
+  return spec.in_flight > 0 ? spec.in_flight : noam(shape, stage);
+}
+
+namespace {
+
+// A rank's compute instructions (forward, backward, reduce_gradients, step) in order.
+using Sequence = std::vector<Instruction>;
+
+// 1F1B over `mine`: up to `bound` forwards, then one backward and one forward alternately,
+// then the remaining backwards.
+void one_f_one_b(const std::vector<int>& mine, int bound, Sequence& out,
+                 const std::function<void(int, Sequence&)>& after_backward) {
+  const size_t n = mine.size();
+  size_t f = 0, b = 0;
+  while (f < std::min<size_t>(static_cast<size_t>(bound), n))
+    out.push_back({Op::forward, mine[f++]});
+  while (b < n) {
+    out.push_back({Op::backward, mine[b]});
+    after_backward(mine[b++], out);
+    if (f < n) out.push_back({Op::forward, mine[f++]});
+  }
+}
+
+std::vector<Sequence> compute_sequences(const PipelineShape& shape, const ScheduleSpec& spec) {
+  std::vector<Sequence> sequences(static_cast<size_t>(shape.ranks()));
+  for (int rank = 0; rank < shape.ranks(); ++rank) {
+    const int s = shape.stage_of(rank), r = shape.replica_of(rank), R = shape.replicas[s];
+    const int bound = in_flight_bound(shape, spec, s);
+    Sequence& seq = sequences[rank];
+    if (spec.kind == "1f1b") {
+      std::vector<int> mine;
+      for (int b = r; b < spec.minibatches; b += R) mine.push_back(b);
+      // Each backward is followed by the round's reduction among the replicas and a step.
+      int next_round = 0;
+      auto step = [&](int b, Sequence& out) {
+        const int round = b / R;
+        if (R > 1) out.push_back({Op::reduce_gradients, round});
+        out.push_back({Op::step, round});
+        next_round = round + 1;
+      };
+      one_f_one_b(mine, bound, seq, step);
+      // A last round without a minibatch for this replica: it still takes part (a zero
+      // gradient), so that every replica steps the same rounds.
+      const int rounds = (spec.minibatches + R - 1) / R;
+      for (int round = next_round; round < rounds; ++round) {
+        if (R > 1) seq.push_back({Op::reduce_gradients, round});
+        seq.push_back({Op::step, round});
+      }
+      continue;
+    }
+    const int m = spec.microbatches;
+    for (int step = 0; step < spec.minibatches; ++step) {
+      std::vector<int> mine;  // this replica's microbatches of the step, by global id
+      for (int i = 0; i < m; ++i)
+        if ((step * m + i) % R == r) mine.push_back(step * m + i);
+      if (spec.kind == "gpipe") {
+        for (int q : mine) seq.push_back({Op::forward, q});
+        for (int q : mine) seq.push_back({Op::backward, q});
+      } else {
+        one_f_one_b(mine, bound, seq, [](int, Sequence&) {});
+      }
+      if (R > 1) seq.push_back({Op::reduce_gradients, step});
+      seq.push_back({Op::step, step});
+    }
+  }
+  return sequences;
+}
+
+// A message between two ranks, named the same on both sides.
+struct Message {
+  bool activation;  // else a gradient
+  int minibatch;
+  int from, to;
+  auto key() const { return std::tuple(minibatch, activation ? 0 : 1, from, to); }
+};
+
+// When everything happens if sends never block (eager) and forward, backward take unit times:
+// a feasible order of every rank's instructions, from which each rank's list is sorted.
+struct Timeline {
+  std::vector<std::vector<double>> start, end;  // per rank, per compute instruction
+};
+
+Timeline eager_times(const PipelineShape& shape, const std::vector<Sequence>& sequences) {
+  const int ranks = shape.ranks(), S = shape.stages();
+  Timeline t;
+  t.start.resize(ranks);
+  t.end.resize(ranks);
+  for (int rank = 0; rank < ranks; ++rank) {
+    t.start[rank].assign(sequences[rank].size(), -1);
+    t.end[rank].assign(sequences[rank].size(), -1);
+  }
+  // When each message is sent: (activation?, minibatch, stage) → time.
+  std::map<std::tuple<bool, int, int>, double> sent;
+  // Reductions: (stage, round) → arrival times of the replicas so far.
+  std::map<std::pair<int, int>, std::vector<double>> arrivals;
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(ranks, 0);
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const int s = shape.stage_of(rank);
+      while (next[rank] < sequences[rank].size()) {
+        const Instruction& in = sequences[rank][next[rank]];
+        double ready = clock[rank], duration = 0;
+        if (in.op == Op::forward) {
+          if (s > 0) {
+            auto it = sent.find({true, in.minibatch, s - 1});
+            if (it == sent.end()) break;
+            ready = std::max(ready, it->second);
+          }
+          duration = 1;
+        } else if (in.op == Op::backward) {
+          if (s < S - 1) {
+            auto it = sent.find({false, in.minibatch, s + 1});
+            if (it == sent.end()) break;
+            ready = std::max(ready, it->second);
+          }
+          duration = 1;
+        } else if (in.op == Op::reduce_gradients) {
+          auto& here = arrivals[{s, in.minibatch}];
+          if (here.size() < static_cast<size_t>(shape.replicas[s])) {
+            // Arrive once; complete when every replica has.
+            if (t.start[rank][next[rank]] < 0) {
+              here.push_back(clock[rank]);
+              t.start[rank][next[rank]] = clock[rank];
+              moved = true;
+            }
+            if (here.size() < static_cast<size_t>(shape.replicas[s])) break;
+          }
+          ready = *std::max_element(here.begin(), here.end());
+        }
+        t.start[rank][next[rank]] = ready;
+        t.end[rank][next[rank]] = ready + duration;
+        clock[rank] = ready + duration;
+        if (in.op == Op::forward && s < S - 1) sent[{true, in.minibatch, s}] = clock[rank];
+        if (in.op == Op::backward && s > 0) sent[{false, in.minibatch, s}] = clock[rank];
+        ++next[rank];
+        moved = true;
+      }
+    }
+  }
+  for (int rank = 0; rank < ranks; ++rank)
+    DTRAIN_CHECK(next[rank] == sequences[rank].size())
+        << "pipeline schedule: rank " << rank << "'s compute order cannot run (a bug)";
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
+                                                     const ScheduleSpec& spec) {
+  DTRAIN_INPUT_CHECK(shape.stages() >= 1) << "pipeline: no stage";
+  for (int s = 0; s < shape.stages(); ++s)
+    DTRAIN_INPUT_CHECK(shape.replicas[s] >= 1)
+        << "algorithm.replicas[" << s << "]: must be >= 1, got " << shape.replicas[s];
+  DTRAIN_INPUT_CHECK(spec.kind == "1f1b" || spec.kind == "gpipe" || spec.kind == "1f1b_flush")
+      << "algorithm.schedule: unknown '" << spec.kind << "'";
+  DTRAIN_INPUT_CHECK(spec.minibatches >= 1) << "pipeline: no minibatch to schedule";
+  DTRAIN_INPUT_CHECK(spec.microbatches >= 1) << "algorithm.microbatches: must be >= 1";
+  DTRAIN_INPUT_CHECK(spec.in_flight >= 0) << "algorithm.in_flight: must be >= 1";
+
+  const std::vector<Sequence> sequences = compute_sequences(shape, spec);
+  const Timeline times = eager_times(shape, sequences);
+  const int S = shape.stages();
+
+  // Each rank's list: its compute instructions at their start times, each send at the end of
+  // the pass producing it, each receive at the time its message is sent — sorted by (time,
+  // what comes first at equal times, the message), the same key on both sides of a message, so
+  // that every rank meets its messages in one global order (no deadlock even if sends block).
+  struct Timed {
+    double time;
+    int tier;  // at equal times: messages (0) before compute (1)
+    std::tuple<int, int, int, int> message;
+    size_t order;  // compute instructions keep their own order
+    Instruction in;
+  };
+  std::vector<std::vector<Timed>> timed(static_cast<size_t>(shape.ranks()));
+  for (int rank = 0; rank < shape.ranks(); ++rank) {
+    const int s = shape.stage_of(rank);
+    for (size_t i = 0; i < sequences[rank].size(); ++i) {
+      const Instruction& in = sequences[rank][i];
+      timed[rank].push_back({times.start[rank][i], 1, {}, i, in});
+      const double end = times.end[rank][i];
+      auto add = [&](int to, bool activation, Op send, Op receive) {
+        const Message m{activation, in.minibatch, rank, to};
+        timed[rank].push_back({end, 0, m.key(), 0, {send, in.minibatch, to}});
+        timed[to].push_back({end, 0, m.key(), 0, {receive, in.minibatch, rank}});
+      };
+      if (in.op == Op::forward && s < S - 1)
+        add(shape.rank_of(s + 1, in.minibatch), true, Op::send_activation, Op::receive_activation);
+      if (in.op == Op::backward && s > 0)
+        add(shape.rank_of(s - 1, in.minibatch), false, Op::send_gradient, Op::receive_gradient);
+    }
+  }
+  std::vector<std::vector<Instruction>> schedule(static_cast<size_t>(shape.ranks()));
+  for (int rank = 0; rank < shape.ranks(); ++rank) {
+    auto& events = timed[rank];
+    std::stable_sort(events.begin(), events.end(), [](const Timed& a, const Timed& b) {
+      return std::tie(a.time, a.tier, a.message, a.order) <
+             std::tie(b.time, b.tier, b.message, b.order);
+    });
+    for (const Timed& e : events) schedule[rank].push_back(e.in);
+  }
+  return schedule;
+}
+
+ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& spec,
+                                const std::vector<std::vector<Instruction>>& schedule) {
+  ScheduleCheck check;
+  auto problem = [&](std::string text) { check.problems.push_back(std::move(text)); };
+  const int ranks = shape.ranks(), S = shape.stages();
+  if (static_cast<int>(schedule.size()) != ranks) {
+    problem(fmt::format("{} lists for {} ranks", schedule.size(), ranks));
+    return check;
+  }
+  const int items = spec.kind == "1f1b" ? spec.minibatches : spec.minibatches * spec.microbatches;
+  // Per (stage, item): forward and backward counts and ranks.
+  std::map<std::pair<int, int>, std::pair<int, int>> passes;
+  // Per directed channel: the minibatches sent and received, in order.
+  std::map<std::tuple<int, int, bool>, std::vector<int>> sends, receives;
+  std::map<int, std::vector<std::vector<int>>> rounds;  // stage → per replica, reduce rounds
+  check.peak_in_flight.assign(ranks, 0);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const int s = shape.stage_of(rank);
+    const int bound = in_flight_bound(shape, spec, s);
+    std::map<int, int> forwarded;  // item → forwarded, not yet backwarded
+    int in_flight = 0;
+    bool stepped_after_reduce = true;
+    for (const Instruction& in : schedule[rank]) {
+      switch (in.op) {
+        case Op::forward:
+        case Op::backward: {
+          const bool fwd = in.op == Op::forward;
+          if (in.minibatch < 0 || in.minibatch >= items) {
+            problem(fmt::format("rank {}: {} of minibatch {} outside 0..{}", rank,
+                                fwd ? "forward" : "backward", in.minibatch, items - 1));
+            break;
+          }
+          if (shape.rank_of(s, in.minibatch) != rank)
+            problem(fmt::format("rank {}: minibatch {} belongs to rank {} of stage {}", rank,
+                                in.minibatch, shape.rank_of(s, in.minibatch), s));
+          auto& p = passes[{s, in.minibatch}];
+          if (fwd) {
+            ++p.first;
+            ++forwarded[in.minibatch];
+            check.peak_in_flight[rank] = std::max(check.peak_in_flight[rank], ++in_flight);
+            if (in_flight > bound)
+              problem(fmt::format("rank {}: {} minibatches in flight, bound {}", rank, in_flight,
+                                  bound));
+          } else {
+            ++p.second;
+            if (forwarded[in.minibatch]-- <= 0)
+              problem(fmt::format("rank {}: backward of minibatch {} before its forward", rank,
+                                  in.minibatch));
+            --in_flight;
+          }
+          break;
+        }
+        case Op::send_activation:
+        case Op::send_gradient:
+          sends[{rank, in.peer, in.op == Op::send_activation}].push_back(in.minibatch);
+          break;
+        case Op::receive_activation:
+        case Op::receive_gradient:
+          receives[{in.peer, rank, in.op == Op::receive_activation}].push_back(in.minibatch);
+          break;
+        case Op::reduce_gradients: {
+          auto& per_replica = rounds[s];
+          per_replica.resize(static_cast<size_t>(shape.replicas[s]));
+          per_replica[shape.replica_of(rank)].push_back(in.minibatch);
+          if (!stepped_after_reduce)
+            problem(fmt::format("rank {}: two reductions without a step between", rank));
+          stepped_after_reduce = false;
+          break;
+        }
+        case Op::step:
+          stepped_after_reduce = true;
+          break;
+      }
+    }
+    if (in_flight != 0)
+      problem(fmt::format("rank {}: {} minibatches never backwarded", rank, in_flight));
+  }
+  for (int s = 0; s < S; ++s)
+    for (int item = 0; item < items; ++item) {
+      const auto it = passes.find({s, item});
+      const std::pair<int, int> p = it == passes.end() ? std::pair{0, 0} : it->second;
+      if (p.first != 1 || p.second != 1)
+        problem(fmt::format("stage {}: minibatch {} has {} forward(s) and {} backward(s)", s, item,
+                            p.first, p.second));
+    }
+  if (sends != receives)
+    for (const auto& [channel, order] : sends) {
+      const auto it = receives.find(channel);
+      if (it == receives.end() || it->second != order)
+        problem(fmt::format("channel {} → {} ({}): sends and receives differ", std::get<0>(channel),
+                            std::get<1>(channel),
+                            std::get<2>(channel) ? "activations" : "gradients"));
+    }
+  for (const auto& [channel, order] : receives)
+    if (!sends.count(channel))
+      problem(fmt::format("channel {} → {}: receives with no send", std::get<0>(channel),
+                          std::get<1>(channel)));
+  for (const auto& [s, per_replica] : rounds)
+    for (const auto& r : per_replica)
+      if (r != per_replica.front())
+        problem(fmt::format("stage {}: its replicas reduce different rounds", s));
+  return check;
+}
+
+std::vector<std::vector<double>> simulate_schedule(
+    const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
+    double forward_time, double backward_time) {
+  const int ranks = shape.ranks();
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(ranks, 0);
+  std::vector<std::vector<double>> start(ranks);
+  for (int rank = 0; rank < ranks; ++rank) start[rank].resize(schedule[rank].size());
+  auto at = [&](int rank) -> const Instruction* {
+    return next[rank] < schedule[rank].size() ? &schedule[rank][next[rank]] : nullptr;
+  };
+  auto advance = [&](int rank, double when, double duration) {
+    start[rank][next[rank]] = when;
+    clock[rank] = when + duration;
+    ++next[rank];
+  };
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const Instruction* in = at(rank);
+      if (!in) continue;
+      switch (in->op) {
+        case Op::forward:
+          advance(rank, clock[rank], forward_time);
+          moved = true;
+          break;
+        case Op::backward:
+          advance(rank, clock[rank], backward_time);
+          moved = true;
+          break;
+        case Op::step:
+          advance(rank, clock[rank], 0);
+          moved = true;
+          break;
+        case Op::send_activation:
+        case Op::send_gradient: {
+          // Rendezvous: the receiver must be at the matching receive.
+          const Op want =
+              in->op == Op::send_activation ? Op::receive_activation : Op::receive_gradient;
+          const Instruction* peer = at(in->peer);
+          if (peer && peer->op == want && peer->peer == rank && peer->minibatch == in->minibatch) {
+            const double when = std::max(clock[rank], clock[in->peer]);
+            advance(rank, when, 0);
+            advance(in->peer, when, 0);
+            moved = true;
+          }
+          break;
+        }
+        case Op::receive_activation:
+        case Op::receive_gradient:
+          break;  // completed by its sender
+        case Op::reduce_gradients: {
+          const int s = shape.stage_of(rank);
+          const int first = shape.first_rank(s);
+          bool all = true;
+          double when = 0;
+          for (int r = first; r < first + shape.replicas[s]; ++r) {
+            const Instruction* other = at(r);
+            all = all && other && other->op == Op::reduce_gradients &&
+                  other->minibatch == in->minibatch;
+            when = std::max(when, clock[r]);
+          }
+          if (all) {
+            for (int r = first; r < first + shape.replicas[s]; ++r) advance(r, when, 0);
+            moved = true;
+          }
+          break;
+        }
+      }
+    }
+  }
+  std::string stuck;
+  for (int rank = 0; rank < ranks; ++rank)
+    if (const Instruction* in = at(rank))
+      stuck += fmt::format(" rank {} at instruction {} (op {}, minibatch {}, peer {});", rank,
+                           next[rank], static_cast<int>(in->op), in->minibatch, in->peer);
+  if (!stuck.empty()) throw Error("pipeline schedule deadlocks:" + stuck);
+  return start;
+}
+
+std::string schedule_grid(const PipelineShape& shape,
+                          const std::vector<std::vector<Instruction>>& schedule) {
+  std::string grid;
+  for (int rank = 0; rank < shape.ranks(); ++rank) {
+    grid += fmt::format("rank {:<2} stage {} replica {} |", rank, shape.stage_of(rank),
+                        shape.replica_of(rank));
+    for (const Instruction& in : schedule[rank]) {
+      switch (in.op) {
+        case Op::forward:
+          grid += fmt::format(" F{}", in.minibatch);
+          break;
+        case Op::backward:
+          grid += fmt::format(" B{}", in.minibatch);
+          break;
+        case Op::reduce_gradients:
+          grid += " R";
+          break;
+        case Op::step:
+          grid += " S";
+          break;
+        default:
+          break;
+      }
+    }
+    grid += "\n";
+  }
+  return grid;
+}
+
+}  // namespace dtrain::pipeline

@@ -1,0 +1,103 @@
+// Pipeline schedules as data (DESIGN.md §2 decision 5): a pure function turns the pipeline's
+// shape (stages, replicas per stage) and the schedule's kind into one instruction list per rank;
+// one interpreter runs every kind. Being data, a schedule can be validated (every minibatch's
+// passes, every message matched, the in-flight bound), simulated for deadlocks and idle time,
+// and printed as a rank × step grid without any hardware (DeepSpeed's runtime/pipe/schedule.py,
+// PyTorch's distributed/pipelining/schedules.py).
+//
+// Kinds (PipeDream, Harlap et al. 2018, §3.3–3.5; GPipe; PipeDream-Flush):
+//   1f1b        minibatches stream through without a flush: each replica of stage s admits up
+//               to NOAM_s = ⌈(Σ_{s'≥s} R_s') / R_s⌉ minibatches (or `in_flight`), then alternates
+//               one backward and one forward; replica b mod R_s of stage s runs both passes of
+//               minibatch b (1F1B-RR) and steps after each backward (replicas first all-reduce
+//               the round's gradients). The epoch's last minibatches drain.
+//   gpipe       per optimizer step, the forwards of all microbatches, then their backwards, then
+//               one all-reduce among replicas and one step.
+//   1f1b_flush  per optimizer step, the microbatches in 1F1B order (at most the in-flight bound
+//               admitted), then the flush: all-reduce and one step.
+// Messages are derived from one function (peer_rank), so a sender and its receiver never
+// disagree on who talks to whom (PipeDream #56 hung on mismatched replica routing).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain::pipeline {
+
+enum class Op : uint8_t {
+  receive_activation,  // from the previous stage (the input stage loads the minibatch instead)
+  forward,             // of `minibatch` (with weight stashing: on the version it stashes)
+  send_activation,     // to the next stage
+  receive_gradient,    // from the next stage (the output stage computes the loss instead)
+  backward,            // of `minibatch` (with weight stashing: on the version its forward used)
+  send_gradient,       // to the previous stage
+  reduce_gradients,    // all-reduce among the stage's replicas, round `minibatch` (a collective)
+  step,                // optimizer step: a new weight version
+};
+
+struct Instruction {
+  Op op;
+  int minibatch = -1;  // the minibatch (microbatch id for gpipe/1f1b_flush), or the round
+  int peer = -1;       // the other rank of a send or receive
+  bool operator==(const Instruction&) const = default;
+};
+
+// Ranks are laid out stage by stage: stage 0's replicas first.
+struct PipelineShape {
+  std::vector<int> replicas;  // per stage, each >= 1
+
+  int stages() const { return static_cast<int>(replicas.size()); }
+  int ranks() const;
+  int first_rank(int stage) const;
+  int stage_of(int rank) const;
+  int replica_of(int rank) const;
+  // The rank that runs minibatch `minibatch` on `stage` (1F1B-RR: replica minibatch mod R).
+  int rank_of(int stage, int minibatch) const;
+};
+
+struct ScheduleSpec {
+  std::string kind = "1f1b";  // 1f1b | gpipe | 1f1b_flush
+  int minibatches = 1;        // 1f1b: of the epoch; gpipe, 1f1b_flush: optimizer steps
+  int microbatches = 1;       // per optimizer step (gpipe, 1f1b_flush)
+  int in_flight = 0;          // per replica; 0: NOAM (1f1b) or the stages after this one (flush)
+};
+
+// NOAM_s = ⌈(Σ_{s'≥s} R_s') / R_s⌉: minibatches a replica of stage s admits to keep the
+// pipeline full in steady state (the paper's §3.3, with replicated stages).
+int noam(const PipelineShape& shape, int stage);
+// The in-flight bound of a replica of `stage` under `spec`.
+int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage);
+
+// One instruction list per rank. Throws InputError for an impossible request (no stage, a
+// replica count < 1, no minibatch, an unknown kind).
+std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
+                                                     const ScheduleSpec& spec);
+
+// What validation found; empty `problems` means valid.
+struct ScheduleCheck {
+  std::vector<std::string> problems;
+  std::vector<int> peak_in_flight;  // per rank: minibatches forwarded, not yet backwarded
+};
+// Checks, per rank and across ranks: each minibatch (or microbatch of each step) has exactly one
+// forward and one backward per stage, on the replica rank_of() names, forward first; the
+// in-flight count stays within the bound; every send has exactly one matching receive, in the
+// same minibatch order per channel; every replica of a stage takes part in the same reduction
+// rounds in the same order, each followed by a step.
+ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& spec,
+                                const std::vector<std::vector<Instruction>>& schedule);
+
+// A discrete-event run of the schedule: forward takes `forward_time`, backward `backward_time`,
+// everything else no time; a send waits until its receiver reaches the matching receive
+// (rendezvous, the worst case for deadlocks: no eager buffering), a reduction until every
+// replica of the stage reaches it. Returns each rank's (start time of each instruction), or
+// throws Error naming the stuck ranks' next instructions when no rank can move (a deadlock).
+std::vector<std::vector<double>> simulate_schedule(
+    const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
+    double forward_time = 1, double backward_time = 1);
+
+// The rank × step grid: one row per rank ("r0 s0.0 | F0 F1 B0 F2 ..."), compute instructions
+// only (sends and receives are implied), "R" a reduction, "S" a step.
+std::string schedule_grid(const PipelineShape& shape,
+                          const std::vector<std::vector<Instruction>>& schedule);
+
+}  // namespace dtrain::pipeline
