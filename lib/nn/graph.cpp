@@ -182,3 +182,39 @@ Backend& Graph::backend() {
 }
 
 }  // namespace dtrain
+
+namespace dtrain {
+
+Graph::Cut Graph::cut_before(const std::string& name) const {
+  size_t c = 0;
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    if (nodes_[i].name == name) c = i;
+  DTRAIN_INPUT_CHECK(c > 0) << "no layer named '" << name << "' to cut before";
+  Cut cut;
+  std::vector<bool> crosses(c, false);
+  for (size_t j = c; j < nodes_.size(); ++j)
+    for (int p : nodes_[j].inputs)
+      if (static_cast<size_t>(p) < c) crosses[p] = true;
+  for (size_t p = 0; p < c; ++p)
+    if (crosses[p]) {
+      cut.crossing.push_back(p == 0 ? std::string(kInputName) : nodes_[p].name);
+      cut.shape = nodes_[p].shape;
+    }
+  const Node& node = nodes_[c];
+  if (node.layer->absorbed() && !node.inputs.empty()) cut.fused_into = nodes_[node.inputs[0]].name;
+  for (size_t p = 1; p < c; ++p) {
+    cut.parameters_before += nodes_[p].param_count;
+    cut.param_streams_before += nodes_[p].params.size();
+  }
+  if (!cut.valid()) cut.shape = Shape();
+  return cut;
+}
+
+std::vector<std::string> Graph::cut_points() const {
+  std::vector<std::string> points;
+  for (size_t i = 2; i < nodes_.size(); ++i)
+    if (cut_before(nodes_[i].name).valid()) points.push_back(nodes_[i].name);
+  return points;
+}
+
+}  // namespace dtrain

@@ -45,7 +45,26 @@ class Graph {
   // Allocates everything on `backend` and initialises the parameters from `seed` (generated on
   // the host with the counter RNG, stream = parameter index, so any thread count and any
   // device give the same values). `input_gradient`: also compute d(loss)/d(input) (tests).
-  void materialize(Backend& backend, uint64_t seed, bool input_gradient = false);
+  // `first_param_stream`: the parameter index this graph's first parameter has in the whole
+  // model (a pipeline stage), so that a stage starts as the same layers of the whole model.
+  void materialize(Backend& backend, uint64_t seed, bool input_gradient = false,
+                   uint64_t first_param_stream = 0);
+
+  // A cut before layer `name` (pipeline stages, DESIGN.md §2 decision 8): the tensors made
+  // before it and read at or after it. Valid when exactly one crosses and the layer is not a
+  // ReLU fused into the layer before it.
+  struct Cut {
+    std::vector<std::string> crossing;  // producer names ("input" for the graph input)
+    std::string fused_into;             // the producer a fused ReLU belongs to, or empty
+    Shape shape;                        // of the crossing tensor, at the build batch (valid cuts)
+    int64_t parameters_before = 0;      // elements of the flat buffer before the cut
+    uint64_t param_streams_before = 0;  // parameter tensors before the cut (initialisation)
+    bool valid() const { return crossing.size() == 1 && fused_into.empty(); }
+  };
+  // InputError when no layer has that name.
+  Cut cut_before(const std::string& name) const;
+  // The layers (in order) before which the graph can be cut: every valid cut but the first.
+  std::vector<std::string> cut_points() const;
 
   // ---- structure (available right after construction) ----
   int64_t num_parameters() const { return num_params_; }
@@ -112,7 +131,7 @@ class Graph {
   void fuse_activations();
   void update_needs();
   void update_targets(Plan& plan);
-  void initialise(uint64_t seed);
+  void initialise(uint64_t seed, uint64_t first_param_stream);
   void bind_layers();
 
   std::vector<Node> nodes_;  // topological order; nodes_[0] is the graph input

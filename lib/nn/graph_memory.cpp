@@ -60,7 +60,8 @@ void Graph::set_forward_hook(const std::string& name, std::function<void()> hook
   DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "' to hook into";
 }
 
-void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
+void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient,
+                        uint64_t first_param_stream) {
   DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
   backend_ = &backend;
   seed_ = seed;
@@ -69,7 +70,7 @@ void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
   grads_ = backend.empty({num_params_});
   buffers_ = backend.empty({num_buffers_});
   backend.fill_zero(grads_);
-  initialise(seed);
+  initialise(seed, first_param_stream);
 
   bind_layers();
 
@@ -128,13 +129,13 @@ void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient) {
   current_ = plans_.back().get();
 }
 
-void Graph::initialise(uint64_t seed) {
+void Graph::initialise(uint64_t seed, uint64_t first_param_stream) {
   // Host buffers filled element by element from the counter RNG, then one copy each.
   Tensor host = Tensor::empty({num_params_});
   Tensor host_buffers = Tensor::empty({num_buffers_});
   float* p = host.data<float>();
   float* b = host_buffers.data<float>();
-  uint64_t param_index = 0;
+  uint64_t param_index = first_param_stream;
   auto fill = [&](float* dst, const ParamDecl& d, uint64_t stream) {
     const int64_t count = d.shape.numel();
     const float a = d.init.a;

@@ -1,5 +1,10 @@
 #include "nn/model.h"
 
+#include <fmt/format.h>  // the cut points in messages
+#include <fmt/ranges.h>  // fmt::join
+
+#include <algorithm>  // find
+
 #include "core/error.h"
 #include "nn/graph.h"
 #include "nn/layers/softmax_xent.h"
@@ -142,6 +147,89 @@ int64_t count_parameters(const YAML::Node& model, const ModelInput& input) {
 
 std::string describe_model(const YAML::Node& model, const ModelInput& input) {
   return make_graph(model, input)->summary();
+}
+
+}  // namespace dtrain
+
+namespace dtrain {
+
+std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelInput& input) {
+  return make_graph(model, input)->cut_points();
+}
+
+std::vector<ModelStage> split_model(const YAML::Node& model, const ModelInput& input,
+                                    const std::vector<std::string>& starts,
+                                    const std::string& key) {
+  const std::unique_ptr<Graph> graph = make_graph(model, input);
+  const YAML::Node layers = expand_model_spec(model, input)["layers"];
+  std::vector<std::string> names;
+  for (const YAML::Node& e : layers) names.push_back(e["name"].as<std::string>());
+  auto index_of = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  // Stage boundaries as indices into the layer list, checked one by one.
+  std::vector<size_t> bounds{0};
+  std::vector<Graph::Cut> cuts{Graph::Cut{}};
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const std::string at = key + "[" + std::to_string(k) + "]";
+    const size_t i = index_of(starts[k]);
+    DTRAIN_INPUT_CHECK(i < names.size())
+        << at << ": '" << starts[k] << "' is not a layer of the model (its cut points: "
+        << fmt::format("{}", fmt::join(graph->cut_points(), ", ")) << ")";
+    DTRAIN_INPUT_CHECK(i > bounds.back())
+        << at << ": stage " << k + 1 << " would be empty ('" << starts[k]
+        << (i == 0 ? "' is the first layer" : "' does not come after the previous start") << ")";
+    const Graph::Cut cut = graph->cut_before(starts[k]);
+    DTRAIN_INPUT_CHECK(cut.fused_into.empty())
+        << at << ": cannot cut before '" << starts[k] << "': it is a ReLU fused into '"
+        << cut.fused_into << "' (cut after it)";
+    DTRAIN_INPUT_CHECK(cut.crossing.size() == 1)
+        << at << ": cannot cut before '" << starts[k] << "': " << cut.crossing.size()
+        << " tensors would cross (" << fmt::format("{}", fmt::join(cut.crossing, ", "))
+        << "); a cut must leave exactly one, e.g. at a block's output";
+    bounds.push_back(i);
+    cuts.push_back(cut);
+  }
+  bounds.push_back(names.size());
+  std::vector<ModelStage> stages;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    ModelStage stage;
+    const size_t begin = bounds[s], end = bounds[s + 1];
+    stage.first_layer = names[begin];
+    stage.last_layer = names[end - 1];
+    if (s == 0) {
+      stage.sample_shape = input.sample_shape;
+    } else {
+      const Shape& crossing = cuts[s].shape;  // [batch, ...]
+      stage.sample_shape =
+          Shape(std::vector<int64_t>(crossing.dims().begin() + 1, crossing.dims().end()));
+    }
+    stage.first_parameter = cuts[s].parameters_before;
+    stage.first_param_stream = cuts[s].param_streams_before;
+    stage.parameters =
+        (s + 2 < bounds.size() ? cuts[s + 1].parameters_before : graph->num_parameters()) -
+        stage.first_parameter;
+    // The stage's entries with every input named: what was made before the stage is "input".
+    stage.layers = YAML::Node(YAML::NodeType::Sequence);
+    for (size_t i = begin; i < end; ++i) {
+      YAML::Node entry = YAML::Clone(layers[i]);
+      YAML::Node inputs(YAML::NodeType::Sequence);
+      std::vector<std::string> read;
+      if (layers[i]["inputs"])
+        for (const YAML::Node& in : layers[i]["inputs"]) read.push_back(in.as<std::string>());
+      else
+        read.push_back(i == 0 ? std::string(Graph::kInputName) : names[i - 1]);
+      for (const std::string& r : read) {
+        const size_t p = index_of(r);
+        inputs.push_back(p < begin || p >= names.size() ? std::string(Graph::kInputName) : r);
+      }
+      inputs.SetStyle(YAML::EmitterStyle::Flow);
+      entry["inputs"] = inputs;
+      stage.layers.push_back(entry);
+    }
+    stages.push_back(std::move(stage));
+  }
+  return stages;
 }
 
 }  // namespace dtrain

@@ -98,6 +98,27 @@ std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
                                    const ModelInput& input, uint64_t seed);
 std::vector<std::string> zoo_names();
 
+// A pipeline stage: a contiguous slice of the model's layers (DESIGN.md §2 decision 8), built
+// by the same builder from its own `layers:` list (the first layer reads "input").
+struct ModelStage {
+  YAML::Node layers;
+  Shape sample_shape;  // what the stage reads, per sample
+  std::string first_layer, last_layer;
+  int64_t first_parameter = 0, parameters = 0;  // its range of the whole model's flat buffer
+  // The whole model's parameter index of the stage's first parameter tensor: materialize with
+  // it, and the stage starts exactly as those layers of the whole model.
+  uint64_t first_param_stream = 0;
+};
+// Cuts the model before each layer of `starts` (in order): starts.size() + 1 stages. InputError
+// naming `key` for a name that is not a layer, starts out of order or repeated (an empty
+// stage), or a cut where more than one tensor crosses (naming them) or a fused ReLU would be
+// split from its layer.
+std::vector<ModelStage> split_model(const YAML::Node& model, const ModelInput& input,
+                                    const std::vector<std::string>& starts,
+                                    const std::string& key = "algorithm.stages");
+// The layers the model can be cut before, in order.
+std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelInput& input);
+
 // Without allocating anything on a device: the number of parameters, and the summary table.
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
 std::string describe_model(const YAML::Node& model, const ModelInput& input);
