@@ -15,5 +15,7 @@ inline constexpr int kGossipModel = 0x474d;   // "GM": an AD-PSGD model, either 
 inline constexpr int kGossipCount = 0x4743;   // "GC": a rank's updates this epoch, to rank 0
 inline constexpr int kGossipStop = 0x4753;    // "GS": rank 0 to all: the epoch's updates are done
 inline constexpr int kTrace = 0x5452;         // "TR": a rank's trace events to rank 0
+inline constexpr int kStageActivation = 0x5341;  // "SA": a pipeline stage's activation, forward
+inline constexpr int kStageGradient = 0x5347;    // "SG": a pipeline stage's gradient, backward
 
 }  // namespace dtrain::tags
