@@ -90,6 +90,11 @@ class Graph {
   // forward and backward then use those weights (weight prediction, stashed versions, an
   // averaged model) without a copy. The optimizer keeps stepping the buffer it was given.
   void set_parameters(const Tensor& flat);
+  // Same for the non-trainable state (BatchNorm's running statistics). With set_parameters and
+  // set_gradients, several graphs of one stage share everything but their activations and
+  // their layers' per-batch state: one graph per minibatch in flight (PipeDream's 1F1B, where
+  // a forward runs while earlier minibatches still wait for their backward).
+  void set_buffers(const Tensor& flat);
   // Calls `hook` in every training forward just before the layer `name` runs (SAPipe's
   // pre-forward hook: the layers before it may run on parameters the hook then updates).
   // Each layer has at most one hook (SAPipe's profile hooks every parameterised layer); an

@@ -50,6 +50,16 @@ void Graph::set_parameters(const Tensor& flat) {
   bind_layers();
 }
 
+void Graph::set_buffers(const Tensor& flat) {
+  DTRAIN_CHECK(backend_ != nullptr) << "graph used before materialize()";
+  DTRAIN_CHECK(flat.numel() == num_buffers_ && flat.dtype() == buffers_.dtype() &&
+               flat.device() == buffers_.device())
+      << "set_buffers: needs a flat buffer like buffers() (" << num_buffers_ << " elements)";
+  if (flat.raw() == buffers_.raw()) return;
+  buffers_ = flat;
+  bind_layers();
+}
+
 void Graph::set_forward_hook(const std::string& name, std::function<void()> hook) {
   for (size_t i = 1; i < nodes_.size(); ++i)
     if (nodes_[i].name == name) {

@@ -127,3 +127,62 @@ TEST_CASE("bad cuts are input errors naming the key, the layer and what would cr
   CHECK(stages[1].sample_shape == Shape{16});
   CHECK(stages[1].first_parameter == 64 * 16 + 16);
 }
+
+TEST_CASE("graphs sharing one stage's weights keep each minibatch in flight apart") {
+  // Two minibatches in flight (1F1B): forward 1, forward 2, backward 1, backward 2 on two graphs
+  // that share parameters, gradients and BatchNorm statistics give what one graph gives running
+  // them one after the other — activations, batch statistics and dropout masks included.
+  auto backend = cpu();
+  const ModelInput input{{3, 8, 8}, 10, 4};
+  const YAML::Node model = YAML::Load(
+      "{layers: [{name: c1, type: conv2d, out_channels: 4, kernel: 3, padding: 1}, "
+      "{name: bn1, type: batchnorm2d}, {name: r1, type: relu}, {name: flat, type: flatten}, "
+      "{name: drop, type: dropout, p: 0.3}, {name: fc, type: linear, out_features: 10}]}");
+  const ModelStage stage = split_model(model, input, {})[0];
+  auto graph = [&] {
+    auto g = std::make_unique<Graph>(make_nodes(stage.layers), Shape{4, 3, 8, 8});
+    g->materialize(*backend, 9);
+    return g;
+  };
+  auto one = graph(), a = graph(), b = graph();
+  b->set_parameters(a->parameters());
+  b->set_gradients(a->gradients());
+  b->set_buffers(a->buffers());
+  Tensor x1 = Tensor::empty({4, 3, 8, 8}), x2 = Tensor::empty({4, 3, 8, 8});
+  fill_random(x1, 1);
+  fill_random(x2, 2);
+  Tensor dy1 = Tensor::empty({4, 10}), dy2 = Tensor::empty({4, 10});
+  fill_random(dy1, 3);
+  fill_random(dy2, 4);
+  auto run_backward = [&](Graph& g, const Tensor& dy) {
+    backend->copy(g.output_gradient(), dy);
+    g.backward();
+    const float* p = g.gradients().data<float>();
+    return std::vector<float>(p, p + g.num_parameters());
+  };
+  // One graph, one minibatch after the other.
+  one->set_step(0);
+  one->forward(x1);
+  const std::vector<float> g1 = run_backward(*one, dy1);
+  one->set_step(1);
+  one->forward(x2);
+  const std::vector<float> g2 = run_backward(*one, dy2);
+  // Two graphs, both minibatches in flight.
+  a->set_step(0);
+  a->forward(x1);
+  b->set_step(1);
+  b->forward(x2);
+  CHECK(run_backward(*a, dy1) == g1);
+  CHECK(run_backward(*b, dy2) == g2);
+  // One graph with both in flight would backpropagate minibatch 1 through minibatch 2's state.
+  auto mixed = graph();
+  mixed->set_step(0);
+  mixed->forward(x1);
+  mixed->set_step(1);
+  mixed->forward(x2);
+  CHECK(run_backward(*mixed, dy1) != g1);
+  const float* s1 = one->buffers().data<float>();
+  const float* s2 = a->buffers().data<float>();
+  CHECK(std::vector<float>(s1, s1 + one->num_buffer_elements()) ==
+        std::vector<float>(s2, s2 + a->num_buffer_elements()));
+}
