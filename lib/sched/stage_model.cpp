@@ -1,0 +1,91 @@
+#include "sched/stage_model.h"
+
+#include "core/error.h"
+#include "nn/layers/softmax_xent.h"  // SoftmaxCrossEntropy
+#include "nn/spec.h"                 // make_nodes
+
+namespace dtrain {
+
+StageModel::StageModel(Backend& backend, const ModelStage& stage, const ModelInput& input,
+                       uint64_t seed, int slots, bool first, bool last)
+    : backend_(backend), first_(first), last_(last) {
+  DTRAIN_CHECK(slots >= 1) << "a stage needs a slot";
+  std::vector<int64_t> dims{input.batch};
+  for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
+  for (int s = 0; s < slots; ++s) {
+    auto graph = std::make_unique<Graph>(make_nodes(stage.layers), Shape(dims));
+    graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
+    if (s > 0) {
+      graph->set_parameters(graphs_[0]->parameters());
+      graph->set_gradients(graphs_[0]->gradients());
+      graph->set_buffers(graphs_[0]->buffers());
+    }
+    if (last) {
+      const Shape& out = graph->output_shape();
+      DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
+          << "model: the last layer '" << graph->output_name() << "' gives " << out.str()
+          << " but the loss needs [batch, classes]";
+      losses_.push_back(std::make_unique<SoftmaxCrossEntropy>(backend, input.batch, input.classes));
+    }
+    graphs_.push_back(std::move(graph));
+  }
+}
+
+StageModel::~StageModel() = default;
+
+int64_t StageModel::num_parameters() const {
+  return graphs_[0]->num_parameters();
+}
+const Tensor& StageModel::parameters() const {
+  return graphs_[0]->parameters();
+}
+const Tensor& StageModel::gradients() const {
+  return graphs_[0]->gradients();
+}
+const Tensor& StageModel::buffers() const {
+  return graphs_[0]->buffers();
+}
+const Shape& StageModel::output_shape() const {
+  return graphs_[0]->output_shape();
+}
+
+void StageModel::set_parameters(const Tensor& flat) {
+  for (auto& g : graphs_) g->set_parameters(flat);
+}
+void StageModel::set_slot_parameters(int slot, const Tensor& flat) {
+  graphs_.at(static_cast<size_t>(slot))->set_parameters(flat);
+}
+void StageModel::set_gradients(const Tensor& flat) {
+  for (auto& g : graphs_) g->set_gradients(flat);
+}
+void StageModel::set_training(bool training) {
+  for (auto& g : graphs_) g->set_training(training);
+}
+
+const Tensor& StageModel::forward(int slot, uint64_t step, const Tensor& input,
+                                  const Tensor& labels) {
+  Graph& g = *graphs_.at(static_cast<size_t>(slot));
+  g.set_step(step);
+  const Tensor& out = g.forward(input);
+  if (last_) losses_[static_cast<size_t>(slot)]->forward(out, labels);
+  return out;
+}
+
+Tensor StageModel::backward(int slot, const Tensor& output_gradient, float grad_scale) {
+  Graph& g = *graphs_.at(static_cast<size_t>(slot));
+  if (last_)
+    losses_[static_cast<size_t>(slot)]->backward(g.output_gradient(), grad_scale);
+  else
+    backend_.copy(g.output_gradient(), output_gradient);
+  g.backward();
+  return first_ ? Tensor() : g.input_gradient();
+}
+
+LossStats StageModel::last_stats(int slot) {
+  DTRAIN_CHECK(last_) << "loss statistics on a stage without the loss";
+  auto& loss = *losses_.at(static_cast<size_t>(slot));
+  auto [sum, correct] = loss.stats();
+  return {sum, correct, loss.last_batch()};
+}
+
+}  // namespace dtrain

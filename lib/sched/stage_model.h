@@ -1,0 +1,61 @@
+// StageModel: one pipeline stage on one rank (PipeDream, issue 16): the stage's slice of the
+// layer graph (split_model) built once per minibatch the stage may hold in flight — the graphs
+// share parameters, gradients and BatchNorm statistics and differ in activations and per-batch
+// layer state — and, on the output stage, the softmax cross-entropy loss. The interpreter of a
+// pipeline schedule drives it: forward of a slot from the images or the previous stage's
+// activation, backward of a slot from the loss or the next stage's gradient, returning the
+// gradient for the previous stage.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"  // Backend
+#include "core/tensor.h"
+#include "nn/graph.h"  // Graph
+#include "nn/model.h"  // ModelStage, ModelInput, LossStats
+
+namespace dtrain {
+
+class SoftmaxCrossEntropy;
+
+class StageModel {
+ public:
+  // `input`: the dataset's classes and the build batch (the minibatch, or microbatch, size).
+  // `slots` >= 1 graphs; parameters initialised from `seed` exactly as the same layers of the
+  // whole model. `first`: reads images (no input gradient); `last`: computes the loss.
+  StageModel(Backend& backend, const ModelStage& stage, const ModelInput& input, uint64_t seed,
+             int slots, bool first, bool last);
+  ~StageModel();
+
+  int slots() const { return static_cast<int>(graphs_.size()); }
+  bool first() const { return first_; }
+  bool last() const { return last_; }
+  int64_t num_parameters() const;
+  const Tensor& parameters() const;  // the shared flat buffers
+  const Tensor& gradients() const;
+  const Tensor& buffers() const;
+  const Shape& output_shape() const;  // at the build batch
+  // Makes every slot (or one slot: a stashed weight version) compute with `flat`.
+  void set_parameters(const Tensor& flat);
+  void set_slot_parameters(int slot, const Tensor& flat);
+  void set_gradients(const Tensor& flat);
+  void set_training(bool training);
+
+  // Forward of minibatch `step` (its dropout masks) in `slot` on `input`; the output stage also
+  // computes the loss against `labels`. Returns the output (the logits on the output stage).
+  const Tensor& forward(int slot, uint64_t step, const Tensor& input, const Tensor& labels = {});
+  // Backward of `slot`: from the loss scaled by `grad_scale` on the output stage, else from
+  // `output_gradient` (the next stage's). Overwrites the parameter gradients; returns
+  // d(loss)/d(input) for the previous stage (undefined on the first stage).
+  Tensor backward(int slot, const Tensor& output_gradient, float grad_scale = 1.0f);
+  LossStats last_stats(int slot);  // the output stage's loss of the slot's last forward
+
+ private:
+  Backend& backend_;
+  bool first_, last_;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+  std::vector<std::unique_ptr<SoftmaxCrossEntropy>> losses_;  // output stage, one per slot
+};
+
+}  // namespace dtrain
