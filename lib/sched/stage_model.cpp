@@ -29,6 +29,7 @@ StageModel::StageModel(Backend& backend, const ModelStage& stage, const ModelInp
     }
     graphs_.push_back(std::move(graph));
   }
+  outputs_.resize(graphs_.size());
 }
 
 StageModel::~StageModel() = default;
@@ -47,6 +48,12 @@ const Tensor& StageModel::buffers() const {
 }
 const Shape& StageModel::output_shape() const {
   return graphs_[0]->output_shape();
+}
+const Shape& StageModel::input_shape() const {
+  return graphs_[0]->input_shape();
+}
+const Tensor& StageModel::output(int slot) {
+  return outputs_.at(static_cast<size_t>(slot));
 }
 
 void StageModel::set_parameters(const Tensor& flat) {
@@ -68,6 +75,7 @@ const Tensor& StageModel::forward(int slot, uint64_t step, const Tensor& input,
   g.set_step(step);
   const Tensor& out = g.forward(input);
   if (last_) losses_[static_cast<size_t>(slot)]->forward(out, labels);
+  outputs_[static_cast<size_t>(slot)] = out;
   return out;
 }
 

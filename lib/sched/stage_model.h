@@ -35,7 +35,11 @@ class StageModel {
   const Tensor& parameters() const;  // the shared flat buffers
   const Tensor& gradients() const;
   const Tensor& buffers() const;
+  const Shape& input_shape() const;   // [batch, ...] at the build batch
   const Shape& output_shape() const;  // at the build batch
+  // The slot's output of its last forward, and d(loss)/d(input) of its last backward: they
+  // stay until the slot's next forward, respectively backward.
+  const Tensor& output(int slot);
   // Makes every slot (or one slot: a stashed weight version) compute with `flat`.
   void set_parameters(const Tensor& flat);
   void set_slot_parameters(int slot, const Tensor& flat);
@@ -56,6 +60,7 @@ class StageModel {
   bool first_, last_;
   std::vector<std::unique_ptr<Graph>> graphs_;
   std::vector<std::unique_ptr<SoftmaxCrossEntropy>> losses_;  // output stage, one per slot
+  std::vector<Tensor> outputs_;                               // per slot, of its last forward
 };
 
 }  // namespace dtrain

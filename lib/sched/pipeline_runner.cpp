@@ -1,0 +1,132 @@
+#include "sched/pipeline_runner.h"
+
+#include "core/error.h"
+
+namespace dtrain {
+
+using pipeline::Instruction;
+using pipeline::Op;
+
+PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
+                               Sgd& sgd, int64_t rows)
+    : comm_(comm),
+      shape_(shape),
+      stage_(stage),
+      sgd_(sgd),
+      rows_(rows),
+      stage_index_(shape.stage_of(comm.rank())) {
+  for (int r : shape.replicas)
+    DTRAIN_INPUT_CHECK(r == 1) << "algorithm.replicas: replicated stages are not run yet";
+  DTRAIN_CHECK(shape.ranks() == comm.size())
+      << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
+  const size_t slots = static_cast<size_t>(stage.slots());
+  slot_of_.assign(slots, -1);
+  for (size_t s = 0; s < slots; ++s) {
+    if (!stage.first()) received_activation_.push_back(Tensor::empty(stage.input_shape()));
+    if (!stage.last()) received_gradient_.push_back(Tensor::empty(stage.output_shape()));
+  }
+  input_gradient_.resize(slots);
+}
+
+StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
+  auto& c = channels_[{peer, static_cast<int>(kind)}];
+  if (!c) c = std::make_unique<StageChannel>(comm_, peer, kind);
+  return *c;
+}
+
+int PipelineRunner::take_slot(int minibatch) {
+  for (size_t s = 0; s < slot_of_.size(); ++s)
+    if (slot_of_[s] < 0) {
+      // What this slot sent last (its output, its input gradient) must have left before the
+      // slot computes again.
+      for (auto& [key, c] : channels_) c->wait_sends();
+      slot_of_[s] = minibatch;
+      slot_by_minibatch_[minibatch] = static_cast<int>(s);
+      return static_cast<int>(s);
+    }
+  throw Error("pipeline: rank " + std::to_string(comm_.rank()) +
+              " has no free slot for minibatch " + std::to_string(minibatch) + " (" +
+              std::to_string(slot_of_.size()) + " in flight)");
+}
+
+int PipelineRunner::slot_of(int minibatch) const {
+  const auto it = slot_by_minibatch_.find(minibatch);
+  DTRAIN_CHECK(it != slot_by_minibatch_.end())
+      << "pipeline: rank " << comm_.rank() << " holds no minibatch " << minibatch;
+  return it->second;
+}
+
+StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
+                                    const Shape& shape) const {
+  return {kind, minibatch, static_cast<int32_t>(rows_), 0, shape.numel()};
+}
+
+double PipelineRunner::run(const std::vector<Instruction>& instructions,
+                           const std::function<Batch(int)>& batch_of, float lr, float grad_scale) {
+  double loss = 0;
+  for (const Instruction& in : instructions) {
+    const int b = in.minibatch;
+    switch (in.op) {
+      case Op::receive_activation: {
+        const int slot = take_slot(b);
+        const Tensor& buf = received_activation_[static_cast<size_t>(slot)];
+        channel(in.peer, StageMessage::activation)
+            .receive(header(StageMessage::activation, b, buf.shape()), buf);
+        break;
+      }
+      case Op::forward: {
+        const int slot = stage_.first() ? take_slot(b) : slot_of(b);
+        if (stage_.first() || stage_.last()) batches_[b] = batch_of(b);
+        const Tensor& input =
+            stage_.first() ? batches_[b].images : received_activation_[static_cast<size_t>(slot)];
+        stage_.forward(slot, static_cast<uint64_t>(b), input,
+                       stage_.last() ? batches_[b].labels : Tensor());
+        if (stage_.last()) loss += stage_.last_stats(slot).loss_sum;
+        break;
+      }
+      case Op::send_activation: {
+        const Tensor& out = stage_.output(slot_of(b));
+        channel(in.peer, StageMessage::activation)
+            .send(header(StageMessage::activation, b, out.shape()), out);
+        break;
+      }
+      case Op::receive_gradient: {
+        const Tensor& buf = received_gradient_[static_cast<size_t>(slot_of(b))];
+        channel(in.peer, StageMessage::gradient)
+            .receive(header(StageMessage::gradient, b, buf.shape()), buf);
+        break;
+      }
+      case Op::backward: {
+        const int slot = slot_of(b);
+        const Tensor dy = stage_.last() ? Tensor() : received_gradient_[static_cast<size_t>(slot)];
+        input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
+        if (stage_.first()) release(b);  // nothing more to send for it
+        break;
+      }
+      case Op::send_gradient: {
+        const int slot = slot_of(b);
+        const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
+        channel(in.peer, StageMessage::gradient)
+            .send(header(StageMessage::gradient, b, dx.shape()), dx);
+        release(b);
+        break;
+      }
+      case Op::reduce_gradients:
+        throw Error("pipeline: replicated stages are not run yet");
+      case Op::step:
+        sgd_.step(lr);
+        break;
+    }
+  }
+  for (auto& [key, c] : channels_) c->wait_sends();
+  return loss;
+}
+
+void PipelineRunner::release(int minibatch) {
+  const int slot = slot_of(minibatch);
+  slot_of_[static_cast<size_t>(slot)] = -1;
+  slot_by_minibatch_.erase(minibatch);
+  batches_.erase(minibatch);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,55 @@
+// PipelineRunner: runs one rank's instruction list of a pipeline schedule (pipeline_schedule.h)
+// on its StageModel — the one interpreter of every schedule kind (DESIGN.md §2 decision 5).
+// Minibatches take a free slot of the stage model at their forward and give it back after
+// their backward; activations and gradients travel through StageChannels whose headers are
+// checked. This first version runs stages of one replica each; a schedule with replicated
+// stages is refused.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "comm/comm.h"                // Comm
+#include "comm/stage_channel.h"       // StageChannel
+#include "data/loader.h"              // Batch
+#include "optim/sgd.h"                // Sgd
+#include "sched/pipeline_schedule.h"  // PipelineShape, Instruction
+#include "sched/stage_model.h"        // StageModel
+
+namespace dtrain {
+
+class PipelineRunner {
+ public:
+  // `stage` is this rank's stage of `shape`; `rows` the rows of every minibatch.
+  PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage, Sgd& sgd,
+                 int64_t rows);
+
+  // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
+  // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
+  // `grad_scale` (1 / rows for the batch mean). Returns the output stage's loss sum.
+  double run(const std::vector<pipeline::Instruction>& instructions,
+             const std::function<Batch(int)>& batch_of, float lr, float grad_scale);
+
+ private:
+  StageChannel& channel(int peer, StageMessage::Kind kind);
+  int take_slot(int minibatch);
+  int slot_of(int minibatch) const;
+  void release(int minibatch);  // its slot is free again
+  StageMessage header(StageMessage::Kind kind, int minibatch, const Shape& shape) const;
+
+  Comm& comm_;
+  pipeline::PipelineShape shape_;
+  StageModel& stage_;
+  Sgd& sgd_;
+  int64_t rows_;
+  int stage_index_;                                                        // this rank's stage
+  std::map<std::pair<int, int>, std::unique_ptr<StageChannel>> channels_;  // (peer, kind)
+  std::vector<int> slot_of_;  // by slot: the minibatch it holds, −1 when free
+  std::map<int, int> slot_by_minibatch_;
+  std::vector<Tensor> received_activation_, received_gradient_;  // per slot, host
+  std::vector<Tensor> input_gradient_;  // per slot: what its last backward gives back
+  std::map<int, Batch> batches_;        // minibatches whose labels the loss still needs
+};
+
+}  // namespace dtrain
