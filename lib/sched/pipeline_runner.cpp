@@ -1,5 +1,7 @@
 #include "sched/pipeline_runner.h"
 
+#include <algorithm>  // max
+
 #include "core/error.h"
 
 namespace dtrain {
@@ -8,13 +10,14 @@ using pipeline::Instruction;
 using pipeline::Op;
 
 PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
-                               Sgd& sgd, int64_t rows)
+                               Sgd& sgd, int64_t rows, bool weight_stashing)
     : comm_(comm),
       shape_(shape),
       stage_(stage),
       sgd_(sgd),
       rows_(rows),
-      stage_index_(shape.stage_of(comm.rank())) {
+      stage_index_(shape.stage_of(comm.rank())),
+      stashing_(weight_stashing) {
   for (int r : shape.replicas)
     DTRAIN_INPUT_CHECK(r == 1) << "algorithm.replicas: replicated stages are not run yet";
   DTRAIN_CHECK(shape.ranks() == comm.size())
@@ -22,10 +25,12 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
   const size_t slots = static_cast<size_t>(stage.slots());
   slot_of_.assign(slots, -1);
   for (size_t s = 0; s < slots; ++s) {
-    if (!stage.first()) received_activation_.push_back(Tensor::empty(stage.input_shape()));
-    if (!stage.last()) received_gradient_.push_back(Tensor::empty(stage.output_shape()));
   }
   input_gradient_.resize(slots);
+  // The stash ring, allocated once: one version per slot, never more than in flight.
+  if (stashing_)
+    for (size_t s = 0; s < slots; ++s)
+      stash_.push_back(stage.backend().zeros({stage.num_parameters()}));
 }
 
 StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
@@ -68,17 +73,26 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
     const int b = in.minibatch;
     switch (in.op) {
       case Op::receive_activation: {
-        const int slot = take_slot(b);
-        const Tensor& buf = received_activation_[static_cast<size_t>(slot)];
+        // Receives come as early as the schedule allows, before a slot is free: into a buffer
+        // of their own (a pool that stops growing at its peak), kept until the backward.
+        const Tensor& buf = activations_in_[b] =
+            take_buffer(free_activations_, stage_.input_shape());
         channel(in.peer, StageMessage::activation)
             .receive(header(StageMessage::activation, b, buf.shape()), buf);
         break;
       }
       case Op::forward: {
-        const int slot = stage_.first() ? take_slot(b) : slot_of(b);
+        const int slot = take_slot(b);
         if (stage_.first() || stage_.last()) batches_[b] = batch_of(b);
-        const Tensor& input =
-            stage_.first() ? batches_[b].images : received_activation_[static_cast<size_t>(slot)];
+        const Tensor& input = stage_.first() ? batches_[b].images : activations_in_.at(b);
+        if (stashing_) {
+          // This minibatch's version: the latest weights now, kept until its backward.
+          stage_.backend().copy(stash_[static_cast<size_t>(slot)], stage_.parameters());
+          stage_.set_slot_parameters(slot, stash_[static_cast<size_t>(slot)]);
+          int in_use = 0;
+          for (int m : slot_of_) in_use += m >= 0;
+          versions_max_ = std::max(versions_max_, in_use);
+        }
         stage_.forward(slot, static_cast<uint64_t>(b), input,
                        stage_.last() ? batches_[b].labels : Tensor());
         if (stage_.last()) loss += stage_.last_stats(slot).loss_sum;
@@ -91,14 +105,14 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         break;
       }
       case Op::receive_gradient: {
-        const Tensor& buf = received_gradient_[static_cast<size_t>(slot_of(b))];
+        const Tensor& buf = gradients_in_[b] = take_buffer(free_gradients_, stage_.output_shape());
         channel(in.peer, StageMessage::gradient)
             .receive(header(StageMessage::gradient, b, buf.shape()), buf);
         break;
       }
       case Op::backward: {
         const int slot = slot_of(b);
-        const Tensor dy = stage_.last() ? Tensor() : received_gradient_[static_cast<size_t>(slot)];
+        const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b);
         input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
         if (stage_.first()) release(b);  // nothing more to send for it
         break;
@@ -122,7 +136,22 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
   return loss;
 }
 
+Tensor PipelineRunner::take_buffer(std::vector<Tensor>& pool, const Shape& shape) {
+  if (pool.empty()) return Tensor::empty(shape);
+  Tensor t = pool.back();
+  pool.pop_back();
+  return t;
+}
+
 void PipelineRunner::release(int minibatch) {
+  auto give_back = [minibatch](std::map<int, Tensor>& in_use, std::vector<Tensor>& pool) {
+    const auto it = in_use.find(minibatch);
+    if (it == in_use.end()) return;
+    pool.push_back(it->second);
+    in_use.erase(it);
+  };
+  give_back(activations_in_, free_activations_);
+  give_back(gradients_in_, free_gradients_);
   const int slot = slot_of(minibatch);
   slot_of_[static_cast<size_t>(slot)] = -1;
   slot_by_minibatch_.erase(minibatch);

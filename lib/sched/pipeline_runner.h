@@ -22,8 +22,13 @@ namespace dtrain {
 class PipelineRunner {
  public:
   // `stage` is this rank's stage of `shape`; `rows` the rows of every minibatch.
+  // `weight_stashing`: a minibatch's backward computes with the weights its forward used (a copy
+  // per slot), while steps go to the latest; without it the backward uses the latest weights
+  // (the paper's ablation).
   PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage, Sgd& sgd,
-                 int64_t rows);
+                 int64_t rows, bool weight_stashing = true);
+  // Weight versions stashed at once, at most: pipeline.csv's versions_max.
+  int versions_max() const { return versions_max_; }
 
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
@@ -35,7 +40,8 @@ class PipelineRunner {
   StageChannel& channel(int peer, StageMessage::Kind kind);
   int take_slot(int minibatch);
   int slot_of(int minibatch) const;
-  void release(int minibatch);  // its slot is free again
+  void release(int minibatch);  // its slot and buffers are free again
+  static Tensor take_buffer(std::vector<Tensor>& pool, const Shape& shape);
   StageMessage header(StageMessage::Kind kind, int minibatch, const Shape& shape) const;
 
   Comm& comm_;
@@ -47,9 +53,14 @@ class PipelineRunner {
   std::map<std::pair<int, int>, std::unique_ptr<StageChannel>> channels_;  // (peer, kind)
   std::vector<int> slot_of_;  // by slot: the minibatch it holds, −1 when free
   std::map<int, int> slot_by_minibatch_;
-  std::vector<Tensor> received_activation_, received_gradient_;  // per slot, host
+  // What arrived for each minibatch in flight (host), and the buffers free for the next.
+  std::map<int, Tensor> activations_in_, gradients_in_;
+  std::vector<Tensor> free_activations_, free_gradients_;
   std::vector<Tensor> input_gradient_;  // per slot: what its last backward gives back
-  std::map<int, Batch> batches_;        // minibatches whose labels the loss still needs
+  bool stashing_;
+  std::vector<Tensor> stash_;  // per slot: the weights its minibatch's forward used
+  int versions_max_ = 0;
+  std::map<int, Batch> batches_;  // minibatches whose labels the loss still needs
 };
 
 }  // namespace dtrain

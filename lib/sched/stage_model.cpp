@@ -30,6 +30,7 @@ StageModel::StageModel(Backend& backend, const ModelStage& stage, const ModelInp
     graphs_.push_back(std::move(graph));
   }
   outputs_.resize(graphs_.size());
+  master_ = graphs_[0]->parameters();
 }
 
 StageModel::~StageModel() = default;
@@ -38,7 +39,7 @@ int64_t StageModel::num_parameters() const {
   return graphs_[0]->num_parameters();
 }
 const Tensor& StageModel::parameters() const {
-  return graphs_[0]->parameters();
+  return master_;
 }
 const Tensor& StageModel::gradients() const {
   return graphs_[0]->gradients();
@@ -57,6 +58,7 @@ const Tensor& StageModel::output(int slot) {
 }
 
 void StageModel::set_parameters(const Tensor& flat) {
+  master_ = flat;
   for (auto& g : graphs_) g->set_parameters(flat);
 }
 void StageModel::set_slot_parameters(int slot, const Tensor& flat) {

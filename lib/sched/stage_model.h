@@ -29,10 +29,13 @@ class StageModel {
   ~StageModel();
 
   int slots() const { return static_cast<int>(graphs_.size()); }
+  Backend& backend() { return backend_; }
   bool first() const { return first_; }
   bool last() const { return last_; }
   int64_t num_parameters() const;
-  const Tensor& parameters() const;  // the shared flat buffers
+  // The latest weights (what set_parameters gave, or the first graph's own), the gradients and
+  // the statistics: flat buffers shared by the slots.
+  const Tensor& parameters() const;
   const Tensor& gradients() const;
   const Tensor& buffers() const;
   const Shape& input_shape() const;   // [batch, ...] at the build batch
@@ -40,7 +43,8 @@ class StageModel {
   // The slot's output of its last forward, and d(loss)/d(input) of its last backward: they
   // stay until the slot's next forward, respectively backward.
   const Tensor& output(int slot);
-  // Makes every slot (or one slot: a stashed weight version) compute with `flat`.
+  // Makes every slot compute with `flat`, now the latest weights; or one slot with a stashed
+  // version (parameters() stays).
   void set_parameters(const Tensor& flat);
   void set_slot_parameters(int slot, const Tensor& flat);
   void set_gradients(const Tensor& flat);
@@ -61,6 +65,7 @@ class StageModel {
   std::vector<std::unique_ptr<Graph>> graphs_;
   std::vector<std::unique_ptr<SoftmaxCrossEntropy>> losses_;  // output stage, one per slot
   std::vector<Tensor> outputs_;                               // per slot, of its last forward
+  Tensor master_;                                             // the latest weights
 };
 
 }  // namespace dtrain
