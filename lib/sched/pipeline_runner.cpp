@@ -10,7 +10,8 @@ using pipeline::Instruction;
 using pipeline::Op;
 
 PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
-                               Sgd& sgd, int64_t rows, bool weight_stashing)
+                               Sgd& sgd, int64_t rows, bool weight_stashing,
+                               const std::string& codec)
     : comm_(comm),
       shape_(shape),
       stage_(stage),
@@ -18,8 +19,6 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
       rows_(rows),
       stage_index_(shape.stage_of(comm.rank())),
       stashing_(weight_stashing) {
-  for (int r : shape.replicas)
-    DTRAIN_INPUT_CHECK(r == 1) << "algorithm.replicas: replicated stages are not run yet";
   DTRAIN_CHECK(shape.ranks() == comm.size())
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
   const size_t slots = static_cast<size_t>(stage.slots());
@@ -27,6 +26,12 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
   for (size_t s = 0; s < slots; ++s) {
   }
   input_gradient_.resize(slots);
+  // The replicas of each stage all-reduce their gradients among themselves, on a communicator
+  // of their own (split is collective: every rank takes part, each keeps its stage's).
+  stage_comm_ = comm.split(stage_index_, comm.rank());
+  if (shape.replicas[static_cast<size_t>(stage_index_)] > 1)
+    allreducer_ = std::make_unique<GradientAllreducer>(*stage_comm_, codec, stage.num_parameters(),
+                                                       GradientPlacement{&stage.backend(), "auto"});
   // The stash ring, allocated once: one version per slot, never more than in flight.
   if (stashing_)
     for (size_t s = 0; s < slots; ++s)
@@ -67,7 +72,13 @@ StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
 }
 
 double PipelineRunner::run(const std::vector<Instruction>& instructions,
+                           const pipeline::ScheduleSpec& spec,
                            const std::function<Batch(int)>& batch_of, float lr, float grad_scale) {
+  // Backward overwrites the gradients: accumulating microbatches is still to come.
+  DTRAIN_INPUT_CHECK(spec.kind == "1f1b" || spec.microbatches == 1)
+      << "algorithm.microbatches: " << spec.microbatches
+      << " microbatches per step are not run yet";
+  spec_ = spec;
   double loss = 0;
   for (const Instruction& in : instructions) {
     const int b = in.minibatch;
@@ -114,6 +125,7 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         const int slot = slot_of(b);
         const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b);
         input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
+        backward_in_round_ = true;
         if (stage_.first()) release(b);  // nothing more to send for it
         break;
       }
@@ -125,8 +137,18 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         release(b);
         break;
       }
-      case Op::reduce_gradients:
-        throw Error("pipeline: replicated stages are not run yet");
+      case Op::reduce_gradients: {
+        // The round's minibatches of this stage, one per replica (fewer in a last round): the
+        // mean of their gradients; a replica without one adds zeros.
+        const int R = shape_.replicas[static_cast<size_t>(stage_index_)];
+        const int count = spec_.kind == "1f1b" ? std::min(R, spec_.minibatches - b * R)
+                                               : std::min(R, spec_.microbatches);
+        if (!backward_in_round_) stage_.backend().fill_zero(stage_.gradients());
+        allreducer_->start(stage_.gradients()).get();
+        stage_.backend().scale(stage_.gradients(), 1.0f / static_cast<float>(count));
+        backward_in_round_ = false;
+        break;
+      }
       case Op::step:
         sgd_.step(lr);
         break;

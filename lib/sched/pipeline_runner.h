@@ -2,20 +2,21 @@
 // on its StageModel — the one interpreter of every schedule kind (DESIGN.md §2 decision 5).
 // Minibatches take a free slot of the stage model at their forward and give it back after
 // their backward; activations and gradients travel through StageChannels whose headers are
-// checked. This first version runs stages of one replica each; a schedule with replicated
-// stages is refused.
+// checked. The replicas of a stage all-reduce their gradients (the `compression` codec applies)
+// on a communicator of their own.
 #pragma once
 #include <functional>
 #include <map>
 #include <memory>
 #include <vector>
 
-#include "comm/comm.h"                // Comm
-#include "comm/stage_channel.h"       // StageChannel
-#include "data/loader.h"              // Batch
-#include "optim/sgd.h"                // Sgd
-#include "sched/pipeline_schedule.h"  // PipelineShape, Instruction
-#include "sched/stage_model.h"        // StageModel
+#include "comm/comm.h"                 // Comm
+#include "comm/gradient_allreducer.h"  // GradientAllreducer: replicas' gradients
+#include "comm/stage_channel.h"        // StageChannel
+#include "data/loader.h"               // Batch
+#include "optim/sgd.h"                 // Sgd
+#include "sched/pipeline_schedule.h"   // PipelineShape, Instruction
+#include "sched/stage_model.h"         // StageModel
 
 namespace dtrain {
 
@@ -26,15 +27,18 @@ class PipelineRunner {
   // per slot), while steps go to the latest; without it the backward uses the latest weights
   // (the paper's ablation).
   PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage, Sgd& sgd,
-                 int64_t rows, bool weight_stashing = true);
+                 int64_t rows, bool weight_stashing = true, const std::string& codec = "none");
   // Weight versions stashed at once, at most: pipeline.csv's versions_max.
   int versions_max() const { return versions_max_; }
 
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
-  // `grad_scale` (1 / rows for the batch mean). Returns the output stage's loss sum.
+  // `grad_scale` (1 / rows for the batch mean); replicas of a stage step with the mean gradient
+  // of their round's minibatches. `spec`: the schedule the instructions come from (gpipe and
+  // 1f1b_flush with one microbatch only, so far). Returns the output stage's loss sum.
   double run(const std::vector<pipeline::Instruction>& instructions,
-             const std::function<Batch(int)>& batch_of, float lr, float grad_scale);
+             const pipeline::ScheduleSpec& spec, const std::function<Batch(int)>& batch_of,
+             float lr, float grad_scale);
 
  private:
   StageChannel& channel(int peer, StageMessage::Kind kind);
@@ -60,7 +64,12 @@ class PipelineRunner {
   bool stashing_;
   std::vector<Tensor> stash_;  // per slot: the weights its minibatch's forward used
   int versions_max_ = 0;
-  std::map<int, Batch> batches_;  // minibatches whose labels the loss still needs
+  pipeline::ScheduleSpec spec_;
+  bool backward_in_round_ = false;
+  std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
+  // Declared last: its comm thread is joined before the buffers it works on go.
+  std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only
+  std::map<int, Batch> batches_;                    // minibatches whose labels the loss still needs
 };
 
 }  // namespace dtrain

@@ -66,7 +66,7 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
     Sgd sgd(*backend, stage.parameters(), stage.gradients(), sgd_options);
     PipelineRunner runner(*world, shape, stage, sgd, kRows);
     const auto schedule = pipeline::build_schedule(shape, spec_);
-    runner.run(schedule[rank], batch_of, kLr, 1.0f / kRows);
+    runner.run(schedule[rank], spec_, batch_of, kLr, 1.0f / kRows);
     CHECK(stage.num_parameters() == stages[rank].parameters);
     CHECK(std::memcmp(stage.parameters().data<float>(), expected,
                       stage.num_parameters() * sizeof(float)) == 0);
@@ -152,7 +152,7 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
     Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
     PipelineRunner runner(*world, shape, stage, sgd, kRows, stashing);
-    runner.run(schedule[rank], batch_of, 0.1f, 1.0f / kRows);
+    runner.run(schedule[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
     const std::vector<float> expected =
         one_f_one_b_reference(*backend, stages, shape, kMinibatches, stashing, rank, 0.1f, options);
     REQUIRE(static_cast<int64_t>(expected.size()) == stage.num_parameters());
@@ -160,4 +160,52 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
                       expected.size() * sizeof(float)) == 0);
     if (stashing) CHECK(runner.versions_max() == pipeline::noam(shape, rank));
   }
+}
+
+TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each round") {
+  // Data parallelism written as a pipeline: replica b mod p runs minibatch b, the p replicas
+  // all-reduce after each round of p minibatches (the last round has fewer) and step with
+  // their mean — the reference computes each round's gradients one by one on one rank.
+  auto world = make_mpi_comm();
+  const int p = world->size(), rank = world->rank();
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
+  const std::vector<ModelStage> stages = split_model(spec, kInput, {});
+  const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
+  const int minibatches = 3 * p + 1;  // a last round with one minibatch for p replicas
+  const pipeline::PipelineShape shape{{p}};
+  const pipeline::ScheduleSpec spec_{"1f1b", minibatches, 1, 0};
+  StageModel stage(*backend, stages[0], kInput, 4, pipeline::in_flight_bound(shape, spec_, 0), true,
+                   true);
+  Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+  PipelineRunner runner(*world, shape, stage, sgd, kRows);
+  runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
+
+  auto whole = build_model(*backend, spec, kInput, 4);
+  Sgd whole_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  const int64_t n = whole->num_parameters();
+  std::vector<double> sum(static_cast<size_t>(n));
+  for (int first = 0; first < minibatches; first += p) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    const int count = std::min(p, minibatches - first);
+    for (int b = first; b < first + count; ++b) {
+      const Batch batch = batch_of(b);
+      whole->forward(batch.images, batch.labels);
+      whole->backward(1.0f / kRows);
+      for (int64_t i = 0; i < n; ++i) sum[i] += whole->gradients().data<float>()[i];
+    }
+    for (int64_t i = 0; i < n; ++i)
+      whole->gradients().data<float>()[i] = static_cast<float>(sum[i] / count);
+    whole_sgd.step(0.1f);
+  }
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(stage.parameters().data<float>()[i] -
+                                                         whole->parameters().data<float>()[i])));
+  CHECK(worst < 1e-5);  // the sums' order differs: MPI's versus the reference's
+  // The replicas hold the same weights, bit for bit.
+  std::vector<float> mine(stage.parameters().data<float>(), stage.parameters().data<float>() + n);
+  std::vector<float> root = mine;
+  world->broadcast(Tensor::borrow(root.data(), Shape{n}), 0);
+  CHECK(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(float)) == 0);
 }
