@@ -74,11 +74,17 @@ StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
 double PipelineRunner::run(const std::vector<Instruction>& instructions,
                            const pipeline::ScheduleSpec& spec,
                            const std::function<Batch(int)>& batch_of, float lr, float grad_scale) {
-  // Backward overwrites the gradients: accumulating microbatches is still to come.
-  DTRAIN_INPUT_CHECK(spec.kind == "1f1b" || spec.microbatches == 1)
-      << "algorithm.microbatches: " << spec.microbatches
-      << " microbatches per step are not run yet";
   spec_ = spec;
+  // Several microbatches per step (gpipe, 1f1b_flush): each backward writes into a buffer of
+  // its own, added to the step's sum; each microbatch's loss counts 1/m of the minibatch's.
+  const bool accumulate = spec.kind != "1f1b" && spec.microbatches > 1;
+  const Tensor sum = stage_.gradients();
+  if (accumulate) {
+    if (!micro_gradient_.defined()) micro_gradient_ = stage_.backend().zeros(sum.shape());
+    stage_.set_gradients(micro_gradient_);
+    stage_.backend().fill_zero(sum);
+    grad_scale /= static_cast<float>(spec.microbatches);
+  }
   double loss = 0;
   for (const Instruction& in : instructions) {
     const int b = in.minibatch;
@@ -125,6 +131,7 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         const int slot = slot_of(b);
         const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b);
         input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
+        if (accumulate) stage_.backend().axpy(1.0f, micro_gradient_, sum);
         backward_in_round_ = true;
         if (stage_.first()) release(b);  // nothing more to send for it
         break;
@@ -143,18 +150,22 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         const int R = shape_.replicas[static_cast<size_t>(stage_index_)];
         const int count = spec_.kind == "1f1b" ? std::min(R, spec_.minibatches - b * R)
                                                : std::min(R, spec_.microbatches);
-        if (!backward_in_round_) stage_.backend().fill_zero(stage_.gradients());
-        allreducer_->start(stage_.gradients()).get();
-        stage_.backend().scale(stage_.gradients(), 1.0f / static_cast<float>(count));
+        if (!backward_in_round_) stage_.backend().fill_zero(sum);
+        allreducer_->start(sum).get();
+        // 1f1b: the mean over the round's minibatches; a flush step: the microbatches were
+        // already scaled to the step's mean, and the replicas hold disjoint parts of it.
+        if (!accumulate) stage_.backend().scale(sum, 1.0f / static_cast<float>(count));
         backward_in_round_ = false;
         break;
       }
       case Op::step:
         sgd_.step(lr);
+        if (accumulate) stage_.backend().fill_zero(sum);
         break;
     }
   }
   for (auto& [key, c] : channels_) c->wait_sends();
+  if (accumulate) stage_.set_gradients(sum);
   return loss;
 }
 

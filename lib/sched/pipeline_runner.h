@@ -34,8 +34,9 @@ class PipelineRunner {
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
   // `grad_scale` (1 / rows for the batch mean); replicas of a stage step with the mean gradient
-  // of their round's minibatches. `spec`: the schedule the instructions come from (gpipe and
-  // 1f1b_flush with one microbatch only, so far). Returns the output stage's loss sum.
+  // of their round's minibatches. `spec`: the schedule the instructions come from; gpipe and
+  // 1f1b_flush sum their microbatches' gradients, each scaled by 1/m, into one step. Returns
+  // the output stage's loss sum.
   double run(const std::vector<pipeline::Instruction>& instructions,
              const pipeline::ScheduleSpec& spec, const std::function<Batch(int)>& batch_of,
              float lr, float grad_scale);
@@ -65,6 +66,7 @@ class PipelineRunner {
   std::vector<Tensor> stash_;  // per slot: the weights its minibatch's forward used
   int versions_max_ = 0;
   pipeline::ScheduleSpec spec_;
+  Tensor micro_gradient_;  // a microbatch's gradient, before it joins the step's sum
   bool backward_in_round_ = false;
   std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
   // Declared last: its comm thread is joined before the buffers it works on go.

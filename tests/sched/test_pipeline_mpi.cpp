@@ -209,3 +209,45 @@ TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each 
   world->broadcast(Tensor::borrow(root.data(), Shape{n}), 0);
   CHECK(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(float)) == 0);
 }
+
+TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and equal to sync") {
+  // Each step: 3 microbatches, their gradients (each loss scaled 1/3 of its mean) summed in
+  // order, one step. gpipe and 1f1b_flush differ only in the order of the passes, so they agree
+  // bit for bit, and so does the whole model summing the same gradients in the same order.
+  auto world = make_mpi_comm();
+  const int S = world->size(), rank = world->rank();
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
+  const std::vector<std::string> points = model_cut_points(spec, kInput);
+  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
+  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
+  constexpr int kSteps = 3, kMicro = 3;
+  const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
+
+  auto whole = build_model(*backend, spec, kInput, 4);
+  Tensor sum = backend->zeros({whole->num_parameters()});
+  Sgd whole_sgd(*backend, whole->parameters(), sum, options);
+  for (int step = 0; step < kSteps; ++step) {
+    backend->fill_zero(sum);
+    for (int i = 0; i < kMicro; ++i) {
+      const Batch batch = batch_of(step * kMicro + i);
+      whole->forward(batch.images, batch.labels);
+      whole->backward(1.0f / kRows / kMicro);
+      backend->axpy(1.0f, whole->gradients(), sum);
+    }
+    whole_sgd.step(0.1f);
+  }
+  const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
+  for (const char* kind : {"gpipe", "1f1b_flush"}) {
+    CAPTURE(kind);
+    const pipeline::ScheduleSpec spec_{kind, kSteps, kMicro, 0};
+    StageModel stage(*backend, stages[rank], kInput, 4,
+                     pipeline::in_flight_bound(shape, spec_, rank), rank == 0, rank == S - 1);
+    Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+    PipelineRunner runner(*world, shape, stage, sgd, kRows);
+    runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
+    CHECK(std::memcmp(stage.parameters().data<float>(), expected,
+                      stage.num_parameters() * sizeof(float)) == 0);
+  }
+}
