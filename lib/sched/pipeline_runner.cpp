@@ -11,14 +11,17 @@ using pipeline::Op;
 
 PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
                                Sgd& sgd, int64_t rows, bool weight_stashing,
-                               const std::string& codec)
+                               const std::string& codec, bool vertical_sync)
     : comm_(comm),
       shape_(shape),
       stage_(stage),
       sgd_(sgd),
       rows_(rows),
       stage_index_(shape.stage_of(comm.rank())),
-      stashing_(weight_stashing) {
+      stashing_(weight_stashing),
+      vertical_(vertical_sync) {
+  DTRAIN_INPUT_CHECK(!vertical_ || stashing_)
+      << "algorithm.vertical_sync: needs weight_stashing (the versions are stashed weights)";
   DTRAIN_CHECK(shape.ranks() == comm.size())
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
   const size_t slots = static_cast<size_t>(stage.slots());
@@ -68,13 +71,30 @@ int PipelineRunner::slot_of(int minibatch) const {
 
 StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
                                     const Shape& shape) const {
-  return {kind, minibatch, static_cast<int32_t>(rows_), 0, shape.numel()};
+  const int version = vertical_ ? admitted_version_.at(static_cast<size_t>(minibatch)) : 0;
+  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel()};
 }
 
 double PipelineRunner::run(const std::vector<Instruction>& instructions,
                            const pipeline::ScheduleSpec& spec,
                            const std::function<Batch(int)>& batch_of, float lr, float grad_scale) {
   spec_ = spec;
+  steps_ = 0;
+  forwarded_.clear();
+  if (vertical_) {
+    // When the input stage admits each minibatch: the steps before its forward, from the
+    // input stage's own lists (the schedule is data).
+    const auto all = pipeline::build_schedule(shape_, spec);
+    admitted_version_.assign(static_cast<size_t>(spec.minibatches * spec.microbatches), 0);
+    for (int r = 0; r < shape_.replicas[0]; ++r) {
+      int steps = 0;
+      for (const Instruction& in : all[static_cast<size_t>(r)]) {
+        if (in.op == Op::step) ++steps;
+        if (in.op == Op::forward) admitted_version_[static_cast<size_t>(in.minibatch)] = steps;
+      }
+    }
+    keep_version();
+  }
   // Several microbatches per step (gpipe, 1f1b_flush): each backward writes into a buffer of
   // its own, added to the step's sum; each microbatch's loss counts 1/m of the minibatch's.
   const bool accumulate = spec.kind != "1f1b" && spec.microbatches > 1;
@@ -103,13 +123,18 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         if (stage_.first() || stage_.last()) batches_[b] = batch_of(b);
         const Tensor& input = stage_.first() ? batches_[b].images : activations_in_.at(b);
         if (stashing_) {
-          // This minibatch's version: the latest weights now, kept until its backward.
-          stage_.backend().copy(stash_[static_cast<size_t>(slot)], stage_.parameters());
+          // This minibatch's version — the latest weights now, or with vertical sync the
+          // version the input stage admitted it at — kept until its backward.
+          const Tensor& version = vertical_
+                                      ? versions_.at(admitted_version_.at(static_cast<size_t>(b)))
+                                      : stage_.parameters();
+          stage_.backend().copy(stash_[static_cast<size_t>(slot)], version);
           stage_.set_slot_parameters(slot, stash_[static_cast<size_t>(slot)]);
           int in_use = 0;
           for (int m : slot_of_) in_use += m >= 0;
           versions_max_ = std::max(versions_max_, in_use);
         }
+        forwarded_.insert(b);
         stage_.forward(slot, static_cast<uint64_t>(b), input,
                        stage_.last() ? batches_[b].labels : Tensor());
         if (stage_.last()) loss += stage_.last_stats(slot).loss_sum;
@@ -160,6 +185,8 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
       }
       case Op::step:
         sgd_.step(lr);
+        ++steps_;
+        if (vertical_) keep_version();
         if (accumulate) stage_.backend().fill_zero(sum);
         break;
     }
@@ -167,6 +194,22 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
   for (auto& [key, c] : channels_) c->wait_sends();
   if (accumulate) stage_.set_gradients(sum);
   return loss;
+}
+
+void PipelineRunner::keep_version() {
+  // The weights after steps_ steps; versions no later minibatch will use go back to the pool.
+  Tensor t = take_buffer(free_versions_, stage_.parameters().shape());
+  stage_.backend().copy(t, stage_.parameters());
+  versions_[steps_] = t;
+  int oldest_needed = steps_;
+  for (size_t b = 0; b < admitted_version_.size(); ++b)
+    if (shape_.rank_of(stage_index_, static_cast<int>(b)) == comm_.rank() &&
+        !forwarded_.count(static_cast<int>(b)))
+      oldest_needed = std::min(oldest_needed, admitted_version_[b]);
+  for (auto it = versions_.begin(); it != versions_.end() && it->first < oldest_needed;) {
+    free_versions_.push_back(it->second);
+    it = versions_.erase(it);
+  }
 }
 
 Tensor PipelineRunner::take_buffer(std::vector<Tensor>& pool, const Shape& shape) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "comm/comm.h"                 // Comm
@@ -26,8 +27,12 @@ class PipelineRunner {
   // `weight_stashing`: a minibatch's backward computes with the weights its forward used (a copy
   // per slot), while steps go to the latest; without it the backward uses the latest weights
   // (the paper's ablation).
+  // `vertical_sync` (needs stashing): minibatch b runs on every stage at the weight version the
+  // input stage had when it admitted b (its messages carry that version, checked on arrival);
+  // each stage keeps the versions still to be used.
   PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage, Sgd& sgd,
-                 int64_t rows, bool weight_stashing = true, const std::string& codec = "none");
+                 int64_t rows, bool weight_stashing = true, const std::string& codec = "none",
+                 bool vertical_sync = false);
   // Weight versions stashed at once, at most: pipeline.csv's versions_max.
   int versions_max() const { return versions_max_; }
 
@@ -67,6 +72,13 @@ class PipelineRunner {
   int versions_max_ = 0;
   pipeline::ScheduleSpec spec_;
   Tensor micro_gradient_;  // a microbatch's gradient, before it joins the step's sum
+  bool vertical_;
+  std::vector<int> admitted_version_;  // vertical sync: per minibatch, the input stage's steps
+  std::map<int, Tensor> versions_;     // vertical sync: this stage's weights by step count
+  std::vector<Tensor> free_versions_;
+  int steps_ = 0;
+  std::set<int> forwarded_;  // this run's minibatches forwarded here
+  void keep_version();       // vertical sync: the weights after steps_ steps
   bool backward_in_round_ = false;
   std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
   // Declared last: its comm thread is joined before the buffers it works on go.

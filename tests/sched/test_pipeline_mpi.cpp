@@ -251,3 +251,52 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
                       stage.num_parameters() * sizeof(float)) == 0);
   }
 }
+
+TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 steps") {
+  // Every stage runs minibatch b on version v(b) = max(0, b − S + 1), the input stage's at
+  // admission: the whole model's x_{b+1} = x_b − η·g(x_{v(b)}), one process, bit for bit.
+  auto world = make_mpi_comm();
+  const int S = world->size(), rank = world->rank();
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
+  const std::vector<std::string> points = model_cut_points(spec, kInput);
+  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
+  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
+  constexpr int kMinibatches = 9;
+  const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
+
+  auto whole = build_model(*backend, spec, kInput, 4);
+  Sgd whole_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  const int64_t n = whole->num_parameters();
+  std::vector<std::vector<float>> history;  // the weights after each step
+  auto keep = [&] {
+    const float* w = whole->parameters().data<float>();
+    history.emplace_back(w, w + n);
+  };
+  keep();
+  std::vector<float> latest(static_cast<size_t>(n));
+  for (int b = 0; b < kMinibatches; ++b) {
+    std::memcpy(latest.data(), whole->parameters().raw(), n * sizeof(float));
+    std::memcpy(whole->parameters().raw(), history[std::max(0, b - S + 1)].data(),
+                n * sizeof(float));
+    const Batch batch = batch_of(b);
+    whole->forward(batch.images, batch.labels);
+    whole->backward(1.0f / kRows);
+    std::memcpy(whole->parameters().raw(), latest.data(), n * sizeof(float));
+    whole_sgd.step(0.1f);
+    keep();
+  }
+  const pipeline::ScheduleSpec spec_{"1f1b", kMinibatches, 1, 0};
+  StageModel stage(*backend, stages[rank], kInput, 4, pipeline::in_flight_bound(shape, spec_, rank),
+                   rank == 0, rank == S - 1);
+  Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+  PipelineRunner runner(*world, shape, stage, sgd, kRows, true, "none", true);
+  runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
+  CHECK(std::memcmp(stage.parameters().data<float>(),
+                    whole->parameters().data<float>() + stages[rank].first_parameter,
+                    stage.num_parameters() * sizeof(float)) == 0);
+  // Vertical sync needs stashed versions.
+  CHECK_THROWS_AS(PipelineRunner(*world, shape, stage, sgd, kRows, false, "none", true),
+                  InputError);
+}
