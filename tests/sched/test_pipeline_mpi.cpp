@@ -3,6 +3,7 @@
 // stage ends with exactly the weights of the same layers trained whole on one rank.
 #include <doctest/doctest.h>
 
+#include <cmath>  // isfinite
 #include <cstring>
 #include <vector>
 
@@ -299,4 +300,45 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
   // Vertical sync needs stashed versions.
   CHECK_THROWS_AS(PipelineRunner(*world, shape, stage, sgd, kRows, false, "none", true),
                   InputError);
+}
+
+TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, no hang") {
+  // 3-1, 1-3 and 2-1-1 on 4 ranks, 1-1 and 2 on 2: 1F1B-RR routes minibatch b to replica
+  // b mod R of every stage; 7 minibatches leave a last round short of replicas. Every run ends,
+  // the replicas of a stage hold the same weights, and the loss is finite.
+  auto world = make_mpi_comm();
+  const int p = world->size(), rank = world->rank();
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
+  const std::vector<std::string> points = model_cut_points(spec, kInput);
+  std::vector<std::vector<int>> shapes;
+  if (p == 2) shapes = {{1, 1}, {2}};
+  if (p == 4) shapes = {{3, 1}, {1, 3}, {2, 1, 1}};
+  for (const std::vector<int>& replicas : shapes) {
+    CAPTURE(replicas.size());
+    CAPTURE(replicas.front());
+    const pipeline::PipelineShape shape{replicas};
+    const int S = shape.stages(), s = shape.stage_of(rank);
+    const std::vector<std::string> starts(points.end() - (S - 1), points.end());
+    const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+    for (const char* kind : {"1f1b", "gpipe"}) {
+      CAPTURE(kind);
+      const pipeline::ScheduleSpec spec_{kind, 7, std::string(kind) == "gpipe" ? 2 : 1, 0};
+      StageModel stage(*backend, stages[s], kInput, 4, pipeline::in_flight_bound(shape, spec_, s),
+                       s == 0, s == S - 1);
+      Sgd sgd(*backend, stage.parameters(), stage.gradients(), {0.9f, 0.0f, 1e-4f, false});
+      PipelineRunner runner(*world, shape, stage, sgd, kRows, true, "quantize8");
+      const double loss = runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of,
+                                     0.05f, 1.0f / kRows);
+      CHECK(std::isfinite(loss));
+      // Rank 0 of the stage's replicas broadcasts its weights over a stage communicator.
+      auto stage_comm = world->split(s, rank);
+      const int64_t n = stage.num_parameters();
+      std::vector<float> mine(stage.parameters().data<float>(),
+                              stage.parameters().data<float>() + n);
+      std::vector<float> first = mine;
+      stage_comm->broadcast(Tensor::borrow(first.data(), Shape{n}), 0);
+      CHECK(std::memcmp(first.data(), mine.data(), mine.size() * sizeof(float)) == 0);
+    }
+  }
 }
