@@ -31,17 +31,24 @@ Batch batch_of(int b) {
   return batch;
 }
 
+// The MLP every test trains, and its cut into S stages at its last S − 1 cut points.
+YAML::Node mlp() {
+  return YAML::Load("{name: mlp, hidden: [16, 16]}");
+}
+std::vector<ModelStage> mlp_stages(int S) {
+  const std::vector<std::string> points = model_cut_points(mlp(), kInput);  // fc1, fc2, fc3
+  REQUIRE(static_cast<int>(points.size()) >= S - 1);
+  return split_model(mlp(), kInput, {points.end() - (S - 1), points.end()});
+}
+
 }  // namespace
 
 TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole model") {
   auto world = make_mpi_comm();
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<std::string> points = model_cut_points(spec, kInput);  // fc1, fc2, fc3
-  REQUIRE(static_cast<int>(points.size()) >= S - 1);
-  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
-  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const YAML::Node spec = mlp();
+  const std::vector<ModelStage> stages = mlp_stages(S);
   const SgdOptions sgd_options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kSteps = 5;
   constexpr float kLr = 0.1f;
@@ -131,10 +138,8 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
   auto world = make_mpi_comm();
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<std::string> points = model_cut_points(spec, kInput);
-  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
-  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const YAML::Node spec = mlp();
+  const std::vector<ModelStage> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
   constexpr int kMinibatches = 9;
@@ -170,8 +175,8 @@ TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each 
   auto world = make_mpi_comm();
   const int p = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<ModelStage> stages = split_model(spec, kInput, {});
+  const YAML::Node spec = mlp();
+  const std::vector<ModelStage> stages = mlp_stages(1);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const int minibatches = 3 * p + 1;  // a last round with one minibatch for p replicas
   const pipeline::PipelineShape shape{{p}};
@@ -218,10 +223,8 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
   auto world = make_mpi_comm();
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<std::string> points = model_cut_points(spec, kInput);
-  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
-  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const YAML::Node spec = mlp();
+  const std::vector<ModelStage> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kSteps = 3, kMicro = 3;
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
@@ -259,10 +262,8 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
   auto world = make_mpi_comm();
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<std::string> points = model_cut_points(spec, kInput);
-  const std::vector<std::string> starts(points.end() - (S - 1), points.end());
-  const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+  const YAML::Node spec = mlp();
+  const std::vector<ModelStage> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kMinibatches = 9;
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
@@ -309,8 +310,6 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
   auto world = make_mpi_comm();
   const int p = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  const YAML::Node spec = YAML::Load("{name: mlp, hidden: [16, 16]}");
-  const std::vector<std::string> points = model_cut_points(spec, kInput);
   std::vector<std::vector<int>> shapes;
   if (p == 2) shapes = {{1, 1}, {2}};
   if (p == 4) shapes = {{3, 1}, {1, 3}, {2, 1, 1}};
@@ -319,8 +318,7 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
     CAPTURE(replicas.front());
     const pipeline::PipelineShape shape{replicas};
     const int S = shape.stages(), s = shape.stage_of(rank);
-    const std::vector<std::string> starts(points.end() - (S - 1), points.end());
-    const std::vector<ModelStage> stages = split_model(spec, kInput, starts);
+    const std::vector<ModelStage> stages = mlp_stages(S);
     for (const char* kind : {"1f1b", "gpipe"}) {
       CAPTURE(kind);
       const pipeline::ScheduleSpec spec_{kind, 7, std::string(kind) == "gpipe" ? 2 : 1, 0};
