@@ -30,6 +30,22 @@ std::vector<LayerCost> random_layers(std::mt19937& rng, int m, double comm_scale
   return layers;
 }
 
+// Random profiles of 1..12 layers, each with its communication scaled slower and slower:
+// `check(layers, scale, previous_k)` returns the k it found, passed on as previous_k.
+template <class Check>
+void over_slower_links(uint32_t seed, Check check) {
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto base = random_layers(rng, 1 + trial % 12, 1.0);
+    int previous = 0;
+    for (double scale : {0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 6.0, 20.0}) {
+      auto layers = base;
+      for (LayerCost& l : layers) l.comm_s *= scale;
+      previous = check(layers, scale, previous);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("stale layers: a hand-computed case") {
@@ -48,20 +64,12 @@ TEST_CASE("stale layers: a hand-computed case") {
 }
 
 TEST_CASE("stale layers: the scan equals brute force, and k grows with the communication") {
-  std::mt19937 rng(7);
-  for (int trial = 0; trial < 300; ++trial) {
-    const int m = 1 + trial % 12;
-    const auto base = random_layers(rng, m, 1.0);
-    int previous = 0;
-    for (double scale : {0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 6.0, 20.0}) {
-      auto layers = base;
-      for (LayerCost& l : layers) l.comm_s *= scale;
-      const StaleChoice c = choose_stale_layers(layers);
-      if (!c.communication_bound) CHECK(c.k == brute_force_k(layers));
-      CHECK(c.k >= previous);  // slower communication never needs fewer stale layers
-      previous = c.k;
-    }
-  }
+  over_slower_links(7, [](const std::vector<LayerCost>& layers, double, int previous) {
+    const StaleChoice c = choose_stale_layers(layers);
+    if (!c.communication_bound) CHECK(c.k == brute_force_k(layers));
+    CHECK(c.k >= previous);  // slower communication never needs fewer stale layers
+    return c.k;
+  });
 }
 
 TEST_CASE("stale layers: communication shorter than backward needs none") {
@@ -112,23 +120,16 @@ TEST_CASE("stale layers: the fixed cost of a second all-reduce") {
 }
 
 TEST_CASE("stale layers: with a fixed cost per all-reduce, k still grows with the communication") {
-  std::mt19937 rng(11);
-  for (int trial = 0; trial < 300; ++trial) {
-    const int m = 1 + trial % 12;
-    const auto base = random_layers(rng, m, 1.0);
-    int previous = 0;
-    for (double scale : {0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 6.0, 20.0}) {
-      auto layers = base;
-      for (LayerCost& l : layers) l.comm_s *= scale;
-      const int k = choose_stale_layers(layers, 0.05 * scale).k;
-      CHECK(k >= previous);
-      previous = k;
-      // Brute force: no k predicts a shorter iteration, and none before it as short.
-      const double best = stale_iteration_seconds(layers, k, 0.05 * scale);
-      for (int j = 0; j <= m; ++j) {
-        CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) >= best * (1 - 1e-12));
-        if (j < k) CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) > best);
-      }
+  over_slower_links(11, [](const std::vector<LayerCost>& layers, double scale, int previous) {
+    const int m = static_cast<int>(layers.size());
+    const int k = choose_stale_layers(layers, 0.05 * scale).k;
+    CHECK(k >= previous);
+    // Brute force: no k predicts a shorter iteration, and none before it as short.
+    const double best = stale_iteration_seconds(layers, k, 0.05 * scale);
+    for (int j = 0; j <= m; ++j) {
+      CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) >= best * (1 - 1e-12));
+      if (j < k) CHECK(stale_iteration_seconds(layers, j, 0.05 * scale) > best);
     }
-  }
+    return k;
+  });
 }
