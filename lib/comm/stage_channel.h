@@ -47,7 +47,8 @@ class StageChannel {
   void post_receive(const Tensor& payload);
   // Completes the oldest posted receive and checks its header against `expected` (all fields;
   // `elements` may be fewer than the posted payload's). Throws Error naming the peer, what was
-  // expected and what arrived. Posts one itself into `payload` if none is posted.
+  // expected and what arrived. Posts one itself into `payload` if none is posted. `expected.rows`
+  // 0 accepts any rows that fit the payload (their count comes with the header).
   StageMessage receive(const StageMessage& expected, const Tensor& payload);
 
   int peer() const { return peer_; }

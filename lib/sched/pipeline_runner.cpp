@@ -2,6 +2,7 @@
 
 #include <algorithm>  // max
 
+#include "compress/codec.h"  // make_codec: the all-reduce's bytes per element
 #include "core/error.h"
 
 namespace dtrain {
@@ -19,22 +20,27 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
       rows_(rows),
       stage_index_(shape.stage_of(comm.rank())),
       stashing_(weight_stashing),
-      vertical_(vertical_sync) {
+      vertical_(vertical_sync),
+      on_host_(stage.backend().device() == Device::cpu) {
   DTRAIN_INPUT_CHECK(!vertical_ || stashing_)
       << "algorithm.vertical_sync: needs weight_stashing (the versions are stashed weights)";
   DTRAIN_CHECK(shape.ranks() == comm.size())
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
   const size_t slots = static_cast<size_t>(stage.slots());
   slot_of_.assign(slots, -1);
-  for (size_t s = 0; s < slots; ++s) {
-  }
   input_gradient_.resize(slots);
   // The replicas of each stage all-reduce their gradients among themselves, on a communicator
   // of their own (split is collective: every rank takes part, each keeps its stage's).
   stage_comm_ = comm.split(stage_index_, comm.rank());
-  if (shape.replicas[static_cast<size_t>(stage_index_)] > 1)
+  const int R = shape.replicas[static_cast<size_t>(stage_index_)];
+  if (R > 1) {
     allreducer_ = std::make_unique<GradientAllreducer>(*stage_comm_, codec, stage.num_parameters(),
                                                        GradientPlacement{&stage.backend(), "auto"});
+    // A ring all-reduce sends 2(R−1)/R of the (encoded) buffer per rank.
+    const auto encoded =
+        static_cast<double>(make_codec(codec)->encoded_bytes(stage.num_parameters()));
+    allreduce_message_bytes_ = static_cast<int64_t>(2.0 * (R - 1) / R * encoded);
+  }
   // The stash ring, allocated once: one version per slot, never more than in flight.
   if (stashing_)
     for (size_t s = 0; s < slots; ++s)
@@ -52,9 +58,15 @@ int PipelineRunner::take_slot(int minibatch) {
     if (slot_of_[s] < 0) {
       // What this slot sent last (its output, its input gradient) must have left before the
       // slot computes again.
-      for (auto& [key, c] : channels_) c->wait_sends();
+      {
+        PhaseTimer timer(totals_.phases, Phase::wait);
+        for (auto& [key, c] : channels_) c->wait_sends();
+      }
+      for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+      staging_in_use_.clear();
       slot_of_[s] = minibatch;
       slot_by_minibatch_[minibatch] = static_cast<int>(s);
+      in_flight_max_ = std::max(in_flight_max_, static_cast<int>(slot_by_minibatch_.size()));
       return static_cast<int>(s);
     }
   throw Error("pipeline: rank " + std::to_string(comm_.rank()) +
@@ -72,12 +84,74 @@ int PipelineRunner::slot_of(int minibatch) const {
 StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
                                     const Shape& shape) const {
   const int version = vertical_ ? admitted_version_.at(static_cast<size_t>(minibatch)) : 0;
-  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel()};
+  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel() / shape[0] * rows_};
 }
 
-double PipelineRunner::run(const std::vector<Instruction>& instructions,
-                           const pipeline::ScheduleSpec& spec,
-                           const std::function<Batch(int)>& batch_of, float lr, float grad_scale) {
+int64_t PipelineRunner::activation_bytes_sent() const {
+  int64_t bytes = 0;
+  for (const auto& [key, c] : channels_)
+    if (key.second == StageMessage::activation) bytes += c->bytes_sent();
+  return bytes;
+}
+int64_t PipelineRunner::gradient_bytes_sent() const {
+  int64_t bytes = 0;
+  for (const auto& [key, c] : channels_)
+    if (key.second == StageMessage::gradient) bytes += c->bytes_sent();
+  return bytes;
+}
+
+void PipelineRunner::take_allreduce_times(double* comm_s, double* compress_s) {
+  if (allreducer_) allreducer_->take_times(comm_s, compress_s);
+}
+
+void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t) {
+  PhaseTimer timer(totals_.phases, Phase::comm);
+  StageChannel& c = channel(peer, static_cast<StageMessage::Kind>(message.kind));
+  if (on_host_) return c.send(message, t);
+  // A GPU stage sends a host copy, kept until the send has completed (take_slot).
+  Tensor host = take_buffer(free_staging_, t.shape(), DType::f32, true);
+  stage_.backend().copy(host.slice(0, t.shape()), t);
+  stage_.backend().synchronize();
+  c.send(message, host);
+  staging_in_use_.push_back(host);
+}
+
+StageMessage PipelineRunner::receive(int peer, const StageMessage& expected, const Tensor& dst) {
+  PhaseTimer timer(totals_.phases, Phase::wait);
+  StageChannel& c = channel(peer, static_cast<StageMessage::Kind>(expected.kind));
+  if (on_host_) return c.receive(expected, dst);
+  Tensor host = take_buffer(free_staging_, dst.shape(), DType::f32, true);
+  const StageMessage got = c.receive(expected, host);
+  stage_.backend().copy(dst, host.slice(0, dst.shape()));
+  stage_.backend().synchronize();
+  free_staging_.push_back(host);
+  return got;
+}
+
+void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
+  PhaseTimer timer(totals_.phases, Phase::data);
+  Batch own, whole;  // the rows in use; the pooled buffers they are in
+  own.index = batch.index;
+  const int64_t rows = batch.labels.numel();
+  if (stage_.first()) {
+    whole.images = take_buffer(free_images_, stage_.input_shape());
+    own.images = whole.images.narrow_batch(rows);
+    stage_.backend().copy(own.images, batch.images);
+  }
+  if (stage_.last()) {
+    whole.labels = take_buffer(free_labels_, {stage_.input_shape()[0]}, DType::i32);
+    own.labels = whole.labels.narrow_batch(rows);
+    stage_.backend().copy(own.labels, batch.labels);
+  }
+  batches_[minibatch] = own;
+  batch_buffers_[minibatch] = whole;
+}
+
+PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
+                                   const pipeline::ScheduleSpec& spec,
+                                   const std::function<Batch(int)>& batch_of,
+                                   const std::function<float(int)>& lr, float grad_scale) {
+  totals_ = {};
   spec_ = spec;
   steps_ = 0;
   forwarded_.clear();
@@ -105,7 +179,6 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
     stage_.backend().fill_zero(sum);
     grad_scale /= static_cast<float>(spec.microbatches);
   }
-  double loss = 0;
   for (const Instruction& in : instructions) {
     const int b = in.minibatch;
     switch (in.op) {
@@ -114,14 +187,24 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         // of their own (a pool that stops growing at its peak), kept until the backward.
         const Tensor& buf = activations_in_[b] =
             take_buffer(free_activations_, stage_.input_shape());
-        channel(in.peer, StageMessage::activation)
-            .receive(header(StageMessage::activation, b, buf.shape()), buf);
+        receive(in.peer, header(StageMessage::activation, b, buf.shape()), buf);
         break;
       }
       case Op::forward: {
         const int slot = take_slot(b);
-        if (stage_.first() || stage_.last()) batches_[b] = batch_of(b);
-        const Tensor& input = stage_.first() ? batches_[b].images : activations_in_.at(b);
+        if (stage_.first() || stage_.last()) {
+          Batch batch;
+          {
+            PhaseTimer timer(totals_.phases, Phase::data);
+            batch = batch_of(b);
+          }
+          DTRAIN_CHECK(batch.labels.numel() == rows_)
+              << "pipeline: minibatch " << b << " has " << batch.labels.numel() << " rows, not "
+              << rows_;
+          keep_batch(b, batch);
+        }
+        const Tensor& input =
+            stage_.first() ? batches_[b].images : activations_in_.at(b).narrow_batch(rows_);
         if (stashing_) {
           // This minibatch's version — the latest weights now, or with vertical sync the
           // version the input stage admitted it at — kept until its backward.
@@ -135,37 +218,42 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
           versions_max_ = std::max(versions_max_, in_use);
         }
         forwarded_.insert(b);
+        PhaseTimer timer(totals_.phases, Phase::forward);
         stage_.forward(slot, static_cast<uint64_t>(b), input,
                        stage_.last() ? batches_[b].labels : Tensor());
-        if (stage_.last()) loss += stage_.last_stats(slot).loss_sum;
+        if (stage_.last()) {
+          const LossStats stats = stage_.last_stats(slot);
+          totals_.loss_sum += stats.loss_sum;
+          totals_.correct += stats.correct;
+          totals_.samples += stats.count;
+        }
         break;
       }
       case Op::send_activation: {
         const Tensor& out = stage_.output(slot_of(b));
-        channel(in.peer, StageMessage::activation)
-            .send(header(StageMessage::activation, b, out.shape()), out);
+        send(in.peer, header(StageMessage::activation, b, out.shape()), out);
         break;
       }
       case Op::receive_gradient: {
         const Tensor& buf = gradients_in_[b] = take_buffer(free_gradients_, stage_.output_shape());
-        channel(in.peer, StageMessage::gradient)
-            .receive(header(StageMessage::gradient, b, buf.shape()), buf);
+        receive(in.peer, header(StageMessage::gradient, b, buf.shape()), buf);
         break;
       }
       case Op::backward: {
         const int slot = slot_of(b);
-        const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b);
+        const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b).narrow_batch(rows_);
+        PhaseTimer timer(totals_.phases, Phase::backward);
         input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
         if (accumulate) stage_.backend().axpy(1.0f, micro_gradient_, sum);
         backward_in_round_ = true;
+        ++totals_.backwards;
         if (stage_.first()) release(b);  // nothing more to send for it
         break;
       }
       case Op::send_gradient: {
         const int slot = slot_of(b);
         const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
-        channel(in.peer, StageMessage::gradient)
-            .send(header(StageMessage::gradient, b, dx.shape()), dx);
+        send(in.peer, header(StageMessage::gradient, b, dx.shape()), dx);
         release(b);
         break;
       }
@@ -176,24 +264,96 @@ double PipelineRunner::run(const std::vector<Instruction>& instructions,
         const int count = spec_.kind == "1f1b" ? std::min(R, spec_.minibatches - b * R)
                                                : std::min(R, spec_.microbatches);
         if (!backward_in_round_) stage_.backend().fill_zero(sum);
-        allreducer_->start(sum).get();
+        {
+          PhaseTimer timer(totals_.phases, Phase::wait);
+          allreducer_->start(sum).get();
+        }
+        allreduce_bytes_ += allreduce_message_bytes_;
         // 1f1b: the mean over the round's minibatches; a flush step: the microbatches were
         // already scaled to the step's mean, and the replicas hold disjoint parts of it.
         if (!accumulate) stage_.backend().scale(sum, 1.0f / static_cast<float>(count));
         backward_in_round_ = false;
         break;
       }
-      case Op::step:
-        sgd_.step(lr);
-        ++steps_;
-        if (vertical_) keep_version();
-        if (accumulate) stage_.backend().fill_zero(sum);
+      case Op::step: {
+        {
+          PhaseTimer timer(totals_.phases, Phase::update);
+          sgd_.step(lr(steps_));
+          ++steps_;
+          if (vertical_) keep_version();
+          if (accumulate) stage_.backend().fill_zero(sum);
+        }
+        ++totals_.steps;
+        if (on_step_) on_step_(steps_);
         break;
+      }
     }
   }
-  for (auto& [key, c] : channels_) c->wait_sends();
+  {
+    PhaseTimer timer(totals_.phases, Phase::wait);
+    for (auto& [key, c] : channels_) c->wait_sends();
+  }
+  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+  staging_in_use_.clear();
   if (accumulate) stage_.set_gradients(sum);
-  return loss;
+  return totals_;
+}
+
+PipelineTotals PipelineRunner::evaluate(int minibatches,
+                                        const std::function<Batch(int)>& batch_of) {
+  totals_ = {};
+  if (shape_.replica_of(comm_.rank()) != 0) return totals_;  // replica 0's chain evaluates
+  const int previous = stage_.first() ? -1 : shape_.first_rank(stage_index_ - 1);
+  const int next = stage_.last() ? -1 : shape_.first_rank(stage_index_ + 1);
+  const Shape& in_shape = stage_.input_shape();
+  stage_.set_training(false);
+  // One slot: a forward's output has left (wait_sends) before the next forward overwrites it.
+  const int slot = 0;
+  for (int b = 0; b < minibatches; ++b) {
+    Tensor input;
+    int64_t rows = 0;
+    if (stage_.first() || stage_.last()) {
+      keep_batch(b, batch_of(b));
+      rows = batches_[b].labels.numel();
+    }
+    if (stage_.first()) {
+      input = batches_[b].images;
+    } else {
+      // The rows come with the message: any count up to the build batch.
+      Tensor buf = take_buffer(free_activations_, in_shape);
+      StageMessage expected{StageMessage::activation, b, 0, 0, 0};
+      const StageMessage got = receive(previous, expected, buf);
+      DTRAIN_CHECK(!stage_.last() || got.rows == rows)
+          << "pipeline evaluation: rank " << comm_.rank() << " received " << got.rows
+          << " rows of batch " << b << " but its labels have " << rows;
+      rows = got.rows;
+      input = buf.narrow_batch(rows);
+      free_activations_.push_back(buf);
+    }
+    {
+      PhaseTimer timer(totals_.phases, Phase::wait);
+      for (auto& [key, c] : channels_) c->wait_sends();
+    }
+    for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+    staging_in_use_.clear();
+    const Tensor& out = stage_.forward(slot, static_cast<uint64_t>(b), input,
+                                       stage_.last() ? batches_[b].labels : Tensor());
+    if (stage_.last()) {
+      const LossStats stats = stage_.last_stats(slot);
+      totals_.loss_sum += stats.loss_sum;
+      totals_.correct += stats.correct;
+      totals_.samples += stats.count;
+    } else {
+      const int64_t elements = out.numel() / out.shape()[0] * rows;
+      send(next, {StageMessage::activation, b, static_cast<int32_t>(rows), 0, elements}, out);
+    }
+    give_back_batch(b);
+  }
+  for (auto& [key, c] : channels_) c->wait_sends();
+  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+  staging_in_use_.clear();
+  stage_.set_training(true);
+  return totals_;
 }
 
 void PipelineRunner::keep_version() {
@@ -212,11 +372,18 @@ void PipelineRunner::keep_version() {
   }
 }
 
-Tensor PipelineRunner::take_buffer(std::vector<Tensor>& pool, const Shape& shape) {
-  if (pool.empty()) return Tensor::empty(shape);
-  Tensor t = pool.back();
-  pool.pop_back();
-  return t;
+Tensor PipelineRunner::take_buffer(std::vector<Tensor>& pool, const Shape& shape, DType dtype,
+                                   bool host) const {
+  // Pools stop growing at their peak: a pooled buffer at least as large is taken whole (the
+  // caller views the part it needs and gives the whole back).
+  for (auto it = pool.begin(); it != pool.end(); ++it)
+    if (it->numel() >= shape.numel() && it->dtype() == dtype) {
+      Tensor t = *it;
+      pool.erase(it);
+      return t;
+    }
+  if (host || on_host_) return Tensor::empty(shape, dtype, stage_.backend().host_allocator());
+  return stage_.backend().empty(shape, dtype);
 }
 
 void PipelineRunner::release(int minibatch) {
@@ -228,9 +395,18 @@ void PipelineRunner::release(int minibatch) {
   };
   give_back(activations_in_, free_activations_);
   give_back(gradients_in_, free_gradients_);
+  give_back_batch(minibatch);
   const int slot = slot_of(minibatch);
   slot_of_[static_cast<size_t>(slot)] = -1;
   slot_by_minibatch_.erase(minibatch);
+}
+
+void PipelineRunner::give_back_batch(int minibatch) {
+  const auto it = batch_buffers_.find(minibatch);
+  if (it == batch_buffers_.end()) return;
+  if (it->second.images.defined()) free_images_.push_back(it->second.images);
+  if (it->second.labels.defined()) free_labels_.push_back(it->second.labels);
+  batch_buffers_.erase(it);
   batches_.erase(minibatch);
 }
 

@@ -14,12 +14,21 @@
 #include "comm/comm.h"                 // Comm
 #include "comm/gradient_allreducer.h"  // GradientAllreducer: replicas' gradients
 #include "comm/stage_channel.h"        // StageChannel
+#include "core/phase.h"                // PhaseTimes
 #include "data/loader.h"               // Batch
 #include "optim/sgd.h"                 // Sgd
 #include "sched/pipeline_schedule.h"   // PipelineShape, Instruction
 #include "sched/stage_model.h"         // StageModel
 
 namespace dtrain {
+
+// What one run (or evaluation) of a rank's instructions did.
+struct PipelineTotals {
+  double loss_sum = 0, correct = 0;  // output stage: over its minibatches' rows
+  int64_t samples = 0;               // output stage: rows that went through the loss
+  int64_t backwards = 0, steps = 0;
+  PhaseTimes phases;  // data, forward, backward, update, comm (sends), wait (receives, reduces)
+};
 
 class PipelineRunner {
  public:
@@ -35,24 +44,55 @@ class PipelineRunner {
                  bool vertical_sync = false);
   // Weight versions stashed at once, at most: pipeline.csv's versions_max.
   int versions_max() const { return versions_max_; }
+  // Minibatches forwarded and not yet backwarded here, at most: pipeline.csv's in_flight_max.
+  int in_flight_max() const { return in_flight_max_; }
+  // Bytes this rank sent: activations and gradients (payload and header), and its share of the
+  // replicas' all-reduces (2(R−1)/R of the encoded gradient per reduction, the ring's traffic).
+  int64_t activation_bytes_sent() const;
+  int64_t gradient_bytes_sent() const;
+  int64_t allreduce_bytes_sent() const { return allreduce_bytes_; }
+  // Seconds the replicas' all-reduce spent communicating and compressing since the last call.
+  void take_allreduce_times(double* comm_s, double* compress_s);
+  // Called after each optimizer step with the steps of this run so far (progress).
+  void on_step(std::function<void(int)> callback) { on_step_ = std::move(callback); }
 
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
   // `grad_scale` (1 / rows for the batch mean); replicas of a stage step with the mean gradient
   // of their round's minibatches. `spec`: the schedule the instructions come from; gpipe and
-  // 1f1b_flush sum their microbatches' gradients, each scaled by 1/m, into one step. Returns
-  // the output stage's loss sum.
-  double run(const std::vector<pipeline::Instruction>& instructions,
-             const pipeline::ScheduleSpec& spec, const std::function<Batch(int)>& batch_of,
-             float lr, float grad_scale);
+  // 1f1b_flush sum their microbatches' gradients, each scaled by 1/m, into one step. The
+  // minibatch's images and labels are copied: the loader may reuse its buffers meanwhile.
+  // `lr(step)`: the learning rate of this run's step `step` (0-based).
+  PipelineTotals run(const std::vector<pipeline::Instruction>& instructions,
+                     const pipeline::ScheduleSpec& spec, const std::function<Batch(int)>& batch_of,
+                     const std::function<float(int)>& lr, float grad_scale);
+  PipelineTotals run(const std::vector<pipeline::Instruction>& instructions,
+                     const pipeline::ScheduleSpec& spec, const std::function<Batch(int)>& batch_of,
+                     float lr, float grad_scale) {
+    return run(
+        instructions, spec, batch_of, [lr](int) { return lr; }, grad_scale);
+  }
+  // Forward passes only, in inference mode on the latest weights, of `minibatches` batches
+  // through the chain of replica 0 of every stage (the other replicas idle): the input stage
+  // reads `batch_of(b)`'s images, the output stage its labels; batches may have fewer rows than
+  // the training minibatch (a test set's last). Returns the output stage's loss and accuracy.
+  PipelineTotals evaluate(int minibatches, const std::function<Batch(int)>& batch_of);
 
  private:
   StageChannel& channel(int peer, StageMessage::Kind kind);
   int take_slot(int minibatch);
   int slot_of(int minibatch) const;
   void release(int minibatch);  // its slot and buffers are free again
-  static Tensor take_buffer(std::vector<Tensor>& pool, const Shape& shape);
+  Tensor take_buffer(std::vector<Tensor>& pool, const Shape& shape, DType dtype = DType::f32,
+                     bool host = false) const;
   StageMessage header(StageMessage::Kind kind, int minibatch, const Shape& shape) const;
+  // Sends `t` (on the stage's device) to `peer`: a GPU tensor through a host copy.
+  void send(int peer, const StageMessage& message, const Tensor& t);
+  // Receives the message `expected` from `peer` into `dst` (on the stage's device).
+  StageMessage receive(int peer, const StageMessage& expected, const Tensor& dst);
+  // Copies minibatch b's images (input stage) and labels (output stage) into buffers of its own.
+  void keep_batch(int minibatch, const Batch& batch);
+  void give_back_batch(int minibatch);
 
   Comm& comm_;
   pipeline::PipelineShape shape_;
@@ -80,10 +120,20 @@ class PipelineRunner {
   std::set<int> forwarded_;  // this run's minibatches forwarded here
   void keep_version();       // vertical sync: the weights after steps_ steps
   bool backward_in_round_ = false;
+  std::map<int, Batch> batches_;  // per minibatch in flight: its own copy of images and labels
+  std::map<int, Batch> batch_buffers_;  // the pooled buffers those copies are views of
+  std::vector<Tensor> free_images_, free_labels_;
+  bool on_host_;  // the stage computes on the host: messages need no staging copy
+  std::vector<Tensor> free_staging_;
+  std::vector<Tensor> staging_in_use_;  // host copies of sends still in flight (GPU stages)
+  int in_flight_max_ = 0;
+  int64_t allreduce_bytes_ = 0;
+  int64_t allreduce_message_bytes_ = 0;  // per reduction
+  std::function<void(int)> on_step_;
+  PipelineTotals totals_;
   std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
   // Declared last: its comm thread is joined before the buffers it works on go.
   std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only
-  std::map<int, Batch> batches_;                    // minibatches whose labels the loss still needs
 };
 
 }  // namespace dtrain
