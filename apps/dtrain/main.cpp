@@ -53,6 +53,14 @@ dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
 int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   const dtrain::ExperimentConfig config = load(o, *comm);
   comm = dtrain::configure_comm(config, std::move(comm));  // network emulation, when asked for
+  if (o.dry_run && comm->size() == 1) {
+    // A pipeline on one process: show what each of its ranks would hold and do.
+    const std::string preview = dtrain::preview_model_parallel(config);
+    if (!preview.empty()) {
+      std::cout << dtrain::to_table(config) << "\n" << preview << std::flush;
+      return 0;
+    }
+  }
   // --dry-run shows every model, also of datasets not on this machine (a stand-in of the shape).
   dtrain::Trainer trainer(
       config, *comm,

@@ -5,6 +5,7 @@
 #include <unistd.h>  // isatty, readlink, getppid
 
 #include <algorithm>
+#include <cmath>  // isnan: a rank without a loss
 #include <cstdio>
 #include <cstdlib>  // getenv
 #include <fstream>
@@ -96,10 +97,14 @@ void Progress::iteration(const IterationReport& r) {
   const double elapsed = seconds_since(start_);
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;
   const double eta = elapsed / done_ * (total_iterations_ - done_);
+  // A NaN loss: this rank computes none (a pipeline's input stage).
+  const std::string loss =
+      std::isnan(epoch_loss_sum_)
+          ? std::string("loss on the output stage")
+          : fmt::format("loss {:.4f} (epoch mean)", epoch_loss_sum_ / epoch_iterations_);
   const std::string text =
-      fmt::format("epoch {}/{} | iter {}/{} | loss {:.4f} (epoch mean) | {:.0f} samples/s | ETA {}",
-                  r.epoch + 1, epochs_, r.iteration, iterations_per_epoch_,
-                  epoch_loss_sum_ / epoch_iterations_, rate, format_eta(eta));
+      fmt::format("epoch {}/{} | iter {}/{} | {} | {:.0f} samples/s | ETA {}", r.epoch + 1, epochs_,
+                  r.iteration, iterations_per_epoch_, loss, rate, format_eta(eta));
   if (mode_ == ProgressMode::bar) {
     last_draw_ = Clock::now();
     std::fputs(("\r\033[2K" + text).c_str(), stdout);

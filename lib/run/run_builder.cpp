@@ -39,7 +39,9 @@ std::unique_ptr<Dataset> open_split(const ExperimentConfig& c, Split split, Data
 
 std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
                                DataFiles data) {
-  DTRAIN_INPUT_CHECK(config.dataset.batch_size % place.world == 0)
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  const bool model_parallel = algorithm && algorithm->place_batches;
+  DTRAIN_INPUT_CHECK(model_parallel || config.dataset.batch_size % place.world == 0)
       << config.source_path << ": dataset.batch_size: the global batch "
       << config.dataset.batch_size << " must be divisible by the " << place.world
       << " data-parallel ranks";
@@ -61,7 +63,14 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
     o->allocator = &run->backend->host_allocator();
     o->device = run->backend.get();
   }
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  if (model_parallel) {
+    try {
+      algorithm->place_batches(config.algorithm, place.rank, place.world, run->train_loading,
+                               run->test_loading);
+    } catch (const InputError& e) {
+      throw InputError(config.source_path + ": " + e.what());
+    }
+  }
   if (algorithm && algorithm->own_data_stream) {
     // The local batch from the whole set, in an order of this rank's own.
     LoaderOptions& o = run->train_loading;
@@ -74,13 +83,43 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 
   run->model_input = {run->train_set->sample_shape(), run->train_set->num_classes(),
                       std::max(run->train_loader->local_batch(), run->test_loader->local_batch())};
-  run->model = build_model(*run->backend, config.model, run->model_input, config.seed);
+  // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
+  // holds no batch.
+  run->model = build_model(
+      *run->backend, config.model,
+      model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1}
+                     : run->model_input,
+      config.seed);
   freeze_layers(config, *run->model);
   run->schedule = std::make_unique<LrSchedule>(schedule_options(config));
   run->optimizer =
       std::make_unique<Sgd>(*run->backend, run->model->parameters(), run->model->gradients(),
                             sgd_options(config), run->model->trainable_offset());
   return run;
+}
+
+ModelSource model_source(const Run& run) {
+  const ExperimentConfig& c = run.config;
+  return {c.model,
+          run.model_input,
+          c.seed,
+          sgd_options(c),
+          c.dataset.batch_size,
+          static_cast<int64_t>(run.train_set->size()),
+          static_cast<int64_t>(run.test_set->size()),
+          c.optimizer.freeze_layers};
+}
+
+std::string preview_model_parallel(const ExperimentConfig& config) {
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  if (!algorithm || !algorithm->preview) return "";
+  const int ranks = std::max(1, algorithm->ranks_needed(config.algorithm));
+  auto run = build_run(config, {0, ranks, 0, false}, DataFiles::stand_in_when_missing);
+  try {
+    return algorithm->preview(config.algorithm, model_source(*run), ranks);
+  } catch (const InputError& e) {
+    throw InputError(config.source_path + ": " + e.what());
+  }
 }
 
 void check_stragglers(const ExperimentConfig& config, int world) {
@@ -106,8 +145,13 @@ std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
                        std::move(progress),
                        c.compression.name,
                        compute_slowdown(c, comm.rank(), comm.size()),
-                       c.cluster.comm};
-  return make_scheduler(c.algorithm, std::move(ctx));
+                       c.cluster.comm,
+                       model_source(run)};
+  try {
+    return make_scheduler(c.algorithm, std::move(ctx));
+  } catch (const InputError& e) {
+    throw InputError(c.source_path + ": " + e.what());
+  }
 }
 
 }  // namespace dtrain

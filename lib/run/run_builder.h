@@ -58,6 +58,14 @@ void check_stragglers(const ExperimentConfig& config, int world);
 // network (DESIGN.md §2 decision 6), else unchanged.
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm);
 
+// What a model-parallel scheduler builds its part of the model from.
+ModelSource model_source(const Run& run);
+
+// For `--dry-run` of a model-parallel algorithm (pipedream) on fewer ranks than it needs: what
+// each rank would hold and the schedule, for the ranks the configuration names. Empty for other
+// algorithms.
+std::string preview_model_parallel(const ExperimentConfig& config);
+
 // The scheduler of the configured algorithm on `run`, communicating over `comm` (whose rank and
 // size must be the run's place).
 std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,

@@ -29,15 +29,15 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   own_updates_ = algorithm && algorithm->own_data_stream;
   // Rank 0's share of an epoch: where ranks draw their own batches, the epoch's N/M updates are
   // shared by all ranks.
-  const int64_t per_epoch =
-      run_->train_loader->batches_per_epoch() / (own_updates_ ? comm.size() : 1);
-  if (comm_.rank() == 0)
-    progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
-                                           tc.max_iterations, tc.log_every_iterations);
   scheduler_ = build_scheduler(*run_, comm_, [this](const IterationReport& r) {
     if (trace_) trace_->iteration_done();
     if (progress_) progress_->iteration(r);
   });
+  const int64_t per_epoch = scheduler_->progress_iterations(
+      run_->train_loader->batches_per_epoch() / (own_updates_ ? comm.size() : 1));
+  if (comm_.rank() == 0)
+    progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
+                                           tc.max_iterations, tc.log_every_iterations);
 }
 
 Trainer::~Trainer() = default;
@@ -134,6 +134,8 @@ RunResult Trainer::run() {
     if (budget_done) break;
   }
   scheduler_->flush();
+  for (const auto& [name, content] : scheduler_->own_results())
+    if (root) std::ofstream(config.output.dir + "/" + name) << content;
   if (trace_) trace_->write(comm_, config.output.dir + "/trace.json");
   if (root)
     spdlog::info(

@@ -55,6 +55,17 @@ struct AlgorithmEntry {
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
+  // A model-parallel algorithm (pipedream): each rank holds a part of the model, so it reads the
+  // whole minibatch stream, not its data-parallel slice. Sets where this rank's training and test
+  // batches come from; InputError for what the job of `world` ranks cannot run.
+  std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
+                     LoaderOptions& test)>
+      place_batches;
+  // Model-parallel: the ranks the configuration needs (0: any), and the start-up text of what
+  // each rank holds and does (pipedream: the stages and the schedule as a rank × step grid), also
+  // for `--dry-run` on fewer ranks.
+  std::function<int(const AlgorithmConfig&)> ranks_needed;
+  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview;
 
   bool built() const { return static_cast<bool>(make); }
 };

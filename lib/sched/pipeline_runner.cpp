@@ -91,7 +91,7 @@ int64_t PipelineRunner::activation_bytes_sent() const {
   int64_t bytes = 0;
   for (const auto& [key, c] : channels_)
     if (key.second == StageMessage::activation) bytes += c->bytes_sent();
-  return bytes;
+  return bytes - evaluation_bytes_;
 }
 int64_t PipelineRunner::gradient_bytes_sent() const {
   int64_t bytes = 0;
@@ -164,7 +164,11 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
       int steps = 0;
       for (const Instruction& in : all[static_cast<size_t>(r)]) {
         if (in.op == Op::step) ++steps;
-        if (in.op == Op::forward) admitted_version_[static_cast<size_t>(in.minibatch)] = steps;
+        // The version as minibatches incorporated: stages whose replica counts differ step at
+        // different rates (1f1b: a step per round of R_s minibatches).
+        if (in.op == Op::forward)
+          admitted_version_[static_cast<size_t>(in.minibatch)] =
+              spec.kind == "1f1b" ? steps * shape_.replicas[0] : steps;
       }
     }
     keep_version();
@@ -209,7 +213,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
           // This minibatch's version — the latest weights now, or with vertical sync the
           // version the input stage admitted it at — kept until its backward.
           const Tensor& version = vertical_
-                                      ? versions_.at(admitted_version_.at(static_cast<size_t>(b)))
+                                      ? versions_.at(version_step(b))
                                       : stage_.parameters();
           stage_.backend().copy(stash_[static_cast<size_t>(slot)], version);
           stage_.set_slot_parameters(slot, stash_[static_cast<size_t>(slot)]);
@@ -219,7 +223,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
         }
         forwarded_.insert(b);
         PhaseTimer timer(totals_.phases, Phase::forward);
-        stage_.forward(slot, static_cast<uint64_t>(b), input,
+        stage_.forward(slot, step_base_ + static_cast<uint64_t>(b), input,
                        stage_.last() ? batches_[b].labels : Tensor());
         if (stage_.last()) {
           const LossStats stats = stage_.last_stats(slot);
@@ -303,6 +307,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
                                         const std::function<Batch(int)>& batch_of) {
   totals_ = {};
   if (shape_.replica_of(comm_.rank()) != 0) return totals_;  // replica 0's chain evaluates
+  const int64_t bytes_before = activation_bytes_sent();
   const int previous = stage_.first() ? -1 : shape_.first_rank(stage_index_ - 1);
   const int next = stage_.last() ? -1 : shape_.first_rank(stage_index_ + 1);
   const Shape& in_shape = stage_.input_shape();
@@ -313,8 +318,9 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
     Tensor input;
     int64_t rows = 0;
     if (stage_.first() || stage_.last()) {
-      keep_batch(b, batch_of(b));
-      rows = batches_[b].labels.numel();
+      const Batch batch = batch_of(b);
+      rows = batch.labels.numel();
+      keep_batch(b, batch);
     }
     if (stage_.first()) {
       input = batches_[b].images;
@@ -353,7 +359,15 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
   for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
   staging_in_use_.clear();
   stage_.set_training(true);
+  evaluation_bytes_ += activation_bytes_sent() - bytes_before;
   return totals_;
+}
+
+int PipelineRunner::version_step(int minibatch) const {
+  // This stage's latest weights that incorporate no more minibatches than the admitted version.
+  const int admitted = admitted_version_.at(static_cast<size_t>(minibatch));
+  return spec_.kind == "1f1b" ? admitted / shape_.replicas[static_cast<size_t>(stage_index_)]
+                              : admitted;
 }
 
 void PipelineRunner::keep_version() {
@@ -365,7 +379,7 @@ void PipelineRunner::keep_version() {
   for (size_t b = 0; b < admitted_version_.size(); ++b)
     if (shape_.rank_of(stage_index_, static_cast<int>(b)) == comm_.rank() &&
         !forwarded_.count(static_cast<int>(b)))
-      oldest_needed = std::min(oldest_needed, admitted_version_[b]);
+      oldest_needed = std::min(oldest_needed, version_step(static_cast<int>(b)));
   for (auto it = versions_.begin(); it != versions_.end() && it->first < oldest_needed;) {
     free_versions_.push_back(it->second);
     it = versions_.erase(it);

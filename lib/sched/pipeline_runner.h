@@ -46,8 +46,8 @@ class PipelineRunner {
   int versions_max() const { return versions_max_; }
   // Minibatches forwarded and not yet backwarded here, at most: pipeline.csv's in_flight_max.
   int in_flight_max() const { return in_flight_max_; }
-  // Bytes this rank sent: activations and gradients (payload and header), and its share of the
-  // replicas' all-reduces (2(R−1)/R of the encoded gradient per reduction, the ring's traffic).
+  // Bytes this rank sent in training (evaluations not counted): activations and gradients
+  // (payload and header), and its share of the replicas' all-reduces (2(R−1)/R of the encoded gradient per reduction, the ring's traffic).
   int64_t activation_bytes_sent() const;
   int64_t gradient_bytes_sent() const;
   int64_t allreduce_bytes_sent() const { return allreduce_bytes_; }
@@ -55,6 +55,9 @@ class PipelineRunner {
   void take_allreduce_times(double* comm_s, double* compress_s);
   // Called after each optimizer step with the steps of this run so far (progress).
   void on_step(std::function<void(int)> callback) { on_step_ = std::move(callback); }
+  // Minibatch b of the next run draws its dropout masks as step `base + b` (runs of later
+  // epochs pass the minibatches done before, so that masks never repeat).
+  void set_step_base(uint64_t base) { step_base_ = base; }
 
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
@@ -113,12 +116,15 @@ class PipelineRunner {
   pipeline::ScheduleSpec spec_;
   Tensor micro_gradient_;  // a microbatch's gradient, before it joins the step's sum
   bool vertical_;
-  std::vector<int> admitted_version_;  // vertical sync: per minibatch, the input stage's steps
+  // Vertical sync: per minibatch, the minibatches the input stage's weights incorporated when it
+  // admitted it (1f1b: its steps × its replicas; flush schedules: its steps).
+  std::vector<int> admitted_version_;
   std::map<int, Tensor> versions_;     // vertical sync: this stage's weights by step count
   std::vector<Tensor> free_versions_;
   int steps_ = 0;
   std::set<int> forwarded_;  // this run's minibatches forwarded here
   void keep_version();       // vertical sync: the weights after steps_ steps
+  int version_step(int minibatch) const;  // vertical sync: this stage's steps for b's version
   bool backward_in_round_ = false;
   std::map<int, Batch> batches_;  // per minibatch in flight: its own copy of images and labels
   std::map<int, Batch> batch_buffers_;  // the pooled buffers those copies are views of
@@ -128,8 +134,10 @@ class PipelineRunner {
   std::vector<Tensor> staging_in_use_;  // host copies of sends still in flight (GPU stages)
   int in_flight_max_ = 0;
   int64_t allreduce_bytes_ = 0;
+  int64_t evaluation_bytes_ = 0;  // activations sent by evaluate()
   int64_t allreduce_message_bytes_ = 0;  // per reduction
   std::function<void(int)> on_step_;
+  uint64_t step_base_ = 0;
   PipelineTotals totals_;
   std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
   // Declared last: its comm thread is joined before the buffers it works on go.

@@ -7,7 +7,7 @@
 #include "sched/hpsgd_scheduler.h"      // hpsgd_algorithm
 #include "sched/local_sgd_scheduler.h"  // local_sgd_algorithm
 #include "sched/pipe_sgd_scheduler.h"   // pipe_sgd_algorithm
-#include "sched/planned_algorithms.h"   // the algorithms still to come
+#include "sched/pipedream_scheduler.h"  // pipedream_algorithm
 #include "sched/ps_sync_scheduler.h"    // ps_sync_algorithm
 #include "sched/sapipe_scheduler.h"     // sapipe_algorithm
 #include "sched/sync_scheduler.h"       // sync_algorithm
@@ -16,10 +16,10 @@ namespace dtrain {
 
 const std::vector<AlgorithmEntry>& algorithms() {
   static const std::vector<AlgorithmEntry> table = [] {
-    std::vector<AlgorithmEntry> t{sync_algorithm(),      ps_sync_algorithm(), pipe_sgd_algorithm(),
-                                  local_sgd_algorithm(), gossip_algorithm(),  d_psgd_algorithm(),
-                                  hpsgd_algorithm(),     sapipe_algorithm()};
-    for (AlgorithmEntry& planned : planned_algorithms()) t.push_back(std::move(planned));
+    std::vector<AlgorithmEntry> t{
+        sync_algorithm(),      ps_sync_algorithm(), pipe_sgd_algorithm(),
+        local_sgd_algorithm(), gossip_algorithm(),  d_psgd_algorithm(),
+        hpsgd_algorithm(),     sapipe_algorithm(),  pipedream_algorithm()};
     return t;
   }();
   return table;

@@ -64,6 +64,18 @@ class SchedulerState {
   std::vector<std::pair<std::string, int64_t>> counters_;
 };
 
+// What a model-parallel algorithm (pipedream) builds its own part of the model from: the whole
+// model (SchedulerContext::model) only describes the run there.
+struct ModelSource {
+  YAML::Node spec;         // the checked `model:` section
+  ModelInput input;        // the dataset's sample shape and classes
+  uint64_t seed = 0;       // initialisation
+  SgdOptions sgd;          // the optimizer's options, for an optimizer of the part
+  int64_t batch_size = 0;  // dataset.batch_size: the global minibatch
+  int64_t train_samples = 0, test_samples = 0;
+  int frozen_layers = 0;  // optimizer.freeze_layers
+};
+
 struct SchedulerContext {
   Model& model;
   Sgd& optimizer;
@@ -77,6 +89,7 @@ struct SchedulerContext {
   double compute_slowdown = 1.0;
   // How gradients on a GPU travel between ranks (cluster.comm): auto | nccl | mpi.
   std::string gpu_comm = "auto";
+  ModelSource source;
 };
 
 class Scheduler {
@@ -95,6 +108,12 @@ class Scheduler {
   // One line about the epoch just trained for the log (rank 0's), or empty: what the algorithm
   // decided at run time (HPSGD: how often it synchronised).
   virtual std::string epoch_summary() const { return ""; }
+  // Iterations rank 0 reports to the progress line per epoch of `loader_batches` of its loader.
+  virtual int64_t progress_iterations(int64_t loader_batches) const { return loader_batches; }
+  // Result files of the algorithm's own beside timing.csv (pipedream: pipeline.csv), as
+  // (file name, content); the content is complete on rank 0. A collective: every rank calls it
+  // once when training ends.
+  virtual std::vector<std::pair<std::string, std::string>> own_results() { return {}; }
   // Loss and accuracy of the model this algorithm stands for on `test` (a collective: every
   // rank calls it). Default: flush, then every rank evaluates its shard and the sums are
   // all-reduced.

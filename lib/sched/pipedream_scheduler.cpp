@@ -1,0 +1,326 @@
+#include "sched/pipedream_scheduler.h"
+
+#include <fmt/format.h>
+
+#include <cmath>    // isfinite
+#include <numeric>  // accumulate, lcm
+
+#include "core/error.h"
+
+namespace dtrain {
+
+namespace {
+
+using pipeline::Op;
+
+std::string dashed(const std::vector<int>& replicas) {
+  return fmt::format("{}", fmt::join(replicas, "-"));
+}
+
+// The lcm of the replicas of the stages that read data, and of the microbatches of a step: an
+// epoch's units are a multiple of it.
+int64_t units_multiple(const PipelineLayout& l) {
+  int64_t m = std::lcm(l.shape.replicas.front(), l.shape.replicas.back());
+  if (l.spec.kind != "1f1b") m = std::lcm(m, static_cast<int64_t>(l.spec.microbatches));
+  return m;
+}
+
+// What each stage holds, one line per stage, and this configuration's schedule for a few
+// minibatches as a rank × step grid.
+std::string overview(const PipelineLayout& l, const std::vector<ModelStage>& stages) {
+  std::string text =
+      fmt::format("pipeline {} ({} stage(s) on {} rank(s)), schedule {}", dashed(l.shape.replicas),
+                  l.shape.stages(), l.shape.ranks(), l.spec.kind);
+  for (int s = 0; s < l.shape.stages(); ++s) {
+    const ModelStage& st = stages[static_cast<size_t>(s)];
+    text += fmt::format(
+        "\n  stage {}: layers {}..{}, {} parameters, rank(s) {}..{}, up to {} in flight", s,
+        st.first_layer, st.last_layer, st.parameters, l.shape.first_rank(s),
+        l.shape.first_rank(s) + l.shape.replicas[static_cast<size_t>(s)] - 1,
+        pipeline::in_flight_bound(l.shape, l.spec, s));
+  }
+  pipeline::ScheduleSpec sample = l.spec;
+  sample.minibatches = l.spec.kind == "1f1b" ? 2 * l.shape.ranks() + 2 : 2;
+  text += fmt::format("\nschedule of {} {} (F forward, B backward, R all-reduce, S step):\n",
+                      sample.minibatches, l.spec.kind == "1f1b" ? "minibatches" : "steps");
+  text += pipeline::schedule_grid(l.shape, pipeline::build_schedule(l.shape, sample));
+  return text;
+}
+
+std::vector<ModelStage> split(const PipelineLayout& l, const ModelSource& source) {
+  ModelInput input = source.input;
+  input.batch = l.unit_rows;
+  std::vector<ModelStage> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
+  DTRAIN_CHECK(static_cast<int>(stages.size()) == l.shape.stages())
+      << stages.size() << " stages for " << l.shape.stages() << " replica counts";
+  return stages;
+}
+
+void place_batches(const AlgorithmConfig& a, int rank, int world, LoaderOptions& train,
+                   LoaderOptions& test) {
+  const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, train.global_batch);
+  const int stage = l.shape.stage_of(rank);
+  const int R = l.shape.replicas[static_cast<size_t>(stage)];
+  // Replica q of a stage that reads data takes units q, q + R, q + 2R, ... of the shuffled
+  // order: row slice q of global batches of R units. The permutation depends only on the seed,
+  // the epoch and the dataset, so the input and the output stage agree on every unit's rows.
+  train.global_batch = l.unit_rows * R;
+  train.rank = l.shape.replica_of(rank);
+  train.world = R;
+  // Evaluation goes along replica 0 of every stage, a unit at a time (the stages' graphs are
+  // built for a unit's rows).
+  test.global_batch = l.unit_rows;
+  test.rank = 0, test.world = 1;
+  // Stages in the middle read nothing: their loaders prepare nothing ahead.
+  if (stage != 0 && stage != l.shape.stages() - 1) train.prefetch = test.prefetch = 0;
+}
+
+}  // namespace
+
+PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t batch_size) {
+  PipelineLayout l;
+  DTRAIN_INPUT_CHECK(!o.stages.is("auto"))
+      << "algorithm.stages: auto needs PipeDream's planner, which arrives with the next issue; "
+         "list the first layer of each stage after the first (e.g. stages: [fc2]; "
+         "`dtrain --dry-run` lists the layers, `stages: []` is one stage)";
+  l.starts = o.stages.value;
+  const int S = static_cast<int>(l.starts.size()) + 1;
+  if (o.replicas.is("auto")) {
+    DTRAIN_INPUT_CHECK(world == S)
+        << "algorithm.replicas: auto gives each of the " << S
+        << " stage(s) one rank, but the job has " << world
+        << " rank(s); list the ranks per stage (summing to " << world << ")";
+    l.shape.replicas.assign(static_cast<size_t>(S), 1);
+  } else {
+    l.shape.replicas = o.replicas.value;
+    DTRAIN_INPUT_CHECK(static_cast<int>(l.shape.replicas.size()) == S)
+        << "algorithm.replicas: " << l.shape.replicas.size() << " count(s) for the " << S
+        << " stage(s) algorithm.stages makes";
+    DTRAIN_INPUT_CHECK(l.shape.ranks() == world)
+        << "algorithm.replicas: " << dashed(l.shape.replicas) << " needs " << l.shape.ranks()
+        << " rank(s), but the job has " << world << " (mpirun -np)";
+  }
+  l.spec.kind = o.schedule;
+  l.spec.microbatches = o.microbatches;
+  l.spec.in_flight = o.in_flight.is("auto") ? 0 : o.in_flight.value;
+  DTRAIN_INPUT_CHECK(o.schedule != "1f1b" || o.microbatches == 1)
+      << "algorithm.microbatches: " << o.microbatches
+      << " — 1f1b steps after every minibatch; gpipe and 1f1b_flush split a step's minibatch "
+         "into microbatches";
+  DTRAIN_INPUT_CHECK(batch_size % o.microbatches == 0)
+      << "dataset.batch_size: " << batch_size << " is not divisible by algorithm.microbatches "
+      << o.microbatches;
+  DTRAIN_INPUT_CHECK(!o.vertical_sync || o.weight_stashing)
+      << "algorithm.vertical_sync: needs weight_stashing: true (the versions are stashed weights)";
+  l.unit_rows = batch_size / o.microbatches;
+  return l;
+}
+
+AlgorithmEntry pipedream_algorithm() {
+  using namespace config;
+  auto keys =
+      Schema<PipedreamOptions>("pipedream")
+          .key("schedule", &PipedreamOptions::schedule, choice({"1f1b", "gpipe", "1f1b_flush"}),
+               "pipeline schedule")
+          .key("stages", &PipedreamOptions::stages,
+               word_or({"auto"}, list_of(nonempty_text(), 0, 1)),
+               "the first layer of stage 2, 3, ... (auto: PipeDream's partitioner)")
+          .key("replicas", &PipedreamOptions::replicas,
+               word_or({"auto"}, list_of(integer(Bounds::at_least(1)), 0, 1)),
+               "ranks per stage, summing to the ranks (auto: one rank per stage)")
+          .key("in_flight", &PipedreamOptions::in_flight,
+               word_or({"auto"}, integer(Bounds::at_least(1))),
+               "minibatches in flight per replica (auto: NOAM = ⌈ranks of this and later "
+               "stages / its replicas⌉; 1: plain model parallelism)")
+          .key("microbatches", &PipedreamOptions::microbatches, integer(Bounds::at_least(1)),
+               "microbatches per minibatch (gpipe, 1f1b_flush)")
+          .key("weight_stashing", &PipedreamOptions::weight_stashing, boolean(),
+               "backward uses the weights its forward used")
+          .key("vertical_sync", &PipedreamOptions::vertical_sync, boolean(),
+               "every stage uses the weights of the same version")
+          .key("partition_cost", &PipedreamOptions::partition_cost, choice({"paper", "runtime"}),
+               "the partitioner's cost model");
+  AlgorithmEntry e{
+      "pipedream",
+      "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
+      "stashing, replicated stages",
+      erase(std::move(keys)),
+      [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+        return std::make_unique<PipedreamScheduler>(std::move(ctx), a.get<PipedreamOptions>());
+      },
+      "",
+      {}};
+  e.place_batches = place_batches;
+  e.ranks_needed = [](const AlgorithmConfig& a) {
+    const auto& o = a.get<PipedreamOptions>();
+    if (!o.replicas.is("auto"))
+      return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+    return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
+  };
+  e.preview = [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+    const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
+    return overview(l, split(l, source));
+  };
+  return e;
+}
+
+PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
+    : Scheduler(std::move(ctx)), options_(options) {
+  const ModelSource& src = ctx_.source;
+  DTRAIN_INPUT_CHECK(src.frozen_layers == 0)
+      << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
+  layout_ = pipeline_layout(options_, ctx_.comm.size(), src.batch_size);
+  stages_ = split(layout_, src);
+  const int rank = ctx_.comm.rank();
+  stage_ = layout_.shape.stage_of(rank);
+  replica_ = layout_.shape.replica_of(rank);
+  const int S = layout_.shape.stages();
+  ModelInput input = src.input;
+  input.batch = layout_.unit_rows;
+  model_ = std::make_unique<StageModel>(
+      ctx_.model.backend(), stages_[static_cast<size_t>(stage_)], input, src.seed,
+      pipeline::in_flight_bound(layout_.shape, layout_.spec, stage_), stage_ == 0, stage_ == S - 1);
+  sgd_ = std::make_unique<Sgd>(ctx_.model.backend(), model_->parameters(), model_->gradients(),
+                               src.sgd);
+  runner_ = std::make_unique<PipelineRunner>(ctx_.comm, layout_.shape, *model_, *sgd_,
+                                             layout_.unit_rows, options_.weight_stashing,
+                                             ctx_.compression, options_.vertical_sync);
+}
+
+PipedreamScheduler::~PipedreamScheduler() = default;
+
+std::string PipedreamScheduler::describe() const {
+  return fmt::format("pipedream, this rank: stage {} replica {} ({} parameters)\n{}", stage_,
+                     replica_, model_->num_parameters(), overview(layout_, stages_));
+}
+
+int PipedreamScheduler::units_per_epoch(int64_t max_iterations) const {
+  const int64_t L = units_multiple(layout_);
+  int64_t units = ctx_.source.train_samples / (layout_.unit_rows * L) * L;
+  if (max_iterations > 0) {
+    // An iteration is a minibatch through the pipeline (1f1b) or an optimizer step.
+    const int64_t per_iteration = layout_.spec.kind == "1f1b" ? 1 : layout_.spec.microbatches;
+    units = std::min(units, max_iterations * per_iteration);
+  }
+  DTRAIN_INPUT_CHECK(units > 0) << "dataset.batch_size: the training set's "
+                                << ctx_.source.train_samples << " samples make no minibatch of "
+                                << layout_.unit_rows * L << " rows for pipeline "
+                                << dashed(layout_.shape.replicas);
+  return static_cast<int>(units);
+}
+
+int64_t PipedreamScheduler::progress_iterations(int64_t) const {
+  // Rank 0 (stage 0, replica 0) reports each of its steps.
+  const int units = units_per_epoch(0);
+  const int R = layout_.shape.replicas.front();
+  return layout_.spec.kind == "1f1b" ? (units + R - 1) / R : units / layout_.spec.microbatches;
+}
+
+EpochStats PipedreamScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+  EpochStats stats;
+  const auto epoch_start = Clock::now();
+  const int units = units_per_epoch(max_iterations);
+  pipeline::ScheduleSpec spec = layout_.spec;
+  spec.minibatches = spec.kind == "1f1b" ? units : units / spec.microbatches;
+  const std::vector<pipeline::Instruction> mine =
+      pipeline::build_schedule(layout_.shape, spec)[static_cast<size_t>(ctx_.comm.rank())];
+  int steps = 0;
+  for (const auto& in : mine) steps += in.op == Op::step;
+
+  // Units come in order: this replica's k-th is the k-th slice of its loader.
+  const int R = layout_.shape.replicas[static_cast<size_t>(stage_)];
+  Batch batch;
+  auto batch_of = [&](int unit) {
+    DTRAIN_CHECK(loader.next(batch) && batch.index == unit / R)
+        << "pipeline: rank " << ctx_.comm.rank() << " expected minibatch " << unit << " (batch "
+        << unit / R << " of its loader), got batch " << batch.index;
+    return batch;
+  };
+  auto lr = [&](int step) {
+    return static_cast<float>(ctx_.schedule.lr_at(epoch + static_cast<double>(step) / steps));
+  };
+  const int64_t samples_per_step = layout_.spec.kind == "1f1b"
+                                       ? layout_.unit_rows * layout_.shape.replicas.front()
+                                       : ctx_.source.batch_size;
+  runner_->on_step([&](int step) {
+    if (!ctx_.on_iteration || ctx_.comm.rank() != 0) return;
+    ctx_.on_iteration({epoch, step, std::nan(""), samples_per_step});
+  });
+  runner_->set_step_base(minibatches_done_);
+  const PipelineTotals totals =
+      runner_->run(mine, spec, batch_of, lr, 1.0f / static_cast<float>(layout_.unit_rows));
+  minibatches_done_ += static_cast<uint64_t>(units);
+  if (!std::isfinite(totals.loss_sum))
+    throw Error(
+        fmt::format("training diverged: the loss is {} in epoch {} on rank {} (lower "
+                    "optimizer.lr?)",
+                    totals.loss_sum, epoch + 1, ctx_.comm.rank()));
+  stats.phases = totals.phases;
+  runner_->take_allreduce_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);
+  stats.loss_sum = totals.loss_sum;
+  stats.correct = totals.correct;
+  stats.samples = totals.samples;
+  // Minibatches through the pipeline (1f1b) or optimizer steps, the same on every rank.
+  stats.iterations = spec.minibatches;
+  stats.wall_s = seconds_since(epoch_start);
+  return stats;
+}
+
+EvalResult PipedreamScheduler::evaluate(Loader& test) {
+  const bool reads = stage_ == 0 || stage_ == layout_.shape.stages() - 1;
+  const int batches = static_cast<int>(test.batches_per_epoch());
+  if (reads && replica_ == 0) test.start_epoch(0);
+  Batch batch;
+  const PipelineTotals t = runner_->evaluate(batches, [&](int b) {
+    DTRAIN_CHECK(test.next(batch) && batch.index == b)
+        << "pipeline evaluation: rank " << ctx_.comm.rank() << " expected test batch " << b;
+    return batch;
+  });
+  std::vector<double> sums{t.loss_sum, t.correct, static_cast<double>(t.samples)};
+  ctx_.comm.allreduce_sum(sums);
+  return sums[2] > 0 ? EvalResult{sums[0] / sums[2], sums[1] / sums[2]} : EvalResult{};
+}
+
+std::vector<std::pair<std::string, std::string>> PipedreamScheduler::own_results() {
+  const std::vector<double> row{static_cast<double>(runner_->in_flight_max()),
+                                static_cast<double>(runner_->versions_max()),
+                                static_cast<double>(runner_->activation_bytes_sent()),
+                                static_cast<double>(runner_->gradient_bytes_sent()),
+                                static_cast<double>(runner_->allreduce_bytes_sent())};
+  const auto rows = ctx_.comm.gather(row, 0);
+  if (ctx_.comm.rank() != 0) return {};
+  std::string csv =
+      "rank,stage,replica,first_layer,last_layer,parameters,in_flight_max,versions_max,"
+      "activation_bytes_sent,gradient_bytes_sent,allreduce_bytes_sent\n";
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
+    const int s = layout_.shape.stage_of(r);
+    const ModelStage& st = stages_[static_cast<size_t>(s)];
+    const auto& v = rows[static_cast<size_t>(r)];
+    csv += fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f}\n", r, s,
+                       layout_.shape.replica_of(r), st.first_layer, st.last_layer, st.parameters,
+                       v[0], v[1], v[2], v[3], v[4]);
+  }
+  return {{"pipeline.csv", csv}};
+}
+
+void PipedreamScheduler::save(SchedulerState& state) {
+  // The pipeline is drained at the end of every epoch: the stage's weights, statistics and
+  // momentum are the whole state (no version is stashed between epochs).
+  Backend& backend = model_->backend();
+  state.put("pipedream.stage.parameters", model_->parameters(), backend);
+  if (model_->buffers().numel() > 0)
+    state.put("pipedream.stage.buffers", model_->buffers(), backend);
+  if (sgd_->momentum().defined()) state.put("pipedream.stage.momentum", sgd_->momentum(), backend);
+  state.set_counter("pipedream.minibatches_done", static_cast<int64_t>(minibatches_done_));
+}
+
+void PipedreamScheduler::load(const SchedulerState& state) {
+  Backend& backend = model_->backend();
+  state.get("pipedream.stage.parameters", model_->parameters(), backend);
+  if (model_->buffers().numel() > 0)
+    state.get("pipedream.stage.buffers", model_->buffers(), backend);
+  if (sgd_->momentum().defined()) state.get("pipedream.stage.momentum", sgd_->momentum(), backend);
+  minibatches_done_ = static_cast<uint64_t>(state.counter("pipedream.minibatches_done"));
+}
+
+}  // namespace dtrain
