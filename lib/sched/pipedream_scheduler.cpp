@@ -123,8 +123,8 @@ AlgorithmEntry pipedream_algorithm() {
           .key("schedule", &PipedreamOptions::schedule, choice({"1f1b", "gpipe", "1f1b_flush"}),
                "pipeline schedule")
           .key("stages", &PipedreamOptions::stages,
-               word_or({"auto"}, list_of(nonempty_text(), 0, 1)),
-               "the first layer of stage 2, 3, ... (auto: PipeDream's partitioner)")
+               word_or({"auto"}, list_of(nonempty_text(), 0, 0)),
+               "the first layer of stage 2, 3, ... ([]: one stage; auto: PipeDream's partitioner)")
           .key("replicas", &PipedreamOptions::replicas,
                word_or({"auto"}, list_of(integer(Bounds::at_least(1)), 0, 1)),
                "ranks per stage, summing to the ranks (auto: one rank per stage)")

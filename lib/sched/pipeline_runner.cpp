@@ -312,8 +312,10 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
   const int next = stage_.last() ? -1 : shape_.first_rank(stage_index_ + 1);
   const Shape& in_shape = stage_.input_shape();
   stage_.set_training(false);
-  // One slot: a forward's output has left (wait_sends) before the next forward overwrites it.
+  // One slot, on the latest weights (training left it on a stashed version); a forward's output
+  // has left (wait_sends) before the next forward overwrites it.
   const int slot = 0;
+  stage_.set_slot_parameters(slot, stage_.parameters());
   for (int b = 0; b < minibatches; ++b) {
     Tensor input;
     int64_t rows = 0;

@@ -45,12 +45,31 @@ expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
 # Each algorithm takes its own keys; unbuilt ones are refused before anything is created.
 expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd, not to the chosen 'sync'" \
   --config "$good" --set "algorithm={name: sync, K: 7}"
-for a in pipedream; do
-  expect_2 "unbuilt $a" "algorithm.name: '$a' is not built yet" --config "$good" --set algorithm.name=$a
-done
-# ... before anything is created: no backend was picked.
-msg=$("$DTRAIN" --config "$good" --set algorithm.name=pipedream 2>&1)
-echo "$msg" | grep -q "picked" && fail "an unbuilt algorithm got as far as creating the backend: $msg"
+# PipeDream's stages and replicas: every bad partition names its key (one process: what a job of
+# the ranks the replicas name would do is checked without mpirun, and on 1 rank).
+pd="algorithm={name: pipedream"
+expect_2 "pipedream stages auto" "algorithm.stages: auto needs PipeDream's planner" \
+  --config "$good" --set "$pd}"
+expect_2 "pipedream stage not a layer" "algorithm.stages\\[0\\]: 'conv9' is not a layer of the model" \
+  --config "$good" --set "$pd, stages: [conv9]}" --dry-run
+expect_2 "pipedream empty stage" "algorithm.stages\\[1\\]: stage 2 would be empty" \
+  --config "$good" --set "$pd, stages: [fc2, fc2]}" --dry-run
+expect_2 "pipedream cut in a fused pair" "relu1" \
+  --config "$good" --set "$pd, stages: [relu1]}" --dry-run
+expect_2 "pipedream replicas not summing to the ranks" "algorithm.replicas: 1-1 needs 2 rank(s), but the job has 1" \
+  --config "$good" --set "$pd, stages: [fc2], replicas: [1, 1]}"
+expect_2 "pipedream replicas per stage" "algorithm.replicas: 3 count(s) for the 2 stage(s)" \
+  --config "$good" --set "$pd, stages: [fc2], replicas: [1, 1, 1]}" --dry-run
+expect_2 "pipedream replicas auto on too many ranks" "algorithm.replicas: auto gives each of the 2 stage(s) one rank, but the job has 1" \
+  --config "$good" --set "$pd, stages: [fc2]}"
+expect_2 "pipedream microbatches with 1f1b" "algorithm.microbatches: 4" \
+  --config "$good" --set "$pd, stages: [fc2], microbatches: 4}" --dry-run
+expect_2 "pipedream microbatches not dividing the batch" "dataset.batch_size: 32 is not divisible by algorithm.microbatches 3" \
+  --config "$good" --set "$pd, stages: [fc2], schedule: gpipe, microbatches: 3}" --dry-run
+expect_2 "pipedream vertical sync without stashing" "algorithm.vertical_sync: needs weight_stashing" \
+  --config "$good" --set "$pd, stages: [fc2], weight_stashing: false, vertical_sync: true}" --dry-run
+expect_2 "pipedream cut inside a ResNet block" "cannot cut before 'layer1.0.conv2': 2 tensors would cross" \
+  --config "$good" --set "model={name: resnet20}" --set "$pd, stages: [layer1.0.conv2]}" --dry-run
 # SAPipe cannot make more layers stale than the model has.
 expect_2 "sapipe stale_layers beyond the model" "algorithm.stale_layers: 99 is more than the model's" \
   --config "$good" --set "algorithm={name: sapipe, stale_layers: 99}"

@@ -1,0 +1,145 @@
+// The pipedream scheduler as training assembles it (run builder, loaders, LR schedule), against
+// sync: GPipe over the job's ranks with one microbatch is single-rank sync bit for bit (stages'
+// weights laid end to end, and the test accuracy); one stage replicated on every rank is sync on
+// those ranks with the replicas' minibatches as its global batch; 1f1b trains.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "comm/mpi_comm.h"  // make_mpi_comm
+#include "run/config.h"
+#include "run/run_builder.h"
+
+using namespace dtrain;
+
+namespace {
+
+constexpr int kEpochs = 2;
+
+ExperimentConfig experiment(const std::string& algorithm, int batch, const char* model) {
+  return parse_config(fmt::format(R"(seed: 5
+model: {}
+dataset: {{name: synthetic, shape: [1, 8, 8], classes: 4, train_size: 512, test_size: 100,
+          batch_size: {}, test_batch_size: 48}}
+cluster: {{device: cpu, threads_per_rank: 1}}
+algorithm: {}
+optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0001, schedule: {{name: cosine}}}}
+)",
+                                  model, batch, algorithm),
+                      "pipedream_test.yaml");
+}
+
+const char* kMlp = "{name: mlp, hidden: [32, 16]}";
+
+struct Trained {
+  std::vector<float> weights;  // the model's, or this rank's stage's
+  EvalResult eval;
+  EpochStats last;
+};
+
+Trained train(const ExperimentConfig& c, Comm& comm) {
+  auto run = build_run(c, {comm.rank(), comm.size(), 0, false});
+  auto sched = build_scheduler(*run, comm, {});
+  Trained t;
+  for (int e = 0; e < kEpochs; ++e) {
+    run->train_loader->start_epoch(e);
+    t.last = sched->run_epoch(*run->train_loader, e, 0);
+  }
+  t.eval = sched->evaluate(*run->test_loader);
+  SchedulerState state;
+  sched->save(state);
+  const std::string name =
+      c.algorithm.name == "pipedream" ? "pipedream.stage.parameters" : "model.parameters";
+  for (const auto& [n, values] : state.buffers())
+    if (n == name) t.weights = values;
+  REQUIRE(!t.weights.empty());
+  return t;
+}
+
+// Every rank's stage weights, in rank order, laid end to end (each exact in a double).
+std::vector<float> end_to_end(Comm& comm, const std::vector<float>& mine) {
+  std::vector<double> sizes(static_cast<size_t>(comm.size()), 0.0);
+  sizes[static_cast<size_t>(comm.rank())] = static_cast<double>(mine.size());
+  comm.allreduce_sum(sizes);
+  size_t offset = 0, total = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r < comm.rank()) offset += static_cast<size_t>(sizes[static_cast<size_t>(r)]);
+    total += static_cast<size_t>(sizes[static_cast<size_t>(r)]);
+  }
+  std::vector<double> all(total, 0.0);
+  for (size_t i = 0; i < mine.size(); ++i) all[offset + i] = mine[i];
+  comm.allreduce_sum(all);
+  return {all.begin(), all.end()};
+}
+
+}  // namespace
+
+TEST_CASE("gpipe with one microbatch over every rank equals single-rank sync, bit for bit") {
+  auto world = make_mpi_comm();
+  const int S = world->size();
+  // The MLP cut before each of its last S − 1 linear layers (fc2, fc3 for three ranks).
+  const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
+  for (const char* kind : {"gpipe", "1f1b_flush"}) {
+    CAPTURE(kind);
+    const Trained pipe =
+        train(experiment(fmt::format("{{name: pipedream, schedule: {}, stages: {}}}", kind, stages),
+                         32, kMlp),
+              *world);
+    auto local = make_local_comm();
+    const Trained sync = train(experiment("{name: sync}", 32, kMlp), *local);
+    const std::vector<float> all = end_to_end(*world, pipe.weights);
+    REQUIRE(all.size() == sync.weights.size());
+    CHECK(std::memcmp(all.data(), sync.weights.data(), all.size() * sizeof(float)) == 0);
+    // Evaluated through the stages: the same loss and accuracy on every rank.
+    CHECK(pipe.eval.acc == sync.eval.acc);
+    CHECK(pipe.eval.loss == doctest::Approx(sync.eval.loss).epsilon(1e-6));
+    CHECK(pipe.last.iterations == 16);  // 512 / 32 optimizer steps
+  }
+}
+
+TEST_CASE("one stage replicated on every rank equals sync on those ranks") {
+  auto world = make_mpi_comm();
+  const int p = world->size();
+  // Each replica takes a whole minibatch of 16 rows: sync's global batch is p of them.
+  const Trained pipe =
+      train(experiment(fmt::format("{{name: pipedream, stages: [], replicas: [{}]}}", p), 16, kMlp),
+            *world);
+  const Trained sync = train(experiment("{name: sync}", 16 * p, kMlp), *world);
+  REQUIRE(pipe.weights.size() == sync.weights.size());
+  // The same sums in another order (the mean over replicas after the all-reduce, not before).
+  double worst = 0;
+  for (size_t i = 0; i < pipe.weights.size(); ++i)
+    worst = std::max<double>(worst, std::abs(pipe.weights[i] - sync.weights[i]));
+  CHECK(worst < 1e-5);
+  CHECK(pipe.eval.acc == doctest::Approx(sync.eval.acc).epsilon(0.02));
+}
+
+TEST_CASE("1f1b with stashing trains through every stage; the epoch is whole rounds") {
+  auto world = make_mpi_comm();
+  const int S = world->size();
+  const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
+  const Trained pipe =
+      train(experiment(fmt::format("{{name: pipedream, stages: {}}}", stages), 16, kMlp), *world);
+  CHECK(pipe.last.iterations == 32);  // 512 / 16 minibatches through the pipeline
+  // The output stage accounts for every row; the others for none.
+  CHECK(pipe.last.samples == (world->rank() == S - 1 ? 512 : 0));
+  CHECK(std::isfinite(pipe.eval.loss));
+  CHECK(pipe.eval.acc > 0.25);  // better than chance on 4 classes after two epochs
+}
+
+TEST_CASE("one stage on one rank equals sync, bit for bit") {
+  auto local = make_local_comm();
+  const char* net = R"({layers: [
+    {name: c1, type: conv2d, out_channels: 4, kernel: 3, padding: 1},
+    {name: bn, type: batchnorm2d}, {name: r1, type: relu},
+    {name: d, type: dropout, p: 0.2},
+    {name: f, type: flatten}, {name: fc, type: linear, out_features: 4}]})";
+  const Trained pipe = train(experiment("{name: pipedream, stages: []}", 32, net), *local);
+  const Trained sync = train(experiment("{name: sync}", 32, net), *local);
+  REQUIRE(pipe.weights.size() == sync.weights.size());
+  CHECK(std::memcmp(pipe.weights.data(), sync.weights.data(), pipe.weights.size() * 4) == 0);
+  CHECK(pipe.eval.acc == sync.eval.acc);
+}
