@@ -2,10 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>  // sleep_for: waits that leave the core to compute
+
 #include "comm/tags.h"  // kStageActivation, kStageGradient
 #include "core/error.h"
 
 namespace dtrain {
+
+namespace {
+// Waits for `r` without spinning: pipeline ranks often wait a whole stage's compute for their
+// peer, and a spinning wait would take a core from a rank that computes (two ranks, two cores).
+void wait_politely(CommRequest& r) {
+  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+}  // namespace
 
 std::string StageMessage::describe() const {
   return fmt::format("{} of minibatch {} ({} rows, weight version {}, {} floats)",
@@ -15,8 +26,9 @@ std::string StageMessage::describe() const {
                      minibatch, rows, version, elements);
 }
 
-StageChannel::StageChannel(Comm& comm, int peer, StageMessage::Kind kind)
+StageChannel::StageChannel(Comm& comm, int peer, StageMessage::Kind kind, CommThread* sender)
     : comm_(comm),
+      sender_(sender),
       peer_(peer),
       tag_(kind == StageMessage::activation ? tags::kStageActivation : tags::kStageGradient) {
   DTRAIN_CHECK(peer >= 0 && peer < comm.size() && peer != comm.rank())
@@ -25,6 +37,7 @@ StageChannel::StageChannel(Comm& comm, int peer, StageMessage::Kind kind)
 
 StageChannel::~StageChannel() {
   for (Pending& p : sends_) {
+    if (p.sent.valid()) p.sent.wait();
     if (p.header_request) p.header_request->wait();
     if (p.payload_request) p.payload_request->wait();
   }
@@ -38,39 +51,70 @@ void StageChannel::send(const StageMessage& header, const Tensor& payload) {
   DTRAIN_CHECK(payload.device() == Device::cpu && payload.numel() >= header.elements)
       << "stage message payload: " << header.elements << " floats from a host tensor of "
       << payload.numel();
-  sends_.push_back({header, nullptr, nullptr, payload});
-  Pending& p = sends_.back();
-  p.header_request = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);
+  sends_.push_back({header, nullptr, nullptr, payload, {}});
+  Pending& p = sends_.back();  // a deque: stays where it is while later sends are added
   const size_t bytes = static_cast<size_t>(header.elements) * sizeof(float);
-  p.payload_request = comm_.isend(payload.raw(), bytes, peer_, tag_);
+  if (sender_) {
+    p.sent = sender_->submit([this, &p, bytes] {
+      auto h = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);
+      auto d = comm_.isend(p.payload.raw(), bytes, peer_, tag_);
+      wait_politely(*h);
+      wait_politely(*d);
+    });
+  } else {
+    p.header_request = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);
+    p.payload_request = comm_.isend(payload.raw(), bytes, peer_, tag_);
+  }
   bytes_sent_ += static_cast<int64_t>(bytes + sizeof(StageMessage));
   // Completed sends leave the window (their buffers are free again).
-  while (!sends_.empty() && sends_.front().header_request->test() &&
-         sends_.front().payload_request->test())
-    sends_.pop_front();
+  while (!sends_.empty() && done(sends_.front())) sends_.pop_front(), ++completed_;
+}
+
+bool StageChannel::done(Pending& p) {
+  if (p.sent.valid()) return p.sent.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return p.header_request->test() && p.payload_request->test();
 }
 
 void StageChannel::wait_sends() {
-  for (Pending& p : sends_) {
-    p.header_request->wait();
-    p.payload_request->wait();
+  wait_sends(sends_started());
+}
+
+void StageChannel::wait_sends(int64_t count) {
+  while (!sends_.empty() && completed_ < count) {
+    Pending& p = sends_.front();
+    if (p.sent.valid()) {
+      p.sent.get();  // rethrows the sender thread's failure
+    } else {
+      wait_politely(*p.header_request);
+      wait_politely(*p.payload_request);
+    }
+    sends_.pop_front();
+    ++completed_;
   }
-  sends_.clear();
 }
 
 void StageChannel::post_receive(const Tensor& payload) {
   DTRAIN_CHECK(payload.device() == Device::cpu) << "stage message payload not on the host";
-  receives_.push_back({StageMessage{}, nullptr, nullptr, payload});
+  receives_.push_back({StageMessage{}, nullptr, nullptr, payload, {}});
   Pending& p = receives_.back();
   p.header_request = comm_.irecv(&p.header, sizeof(StageMessage), peer_, tag_);
   p.payload_request = comm_.irecv(payload.raw(), payload.bytes(), peer_, tag_);
 }
 
 StageMessage StageChannel::receive(const StageMessage& expected, const Tensor& payload) {
-  if (receives_.empty()) post_receive(payload);
+  Tensor t = payload;
+  const StageMessage got = receive(expected, &t);
+  DTRAIN_CHECK(t.raw() == payload.raw())
+      << "stage channel: a receive was posted into another buffer than the one given";
+  return got;
+}
+
+StageMessage StageChannel::receive(const StageMessage& expected, Tensor* payload) {
+  if (receives_.empty()) post_receive(*payload);
   Pending& p = receives_.front();  // MPI writes into it: wait before it goes
-  p.header_request->wait();
-  p.payload_request->wait();
+  *payload = p.payload;
+  wait_politely(*p.header_request);
+  wait_politely(*p.payload_request);
   const StageMessage got = p.header;
   const int64_t capacity = p.payload.numel();
   receives_.pop_front();

@@ -12,8 +12,11 @@
 #include <memory>
 #include <string>
 
-#include "comm/comm.h"    // Comm, CommRequest
-#include "core/tensor.h"  // Tensor: host f32 payloads
+#include <future>
+
+#include "comm/comm.h"         // Comm, CommRequest
+#include "comm/comm_thread.h"  // CommThread: sends off the compute thread
+#include "core/tensor.h"       // Tensor: host f32 payloads
 
 namespace dtrain {
 
@@ -32,7 +35,9 @@ class StageChannel {
  public:
   // Messages of `kind` between this rank and `peer` on `comm`, both directions use the tag of
   // the kind (activations and gradients never match each other).
-  StageChannel(Comm& comm, int peer, StageMessage::Kind kind);
+  // With a `sender` thread, sends run there (MPI_THREAD_MULTIPLE): the compute thread never
+  // waits for a transfer (nor for an emulated link's pacing) until it must reuse the payload.
+  StageChannel(Comm& comm, int peer, StageMessage::Kind kind, CommThread* sender = nullptr);
   ~StageChannel();  // waits for what is in flight
   StageChannel(const StageChannel&) = delete;
   StageChannel& operator=(const StageChannel&) = delete;
@@ -42,6 +47,9 @@ class StageChannel {
   void send(const StageMessage& header, const Tensor& payload);
   // Waits until every send started so far has completed.
   void wait_sends();
+  // Waits until the first `count` sends of this channel have completed.
+  void wait_sends(int64_t count);
+  int64_t sends_started() const { return completed_ + static_cast<int64_t>(sends_.size()); }
   // Posts the receive of the next message into `payload` (host f32, its size the largest
   // expected); receives complete in the order they were posted.
   void post_receive(const Tensor& payload);
@@ -50,6 +58,10 @@ class StageChannel {
   // expected and what arrived. Posts one itself into `payload` if none is posted. `expected.rows`
   // 0 accepts any rows that fit the payload (their count comes with the header).
   StageMessage receive(const StageMessage& expected, const Tensor& payload);
+  // The same, where the message lands in the oldest posted receive's payload: `*payload` (posted
+  // if none is) is set to it.
+  StageMessage receive(const StageMessage& expected, Tensor* payload);
+  int posted() const { return static_cast<int>(receives_.size()); }
 
   int peer() const { return peer_; }
   int64_t bytes_sent() const { return bytes_sent_; }
@@ -59,11 +71,15 @@ class StageChannel {
     StageMessage header;
     std::unique_ptr<CommRequest> header_request, payload_request;
     Tensor payload;
+    std::future<void> sent;  // a send on the sender thread
   };
+  static bool done(Pending& p);
   Comm& comm_;
+  CommThread* sender_;
   int peer_, tag_;
   std::deque<Pending> sends_, receives_;
   int64_t bytes_sent_ = 0;
+  int64_t completed_ = 0;  // sends completed and gone from sends_
 };
 
 }  // namespace dtrain

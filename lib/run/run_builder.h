@@ -62,8 +62,8 @@ std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique
 ModelSource model_source(const Run& run);
 
 // For `--dry-run` of a model-parallel algorithm (pipedream) on fewer ranks than it needs: what
-// each rank would hold and the schedule, for the ranks the configuration names. Empty for other
-// algorithms.
+// each rank would hold and the schedule, for the ranks the configuration names, then the whole
+// model's summary (ending with "parameters: N"). Empty for other algorithms.
 std::string preview_model_parallel(const ExperimentConfig& config);
 
 // The scheduler of the configured algorithm on `run`, communicating over `comm` (whose rank and

@@ -140,16 +140,15 @@ AlgorithmEntry pipedream_algorithm() {
                "every stage uses the weights of the same version")
           .key("partition_cost", &PipedreamOptions::partition_cost, choice({"paper", "runtime"}),
                "the partitioner's cost model");
-  AlgorithmEntry e{
-      "pipedream",
-      "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
-      "stashing, replicated stages",
-      erase(std::move(keys)),
-      [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-        return std::make_unique<PipedreamScheduler>(std::move(ctx), a.get<PipedreamOptions>());
-      },
-      "",
-      {}};
+  AlgorithmEntry e;
+  e.name = "pipedream";
+  e.summary =
+      "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight stashing, "
+      "replicated stages";
+  e.keys = erase(std::move(keys));
+  e.make = [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<PipedreamScheduler>(std::move(ctx), a.get<PipedreamOptions>());
+  };
   e.place_batches = place_batches;
   e.ranks_needed = [](const AlgorithmConfig& a) {
     const auto& o = a.get<PipedreamOptions>();
@@ -256,7 +255,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, int epoch, int64_t max_
                     "optimizer.lr?)",
                     totals.loss_sum, epoch + 1, ctx_.comm.rank()));
   stats.phases = totals.phases;
-  runner_->take_allreduce_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);
+  runner_->take_comm_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);
   stats.loss_sum = totals.loss_sum;
   stats.correct = totals.correct;
   stats.samples = totals.samples;

@@ -28,6 +28,7 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
   const size_t slots = static_cast<size_t>(stage.slots());
   slot_of_.assign(slots, -1);
+  slot_sends_.resize(slots);
   input_gradient_.resize(slots);
   // The replicas of each stage all-reduce their gradients among themselves, on a communicator
   // of their own (split is collective: every rank takes part, each keeps its stage's).
@@ -41,15 +42,16 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
         static_cast<double>(make_codec(codec)->encoded_bytes(stage.num_parameters()));
     allreduce_message_bytes_ = static_cast<int64_t>(2.0 * (R - 1) / R * encoded);
   }
-  // The stash ring, allocated once: one version per slot, never more than in flight.
-  if (stashing_)
+  // The stash ring, allocated once: one version per slot, never more than in flight. A stage
+  // with one minibatch in flight needs none: no step comes between its forward and backward.
+  if (stashing_ && (slots > 1 || vertical_))
     for (size_t s = 0; s < slots; ++s)
       stash_.push_back(stage.backend().zeros({stage.num_parameters()}));
 }
 
 StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
   auto& c = channels_[{peer, static_cast<int>(kind)}];
-  if (!c) c = std::make_unique<StageChannel>(comm_, peer, kind);
+  if (!c) c = std::make_unique<StageChannel>(comm_, peer, kind, &sender_);
   return *c;
 }
 
@@ -57,13 +59,12 @@ int PipelineRunner::take_slot(int minibatch) {
   for (size_t s = 0; s < slot_of_.size(); ++s)
     if (slot_of_[s] < 0) {
       // What this slot sent last (its output, its input gradient) must have left before the
-      // slot computes again.
+      // slot computes again; other slots' sends go on.
       {
         PhaseTimer timer(totals_.phases, Phase::wait);
-        for (auto& [key, c] : channels_) c->wait_sends();
+        for (const auto& [c, upto] : slot_sends_[s]) c->wait_sends(upto);
+        slot_sends_[s].clear();
       }
-      for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-      staging_in_use_.clear();
       slot_of_[s] = minibatch;
       slot_by_minibatch_[minibatch] = static_cast<int>(s);
       in_flight_max_ = std::max(in_flight_max_, static_cast<int>(slot_by_minibatch_.size()));
@@ -100,15 +101,19 @@ int64_t PipelineRunner::gradient_bytes_sent() const {
   return bytes;
 }
 
-void PipelineRunner::take_allreduce_times(double* comm_s, double* compress_s) {
-  if (allreducer_) allreducer_->take_times(comm_s, compress_s);
+void PipelineRunner::take_comm_times(double* comm_s, double* compress_s) {
+  double comm = 0, compress = 0;
+  if (allreducer_) allreducer_->take_times(&comm, &compress);
+  *comm_s += comm + sender_.take_busy_seconds();
+  *compress_s += compress;
 }
 
-void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t) {
+void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t, int slot) {
   PhaseTimer timer(totals_.phases, Phase::comm);
   StageChannel& c = channel(peer, static_cast<StageMessage::Kind>(message.kind));
+  slot_sends_[static_cast<size_t>(slot)].push_back({&c, c.sends_started() + 1});
   if (on_host_) return c.send(message, t);
-  // A GPU stage sends a host copy, kept until the send has completed (take_slot).
+  // A GPU stage sends a host copy, kept until every send has completed (the end of the run).
   Tensor host = take_buffer(free_staging_, t.shape(), DType::f32, true);
   stage_.backend().copy(host.slice(0, t.shape()), t);
   stage_.backend().synchronize();
@@ -116,16 +121,45 @@ void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t
   staging_in_use_.push_back(host);
 }
 
-StageMessage PipelineRunner::receive(int peer, const StageMessage& expected, const Tensor& dst) {
-  PhaseTimer timer(totals_.phases, Phase::wait);
-  StageChannel& c = channel(peer, static_cast<StageMessage::Kind>(expected.kind));
-  if (on_host_) return c.receive(expected, dst);
-  Tensor host = take_buffer(free_staging_, dst.shape(), DType::f32, true);
-  const StageMessage got = c.receive(expected, host);
-  stage_.backend().copy(dst, host.slice(0, dst.shape()));
+std::vector<Tensor>& PipelineRunner::pool_of(StageMessage::Kind kind) {
+  return kind == StageMessage::activation ? free_activations_ : free_gradients_;
+}
+const Shape& PipelineRunner::shape_of(StageMessage::Kind kind) const {
+  return kind == StageMessage::activation ? stage_.input_shape() : stage_.output_shape();
+}
+
+void PipelineRunner::post_next(int peer, StageMessage::Kind kind) {
+  // One receive posted ahead per channel while more are due in this run: the sender's transfer
+  // completes as soon as it starts, instead of holding its thread until this rank arrives.
+  const int due = receives_due_[{peer, static_cast<int>(kind)}];
+  StageChannel& c = channel(peer, kind);
+  if (due <= 0 || c.posted() > 0) return;
+  c.post_receive(on_host_ ? take_buffer(pool_of(kind), shape_of(kind))
+                          : take_buffer(free_staging_, shape_of(kind), DType::f32, true));
+}
+
+Tensor PipelineRunner::receive(int peer, const StageMessage& expected, StageMessage* got) {
+  const auto kind = static_cast<StageMessage::Kind>(expected.kind);
+  StageChannel& c = channel(peer, kind);
+  Tensor t;
+  {
+    PhaseTimer timer(totals_.phases, Phase::wait);
+    if (c.posted() == 0)
+      t = on_host_ ? take_buffer(pool_of(kind), shape_of(kind))
+                   : take_buffer(free_staging_, shape_of(kind), DType::f32, true);
+    const StageMessage message = c.receive(expected, &t);
+    if (got) *got = message;
+  }
+  int& due = receives_due_[{peer, static_cast<int>(kind)}];
+  if (due > 0) --due;
+  post_next(peer, kind);
+  if (on_host_) return t;
+  // A GPU stage received into a host buffer: up into one of the stage's device buffers.
+  Tensor dst = take_buffer(pool_of(kind), shape_of(kind));
+  stage_.backend().copy(dst, t.slice(0, dst.shape()));
   stage_.backend().synchronize();
-  free_staging_.push_back(host);
-  return got;
+  free_staging_.push_back(t);
+  return dst;
 }
 
 void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
@@ -183,15 +217,23 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
     stage_.backend().fill_zero(sum);
     grad_scale /= static_cast<float>(spec.microbatches);
   }
+  // The receives each channel will complete in this run; the first of each is posted now.
+  receives_due_.clear();
+  for (const Instruction& in : instructions)
+    if (in.op == Op::receive_activation || in.op == Op::receive_gradient)
+      ++receives_due_[{in.peer,
+                       static_cast<int>(in.op == Op::receive_activation ? StageMessage::activation
+                                                                        : StageMessage::gradient)}];
+  for (const auto& [key, due] : receives_due_)
+    post_next(key.first, static_cast<StageMessage::Kind>(key.second));
   for (const Instruction& in : instructions) {
     const int b = in.minibatch;
     switch (in.op) {
       case Op::receive_activation: {
         // Receives come as early as the schedule allows, before a slot is free: into a buffer
         // of their own (a pool that stops growing at its peak), kept until the backward.
-        const Tensor& buf = activations_in_[b] =
-            take_buffer(free_activations_, stage_.input_shape());
-        receive(in.peer, header(StageMessage::activation, b, buf.shape()), buf);
+        activations_in_[b] =
+            receive(in.peer, header(StageMessage::activation, b, stage_.input_shape()));
         break;
       }
       case Op::forward: {
@@ -209,17 +251,17 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
         }
         const Tensor& input =
             stage_.first() ? batches_[b].images : activations_in_.at(b).narrow_batch(rows_);
-        if (stashing_) {
+        if (stashing_ && !stash_.empty()) {
           // This minibatch's version — the latest weights now, or with vertical sync the
           // version the input stage admitted it at — kept until its backward.
-          const Tensor& version = vertical_
-                                      ? versions_.at(version_step(b))
-                                      : stage_.parameters();
+          const Tensor& version = vertical_ ? versions_.at(version_step(b)) : stage_.parameters();
           stage_.backend().copy(stash_[static_cast<size_t>(slot)], version);
           stage_.set_slot_parameters(slot, stash_[static_cast<size_t>(slot)]);
           int in_use = 0;
           for (int m : slot_of_) in_use += m >= 0;
           versions_max_ = std::max(versions_max_, in_use);
+        } else if (stashing_) {
+          versions_max_ = 1;  // the latest weights are the forward's version at its backward
         }
         forwarded_.insert(b);
         PhaseTimer timer(totals_.phases, Phase::forward);
@@ -235,12 +277,12 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
       }
       case Op::send_activation: {
         const Tensor& out = stage_.output(slot_of(b));
-        send(in.peer, header(StageMessage::activation, b, out.shape()), out);
+        send(in.peer, header(StageMessage::activation, b, out.shape()), out, slot_of(b));
         break;
       }
       case Op::receive_gradient: {
-        const Tensor& buf = gradients_in_[b] = take_buffer(free_gradients_, stage_.output_shape());
-        receive(in.peer, header(StageMessage::gradient, b, buf.shape()), buf);
+        gradients_in_[b] =
+            receive(in.peer, header(StageMessage::gradient, b, stage_.output_shape()));
         break;
       }
       case Op::backward: {
@@ -257,7 +299,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
       case Op::send_gradient: {
         const int slot = slot_of(b);
         const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
-        send(in.peer, header(StageMessage::gradient, b, dx.shape()), dx);
+        send(in.peer, header(StageMessage::gradient, b, dx.shape()), dx, slot);
         release(b);
         break;
       }
@@ -310,7 +352,6 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
   const int64_t bytes_before = activation_bytes_sent();
   const int previous = stage_.first() ? -1 : shape_.first_rank(stage_index_ - 1);
   const int next = stage_.last() ? -1 : shape_.first_rank(stage_index_ + 1);
-  const Shape& in_shape = stage_.input_shape();
   stage_.set_training(false);
   // One slot, on the latest weights (training left it on a stashed version); a forward's output
   // has left (wait_sends) before the next forward overwrites it.
@@ -328,9 +369,8 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
       input = batches_[b].images;
     } else {
       // The rows come with the message: any count up to the build batch.
-      Tensor buf = take_buffer(free_activations_, in_shape);
-      StageMessage expected{StageMessage::activation, b, 0, 0, 0};
-      const StageMessage got = receive(previous, expected, buf);
+      StageMessage got;
+      const Tensor buf = receive(previous, {StageMessage::activation, b, 0, 0, 0}, &got);
       DTRAIN_CHECK(!stage_.last() || got.rows == rows)
           << "pipeline evaluation: rank " << comm_.rank() << " received " << got.rows
           << " rows of batch " << b << " but its labels have " << rows;
@@ -353,7 +393,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
       totals_.samples += stats.count;
     } else {
       const int64_t elements = out.numel() / out.shape()[0] * rows;
-      send(next, {StageMessage::activation, b, static_cast<int32_t>(rows), 0, elements}, out);
+      send(next, {StageMessage::activation, b, static_cast<int32_t>(rows), 0, elements}, out, slot);
     }
     give_back_batch(b);
   }

@@ -47,12 +47,14 @@ class PipelineRunner {
   // Minibatches forwarded and not yet backwarded here, at most: pipeline.csv's in_flight_max.
   int in_flight_max() const { return in_flight_max_; }
   // Bytes this rank sent in training (evaluations not counted): activations and gradients
-  // (payload and header), and its share of the replicas' all-reduces (2(R−1)/R of the encoded gradient per reduction, the ring's traffic).
+  // (payload and header), and its share of the replicas' all-reduces (2(R−1)/R of the encoded
+  // gradient per reduction, the ring's traffic).
   int64_t activation_bytes_sent() const;
   int64_t gradient_bytes_sent() const;
   int64_t allreduce_bytes_sent() const { return allreduce_bytes_; }
-  // Seconds the replicas' all-reduce spent communicating and compressing since the last call.
-  void take_allreduce_times(double* comm_s, double* compress_s);
+  // Seconds spent communicating (the replicas' all-reduce, the sends' thread) and compressing
+  // since the last call, added to *comm_s and *compress_s.
+  void take_comm_times(double* comm_s, double* compress_s);
   // Called after each optimizer step with the steps of this run so far (progress).
   void on_step(std::function<void(int)> callback) { on_step_ = std::move(callback); }
   // Minibatch b of the next run draws its dropout masks as step `base + b` (runs of later
@@ -90,9 +92,15 @@ class PipelineRunner {
                      bool host = false) const;
   StageMessage header(StageMessage::Kind kind, int minibatch, const Shape& shape) const;
   // Sends `t` (on the stage's device) to `peer`: a GPU tensor through a host copy.
-  void send(int peer, const StageMessage& message, const Tensor& t);
-  // Receives the message `expected` from `peer` into `dst` (on the stage's device).
-  StageMessage receive(int peer, const StageMessage& expected, const Tensor& dst);
+  // `slot`: whose buffer `t` is (the slot waits for the send before it computes again).
+  void send(int peer, const StageMessage& message, const Tensor& t, int slot);
+  // Receives the message `expected` from `peer`: a pooled buffer of the kind's shape on the
+  // stage's device, to be given back to pool_of(kind). `got`: the header that came.
+  Tensor receive(int peer, const StageMessage& expected, StageMessage* got = nullptr);
+  // Posts the next receive of the channel when more are due in this run and none is posted.
+  void post_next(int peer, StageMessage::Kind kind);
+  std::vector<Tensor>& pool_of(StageMessage::Kind kind);
+  const Shape& shape_of(StageMessage::Kind kind) const;
   // Copies minibatch b's images (input stage) and labels (output stage) into buffers of its own.
   void keep_batch(int minibatch, const Batch& batch);
   void give_back_batch(int minibatch);
@@ -104,7 +112,10 @@ class PipelineRunner {
   int64_t rows_;
   int stage_index_;                                                        // this rank's stage
   std::map<std::pair<int, int>, std::unique_ptr<StageChannel>> channels_;  // (peer, kind)
+  std::map<std::pair<int, int>, int> receives_due_;  // per channel, still to come in this run
   std::vector<int> slot_of_;  // by slot: the minibatch it holds, −1 when free
+  // By slot: the sends from its buffers still to wait for (channel, its sends up to there).
+  std::vector<std::vector<std::pair<StageChannel*, int64_t>>> slot_sends_;
   std::map<int, int> slot_by_minibatch_;
   // What arrived for each minibatch in flight (host), and the buffers free for the next.
   std::map<int, Tensor> activations_in_, gradients_in_;
@@ -119,11 +130,11 @@ class PipelineRunner {
   // Vertical sync: per minibatch, the minibatches the input stage's weights incorporated when it
   // admitted it (1f1b: its steps × its replicas; flush schedules: its steps).
   std::vector<int> admitted_version_;
-  std::map<int, Tensor> versions_;     // vertical sync: this stage's weights by step count
+  std::map<int, Tensor> versions_;  // vertical sync: this stage's weights by step count
   std::vector<Tensor> free_versions_;
   int steps_ = 0;
-  std::set<int> forwarded_;  // this run's minibatches forwarded here
-  void keep_version();       // vertical sync: the weights after steps_ steps
+  std::set<int> forwarded_;               // this run's minibatches forwarded here
+  void keep_version();                    // vertical sync: the weights after steps_ steps
   int version_step(int minibatch) const;  // vertical sync: this stage's steps for b's version
   bool backward_in_round_ = false;
   std::map<int, Batch> batches_;  // per minibatch in flight: its own copy of images and labels
@@ -134,11 +145,15 @@ class PipelineRunner {
   std::vector<Tensor> staging_in_use_;  // host copies of sends still in flight (GPU stages)
   int in_flight_max_ = 0;
   int64_t allreduce_bytes_ = 0;
-  int64_t evaluation_bytes_ = 0;  // activations sent by evaluate()
+  int64_t evaluation_bytes_ = 0;         // activations sent by evaluate()
   int64_t allreduce_message_bytes_ = 0;  // per reduction
   std::function<void(int)> on_step_;
   uint64_t step_base_ = 0;
   PipelineTotals totals_;
+  // Activations and gradients leave on a thread of their own (one egress link per rank), so that
+  // compute goes on while they travel. Declared after the channels: its queue runs dry (the
+  // channels' sends complete) before they go.
+  CommThread sender_{"pipeline send"};
   std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
   // Declared last: its comm thread is joined before the buffers it works on go.
   std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only

@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>   // max, min, sort
+#include <algorithm>   // max, min
+#include <deque>       // a channel's messages in the simulation
 #include <functional>  // function: what follows each backward
 #include <map>
 #include <tuple>
@@ -49,7 +50,13 @@ int noam(const PipelineShape& shape, int stage) {
 
 int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage) {
   if (spec.kind == "gpipe") return spec.microbatches;  // all forwards first
-  return spec.in_flight > 0 ? spec.in_flight : noam(shape, stage);
+  const int own = noam(shape, stage);
+  if (spec.in_flight <= 0) return own;
+  // `in_flight` is the input stage's count; later stages keep the paper's difference to it (a
+  // straight pipeline of S admits S − s on stage s), at least one. The output stage runs each
+  // backward right after its forward: more than its NOAM there only delays the gradients.
+  const int bound = std::max(1, own + spec.in_flight - noam(shape, 0));
+  return stage == shape.stages() - 1 ? std::min(bound, own) : bound;
 }
 
 namespace {
@@ -117,86 +124,6 @@ std::vector<Sequence> compute_sequences(const PipelineShape& shape, const Schedu
   return sequences;
 }
 
-// A message between two ranks, named the same on both sides.
-struct Message {
-  bool activation;  // else a gradient
-  int minibatch;
-  int from, to;
-  auto key() const { return std::tuple(minibatch, activation ? 0 : 1, from, to); }
-};
-
-// When everything happens if sends never block (eager) and forward, backward take unit times:
-// a feasible order of every rank's instructions, from which each rank's list is sorted.
-struct Timeline {
-  std::vector<std::vector<double>> start, end;  // per rank, per compute instruction
-};
-
-Timeline eager_times(const PipelineShape& shape, const std::vector<Sequence>& sequences) {
-  const int ranks = shape.ranks(), S = shape.stages();
-  Timeline t;
-  t.start.resize(ranks);
-  t.end.resize(ranks);
-  for (int rank = 0; rank < ranks; ++rank) {
-    t.start[rank].assign(sequences[rank].size(), -1);
-    t.end[rank].assign(sequences[rank].size(), -1);
-  }
-  // When each message is sent: (activation?, minibatch, stage) → time.
-  std::map<std::tuple<bool, int, int>, double> sent;
-  // Reductions: (stage, round) → arrival times of the replicas so far.
-  std::map<std::pair<int, int>, std::vector<double>> arrivals;
-  std::vector<size_t> next(ranks, 0);
-  std::vector<double> clock(ranks, 0);
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    for (int rank = 0; rank < ranks; ++rank) {
-      const int s = shape.stage_of(rank);
-      while (next[rank] < sequences[rank].size()) {
-        const Instruction& in = sequences[rank][next[rank]];
-        double ready = clock[rank], duration = 0;
-        if (in.op == Op::forward) {
-          if (s > 0) {
-            auto it = sent.find({true, in.minibatch, s - 1});
-            if (it == sent.end()) break;
-            ready = std::max(ready, it->second);
-          }
-          duration = 1;
-        } else if (in.op == Op::backward) {
-          if (s < S - 1) {
-            auto it = sent.find({false, in.minibatch, s + 1});
-            if (it == sent.end()) break;
-            ready = std::max(ready, it->second);
-          }
-          duration = 1;
-        } else if (in.op == Op::reduce_gradients) {
-          auto& here = arrivals[{s, in.minibatch}];
-          if (here.size() < static_cast<size_t>(shape.replicas[s])) {
-            // Arrive once; complete when every replica has.
-            if (t.start[rank][next[rank]] < 0) {
-              here.push_back(clock[rank]);
-              t.start[rank][next[rank]] = clock[rank];
-              moved = true;
-            }
-            if (here.size() < static_cast<size_t>(shape.replicas[s])) break;
-          }
-          ready = *std::max_element(here.begin(), here.end());
-        }
-        t.start[rank][next[rank]] = ready;
-        t.end[rank][next[rank]] = ready + duration;
-        clock[rank] = ready + duration;
-        if (in.op == Op::forward && s < S - 1) sent[{true, in.minibatch, s}] = clock[rank];
-        if (in.op == Op::backward && s > 0) sent[{false, in.minibatch, s}] = clock[rank];
-        ++next[rank];
-        moved = true;
-      }
-    }
-  }
-  for (int rank = 0; rank < ranks; ++rank)
-    DTRAIN_CHECK(next[rank] == sequences[rank].size())
-        << "pipeline schedule: rank " << rank << "'s compute order cannot run (a bug)";
-  return t;
-}
-
 }  // namespace
 
 std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
@@ -212,46 +139,29 @@ std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
   DTRAIN_INPUT_CHECK(spec.in_flight >= 0) << "algorithm.in_flight: must be >= 1";
 
   const std::vector<Sequence> sequences = compute_sequences(shape, spec);
-  const Timeline times = eager_times(shape, sequences);
   const int S = shape.stages();
-
-  // Each rank's list: its compute instructions at their start times, each send at the end of
-  // the pass producing it, each receive at the time its message is sent — sorted by (time,
-  // what comes first at equal times, the message), the same key on both sides of a message, so
-  // that every rank meets its messages in one global order (no deadlock even if sends block).
-  struct Timed {
-    double time;
-    int tier;  // at equal times: messages (0) before compute (1)
-    std::tuple<int, int, int, int> message;
-    size_t order;  // compute instructions keep their own order
-    Instruction in;
-  };
-  std::vector<std::vector<Timed>> timed(static_cast<size_t>(shape.ranks()));
-  for (int rank = 0; rank < shape.ranks(); ++rank) {
-    const int s = shape.stage_of(rank);
-    for (size_t i = 0; i < sequences[rank].size(); ++i) {
-      const Instruction& in = sequences[rank][i];
-      timed[rank].push_back({times.start[rank][i], 1, {}, i, in});
-      const double end = times.end[rank][i];
-      auto add = [&](int to, bool activation, Op send, Op receive) {
-        const Message m{activation, in.minibatch, rank, to};
-        timed[rank].push_back({end, 0, m.key(), 0, {send, in.minibatch, to}});
-        timed[to].push_back({end, 0, m.key(), 0, {receive, in.minibatch, rank}});
-      };
-      if (in.op == Op::forward && s < S - 1)
-        add(shape.rank_of(s + 1, in.minibatch), true, Op::send_activation, Op::receive_activation);
-      if (in.op == Op::backward && s > 0)
-        add(shape.rank_of(s - 1, in.minibatch), false, Op::send_gradient, Op::receive_gradient);
-    }
-  }
+  // Each rank's list: its compute order, each receive right before the pass that needs it (the
+  // runtime posts receives ahead, so waiting there costs nothing earlier), each send right
+  // after the pass that produced it. Sends never block the compute thread (they leave on a
+  // thread of their own), so a send placed early can only help: the next stage starts as soon
+  // as the message is there. Per channel both sides meet the minibatches in one order: the
+  // producer's pass order, which is the consumer's (both ascend).
   std::vector<std::vector<Instruction>> schedule(static_cast<size_t>(shape.ranks()));
   for (int rank = 0; rank < shape.ranks(); ++rank) {
-    auto& events = timed[rank];
-    std::stable_sort(events.begin(), events.end(), [](const Timed& a, const Timed& b) {
-      return std::tie(a.time, a.tier, a.message, a.order) <
-             std::tie(b.time, b.tier, b.message, b.order);
-    });
-    for (const Timed& e : events) schedule[rank].push_back(e.in);
+    const int s = shape.stage_of(rank);
+    std::vector<Instruction>& out = schedule[static_cast<size_t>(rank)];
+    for (const Instruction& in : sequences[static_cast<size_t>(rank)]) {
+      const int b = in.minibatch;
+      if (in.op == Op::forward && s > 0)
+        out.push_back({Op::receive_activation, b, shape.rank_of(s - 1, b)});
+      if (in.op == Op::backward && s < S - 1)
+        out.push_back({Op::receive_gradient, b, shape.rank_of(s + 1, b)});
+      out.push_back(in);
+      if (in.op == Op::forward && s < S - 1)
+        out.push_back({Op::send_activation, b, shape.rank_of(s + 1, b)});
+      if (in.op == Op::backward && s > 0)
+        out.push_back({Op::send_gradient, b, shape.rank_of(s - 1, b)});
+    }
   }
   return schedule;
 }
@@ -376,6 +286,8 @@ std::vector<std::vector<double>> simulate_schedule(
     clock[rank] = when + duration;
     ++next[rank];
   };
+  // Per directed channel (from, to, activation?): minibatches sent, not yet received, and when.
+  std::map<std::tuple<int, int, bool>, std::deque<std::pair<int, double>>> in_transit;
   bool moved = true;
   while (moved) {
     moved = false;
@@ -396,22 +308,31 @@ std::vector<std::vector<double>> simulate_schedule(
           moved = true;
           break;
         case Op::send_activation:
-        case Op::send_gradient: {
-          // Rendezvous: the receiver must be at the matching receive.
-          const Op want =
-              in->op == Op::send_activation ? Op::receive_activation : Op::receive_gradient;
-          const Instruction* peer = at(in->peer);
-          if (peer && peer->op == want && peer->peer == rank && peer->minibatch == in->minibatch) {
-            const double when = std::max(clock[rank], clock[in->peer]);
-            advance(rank, when, 0);
-            advance(in->peer, when, 0);
-            moved = true;
-          }
+        case Op::send_gradient:
+          // Non-blocking: the message waits in its channel (the runtime's sends leave on a
+          // thread of their own into receives posted ahead).
+          in_transit[{rank, in->peer, in->op == Op::send_activation}].push_back(
+              {in->minibatch, clock[rank]});
+          advance(rank, clock[rank], 0);
+          moved = true;
+          break;
+        case Op::receive_activation:
+        case Op::receive_gradient: {
+          auto& channel = in_transit[{in->peer, rank, in->op == Op::receive_activation}];
+          if (channel.empty()) break;  // not sent yet
+          // Messages of a channel arrive in the order sent: another minibatch first is the
+          // runtime's header mismatch.
+          if (channel.front().first != in->minibatch)
+            throw Error(fmt::format(
+                "pipeline schedule: rank {} expects the {} of minibatch {} from rank {}, but "
+                "minibatch {} comes first",
+                rank, in->op == Op::receive_activation ? "activation" : "gradient", in->minibatch,
+                in->peer, channel.front().first));
+          advance(rank, std::max(clock[rank], channel.front().second), 0);
+          channel.pop_front();
+          moved = true;
           break;
         }
-        case Op::receive_activation:
-        case Op::receive_gradient:
-          break;  // completed by its sender
         case Op::reduce_gradients: {
           const int s = shape.stage_of(rank);
           const int first = shape.first_rank(s);

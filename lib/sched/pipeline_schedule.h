@@ -59,7 +59,8 @@ struct ScheduleSpec {
   std::string kind = "1f1b";  // 1f1b | gpipe | 1f1b_flush
   int minibatches = 1;        // 1f1b: of the epoch; gpipe, 1f1b_flush: optimizer steps
   int microbatches = 1;       // per optimizer step (gpipe, 1f1b_flush)
-  int in_flight = 0;          // per replica; 0: NOAM (1f1b) or the stages after this one (flush)
+  // The input stage's replicas' bound, later stages' follow (in_flight_bound); 0: NOAM.
+  int in_flight = 0;
 };
 
 // NOAM_s = ⌈(Σ_{s'≥s} R_s') / R_s⌉: minibatches a replica of stage s admits to keep the
@@ -87,10 +88,11 @@ ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& 
                                 const std::vector<std::vector<Instruction>>& schedule);
 
 // A discrete-event run of the schedule: forward takes `forward_time`, backward `backward_time`,
-// everything else no time; a send waits until its receiver reaches the matching receive
-// (rendezvous, the worst case for deadlocks: no eager buffering), a reduction until every
-// replica of the stage reaches it. Returns each rank's (start time of each instruction), or
-// throws Error naming the stuck ranks' next instructions when no rank can move (a deadlock).
+// everything else no time; a send never blocks (as in the runtime, whose sends leave on a
+// thread of their own), a receive waits for its message, a reduction until every replica of the
+// stage reaches it. Returns each rank's (start time of each instruction); throws Error naming the
+// stuck ranks' next instructions when no rank can move (a deadlock), or when a receive meets
+// another minibatch first on its channel (the runtime's header mismatch).
 std::vector<std::vector<double>> simulate_schedule(
     const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
     double forward_time = 1, double backward_time = 1);

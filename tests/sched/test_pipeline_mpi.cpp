@@ -65,9 +65,9 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
   const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
 
   pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
-  for (const pipeline::ScheduleSpec spec_ : {pipeline::ScheduleSpec{"gpipe", kSteps, 1, 0},
-                                             pipeline::ScheduleSpec{"1f1b_flush", kSteps, 1, 0},
-                                             pipeline::ScheduleSpec{"1f1b", kSteps, 1, 1}}) {
+  for (const pipeline::ScheduleSpec& spec_ : {pipeline::ScheduleSpec{"gpipe", kSteps, 1, 0},
+                                              pipeline::ScheduleSpec{"1f1b_flush", kSteps, 1, 0},
+                                              pipeline::ScheduleSpec{"1f1b", kSteps, 1, 1}}) {
     CAPTURE(spec_.kind);
     const int slots = pipeline::in_flight_bound(shape, spec_, shape.stage_of(rank));
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
@@ -326,8 +326,10 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
                        s == 0, s == S - 1);
       Sgd sgd(*backend, stage.parameters(), stage.gradients(), {0.9f, 0.0f, 1e-4f, false});
       PipelineRunner runner(*world, shape, stage, sgd, kRows, true, "quantize8");
-      const double loss = runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of,
-                                     0.05f, 1.0f / kRows).loss_sum;
+      const double loss = runner
+                              .run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of,
+                                   0.05f, 1.0f / kRows)
+                              .loss_sum;
       CHECK(std::isfinite(loss));
       // Rank 0 of the stage's replicas broadcasts its weights over a stage communicator.
       auto stage_comm = world->split(s, rank);

@@ -82,6 +82,15 @@ TEST_CASE("1f1b admits NOAM minibatches per replica, or in_flight") {
   const auto serial = build_schedule(straight, {"1f1b", 6, 1, 1});
   CHECK(validate_schedule(straight, {"1f1b", 6, 1, 1}, serial).peak_in_flight ==
         std::vector<int>{1, 1, 1});
+  // More than NOAM (slack for slow links): the input stage's count, later stages keep their
+  // difference to it, the output stage stays at one.
+  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 0) == 5);
+  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 1) == 4);
+  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 2) == 1);
+  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 2}, 1) == 1);
+  const auto slack = build_schedule(straight, {"1f1b", 12, 1, 5});
+  CHECK(validate_schedule(straight, {"1f1b", 12, 1, 5}, slack).peak_in_flight ==
+        std::vector<int>{5, 4, 1});
   // The first stage's order: warm-up, then one backward, one forward.
   std::string first;
   for (const Instruction& in : schedule[0])
@@ -148,7 +157,7 @@ TEST_CASE("the validator and the simulation catch broken schedules") {
   }
   {
     // The second stage receives its activations in the wrong order: the sends and receives of
-    // the channel no longer match, and the rendezvous hangs.
+    // the channel no longer match: the simulation meets the other minibatch first.
     auto broken = schedule;
     std::vector<Instruction>& s1 = broken[1];
     size_t a = s1.size(), b = s1.size();
