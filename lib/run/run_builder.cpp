@@ -116,7 +116,9 @@ std::string preview_model_parallel(const ExperimentConfig& config) {
   const int ranks = std::max(1, algorithm->ranks_needed(config.algorithm));
   auto run = build_run(config, {0, ranks, 0, false}, DataFiles::stand_in_when_missing);
   try {
-    return algorithm->preview(config.algorithm, model_source(*run), ranks) + "\n\n" +
+    std::string notes;
+    for (const auto& n : run->notes) notes += "note     " + n + "\n";
+    return notes + algorithm->preview(config.algorithm, model_source(*run), ranks) + "\n\n" +
            run->model->summary();
   } catch (const InputError& e) {
     throw InputError(config.source_path + ": " + e.what());

@@ -114,7 +114,7 @@ TEST_CASE("out-of-range values, bad enum values and wrong types name key, line a
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] ==
         "bad.yaml:3: algorithm.name: expected one of sync, ps_sync, pipe_sgd, local_sgd, gossip, "
-        "d_psgd, hpsgd, sapipe, got "
+        "d_psgd, hpsgd, sapipe, pipedream, got "
         "'nonsense'");
   lines = problems_of(error_of(std::string(kValid) + "algorithm: {name: pipe_sdg}\n"));
   CHECK(lines.at(0).ends_with("got 'pipe_sdg'; did you mean 'pipe_sgd'?"));
