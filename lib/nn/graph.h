@@ -49,6 +49,10 @@ class Graph {
   // model (a pipeline stage), so that a stage starts as the same layers of the whole model.
   void materialize(Backend& backend, uint64_t seed, bool input_gradient = false,
                    uint64_t first_param_stream = 0);
+  // The same for a graph of the same layers that computes with `other`'s parameters, gradients
+  // and statistics (a pipeline stage's graph per minibatch in flight): its own activations and
+  // per-batch state only, nothing initialised twice.
+  void materialize_sharing(const Graph& other, bool input_gradient = false);
 
   // A cut before layer `name` (pipeline stages, DESIGN.md §2 decision 8): the tensors made
   // before it and read at or after it. Valid when exactly one crosses and the layer is not a
@@ -138,6 +142,8 @@ class Graph {
   void update_targets(Plan& plan);
   void initialise(uint64_t seed, uint64_t first_param_stream);
   void bind_layers();
+  // Binds the layers to the flat buffers and allocates activations, gradients and plans.
+  void allocate_activations();
 
   std::vector<Node> nodes_;  // topological order; nodes_[0] is the graph input
   std::vector<LayerRange> ranges_;

@@ -81,7 +81,25 @@ void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient,
   buffers_ = backend.empty({num_buffers_});
   backend.fill_zero(grads_);
   initialise(seed, first_param_stream);
+  allocate_activations();
+}
 
+void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
+  DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
+  DTRAIN_CHECK(other.backend_ != nullptr && other.num_params_ == num_params_ &&
+               other.num_buffers_ == num_buffers_)
+      << "materialize_sharing: the other graph is not materialized or has other layers";
+  backend_ = other.backend_;
+  seed_ = other.seed_;
+  input_gradient_ = input_gradient;
+  params_ = other.params_;
+  grads_ = other.grads_;
+  buffers_ = other.buffers_;
+  allocate_activations();
+}
+
+void Graph::allocate_activations() {
+  Backend& backend = *backend_;
   bind_layers();
 
   // Outputs: views share their producer's memory.

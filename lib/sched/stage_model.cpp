@@ -14,12 +14,10 @@ StageModel::StageModel(Backend& backend, const ModelStage& stage, const ModelInp
   for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
   for (int s = 0; s < slots; ++s) {
     auto graph = std::make_unique<Graph>(make_nodes(stage.layers), Shape(dims));
-    graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
-    if (s > 0) {
-      graph->set_parameters(graphs_[0]->parameters());
-      graph->set_gradients(graphs_[0]->gradients());
-      graph->set_buffers(graphs_[0]->buffers());
-    }
+    if (s == 0)
+      graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
+    else  // the first slot's weights, gradients and statistics; its own activations
+      graph->materialize_sharing(*graphs_[0], /*input_gradient=*/!first);
     if (last) {
       const Shape& out = graph->output_shape();
       DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
