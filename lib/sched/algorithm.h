@@ -60,12 +60,12 @@ struct AlgorithmEntry {
   // batches come from; InputError for what the job of `world` ranks cannot run.
   std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
                      LoaderOptions& test)>
-      place_batches;
+      place_batches{};
   // Model-parallel: the ranks the configuration needs (0: any), and the start-up text of what
   // each rank holds and does (pipedream: the stages and the schedule as a rank × step grid), also
   // for `--dry-run` on fewer ranks.
-  std::function<int(const AlgorithmConfig&)> ranks_needed;
-  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview;
+  std::function<int(const AlgorithmConfig&)> ranks_needed{};
+  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
 
   bool built() const { return static_cast<bool>(make); }
 };

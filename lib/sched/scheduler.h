@@ -89,7 +89,7 @@ struct SchedulerContext {
   double compute_slowdown = 1.0;
   // How gradients on a GPU travel between ranks (cluster.comm): auto | nccl | mpi.
   std::string gpu_comm = "auto";
-  ModelSource source;
+  ModelSource source{};
 };
 
 class Scheduler {
