@@ -193,6 +193,15 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
 }  // namespace
 
 std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
+  // The plan profiles the whole model on one rank's share of the global batch, for every
+  // algorithm's row: a model-parallel configuration (pipedream) is profiled as the data-parallel
+  // rank it would otherwise be (its own rows arrive with the planner).
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  if (algorithm && algorithm->place_batches) {
+    ExperimentConfig data_parallel = config;
+    data_parallel.algorithm = AlgorithmConfig("sync");
+    return build_run(data_parallel, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
+  }
   return build_run(config, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
 

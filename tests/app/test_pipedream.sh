@@ -2,7 +2,8 @@
 # pipedream end to end: the MLP and LeNet on Fashion-MNIST train above 80 % in one epoch with
 # 1f1b on 2 and 3 ranks (oversubscribed); a ResNet-20 cut at a block boundary trains on
 # synthetic data; pipeline.csv has a row per rank with the stages' layers; --dry-run on one
-# process prints the stages and the schedule grid of the ranks the replicas name.
+# process prints the stages and the schedule grid of the ranks the replicas name; dtrain plan
+# profiles a pipedream configuration's data-parallel rows.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 SMALL="$ROOT/configs/paper/pipedream/small"
@@ -12,6 +13,11 @@ SMALL="$ROOT/configs/paper/pipedream/small"
 grep -q "pipeline 2-1 (2 stage(s) on 3 rank(s)), schedule 1f1b" "$WORK/dry.txt" || fail "dry run: no pipeline line"
 grep -q "^rank 2  stage 1 replica 0 | F0 B0 S F1 B1 S" "$WORK/dry.txt" || fail "dry run: no grid row of rank 2: $(cat "$WORK/dry.txt")"
 grep -q "^parameters: " "$WORK/dry.txt" || fail "dry run: no model summary"
+
+# dtrain plan on a pipedream configuration profiles the data-parallel rows (its own: issue 17).
+"$DTRAIN" plan --config "$SMALL/fashion_lenet_pipedream.yaml" --ranks 4 > "$WORK/plan.txt" 2>&1 ||
+  fail "plan: $(tail -3 "$WORK/plan.txt")"
+grep -q "^sync      none" "$WORK/plan.txt" || fail "plan: no sync row: $(cat "$WORK/plan.txt")"
 
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run() {  # run NAME RANKS CONFIG [--set ...]
