@@ -132,7 +132,7 @@ def main():
           f"(goal >= 2x): {verdict(ratio >= 2)}")
     print(f"pipedream bytes per sample vs sync: {share * 100:.1f} % (goal <= 10 %): "
           f"{verdict(share <= 0.10)}")
-    print(f"LeNet accuracy: pipedream {gap:+.2f} points below sync (goal within 1): "
+    print(f"LeNet accuracy: pipedream - sync = {-gap:+.2f} points (goal within 1): "
           f"{verdict(abs(gap) <= 1.0)}")
     if a.out:
         print(f"figures: {top}/accuracy/accuracy_vs_time.png, {top}/accuracy/time_breakdown.png")
