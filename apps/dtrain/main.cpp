@@ -33,6 +33,7 @@ struct Options {
   bool dry_run = false;
   int ranks = 0;
   std::string csv;
+  std::string write_profile, profile;  // dtrain plan
   dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
 };
 
@@ -90,11 +91,20 @@ int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::str
 
 // Every rank profiles (under mpirun they share the machine as training would); rank 0 prints.
 // Without --ranks it predicts for the mpirun world, or for 2 ranks.
+// With --profile and no --config, the defaults (and --set) give the link and pipedream's keys.
 int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
-  const dtrain::ExperimentConfig config = load(o, comm);
+  if (o.config.empty() && o.profile.empty())
+    throw dtrain::InputError("dtrain plan: --config FILE is required (or --profile P.csv)");
+  const dtrain::ExperimentConfig config =
+      o.config.empty() ? dtrain::parse_config(
+                             "name: plan_from_profile\nmodel: {name: mlp}\n"
+                             "dataset: {name: fashion_mnist}\n",
+                             "dtrain plan --profile " + o.profile + " (no --config)", o.overrides)
+                       : load(o, comm);
   dtrain::PlanOptions options;
   options.ranks = ranks_given ? o.ranks : std::max(comm.size(), 2);
-  if (comm.rank() == 0) options.csv = o.csv;
+  options.profile = o.profile;
+  if (comm.rank() == 0) options.csv = o.csv, options.write_profile = o.write_profile;
   std::ostringstream quiet;
   dtrain::run_plan(config, options, comm.rank() == 0 ? std::cout : quiet);
   return 0;
@@ -135,10 +145,15 @@ int main(int argc, char** argv) {
       ->type_name("auto|bar|log|none");
 
   CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
-  add_config_options(plan, true);
+  add_config_options(plan, false);
   auto* ranks_opt =
       plan->add_option("--ranks", o.ranks, "ranks to predict for (default: mpirun's, or 2)");
   plan->add_option("--csv", o.csv, "write the predictions as CSV");
+  plan->add_option("--write-profile", o.write_profile,
+                   "also write PipeDream's layer profile of the model (CSV)");
+  plan->add_option("--profile", o.profile,
+                   "plan PipeDream from this layer profile (of --write-profile), without the "
+                   "model: needs cluster.link (--set cluster.link.bandwidth=25Gbps)");
   CLI::App* keys = app.add_subcommand(
       "keys", "print every key of an experiment file as a Markdown table (the README's reference)");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");

@@ -8,10 +8,13 @@
 
 #include "compress/codec.h"            // codec_names
 #include "core/error.h"                // DTRAIN_INPUT_CHECK
+#include "plan/layer_profile.h"        // --write-profile, --profile
 #include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
 #include "run/run_builder.h"           // build_run: the rank as training builds it
 #include "sched/algorithm.h"           // the registry's timing rows
 #include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
+#include "sched/pipedream_plan.h"      // choose_pipeline: the pipedream rows
+#include "sched/pipeline_profile.h"    // profile_pipeline_chain
 
 namespace dtrain {
 namespace {
@@ -36,13 +39,13 @@ std::string table(const std::vector<Prediction>& rows) {
                               "algorithm", "compression", "compute_ms", "comm_ms", "iteration_ms",
                               "samples/s", "speedup", "SE", "bound");
   for (const Prediction& r : rows) {
-    t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n",
-                     r.algorithm, r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s),
-                     r.samples_per_s, r.speedup, r.scaling_efficiency,
-                     std::string(r.compute_bound ? "compute" : "communication") +
-                         (r.configuration.empty()
-                              ? ""
-                              : fmt::format("  {}, stall {} ms", r.configuration, ms(r.stall_s))));
+    t += fmt::format(
+        "{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n", r.algorithm,
+        r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s), r.samples_per_s, r.speedup,
+        r.scaling_efficiency,
+        std::string(r.compute_bound ? "compute" : "communication") +
+            (r.configuration.empty() ? "" : "  " + r.configuration) +
+            (r.algorithm == "sapipe" ? fmt::format(", stall {} ms", ms(r.stall_s)) : ""));
   }
   return t;
 }
@@ -50,6 +53,9 @@ std::string table(const std::vector<Prediction>& rows) {
 // What the profile measured, turned into the timing model's inputs, and how to describe them.
 struct Profile {
   TimingInputs in;
+  // PipeDream's layer profile at the whole minibatch: as measured, and stretched as the
+  // compute times are (ranks sharing cores, stragglers).
+  std::vector<LayerProfile> chain, chain_stretched;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
   std::string backend, link;
@@ -71,6 +77,13 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
       profile_compute(model, *run->optimizer, *run->train_loader, p, kWarmup, iterations);
   const std::vector<LayerCost> layers =
       profile_layers(model, *run->train_loader, p, std::max(3, iterations / 2));
+  // PipeDream's: each piece of the partitionable chain for the whole minibatch (a stage sees
+  // every row of it).
+  std::vector<LayerProfile> chain;
+  {
+    const std::unique_ptr<Loader> minibatches = minibatch_loader(*run);
+    chain = profile_pipeline_chain(*run->backend, model_source(*run), *minibatches);
+  }
 
   Profile r;
   r.notes = run->notes;
@@ -84,6 +97,11 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
   in.comm_shares_core = p * (threads + 1) > r.cores;
   r.slowdown = straggler_slowdown(config.cluster, p);
+  r.chain = r.chain_stretched = chain;
+  for (LayerProfile& l : r.chain_stretched) {
+    l.forward_s *= r.slowdown * r.crowding;
+    l.backward_s *= r.slowdown * r.crowding;
+  }
   in.l_data = compute.data_s;
   in.l_for = compute.forward_s * r.slowdown * r.crowding;
   in.l_back = compute.backward_s * r.slowdown * r.crowding;
@@ -216,8 +234,92 @@ std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {
   return csv;
 }
 
+namespace {
+
+// PipeDream's planner for `ranks` over the link: with the config's pipedream keys when that is
+// the chosen algorithm (an explicit partition that does not fit these ranks is planned as auto,
+// and said), else its defaults.
+PipelineChoice plan_pipedream(const ExperimentConfig& config,
+                              const std::vector<LayerProfile>& chain, int ranks, double bandwidth,
+                              double latency, std::string& note) {
+  PipedreamOptions o = options_of(config, "pipedream").get<PipedreamOptions>();
+  try {
+    return choose_pipeline(chain, o, ranks, bandwidth, latency);
+  } catch (const InputError& e) {
+    note = fmt::format(
+        "(the configured partition does not fit {} rank(s): {}; planned with "
+        "stages: auto, replicas: auto)\n",
+        ranks, e.what());
+    o.stages = PipedreamOptions{}.stages;
+    o.replicas = PipedreamOptions{}.replicas;
+    return choose_pipeline(chain, o, ranks, bandwidth, latency);
+  }
+}
+
+// The pipedream row: dtrain's predicted time per minibatch of the chosen partition, the slowest
+// stage's compute and communication.
+Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
+  Prediction r;
+  r.algorithm = "pipedream";
+  r.compression = "none";
+  const Partition& p = c.chosen;
+  for (int s = 0; s < p.stages(); ++s)
+    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
+      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
+      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
+    }
+  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
+  r.iteration_s = c.chosen_s;
+  r.compute_bound = p.compute_bound();
+  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
+  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
+  r.configuration = p.configuration();
+  return r;
+}
+
+std::string pipedream_text(const ExperimentConfig& config, const PipelineChoice& c) {
+  return "\n" + describe_choice(c, options_of(config, "pipedream").get<PipedreamOptions>()) +
+         "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of timing.csv "
+         "(a later epoch: the first creates the stages' compute primitives)\n";
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream file(path);
+  file << text;
+  if (!file) throw Error("cannot write " + path);
+}
+
+// `dtrain plan --profile P.csv`: PipeDream's rows from a profile taken elsewhere, for the
+// config's cluster.link; no model is built.
+void plan_from_profile(const ExperimentConfig& config, const PlanOptions& options,
+                       std::ostream& out) {
+  const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
+  DTRAIN_INPUT_CHECK(config.cluster.link.has_value())
+      << "--profile " << options.profile
+      << ": plans for a network, and cluster.link is not set (e.g. --set "
+         "cluster.link.bandwidth=25Gbps)";
+  const LinkConfig& link = *config.cluster.link;
+  std::string note;
+  const PipelineChoice c = plan_pipedream(config, chain, options.ranks, link.bandwidth.bytes_per_s,
+                                          link.latency.seconds, note);
+  double total = 0;
+  for (const LayerProfile& l : chain) total += l.compute_s();
+  std::string o = fmt::format(
+      "dtrain plan: PipeDream from the layer profile {} ({} layers, {:.3f} ms per minibatch on one "
+      "device), {} rank(s), link {} + {}\n",
+      options.profile, chain.size(), total * 1e3, options.ranks, link.bandwidth.text,
+      link.latency.text);
+  o += note + pipedream_text(config, c);
+  out << o;
+  if (!options.csv.empty())
+    write_text(options.csv, plan_csv({pipedream_row(c, config.dataset.batch_size)}, options.ranks));
+}
+
+}  // namespace
+
 void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out) {
   DTRAIN_INPUT_CHECK(options.ranks >= 1) << "--ranks: must be >= 1, got " << options.ranks;
+  if (!options.profile.empty()) return plan_from_profile(config, options, out);
   const int p = options.ranks;
   const int batch = config.dataset.batch_size;
   DTRAIN_INPUT_CHECK(batch % p == 0)
@@ -232,8 +334,15 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
     const AlgorithmConfig options = options_of(config, a.name);
     for (const CodecCost& codec : in.codecs) rows.push_back(a.predict(in, codec, options));
   }
-  set_speedups(rows);
   const Recommendation rec = recommend(in, rows);
+  // PipeDream's row: its partition of the stretched chain for these ranks, over the link the
+  // other rows see.
+  std::string note;
+  const PipelineChoice pipedream = plan_pipedream(
+      config, measured.chain_stretched, p,
+      config.cluster.link ? 1 / in.beta_s_per_byte : 1 / in.copy_s_per_byte, in.alpha_s, note);
+  rows.push_back(pipedream_row(pipedream, batch));
+  set_speedups(rows);
 
   std::string o = describe(config, measured);
   o += "\npredicted per iteration (each algorithm with the config's keys when it is the chosen "
@@ -249,13 +358,12 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
         "(algorithm.warmup_epochs={}: those epochs of pipe_sgd run as D-Sync, the sync "
         "rows)\n",
         pipe.warmup_epochs);
+  o += note + pipedream_text(config, pipedream);
   out << o;
 
-  if (!options.csv.empty()) {
-    std::ofstream csv(options.csv);
-    csv << plan_csv(rows, p);
-    if (!csv) throw Error("cannot write " + options.csv);
-  }
+  if (!options.csv.empty()) write_text(options.csv, plan_csv(rows, p));
+  if (!options.write_profile.empty())
+    write_text(options.write_profile, layer_profile_csv(measured.chain));
 }
 
 }  // namespace dtrain

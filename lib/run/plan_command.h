@@ -16,6 +16,11 @@ namespace dtrain {
 struct PlanOptions {
   int ranks = 2;    // data-parallel ranks to predict for (--ranks)
   std::string csv;  // --csv FILE: one row per candidate; empty: none
+  // --write-profile FILE: also write PipeDream's layer profile of the model (measured here).
+  std::string write_profile;
+  // --profile FILE: plan PipeDream from this layer profile instead of building the model; only
+  // the pipedream rows (the data-parallel rows need the model).
+  std::string profile;
   // Profiled iterations after the warm-up; fewer when they would take longer than ~2 s.
   int iterations = 15;
 };

@@ -35,6 +35,39 @@ std::unique_ptr<Dataset> open_split(const ExperimentConfig& c, Split split, Data
   return open_dataset(options, split);
 }
 
+// What the model and its optimizer are built from, for `input`.
+ModelSource source_of(const Run& run, const ModelInput& input) {
+  const ExperimentConfig& c = run.config;
+  return {c.model,
+          input,
+          c.seed,
+          sgd_options(c),
+          c.dataset.batch_size,
+          static_cast<int64_t>(run.train_set->size()),
+          static_cast<int64_t>(run.test_set->size()),
+          c.optimizer.freeze_layers};
+}
+
+// Lets the algorithm's planner fill in its `auto` keys in run.config from measurements of this
+// rank's backend on minibatches of the training set; every rank takes rank 0's decision.
+void plan_model_parallel(const AlgorithmEntry& algorithm, Run& run) {
+  const ExperimentConfig& c = run.config;
+  const Dataset& train = *run.train_set;
+  PlannerContext ctx{
+      *run.backend,
+      source_of(run, {train.sample_shape(), train.num_classes(), c.dataset.batch_size}),
+      [&run] { return minibatch_loader(run); },
+      run.place.world,
+      c.cluster.link ? c.cluster.link->bandwidth.bytes_per_s : 0,
+      c.cluster.link ? c.cluster.link->latency.seconds : 0,
+      run.place.agree ? run.place.agree : [](const std::string& text) { return text; }};
+  try {
+    run.planned = algorithm.plan(run.config.algorithm, ctx);
+  } catch (const InputError& e) {
+    throw InputError(c.source_path + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
@@ -55,6 +88,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 
   run->train_set = open_split(config, Split::train, data, run->notes);
   run->test_set = open_split(config, Split::test, data, run->notes);
+  if (model_parallel && algorithm->plan) plan_model_parallel(*algorithm, *run);
   // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
   // threads while the compute stream works.
   for (LoaderOptions* o : {&run->train_loading, &run->test_loading}) {
@@ -65,7 +99,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   }
   if (model_parallel) {
     try {
-      algorithm->place_batches(config.algorithm, place.rank, place.world, run->train_loading,
+      algorithm->place_batches(run->config.algorithm, place.rank, place.world, run->train_loading,
                                run->test_loading);
     } catch (const InputError& e) {
       throw InputError(config.source_path + ": " + e.what());
@@ -99,15 +133,14 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 }
 
 ModelSource model_source(const Run& run) {
-  const ExperimentConfig& c = run.config;
-  return {c.model,
-          run.model_input,
-          c.seed,
-          sgd_options(c),
-          c.dataset.batch_size,
-          static_cast<int64_t>(run.train_set->size()),
-          static_cast<int64_t>(run.test_set->size()),
-          c.optimizer.freeze_layers};
+  return source_of(run, run.model_input);
+}
+
+std::unique_ptr<Loader> minibatch_loader(const Run& run) {
+  LoaderOptions o = train_loader_options(run.config, 0, 1);
+  o.allocator = &run.backend->host_allocator();
+  o.device = run.backend.get();
+  return std::make_unique<Loader>(*run.train_set, o);
 }
 
 std::string preview_model_parallel(const ExperimentConfig& config) {
@@ -118,7 +151,8 @@ std::string preview_model_parallel(const ExperimentConfig& config) {
   try {
     std::string notes;
     for (const auto& n : run->notes) notes += "note     " + n + "\n";
-    return notes + algorithm->preview(config.algorithm, model_source(*run), ranks) + "\n\n" +
+    if (!run->planned.empty()) notes += run->planned + "\n";
+    return notes + algorithm->preview(run->config.algorithm, model_source(*run), ranks) + "\n\n" +
            run->model->summary();
   } catch (const InputError& e) {
     throw InputError(config.source_path + ": " + e.what());

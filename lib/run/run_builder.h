@@ -24,6 +24,9 @@ namespace dtrain {
 struct RunPlace {
   int rank = 0, world = 1, local_rank = 0;
   bool announce = true;  // `cluster.device: auto` says on stderr what it picked
+  // How the ranks agree on a planner's decision (a broadcast of rank 0's text); unset: this
+  // process decides alone (dtrain plan, --dry-run).
+  std::function<std::string(const std::string&)> agree{};
 };
 
 // Training needs the dataset's files; --dry-run and `dtrain plan` may do with a stand-in of the
@@ -42,6 +45,7 @@ struct Run {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Sgd> optimizer;
   std::vector<std::string> notes;  // for the log: stand-in data, settings without effect
+  std::string planned;  // what a planner decided for `auto` keys, and why (empty: nothing)
 };
 
 // Builds everything but the scheduler. InputError (exit 2) for what the config and the place
@@ -60,6 +64,9 @@ std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique
 
 // What a model-parallel scheduler builds its part of the model from.
 ModelSource model_source(const Run& run);
+// The training set in whole minibatches (dataset.batch_size rows), as the only rank: what a
+// pipeline's input stage reads, for profiling it.
+std::unique_ptr<Loader> minibatch_loader(const Run& run);
 
 // For `--dry-run` of a model-parallel algorithm (pipedream) on fewer ranks than it needs: what
 // each rank would hold and the schedule, for the ranks the configuration names, then the whole

@@ -19,7 +19,13 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   const TrainConfig& tc = config.train;
   // Before the run is built: its loader threads and the scheduler's comm threads join the trace.
   if (config.output.trace.enabled) trace_ = std::make_unique<RunTrace>(config.output.trace);
-  run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0},
+  // A planner's decision (pipedream's auto) is rank 0's on every rank.
+  auto agree = [&comm](const std::string& text) {
+    std::string bytes = text;
+    comm.broadcast(bytes, 0);
+    return bytes;
+  };
+  run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0, agree},
                    options.data);
   if (trace_)
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
@@ -45,10 +51,17 @@ Trainer::~Trainer() = default;
 std::string Trainer::describe() const {
   std::string notes;  // (the config's warnings were printed when it was loaded)
   for (const auto& n : run_->notes) notes += "note     " + n + "\n";
+  if (!run_->planned.empty()) notes += run_->planned;
   return fmt::format("{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n{}\n{}",
                      to_table(run_->config), run_->backend->name(), comm_.name(),
                      scheduler_->describe(), run_->train_set->describe(),
                      run_->test_set->describe(), notes, run_->model->summary());
+}
+
+std::vector<std::string> Trainer::notes_and_plan() const {
+  std::vector<std::string> notes = run_->notes;
+  if (!run_->planned.empty()) notes.push_back(run_->planned);
+  return notes;
 }
 
 RunResult Trainer::run() {
@@ -61,7 +74,7 @@ RunResult Trainer::run() {
     std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
     std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
         {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
-         run_->train_set->describe(), run_->test_set->describe(), run_->notes});
+         run_->train_set->describe(), run_->test_set->describe(), notes_and_plan()});
     metrics = std::make_unique<MetricsWriter>(config.output.dir);
   }
   const TrainConfig& tc = config.train;

@@ -33,6 +33,8 @@ class Trainer {
 
   // The resolved settings table and the model summary (ends with "parameters: N").
   std::string describe() const;
+  // The run's notes, and what a planner decided (run.yaml).
+  std::vector<std::string> notes_and_plan() const;
   // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 

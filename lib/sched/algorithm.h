@@ -43,6 +43,21 @@ struct AlgorithmConfig {
   bool operator==(const AlgorithmConfig& other) const;
 };
 
+// What a model-parallel algorithm's planner may use on this rank (run_builder.cpp fills it in):
+// the backend and the model, minibatches of the training set, the job's size, the link, and how
+// the ranks agree on one decision.
+struct PlannerContext {
+  Backend& backend;
+  ModelSource source;
+  // A loader of the training set in minibatches of source.batch_size rows, as rank 0 of one.
+  std::function<std::unique_ptr<Loader>()> minibatch_loader;
+  int world = 1;
+  double link_bytes_per_s = 0;  // cluster.link's bandwidth; 0: none (measure the transport)
+  double link_latency_s = 0;    // and its latency
+  // Every rank gets rank 0's `text` back (a broadcast), so that noisy timings never split a job.
+  std::function<std::string(const std::string& text)> agree;
+};
+
 struct AlgorithmEntry {
   std::string name;                               // algorithm.name
   std::string summary;                            // one line: what it is, and its paper
@@ -66,6 +81,10 @@ struct AlgorithmEntry {
   // for `--dry-run` on fewer ranks.
   std::function<int(const AlgorithmConfig&)> ranks_needed{};
   std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
+  // Model-parallel: fills in what the options leave to a planner (pipedream's `auto` stages and
+  // replicas) for a job of context.world ranks, before anything else is built; returns what to
+  // tell the user (empty when nothing was left open). InputError for what cannot be planned.
+  std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
 
   bool built() const { return static_cast<bool>(make); }
 };

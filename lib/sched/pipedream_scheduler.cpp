@@ -6,6 +6,9 @@
 #include <numeric>  // accumulate, lcm
 
 #include "core/error.h"
+#include "plan/profiler.h"           // profile_transport: the link without cluster.link
+#include "sched/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
+#include "sched/pipeline_profile.h"  // profile_pipeline_chain
 
 namespace dtrain {
 
@@ -75,21 +78,65 @@ void place_batches(const AlgorithmConfig& a, int rank, int world, LoaderOptions&
   if (stage != 0 && stage != l.shape.stages() - 1) train.prefetch = test.prefetch = 0;
 }
 
+// A decision as text, for the ranks to agree on: the replicas, then one stage name per line.
+std::string encode(const PipedreamOptions& o) {
+  std::string text = fmt::format("{}", fmt::join(o.replicas.value, ","));
+  for (const std::string& name : o.stages.value) text += "\n" + name;
+  return text;
+}
+
+void decode(const std::string& text, PipedreamOptions& o) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(text.substr(at, nl - at));
+  lines.push_back(text.substr(at));
+  o.replicas = {"", {}};
+  for (size_t p = 0, comma; p <= lines[0].size(); p = comma + 1) {
+    comma = std::min(lines[0].find(',', p), lines[0].size());
+    o.replicas.value.push_back(std::stoi(lines[0].substr(p, comma - p)));
+  }
+  o.stages = {"", std::vector<std::string>(lines.begin() + 1, lines.end())};
+}
+
+// PipeDream's planner on this job: profile the chain here, partition, agree on rank 0's choice.
+std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
+  PipedreamOptions& o = a.get<PipedreamOptions>();
+  if (!pipeline_needs_planner(o, ctx.world)) return "";
+  DTRAIN_INPUT_CHECK(ctx.source.frozen_layers == 0)
+      << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
+  DTRAIN_INPUT_CHECK(ctx.source.batch_size % o.microbatches == 0)
+      << "dataset.batch_size: " << ctx.source.batch_size
+      << " is not divisible by algorithm.microbatches " << o.microbatches;
+  const std::unique_ptr<Loader> loader = ctx.minibatch_loader();
+  const std::vector<LayerProfile> layers = profile_pipeline_chain(ctx.backend, ctx.source, *loader);
+  // Without an emulated link the stages talk over this machine's transport: a memory copy.
+  double bandwidth = ctx.link_bytes_per_s, latency = ctx.link_latency_s;
+  if (bandwidth <= 0) {
+    double params = 0;
+    for (const LayerProfile& l : layers) params += l.parameter_bytes;
+    const TransportTimes transport =
+        profile_transport(static_cast<int64_t>(params / 4 / ctx.world) + 1);
+    bandwidth = 1 / transport.copy_s_per_byte;
+    latency = transport.handoff_s;
+  }
+  const PipelineChoice choice = choose_pipeline(layers, o, ctx.world, bandwidth, latency);
+  const PipedreamOptions mine = with_choice(o, choice);
+  decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
+  return describe_choice(choice, mine);
+}
+
 }  // namespace
 
 PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t batch_size) {
   PipelineLayout l;
-  DTRAIN_INPUT_CHECK(!o.stages.is("auto"))
-      << "algorithm.stages: auto needs PipeDream's planner, which arrives with the next issue; "
-         "list the first layer of each stage after the first (e.g. stages: [fc2]; "
-         "`dtrain --dry-run` lists the layers, `stages: []` is one stage)";
+  // The planner (AlgorithmEntry::plan) has filled in what `auto` left open.
+  DTRAIN_CHECK(!o.stages.is("auto")) << "algorithm.stages: auto was not planned";
   l.starts = o.stages.value;
   const int S = static_cast<int>(l.starts.size()) + 1;
   if (o.replicas.is("auto")) {
-    DTRAIN_INPUT_CHECK(world == S)
-        << "algorithm.replicas: auto gives each of the " << S
-        << " stage(s) one rank, but the job has " << world
-        << " rank(s); list the ranks per stage (summing to " << world << ")";
+    DTRAIN_CHECK(world == S) << "algorithm.replicas: auto was not planned for " << world
+                             << " ranks and " << S << " stages";
     l.shape.replicas.assign(static_cast<size_t>(S), 1);
   } else {
     l.shape.replicas = o.replicas.value;
@@ -127,7 +174,8 @@ AlgorithmEntry pipedream_algorithm() {
                "the first layer of stage 2, 3, ... ([]: one stage; auto: PipeDream's partitioner)")
           .key("replicas", &PipedreamOptions::replicas,
                word_or({"auto"}, list_of(integer(Bounds::at_least(1)), 0, 1)),
-               "ranks per stage, summing to the ranks (auto: one rank per stage)")
+               "ranks per stage, summing to the ranks (auto: PipeDream's partitioner; one rank per "
+               "stage when the ranks are as many as the stages)")
           .key("in_flight", &PipedreamOptions::in_flight,
                word_or({"auto"}, integer(Bounds::at_least(1))),
                "minibatches in flight per replica (auto: NOAM = ⌈ranks of this and later "
@@ -156,6 +204,7 @@ AlgorithmEntry pipedream_algorithm() {
       return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
     return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
   };
+  e.plan = plan;
   e.preview = [](const AlgorithmConfig& a, const ModelSource& source, int world) {
     const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
     return overview(l, split(l, source));

@@ -6,6 +6,7 @@
 #include <deque>       // a channel's messages in the simulation
 #include <functional>  // function: what follows each backward
 #include <map>
+#include <numeric>  // lcm
 #include <tuple>
 
 #include "core/error.h"
@@ -273,7 +274,23 @@ ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& 
 std::vector<std::vector<double>> simulate_schedule(
     const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
     double forward_time, double backward_time) {
+  const size_t S = static_cast<size_t>(shape.stages());
+  return simulate_schedule(
+      shape, schedule,
+      {std::vector<double>(S, forward_time), std::vector<double>(S, backward_time),
+       std::vector<double>(S, 0), std::vector<double>(S > 0 ? S - 1 : 0, 0)});
+}
+
+std::vector<std::vector<double>> simulate_schedule(
+    const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
+    const SimulationTimes& times) {
   const int ranks = shape.ranks();
+  DTRAIN_CHECK(static_cast<int>(times.forward_s.size()) == shape.stages() &&
+               static_cast<int>(times.backward_s.size()) == shape.stages() &&
+               static_cast<int>(times.reduce_s.size()) == shape.stages() &&
+               static_cast<int>(times.transfer_s.size()) == shape.stages() - 1)
+      << "simulation times for " << shape.stages() << " stages";
+  std::vector<double> sender_free(ranks, 0);  // when each rank's sender thread is idle again
   std::vector<size_t> next(ranks, 0);
   std::vector<double> clock(ranks, 0);
   std::vector<std::vector<double>> start(ranks);
@@ -296,11 +313,11 @@ std::vector<std::vector<double>> simulate_schedule(
       if (!in) continue;
       switch (in->op) {
         case Op::forward:
-          advance(rank, clock[rank], forward_time);
+          advance(rank, clock[rank], times.forward_s[shape.stage_of(rank)]);
           moved = true;
           break;
         case Op::backward:
-          advance(rank, clock[rank], backward_time);
+          advance(rank, clock[rank], times.backward_s[shape.stage_of(rank)]);
           moved = true;
           break;
         case Op::step:
@@ -308,14 +325,18 @@ std::vector<std::vector<double>> simulate_schedule(
           moved = true;
           break;
         case Op::send_activation:
-        case Op::send_gradient:
-          // Non-blocking: the message waits in its channel (the runtime's sends leave on a
-          // thread of their own into receives posted ahead).
+        case Op::send_gradient: {
+          // Non-blocking: the message leaves on the rank's sender thread, after the messages
+          // before it, into a receive posted ahead.
+          const int cut = std::min(shape.stage_of(rank), shape.stage_of(in->peer));
+          const double leaves = std::max(clock[rank], sender_free[rank]);
+          sender_free[rank] = leaves + times.transfer_s[cut];
           in_transit[{rank, in->peer, in->op == Op::send_activation}].push_back(
-              {in->minibatch, clock[rank]});
+              {in->minibatch, sender_free[rank]});
           advance(rank, clock[rank], 0);
           moved = true;
           break;
+        }
         case Op::receive_activation:
         case Op::receive_gradient: {
           auto& channel = in_transit[{in->peer, rank, in->op == Op::receive_activation}];
@@ -345,7 +366,8 @@ std::vector<std::vector<double>> simulate_schedule(
             when = std::max(when, clock[r]);
           }
           if (all) {
-            for (int r = first; r < first + shape.replicas[s]; ++r) advance(r, when, 0);
+            for (int r = first; r < first + shape.replicas[s]; ++r)
+              advance(r, when, times.reduce_s[s]);
             moved = true;
           }
           break;
@@ -389,6 +411,24 @@ std::string schedule_grid(const PipelineShape& shape,
     grid += "\n";
   }
   return grid;
+}
+
+double simulated_minibatch_seconds(const PipelineShape& shape, ScheduleSpec spec,
+                                   const SimulationTimes& times) {
+  // Two runs, the second twice as long: their difference is steady state only (start-up and
+  // drain cancel). Minibatch counts are whole rounds of every stage's replicas.
+  int64_t rounds = 1;
+  for (int r : shape.replicas) rounds = std::lcm(rounds, static_cast<int64_t>(r));
+  const int n1 = static_cast<int>(std::max<int64_t>(4 * rounds, 4 * shape.ranks()));
+  auto makespan = [&](int minibatches) {
+    spec.minibatches = minibatches;
+    double end = 0;
+    for (const std::vector<double>& starts :
+         simulate_schedule(shape, build_schedule(shape, spec), times))
+      if (!starts.empty()) end = std::max(end, starts.back());
+    return end;
+  };
+  return (makespan(2 * n1) - makespan(n1)) / n1;
 }
 
 }  // namespace dtrain::pipeline

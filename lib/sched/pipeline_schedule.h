@@ -97,6 +97,25 @@ std::vector<std::vector<double>> simulate_schedule(
     const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
     double forward_time = 1, double backward_time = 1);
 
+// The same with measured times: per stage its forward, backward (with its update) and its
+// replicas' all-reduce; per cut between stages s and s + 1 the transfer of one message either
+// way. A rank's messages leave one after the other (the runtime's sender thread) and arrive a
+// transfer time later.
+struct SimulationTimes {
+  std::vector<double> forward_s, backward_s, reduce_s;  // per stage
+  std::vector<double> transfer_s;                       // per cut: stages − 1
+};
+std::vector<std::vector<double>> simulate_schedule(
+    const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
+    const SimulationTimes& times);
+
+// dtrain's prediction of a pipeline's time per minibatch in steady state: the schedule of
+// `spec` (its kind, microbatches, in_flight) simulated with `times` over enough minibatches that
+// start-up and drain are left out — the mean gap between minibatches completing on the input
+// stage over the second half.
+double simulated_minibatch_seconds(const PipelineShape& shape, ScheduleSpec spec,
+                                   const SimulationTimes& times);
+
 // The rank × step grid: one row per rank ("r0 s0.0 | F0 F1 B0 F2 ..."), compute instructions
 // only (sends and receives are implied), "R" a reduction, "S" a step.
 std::string schedule_grid(const PipelineShape& shape,

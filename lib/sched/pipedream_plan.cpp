@@ -1,0 +1,180 @@
+#include "sched/pipedream_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>  // min, find_if
+#include <numeric>    // accumulate
+
+#include "core/error.h"
+#include "sched/pipeline_schedule.h"  // in_flight_bound: the stashed versions
+
+namespace dtrain {
+
+namespace {
+
+std::string names_of(const std::vector<LayerProfile>& layers) {
+  std::string text;
+  for (const LayerProfile& l : layers) text += (text.empty() ? "" : ", ") + l.name;
+  return text;
+}
+
+// The chain indices of the stages' first layers, `stages:` checked against the chain.
+std::vector<int> first_layers(const std::vector<LayerProfile>& layers,
+                              const std::vector<std::string>& starts) {
+  std::vector<int> first{0};
+  for (size_t k = 0; k < starts.size(); ++k) {
+    auto it = std::find_if(layers.begin(), layers.end(),
+                           [&](const LayerProfile& l) { return l.name == starts[k]; });
+    DTRAIN_INPUT_CHECK(it != layers.end())
+        << "algorithm.stages[" << k << "]: '" << starts[k]
+        << "' does not start an element of the model's partitionable chain (" << names_of(layers)
+        << ")";
+    const int i = static_cast<int>(it - layers.begin());
+    DTRAIN_INPUT_CHECK(i > first.back())
+        << "algorithm.stages[" << k << "]: stage " << k + 1 << " would be empty";
+    first.push_back(i);
+  }
+  return first;
+}
+
+double mb(double bytes) {
+  return bytes / 1e6;
+}
+
+std::string row(const char* what, const Partition& p, double predicted_s) {
+  return fmt::format("  {:<32} {:<13} {:>10.3f} {:>13.3f}  {}\n", what, p.configuration(),
+                     p.time_s * 1e3, predicted_s * 1e3,
+                     p.compute_bound() ? "compute" : "communication");
+}
+
+}  // namespace
+
+bool pipeline_needs_planner(const PipedreamOptions& o, int world) {
+  if (o.stages.is("auto")) return true;
+  return o.replicas.is("auto") && static_cast<int>(o.stages.value.size()) + 1 != world;
+}
+
+pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
+  pipeline::ScheduleSpec spec;
+  spec.kind = o.schedule;
+  spec.microbatches = o.microbatches;
+  spec.in_flight = o.in_flight.is("auto") ? 0 : o.in_flight.value;
+  return spec;
+}
+
+double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
+                                const PipedreamOptions& o, double bandwidth, double latency) {
+  const pipeline::PipelineShape shape{p.replicas};
+  const pipeline::ScheduleSpec spec = schedule_spec(o);
+  // gpipe and 1f1b_flush pass microbatches: a share of the minibatch's time and bytes each.
+  const double share = 1.0 / spec.microbatches;
+  pipeline::SimulationTimes t;
+  for (int s = 0; s < p.stages(); ++s) {
+    const int begin = p.first_layer[static_cast<size_t>(s)];
+    const int end = s + 1 < p.stages() ? p.first_layer[static_cast<size_t>(s + 1)]
+                                       : static_cast<int>(layers.size());
+    double forward = 0, backward = 0, params = 0;
+    for (int l = begin; l < end; ++l) {
+      const LayerProfile& layer = layers[static_cast<size_t>(l)];
+      forward += layer.forward_s, backward += layer.backward_s, params += layer.parameter_bytes;
+    }
+    t.forward_s.push_back(forward * share);
+    t.backward_s.push_back(backward * share);
+    const double R = p.replicas[static_cast<size_t>(s)];
+    t.reduce_s.push_back(R > 1 ? 2 * (R - 1) * (latency + params / R / bandwidth) : 0);
+    if (s + 1 < p.stages())
+      t.transfer_s.push_back(latency + layers[static_cast<size_t>(end - 1)].activation_bytes *
+                                           share / bandwidth);
+  }
+  return pipeline::simulated_minibatch_seconds(shape, spec, t);
+}
+
+PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const PipedreamOptions& o,
+                               int ranks, double bandwidth_bytes_per_s, double latency_s) {
+  PipelineChoice c;
+  c.latency_s = latency_s;
+  c.layers = layers;
+  c.problem = {layers, ranks, bandwidth_bytes_per_s, partition_cost_named(o.partition_cost)};
+  const int N = static_cast<int>(layers.size());
+  if (!o.stages.is("auto")) {
+    const std::vector<int> first = first_layers(layers, o.stages.value);
+    const int S = static_cast<int>(first.size());
+    if (o.replicas.is("auto")) {
+      DTRAIN_INPUT_CHECK(S <= ranks) << "algorithm.stages: " << S << " stages need at least " << S
+                                     << " ranks, the job has " << ranks;
+      c.chosen = best_replicas(c.problem, first);
+      c.reason = "replicas: auto for the given stages";
+    } else {
+      DTRAIN_INPUT_CHECK(static_cast<int>(o.replicas.value.size()) == S)
+          << "algorithm.replicas: " << o.replicas.value.size() << " count(s) for the " << S
+          << " stage(s) algorithm.stages makes";
+      c.chosen = evaluate_partition(c.problem, first, o.replicas.value);
+      c.reason = "stages and replicas given";
+    }
+  } else if (!o.replicas.is("auto")) {
+    const std::vector<int>& replicas = o.replicas.value;
+    DTRAIN_INPUT_CHECK(static_cast<int>(replicas.size()) <= N)
+        << "algorithm.replicas: " << replicas.size() << " stages, but the model's chain has only "
+        << N << " element(s) (" << names_of(layers) << ")";
+    c.chosen = best_cuts(c.problem, replicas);
+    c.reason = "stages: auto for the given replicas";
+  } else {
+    c.chosen = best_partition(c.problem);
+    c.reason = "stages: auto, replicas: auto";
+  }
+  DTRAIN_INPUT_CHECK(c.chosen.machines() == ranks)
+      << "algorithm.replicas: " << c.chosen.configuration() << " needs " << c.chosen.machines()
+      << " rank(s), but the job has " << ranks;
+  c.data_parallel = evaluate_partition(c.problem, {0}, {ranks});
+  c.straight = best_cuts(c.problem, std::vector<int>(static_cast<size_t>(std::min(N, ranks)), 1));
+  auto predict = [&](const Partition& p) {
+    return predict_pipeline_seconds(layers, p, o, bandwidth_bytes_per_s, latency_s);
+  };
+  c.chosen_s = predict(c.chosen);
+  c.data_parallel_s = predict(c.data_parallel);
+  c.straight_s = predict(c.straight);
+  return c;
+}
+
+PipedreamOptions with_choice(PipedreamOptions o, const PipelineChoice& c) {
+  o.stages = config::WordOr<std::vector<std::string>>{"", c.chosen.starts(c.layers)};
+  o.replicas = config::WordOr<std::vector<int>>{"", c.chosen.replicas};
+  return o;
+}
+
+std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) {
+  const Partition& p = c.chosen;
+  std::string text = fmt::format(
+      "PipeDream's planner ({}) for {} rank(s), link {:.3g} Gbit/s + {:.3g} us; per minibatch: "
+      "the partitioner's cost (partition_cost: {}) and dtrain's prediction (the schedule "
+      "simulated with activations and latency)\n",
+      c.reason, c.problem.machines, c.problem.bandwidth_bytes_per_s * 8e-9, c.latency_s * 1e6,
+      partition_cost_name(c.problem.cost));
+  text += fmt::format("  {:<32} {:<13} {:>10} {:>13}  {}\n", "candidate", "configuration",
+                      "cost_ms", "predicted_ms", "bound");
+  text += row("data parallel", c.data_parallel, c.data_parallel_s);
+  text += row(c.straight.machines() == c.problem.machines ? "straight pipeline"
+                                                          : "straight pipeline (fewer ranks)",
+              c.straight, c.straight_s);
+  text += row("chosen", p, c.chosen_s);
+  const pipeline::PipelineShape shape{p.replicas};
+  const pipeline::ScheduleSpec spec = schedule_spec(o);
+  text += fmt::format("chosen: stages {} (NOAM {}), each stage:\n",
+                      p.stages() == 1 ? std::string("[]")
+                                      : fmt::format("[{}]", fmt::join(p.starts(c.layers), ", ")),
+                      p.noam);
+  text += p.describe(c.layers);
+  for (int s = 0; s < p.stages(); ++s) {
+    const int end = s + 1 < p.stages() ? p.first_layer[static_cast<size_t>(s + 1)]
+                                       : static_cast<int>(c.layers.size());
+    double params = 0;
+    for (int l = p.first_layer[static_cast<size_t>(s)]; l < end; ++l)
+      params += c.layers[static_cast<size_t>(l)].parameter_bytes;
+    const int versions = o.weight_stashing ? pipeline::in_flight_bound(shape, spec, s) : 1;
+    text += fmt::format("    stage {}: {:.0f} parameters, {} weight version(s) kept = {:.1f} MB\n",
+                        s, params / 4, versions, mb(params * versions));
+  }
+  return text;
+}
+
+}  // namespace dtrain
