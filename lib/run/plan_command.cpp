@@ -293,12 +293,12 @@ void write_text(const std::string& path, const std::string& text) {
 // config's cluster.link; no model is built.
 void plan_from_profile(const ExperimentConfig& config, const PlanOptions& options,
                        std::ostream& out) {
-  const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
   DTRAIN_INPUT_CHECK(config.cluster.link.has_value())
       << "--profile " << options.profile
       << ": plans for a network, and cluster.link is not set (e.g. --set "
          "cluster.link.bandwidth=25Gbps)";
   const LinkConfig& link = *config.cluster.link;
+  const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
   std::string note;
   const PipelineChoice c = plan_pipedream(config, chain, options.ranks, link.bandwidth.bytes_per_s,
                                           link.latency.seconds, note);

@@ -103,6 +103,17 @@ void decode(const std::string& text, PipedreamOptions& o) {
 std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   PipedreamOptions& o = a.get<PipedreamOptions>();
   if (!pipeline_needs_planner(o, ctx.world)) return "";
+  // What the job's size already refutes, before anything is measured.
+  if (!o.replicas.is("auto")) {
+    const int ranks = std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+    DTRAIN_INPUT_CHECK(ranks == ctx.world)
+        << "algorithm.replicas: " << dashed(o.replicas.value) << " needs " << ranks
+        << " rank(s), but the job has " << ctx.world << " (mpirun -np)";
+  }
+  if (!o.stages.is("auto"))
+    DTRAIN_INPUT_CHECK(static_cast<int>(o.stages.value.size()) < ctx.world)
+        << "algorithm.stages: " << o.stages.value.size() + 1 << " stages need at least "
+        << o.stages.value.size() + 1 << " ranks, but the job has " << ctx.world << " (mpirun -np)";
   DTRAIN_INPUT_CHECK(ctx.source.frozen_layers == 0)
       << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
   DTRAIN_INPUT_CHECK(ctx.source.batch_size % o.microbatches == 0)

@@ -48,8 +48,8 @@ expect_2 "key of another algorithm" "algorithm.K: belongs to algorithm pipe_sgd,
 # PipeDream's stages and replicas: every bad partition names its key (one process: what a job of
 # the ranks the replicas name would do is checked without mpirun, and on 1 rank).
 pd="algorithm={name: pipedream"
-expect_2 "pipedream stages auto" "algorithm.stages: auto needs PipeDream's planner" \
-  --config "$good" --set "$pd}"
+expect_2 "pipedream stages auto for replicas of other ranks" "algorithm.replicas: 1-1 needs 2 rank(s), but the job has 1" \
+  --config "$good" --set "$pd, replicas: [1, 1]}"
 expect_2 "pipedream stage not a layer" "algorithm.stages\\[0\\]: 'conv9' is not a layer of the model" \
   --config "$good" --set "$pd, stages: [conv9]}" --dry-run
 expect_2 "pipedream empty stage" "algorithm.stages\\[1\\]: stage 2 would be empty" \
@@ -60,7 +60,7 @@ expect_2 "pipedream replicas not summing to the ranks" "algorithm.replicas: 1-1 
   --config "$good" --set "$pd, stages: [fc2], replicas: [1, 1]}"
 expect_2 "pipedream replicas per stage" "algorithm.replicas: 3 count(s) for the 2 stage(s)" \
   --config "$good" --set "$pd, stages: [fc2], replicas: [1, 1, 1]}" --dry-run
-expect_2 "pipedream replicas auto on too many ranks" "algorithm.replicas: auto gives each of the 2 stage(s) one rank, but the job has 1" \
+expect_2 "pipedream more stages than ranks" "algorithm.stages: 2 stages need at least 2 ranks, but the job has 1" \
   --config "$good" --set "$pd, stages: [fc2]}"
 expect_2 "pipedream microbatches with 1f1b" "algorithm.microbatches: 4" \
   --config "$good" --set "$pd, stages: [fc2], microbatches: 4}" --dry-run
@@ -84,8 +84,25 @@ expect_2 "hpsgd with momentum" "optimizer.momentum: must be 0 for algorithm hpsg
 expect_2 "schedule key of another schedule" "milestones: applies only to schedule multistep" \
   --config "$good" --set "optimizer.schedule={name: cosine, milestones: [2]}"
 
+# PipeDream's layer profiles (dtrain plan --profile): the file and the line are named.
+header="layer,forward_ms,backward_ms,activation_bytes,parameter_bytes"
+link="cluster.link.bandwidth=1Gbps"
+: > "$WORK/empty.csv"
+expect_2 "empty profile" "empty.csv: empty layer profile" plan --profile "$WORK/empty.csv" --set "$link"
+printf 'layer,forward_ms,activation_bytes,parameter_bytes\nfc1,1,2,3\n' > "$WORK/column.csv"
+expect_2 "profile without a column" "column.csv: the header lacks the column 'backward_ms'" \
+  plan --profile "$WORK/column.csv" --set "$link"
+printf '%s\nfc1,1,2,3,4\nfc2,1,-2,3,4\n' "$header" > "$WORK/negative.csv"
+expect_2 "profile with a negative time" "negative.csv: line 3 (layer fc2): backward_ms: -2 is negative" \
+  plan --profile "$WORK/negative.csv" --set "$link"
+expect_2 "missing profile" "nothere.csv: cannot read the layer profile" \
+  plan --profile "$WORK/nothere.csv" --set "$link"
+expect_2 "profile without a link" "cluster.link is not set" plan --profile "$WORK/negative.csv"
+expect_2 "plan without config or profile" "--config FILE is required" plan --ranks 2
+
 # Existing results are not touched by a bad run.
 mkdir -p "$out" && echo keep > "$out/accuracy.csv"
 "$DTRAIN" --config "$good" --set dataset.batch_size=0 >/dev/null 2>&1
 [ "$(cat "$out/accuracy.csv")" = keep ] || fail "a bad run overwrote accuracy.csv"
+
 finish

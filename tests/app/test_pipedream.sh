@@ -3,7 +3,7 @@
 # 1f1b on 2 and 3 ranks (oversubscribed); a ResNet-20 cut at a block boundary trains on
 # synthetic data; pipeline.csv has a row per rank with the stages' layers; --dry-run on one
 # process prints the stages and the schedule grid of the ranks the replicas name; dtrain plan
-# profiles a pipedream configuration's data-parallel rows.
+# gives the pipedream row, --profile from a written profile agrees; stages: auto trains.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 SMALL="$ROOT/configs/paper/pipedream/small"
@@ -19,6 +19,24 @@ grep -q "^parameters: " "$WORK/dry.txt" || fail "dry run: no model summary"
   fail "plan: $(tail -3 "$WORK/plan.txt")"
 grep -q "^sync      none" "$WORK/plan.txt" || fail "plan: no sync row: $(cat "$WORK/plan.txt")"
 
+# PipeDream's rows: the plan from the model and the plan from the profile it wrote agree on the
+# configuration and (2 ranks on this machine's cores: no stretch) on the predicted time.
+link="cluster.link={bandwidth: 1Gbps, latency: 50us}"
+"$DTRAIN" plan --config "$SMALL/fashion_lenet_pipedream.yaml" --ranks 2 --set "$link" \
+  --set algorithm.stages=auto --csv "$WORK/plan_model.csv" --write-profile "$WORK/lenet_profile.csv" \
+  > "$WORK/plan_model.txt" 2>&1 || fail "plan --write-profile: $(tail -3 "$WORK/plan_model.txt")"
+grep -q "^  chosen  " "$WORK/plan_model.txt" || fail "plan: no chosen pipeline: $(cat "$WORK/plan_model.txt")"
+head -1 "$WORK/lenet_profile.csv" | grep -q "^layer,forward_ms,backward_ms,activation_bytes,parameter_bytes$" ||
+  fail "profile header: $(head -1 "$WORK/lenet_profile.csv")"
+grep -q "^f5,.*,30720,192480$" "$WORK/lenet_profile.csv" || fail "profile row f5: $(cat "$WORK/lenet_profile.csv")"
+"$DTRAIN" plan --profile "$WORK/lenet_profile.csv" --ranks 2 --set "$link" --set algorithm.name=pipedream \
+  --csv "$WORK/plan_profile.csv" > "$WORK/plan_profile.txt" 2>&1 ||
+  fail "plan --profile: $(tail -3 "$WORK/plan_profile.txt")"
+model_row=$(grep "^pipedream," "$WORK/plan_model.csv"); profile_row=$(grep "^pipedream," "$WORK/plan_profile.csv")
+[ "${model_row##*,}" = "${profile_row##*,}" ] || fail "configurations differ: $model_row vs $profile_row"
+awk -F, -v a="$(echo "$model_row" | cut -d, -f5)" -v b="$(echo "$profile_row" | cut -d, -f5)" \
+  'BEGIN { exit !(b > 0.99 * a && b < 1.01 * a) }' || fail "predicted times differ: $model_row vs $profile_row"
+
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run() {  # run NAME RANKS CONFIG [--set ...]
     local name=$1 ranks=$2 config=$3; shift 3
@@ -33,6 +51,11 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run lenet3 3 "$SMALL/fashion_lenet_pipedream.yaml" --set "algorithm.stages=[c3, f5]"
   run mlp2 2 "$SMALL/fashion_mlp_pipedream_3.yaml" --set "algorithm.stages=[fc2]"
   run mlp3 3 "$SMALL/fashion_mlp_pipedream_3.yaml"
+  # stages: auto trains with the planner's partition, written into config.yaml and run.yaml.
+  run lenet_auto 2 "$SMALL/fashion_lenet_pipedream.yaml" --set algorithm.stages=auto --set "$link"
+  grep -q "stages: \[[a-z]" "$WORK/lenet_auto/config.yaml" || fail "lenet_auto config.yaml: no stages list"
+  grep -q "PipeDream's planner (stages: auto, replicas: auto) for 2 rank(s)" "$WORK/lenet_auto/run.yaml" ||
+    fail "lenet_auto run.yaml: no planner note"
   grep -q "^2,2,0,fc3,fc3,5010,1,1,0," "$WORK/mlp3/pipeline.csv" || fail "mlp3 pipeline.csv: $(cat "$WORK/mlp3/pipeline.csv")"
   grep -q "^0,0,0,flatten,relu1,392500,3,3," "$WORK/mlp3/pipeline.csv" || fail "mlp3 pipeline.csv stage 0"
   # Every rank reports the same iterations (minibatches through the pipeline): 60000 / 64.

@@ -180,3 +180,22 @@ TEST_CASE("the grid shows each rank's passes in order") {
         "rank 0  stage 0 replica 0 | F0 F1 B0 S F2 B1 S B2 S\n"
         "rank 1  stage 1 replica 0 | F0 B0 S F1 B1 S F2 B2 S\n");
 }
+
+TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulated schedule") {
+  const ScheduleSpec f1b1{"1f1b", 0, 1, 0};
+  // A straight pipeline on a fast link: the slowest stage's forward + backward.
+  const PipelineShape two{{1, 1}};
+  CHECK(simulated_minibatch_seconds(two, f1b1, {{1, 0.5}, {2, 1}, {0, 0}, {0}}) ==
+        doctest::Approx(3.0));
+  // On a slow link the round trip of a minibatch (activation over, the next stage's passes,
+  // gradient back) is not hidden by the input stage's other work: with NOAM = 2 minibatches in
+  // flight, each takes (2 · transfer + its passes on both stages) / 2 = (4 + 1.5 + 3) / 2.
+  CHECK(simulated_minibatch_seconds(two, f1b1, {{1, 0.5}, {2, 1}, {0, 0}, {2}}) ==
+        doctest::Approx(4.25));
+  // With in_flight 1 (plain model parallelism) nothing overlaps: 4 + 1.5 + 3.
+  CHECK(simulated_minibatch_seconds(two, {"1f1b", 0, 1, 1}, {{1, 0.5}, {2, 1}, {0, 0}, {2}}) ==
+        doctest::Approx(8.5));
+  // One stage on three replicas: each round, every replica's passes, then their all-reduce.
+  CHECK(simulated_minibatch_seconds({{3}}, f1b1, {{1}, {2}, {0.5}, {}}) ==
+        doctest::Approx(3.5 / 3));
+}
