@@ -7,8 +7,8 @@ header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,confi
 check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
-  # Every built algorithm with a timing row (the registry's), with every codec.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 18 ] || fail "$what: expected 18 rows, got $(tail -n +2 "$f" | wc -l)"
+  # Every built algorithm with a timing row (the registry's), with every codec, and PipeDream's.
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
@@ -20,6 +20,12 @@ check_csv() {  # check_csv FILE WHAT RANKS
     grep -q "^sapipe,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),k=[0-9]*$" "$f" ||
       fail "$what: no well-formed row for sapipe,$c"
   done
+  # PipeDream's planner: its stages' replicas, summing to the ranks.
+  local conf
+  conf=$(grep "^pipedream,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),[0-9-]*$" "$f" | cut -d, -f7)
+  [ -n "$conf" ] || fail "$what: no well-formed row for pipedream"
+  [ "$(echo "$conf" | tr '-' '\n' | awk '{ s += $1 } END { print s }')" = "$ranks" ] ||
+    fail "$what: pipedream configuration $conf does not use $ranks ranks"
 }
 # configuration of ALGORITHM,CODEC in FILE
 configuration() { grep "^$2,$3," "$1" | cut -d, -f7; }
