@@ -47,6 +47,9 @@ class Comm {
   // never blocks (receive the message with recv). A server answering whoever asks polls this
   // with a sleep in between instead of spinning inside a blocking MPI_Recv.
   virtual std::optional<int> probe_any(int tag);
+  // Lets pending non-blocking transfers advance (MPI has no progress thread: a transfer moves only
+  // inside MPI calls of both ranks); never blocks. A no-op where transfers need no help.
+  virtual void progress() {}
   // Send to `dst` and receive from `src` at once (deadlock-free ring steps).
   virtual void sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,
                         size_t recv_bytes, int src, int tag) = 0;

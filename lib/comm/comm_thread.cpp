@@ -49,13 +49,32 @@ double CommThread::take_busy_seconds() {
   return s;
 }
 
+void CommThread::poll_when_idle(std::function<void()> poll, std::chrono::microseconds period) {
+  {
+    std::lock_guard lock(mutex_);
+    idle_poll_ = std::move(poll);
+    idle_period_ = period;
+  }
+  cv_.notify_one();
+}
+
 void CommThread::loop() {
   trace::ThreadScope traced(track_);
   for (;;) {
     std::packaged_task<void()> task;
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      auto ready = [this] { return stopping_ || !queue_.empty(); };
+      if (idle_poll_) {
+        if (!cv_.wait_for(lock, idle_period_, ready)) {
+          const std::function<void()> poll = idle_poll_;
+          lock.unlock();
+          poll();
+          continue;
+        }
+      } else {
+        cv_.wait(lock, ready);
+      }
       if (queue_.empty()) return;  // stopping, and nothing left to run
       task = std::move(queue_.front());
       queue_.pop_front();

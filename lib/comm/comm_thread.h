@@ -4,6 +4,7 @@
 // Each request is a span of the comm thread's trace track (core/trace.h) when the thread that
 // created it records a trace.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -30,6 +31,10 @@ class CommThread {
   std::future<void> submit(std::function<void()> task, Phase phase = Phase::comm);
   // Seconds spent running tasks since the last call, whatever their phase (and resets it).
   double take_busy_seconds();
+  // While no task is queued, calls `poll` every `period` (not counted as busy). A pipeline's
+  // sender polls MPI with it: without a progress thread, a receive posted ahead only advances
+  // inside MPI calls, and a rank busy computing would hold its peers' sends back.
+  void poll_when_idle(std::function<void()> poll, std::chrono::microseconds period);
 
  private:
   void loop();
@@ -38,6 +43,8 @@ class CommThread {
   std::condition_variable cv_;
   std::deque<std::packaged_task<void()>> queue_;
   bool stopping_ = false;
+  std::function<void()> idle_poll_;
+  std::chrono::microseconds idle_period_{0};
   double busy_s_ = 0;
   trace::ThreadTrack* track_;  // made by the creating thread; null: no trace
   std::thread thread_;         // last: starts after the members it uses exist

@@ -30,6 +30,7 @@ class PacedComm final : public Comm {
   int local_size() const override { return inner_->local_size(); }
   Comm& unpaced() override { return inner_->unpaced(); }
   std::optional<int> probe_any(int tag) override { return inner_->probe_any(tag); }
+  void progress() override { inner_->progress(); }
   bool emulates_link() const override { return true; }
   std::string name() const override {
     char text[96];

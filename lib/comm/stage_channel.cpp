@@ -14,7 +14,7 @@ namespace {
 // Waits for `r` without spinning: pipeline ranks often wait a whole stage's compute for their
 // peer, and a spinning wait would take a core from a rank that computes (two ranks, two cores).
 void wait_politely(CommRequest& r) {
-  while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  while (!r.test()) std::this_thread::sleep_for(kStagePollPeriod);
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 // waits for its receiver to arrive at the matching call, and one side's large send never holds
 // the other side's message behind it.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -19,6 +20,10 @@
 #include "core/tensor.h"       // Tensor: host f32 payloads
 
 namespace dtrain {
+
+// How often a waiting rank tests its transfers: a sleep in between leaves the core to the
+// compute thread of a rank that shares it (dtrain's prediction counts the delay it costs).
+inline constexpr std::chrono::microseconds kStagePollPeriod{50};
 
 struct StageMessage {
   enum Kind : int32_t { activation = 1, gradient = 2 };

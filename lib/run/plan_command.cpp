@@ -56,6 +56,7 @@ struct Profile {
   // PipeDream's layer profile at the whole minibatch: as measured, and stretched as the
   // compute times are (ranks sharing cores, stragglers).
   std::vector<LayerProfile> chain, chain_stretched;
+  TransportTimes transport;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
   std::string backend, link;
@@ -124,6 +125,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.L = pipe.segments;
 
   const TransportTimes transport = profile_transport((in.n + p - 1) / p);
+  r.transport = transport;
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
@@ -240,11 +242,11 @@ namespace {
 // the chosen algorithm (an explicit partition that does not fit these ranks is planned as auto,
 // and said), else its defaults.
 PipelineChoice plan_pipedream(const ExperimentConfig& config,
-                              const std::vector<LayerProfile>& chain, int ranks, double bandwidth,
-                              double latency, std::string& note) {
+                              const std::vector<LayerProfile>& chain, int ranks,
+                              const PipelineLink& link, std::string& note) {
   PipedreamOptions o = options_of(config, "pipedream").get<PipedreamOptions>();
   try {
-    return choose_pipeline(chain, o, ranks, bandwidth, latency);
+    return choose_pipeline(chain, o, ranks, link);
   } catch (const InputError& e) {
     note = fmt::format(
         "(the configured partition does not fit {} rank(s): {}; planned with "
@@ -252,7 +254,7 @@ PipelineChoice plan_pipedream(const ExperimentConfig& config,
         ranks, e.what());
     o.stages = PipedreamOptions{}.stages;
     o.replicas = PipedreamOptions{}.replicas;
-    return choose_pipeline(chain, o, ranks, bandwidth, latency);
+    return choose_pipeline(chain, o, ranks, link);
   }
 }
 
@@ -300,8 +302,14 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
   const LinkConfig& link = *config.cluster.link;
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
   std::string note;
-  const PipelineChoice c = plan_pipedream(config, chain, options.ranks, link.bandwidth.bytes_per_s,
-                                          link.latency.seconds, note);
+  // This machine's timers and copies, for what the runtime would pay besides the link.
+  double params = 0;
+  for (const LayerProfile& l : chain) params += l.parameter_bytes;
+  const TransportTimes transport =
+      profile_transport(static_cast<int64_t>(params / 4 / options.ranks) + 1);
+  const PipelineChoice c = plan_pipedream(
+      config, chain, options.ranks,
+      pipeline_link(link.bandwidth.bytes_per_s, link.latency.seconds, transport), note);
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
@@ -340,7 +348,10 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::string note;
   const PipelineChoice pipedream = plan_pipedream(
       config, measured.chain_stretched, p,
-      config.cluster.link ? 1 / in.beta_s_per_byte : 1 / in.copy_s_per_byte, in.alpha_s, note);
+      pipeline_link(config.cluster.link ? config.cluster.link->bandwidth.bytes_per_s : 0,
+                    config.cluster.link ? config.cluster.link->latency.seconds : 0,
+                    measured.transport),
+      note);
   rows.push_back(pipedream_row(pipedream, batch));
   set_speedups(rows);
 

@@ -5,6 +5,7 @@
 #include <algorithm>  // min, find_if
 #include <numeric>    // accumulate
 
+#include "comm/stage_channel.h"  // kStagePollPeriod
 #include "core/error.h"
 #include "sched/pipeline_schedule.h"  // in_flight_bound: the stashed versions
 
@@ -62,8 +63,37 @@ pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
   return spec;
 }
 
+double PipelineLink::transfer_seconds(double bytes) const {
+  constexpr double kHeaderBytes = 32;  // StageMessage
+  const double paced = 2 * (latency_s + overshoot_s) +
+                       (bytes + kHeaderBytes) * (1 + overshoot_per_s) / bandwidth_bytes_per_s;
+  return paced + bytes * copy_s_per_byte + poll_s;
+}
+
+PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
+                           const TransportTimes& t) {
+  PipelineLink link;
+  // Both ends test their transfers every kStagePollPeriod (each sleep late by the overshoot): a
+  // large message's hand-shake waits for the sender's next test (a period: its first test,
+  // right after starting, is too early), the receiver sees the arrival half a period late on
+  // average, and the sender thread wakes for each message.
+  const double poll = std::chrono::duration<double>(kStagePollPeriod).count() + t.overshoot_s;
+  link.poll_s = 1.5 * poll + 0.5 * t.sync_s;
+  if (link_bytes_per_s > 0) {
+    link.bandwidth_bytes_per_s = link_bytes_per_s;
+    link.latency_s = link_latency_s;
+    link.overshoot_s = t.overshoot_s;
+    link.overshoot_per_s = t.overshoot_per_s;
+    link.copy_s_per_byte = t.copy_s_per_byte;
+  } else {
+    link.bandwidth_bytes_per_s = 1 / t.copy_s_per_byte;
+    link.latency_s = t.handoff_s;
+  }
+  return link;
+}
+
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
-                                const PipedreamOptions& o, double bandwidth, double latency) {
+                                const PipedreamOptions& o, const PipelineLink& link) {
   const pipeline::PipelineShape shape{p.replicas};
   const pipeline::ScheduleSpec spec = schedule_spec(o);
   // gpipe and 1f1b_flush pass microbatches: a share of the minibatch's time and bytes each.
@@ -81,20 +111,25 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
     t.forward_s.push_back(forward * share);
     t.backward_s.push_back(backward * share);
     const double R = p.replicas[static_cast<size_t>(s)];
-    t.reduce_s.push_back(R > 1 ? 2 * (R - 1) * (latency + params / R / bandwidth) : 0);
+    // A ring all-reduce: 2(R − 1) paced messages of 1/R of the stage's weights.
+    t.reduce_s.push_back(
+        R > 1 ? 2 * (R - 1) *
+                    (link.latency_s + link.overshoot_s +
+                     params / R * (1 + link.overshoot_per_s) / link.bandwidth_bytes_per_s)
+              : 0);
     if (s + 1 < p.stages())
-      t.transfer_s.push_back(latency + layers[static_cast<size_t>(end - 1)].activation_bytes *
-                                           share / bandwidth);
+      t.transfer_s.push_back(
+          link.transfer_seconds(layers[static_cast<size_t>(end - 1)].activation_bytes * share));
   }
   return pipeline::simulated_minibatch_seconds(shape, spec, t);
 }
 
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const PipedreamOptions& o,
-                               int ranks, double bandwidth_bytes_per_s, double latency_s) {
+                               int ranks, const PipelineLink& link) {
   PipelineChoice c;
-  c.latency_s = latency_s;
+  c.link = link;
   c.layers = layers;
-  c.problem = {layers, ranks, bandwidth_bytes_per_s, partition_cost_named(o.partition_cost)};
+  c.problem = {layers, ranks, link.bandwidth_bytes_per_s, partition_cost_named(o.partition_cost)};
   const int N = static_cast<int>(layers.size());
   if (!o.stages.is("auto")) {
     const std::vector<int> first = first_layers(layers, o.stages.value);
@@ -127,9 +162,7 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
       << " rank(s), but the job has " << ranks;
   c.data_parallel = evaluate_partition(c.problem, {0}, {ranks});
   c.straight = best_cuts(c.problem, std::vector<int>(static_cast<size_t>(std::min(N, ranks)), 1));
-  auto predict = [&](const Partition& p) {
-    return predict_pipeline_seconds(layers, p, o, bandwidth_bytes_per_s, latency_s);
-  };
+  auto predict = [&](const Partition& p) { return predict_pipeline_seconds(layers, p, o, link); };
   c.chosen_s = predict(c.chosen);
   c.data_parallel_s = predict(c.data_parallel);
   c.straight_s = predict(c.straight);
@@ -148,7 +181,7 @@ std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) 
       "PipeDream's planner ({}) for {} rank(s), link {:.3g} Gbit/s + {:.3g} us; per minibatch: "
       "the partitioner's cost (partition_cost: {}) and dtrain's prediction (the schedule "
       "simulated with activations and latency)\n",
-      c.reason, c.problem.machines, c.problem.bandwidth_bytes_per_s * 8e-9, c.latency_s * 1e6,
+      c.reason, c.problem.machines, c.problem.bandwidth_bytes_per_s * 8e-9, c.link.latency_s * 1e6,
       partition_cost_name(c.problem.cost));
   text += fmt::format("  {:<32} {:<13} {:>10} {:>13}  {}\n", "candidate", "configuration",
                       "cost_ms", "predicted_ms", "bound");

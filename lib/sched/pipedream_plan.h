@@ -9,17 +9,38 @@
 #include <vector>
 
 #include "plan/partitioner.h"           // LayerProfile, Partition
+#include "plan/profiler.h"              // TransportTimes
 #include "sched/pipedream_scheduler.h"  // PipedreamOptions
 
 namespace dtrain {
 
+// The link between stages as dtrain's runtime pays it: the partitioner sees only the bandwidth;
+// dtrain's prediction also the latency and what each transfer really costs.
+struct PipelineLink {
+  double bandwidth_bytes_per_s = 1e9;
+  double latency_s = 0;
+  // An emulated link's sleeps return late by overshoot_s + overshoot_per_s · their length.
+  double overshoot_s = 0, overshoot_per_s = 0;
+  double copy_s_per_byte = 0;  // the real transfer after the emulated one
+  double poll_s = 0;           // a waiting rank sees an arrival this late on average
+  // One activation or gradient: a header and a payload message (each paced: latency + bytes / B,
+  // late by the overshoot), the real copy, then the receiver's polling.
+  double transfer_seconds(double bytes) const;
+};
+
+// The link of a job of this machine's ranks: cluster.link's bandwidth and latency (bandwidth 0:
+// none, the transport is a memory copy) with the transport's measured timer overshoot, copy
+// speed and hand-off (plan/profiler.h).
+PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
+                           const TransportTimes& transport);
+
 struct PipelineChoice {
   std::vector<LayerProfile> layers;  // the profile it was chosen from
   PartitionProblem problem;          // ranks, bandwidth, cost
-  double latency_s = 0;              // per message: dtrain's prediction counts it
-  Partition chosen;                  // what trains
-  Partition data_parallel;           // one stage on every rank
-  Partition straight;                // the best pipeline of one rank per stage
+  PipelineLink link;
+  Partition chosen;         // what trains
+  Partition data_parallel;  // one stage on every rank
+  Partition straight;       // the best pipeline of one rank per stage
   // dtrain's predicted time per minibatch of each (predict_pipeline_seconds).
   double chosen_s = 0, data_parallel_s = 0, straight_s = 0;
   std::string reason;  // which half was left to the planner
@@ -32,19 +53,18 @@ struct PipelineChoice {
 // (2(R − 1) messages of 1/R of them). Activations and latency are what the `runtime` cost leaves
 // out; the 1F1B round trip over a slow link is what neither cost sees.
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
-                                const PipedreamOptions& options, double bandwidth_bytes_per_s,
-                                double latency_s);
+                                const PipedreamOptions& options, const PipelineLink& link);
 
 // Whether the options leave anything to decide for a job of `world` ranks (explicit stages with
 // replicas: auto on as many ranks as stages leave nothing: one rank each).
 bool pipeline_needs_planner(const PipedreamOptions& options, int world);
 
-// Plans for `ranks` ranks over a link of `bandwidth_bytes_per_s`. InputError naming the key when
+// Plans for `ranks` ranks over `link`. InputError naming the key when
 // the explicit half does not fit the chain (a stage name that is not one of its cut points, more
 // stages than ranks, replicas summing to other than the ranks).
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers,
                                const PipedreamOptions& options, int ranks,
-                               double bandwidth_bytes_per_s, double latency_s);
+                               const PipelineLink& link);
 
 // `options` with the decision filled in (stages and replicas lists).
 PipedreamOptions with_choice(PipedreamOptions options, const PipelineChoice& choice);

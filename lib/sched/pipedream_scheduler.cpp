@@ -121,17 +121,14 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
       << " is not divisible by algorithm.microbatches " << o.microbatches;
   const std::unique_ptr<Loader> loader = ctx.minibatch_loader();
   const std::vector<LayerProfile> layers = profile_pipeline_chain(ctx.backend, ctx.source, *loader);
-  // Without an emulated link the stages talk over this machine's transport: a memory copy.
-  double bandwidth = ctx.link_bytes_per_s, latency = ctx.link_latency_s;
-  if (bandwidth <= 0) {
-    double params = 0;
-    for (const LayerProfile& l : layers) params += l.parameter_bytes;
-    const TransportTimes transport =
-        profile_transport(static_cast<int64_t>(params / 4 / ctx.world) + 1);
-    bandwidth = 1 / transport.copy_s_per_byte;
-    latency = transport.handoff_s;
-  }
-  const PipelineChoice choice = choose_pipeline(layers, o, ctx.world, bandwidth, latency);
+  // The link: cluster.link's, or this machine's transport (a memory copy), with what the
+  // transport costs here besides.
+  double params = 0;
+  for (const LayerProfile& l : layers) params += l.parameter_bytes;
+  const TransportTimes transport =
+      profile_transport(static_cast<int64_t>(params / 4 / ctx.world) + 1);
+  const PipelineChoice choice = choose_pipeline(
+      layers, o, ctx.world, pipeline_link(ctx.link_bytes_per_s, ctx.link_latency_s, transport));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);

@@ -45,10 +45,12 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
   const auto start = Clock::now();
   for (int i = 0; i < options.warmup + options.iterations; ++i) {
     if (timed_iterations >= options.at_least && seconds_since(start) > options.budget_s) break;
+    const auto taking = Clock::now();
     if (!loader.next(batch)) {
       loader.start_epoch(++epoch);
       DTRAIN_CHECK(loader.next(batch)) << "the loader has no minibatch to profile with";
     }
+    if (i >= options.warmup) profile[0].forward_s += seconds_since(taking);
     const int64_t rows = batch.labels.numel();
     DTRAIN_CHECK(rows == source.batch_size)
         << "profiling minibatches of " << source.batch_size << " rows, the loader gave " << rows;

@@ -4,9 +4,10 @@
 // run one after the other on the loader's minibatches — forwards in order, backwards in reverse,
 // then each piece's SGD step — each timed alone (the backend synchronised around it).
 //
-// One difference from PipeDream's profiler: backward_s includes the piece's SGD update. With 1F1B
-// every stage steps after every minibatch, so the update is part of a stage's time per minibatch
-// (32M parameters of VGG-16's classifier take tens of ms on a CPU core).
+// Two differences from PipeDream's profiler: backward_s includes the piece's SGD update (with
+// 1F1B every stage steps after every minibatch, so the update is part of a stage's time per
+// minibatch: 32M parameters of VGG-16's classifier take tens of ms on a CPU core), and the first
+// piece's forward_s includes taking the minibatch from the loader (the input stage does).
 #pragma once
 #include <vector>
 

@@ -26,6 +26,9 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
       << "algorithm.vertical_sync: needs weight_stashing (the versions are stashed weights)";
   DTRAIN_CHECK(shape.ranks() == comm.size())
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
+  // Messages advance while this rank computes: the sender thread, when idle, lets MPI progress
+  // the receives posted ahead (and its peers' sends into them).
+  sender_.poll_when_idle([&comm] { comm.progress(); }, std::chrono::microseconds(100));
   const size_t slots = static_cast<size_t>(stage.slots());
   slot_of_.assign(slots, -1);
   slot_sends_.resize(slots);
