@@ -7,6 +7,7 @@
 
 #include "comm/stage_channel.h"  // kStagePollPeriod
 #include "core/error.h"
+#include "core/timer.h"               // Clock, seconds_since: the planning time
 #include "sched/pipeline_schedule.h"  // in_flight_bound: the stashed versions
 
 namespace dtrain {
@@ -126,6 +127,7 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
 
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const PipedreamOptions& o,
                                int ranks, const PipelineLink& link) {
+  const auto start = Clock::now();
   PipelineChoice c;
   c.link = link;
   c.layers = layers;
@@ -166,6 +168,7 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
   c.chosen_s = predict(c.chosen);
   c.data_parallel_s = predict(c.data_parallel);
   c.straight_s = predict(c.straight);
+  c.planning_s = seconds_since(start);
   return c;
 }
 
@@ -192,10 +195,12 @@ std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) 
   text += row("chosen", p, c.chosen_s);
   const pipeline::PipelineShape shape{p.replicas};
   const pipeline::ScheduleSpec spec = schedule_spec(o);
-  text += fmt::format("chosen: stages {} (NOAM {}), each stage:\n",
-                      p.stages() == 1 ? std::string("[]")
-                                      : fmt::format("[{}]", fmt::join(p.starts(c.layers), ", ")),
-                      p.noam);
+  text += fmt::format(
+      "chosen: stages {} (NOAM {}; {} pieces on {} ranks planned in {:.1f} ms), each "
+      "stage:\n",
+      p.stages() == 1 ? std::string("[]")
+                      : fmt::format("[{}]", fmt::join(p.starts(c.layers), ", ")),
+      p.noam, c.layers.size(), c.problem.machines, c.planning_s * 1e3);
   text += p.describe(c.layers);
   for (int s = 0; s < p.stages(); ++s) {
     const int end = s + 1 < p.stages() ? p.first_layer[static_cast<size_t>(s + 1)]

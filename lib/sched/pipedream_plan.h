@@ -43,7 +43,8 @@ struct PipelineChoice {
   Partition straight;       // the best pipeline of one rank per stage
   // dtrain's predicted time per minibatch of each (predict_pipeline_seconds).
   double chosen_s = 0, data_parallel_s = 0, straight_s = 0;
-  std::string reason;  // which half was left to the planner
+  std::string reason;      // which half was left to the planner
+  double planning_s = 0;  // the partitioner and the predictions took this long
 };
 
 // dtrain's own prediction of partition `p`'s time per minibatch, beyond the partitioner's cost:
