@@ -88,7 +88,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 
   run->train_set = open_split(config, Split::train, data, run->notes);
   run->test_set = open_split(config, Split::test, data, run->notes);
-  if (model_parallel && algorithm->plan) plan_model_parallel(*algorithm, *run);
+  if (model_parallel && algorithm->plan && place.plan) plan_model_parallel(*algorithm, *run);
   // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
   // threads while the compute stream works.
   for (LoaderOptions* o : {&run->train_loading, &run->test_loading}) {
@@ -147,7 +147,8 @@ std::string preview_model_parallel(const ExperimentConfig& config) {
   const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
   if (!algorithm || !algorithm->preview) return "";
   const int ranks = std::max(1, algorithm->ranks_needed(config.algorithm));
-  auto run = build_run(config, {0, ranks, 0, false}, DataFiles::stand_in_when_missing);
+  auto run =
+      build_run(config, {0, ranks, 0, false, {}, /*plan=*/false}, DataFiles::stand_in_when_missing);
   try {
     std::string notes;
     for (const auto& n : run->notes) notes += "note     " + n + "\n";

@@ -27,6 +27,7 @@ struct RunPlace {
   // How the ranks agree on a planner's decision (a broadcast of rank 0's text); unset: this
   // process decides alone (dtrain plan, --dry-run).
   std::function<std::string(const std::string&)> agree{};
+  bool plan = true;  // let a planner fill in `auto` keys (not for a one-process --dry-run)
 };
 
 // Training needs the dataset's files; --dry-run and `dtrain plan` may do with a stand-in of the

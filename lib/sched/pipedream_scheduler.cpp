@@ -61,6 +61,8 @@ std::vector<ModelStage> split(const PipelineLayout& l, const ModelSource& source
 
 void place_batches(const AlgorithmConfig& a, int rank, int world, LoaderOptions& train,
                    LoaderOptions& test) {
+  // Not planned yet (a one-process --dry-run of `auto`): no stage to read for.
+  if (pipeline_needs_planner(a.get<PipedreamOptions>(), world)) return;
   const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, train.global_batch);
   const int stage = l.shape.stage_of(rank);
   const int R = l.shape.replicas[static_cast<size_t>(stage)];
@@ -195,7 +197,9 @@ AlgorithmEntry pipedream_algorithm() {
           .key("vertical_sync", &PipedreamOptions::vertical_sync, boolean(),
                "every stage uses the weights of the same version")
           .key("partition_cost", &PipedreamOptions::partition_cost, choice({"paper", "runtime"}),
-               "the partitioner's cost model");
+               "the partitioner's cost: paper (§3.2: compute and weight sync as a max, the "
+               "activations at each cut) or runtime (the public optimizer: their sum, no "
+               "activations)");
   AlgorithmEntry e;
   e.name = "pipedream";
   e.summary =
@@ -214,6 +218,11 @@ AlgorithmEntry pipedream_algorithm() {
   };
   e.plan = plan;
   e.preview = [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+    if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
+      return std::string(
+          "pipeline: stages and replicas left to PipeDream's planner, which profiles the model "
+          "on every rank when the job starts and trains with rank 0's choice; `dtrain plan "
+          "--config FILE --ranks N` shows the choice for N ranks without training");
     const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
     return overview(l, split(l, source));
   };

@@ -20,7 +20,8 @@ grep -q "^parameters: " "$WORK/dry.txt" || fail "dry run: no model summary"
 grep -q "^sync      none" "$WORK/plan.txt" || fail "plan: no sync row: $(cat "$WORK/plan.txt")"
 
 # PipeDream's rows: the plan from the model and the plan from the profile it wrote agree on the
-# configuration and (2 ranks on this machine's cores: no stretch) on the predicted time.
+# configuration and (2 ranks on this machine's cores: no stretch) on the predicted time (within the
+# noise of the transport, measured again).
 link="cluster.link={bandwidth: 1Gbps, latency: 50us}"
 "$DTRAIN" plan --config "$SMALL/fashion_lenet_pipedream.yaml" --ranks 2 --set "$link" \
   --set algorithm.stages=auto --csv "$WORK/plan_model.csv" --write-profile "$WORK/lenet_profile.csv" \
@@ -35,7 +36,7 @@ grep -q "^f5,.*,30720,192480$" "$WORK/lenet_profile.csv" || fail "profile row f5
 model_row=$(grep "^pipedream," "$WORK/plan_model.csv"); profile_row=$(grep "^pipedream," "$WORK/plan_profile.csv")
 [ "${model_row##*,}" = "${profile_row##*,}" ] || fail "configurations differ: $model_row vs $profile_row"
 awk -F, -v a="$(echo "$model_row" | cut -d, -f5)" -v b="$(echo "$profile_row" | cut -d, -f5)" \
-  'BEGIN { exit !(b > 0.99 * a && b < 1.01 * a) }' || fail "predicted times differ: $model_row vs $profile_row"
+  'BEGIN { exit !(b > 0.95 * a && b < 1.05 * a) }' || fail "predicted times differ: $model_row vs $profile_row"
 
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run() {  # run NAME RANKS CONFIG [--set ...]
@@ -53,7 +54,7 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run mlp3 3 "$SMALL/fashion_mlp_pipedream_3.yaml"
   # stages: auto trains with the planner's partition, written into config.yaml and run.yaml.
   run lenet_auto 2 "$SMALL/fashion_lenet_pipedream.yaml" --set algorithm.stages=auto --set "$link"
-  grep -q "stages: \[[a-z]" "$WORK/lenet_auto/config.yaml" || fail "lenet_auto config.yaml: no stages list"
+  grep -q "stages: \[.*replicas: \[" "$WORK/lenet_auto/config.yaml" || fail "lenet_auto config.yaml: no stages and replicas lists"
   grep -q "PipeDream's planner (stages: auto, replicas: auto) for 2 rank(s)" "$WORK/lenet_auto/run.yaml" ||
     fail "lenet_auto run.yaml: no planner note"
   grep -q "^2,2,0,fc3,fc3,5010,1,1,0," "$WORK/mlp3/pipeline.csv" || fail "mlp3 pipeline.csv: $(cat "$WORK/mlp3/pipeline.csv")"
