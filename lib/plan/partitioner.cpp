@@ -61,10 +61,10 @@ struct Cell {
   int prev_j = -1, prev_m = -1, replicas = 0;  // the cell before its last stage; that stage's
 };
 
-// Strictly better: a shorter time (beyond a relative 1e-9), then fewer stages, then fewer
+// Strictly better: a shorter time (beyond the relative tolerance), then fewer stages, then fewer
 // activation bytes across the cuts. Equal candidates keep the first.
-bool better(double time, int stages, double bytes, const Cell& than) {
-  const double tol = 1e-9 * std::max(std::abs(time), std::abs(than.time));
+bool better(double rel, double time, int stages, double bytes, const Cell& than) {
+  const double tol = rel * std::max(std::abs(time), std::abs(than.time));
   if (than.time == kInf) return time < kInf;
   if (time < than.time - tol) return true;
   if (time > than.time + tol) return false;
@@ -72,8 +72,9 @@ bool better(double time, int stages, double bytes, const Cell& than) {
   return bytes < than.cut_bytes;
 }
 
-void offer(Cell& cell, double time, int stages, double bytes, int prev_j, int prev_m, int r) {
-  if (better(time, stages, bytes, cell)) cell = {time, stages, bytes, prev_j, prev_m, r};
+void offer(double rel, Cell& cell, double time, int stages, double bytes, int prev_j, int prev_m,
+           int r) {
+  if (better(rel, time, stages, bytes, cell)) cell = {time, stages, bytes, prev_j, prev_m, r};
 }
 
 std::string layer_range(const std::vector<LayerProfile>& layers, int i, int j) {
@@ -185,14 +186,16 @@ Partition best_partition(const PartitionProblem& problem) {
   for (int j = 1; j <= N; ++j)
     for (int m = 1; m <= M; ++m) {
       Cell& cell = A[static_cast<size_t>(j)][static_cast<size_t>(m)];
-      offer(cell, chain.stage(0, j, m).total, 1, 0, 0, 0, m);  // one stage, m replicas
+      offer(problem.tie_tolerance, cell, chain.stage(0, j, m).total, 1, 0, 0, 0,
+            m);  // one stage, m replicas
       for (int i = 1; i < j; ++i) {
         const double boundary = chain.boundary(i);
         for (int r = 1; r < m; ++r) {  // the last stage [i, j) on r replicas
           const Cell& before = A[static_cast<size_t>(i)][static_cast<size_t>(m - r)];
           if (before.time == kInf) continue;
           const double time = std::max({before.time, boundary, chain.stage(i, j, r).total});
-          offer(cell, time, before.stages + 1, before.cut_bytes + chain.cut_bytes(i), i, m - r, r);
+          offer(problem.tie_tolerance, cell, time, before.stages + 1,
+                before.cut_bytes + chain.cut_bytes(i), i, m - r, r);
         }
       }
     }
@@ -218,7 +221,8 @@ Partition best_replicas(const PartitionProblem& problem, const std::vector<int>&
   std::vector<std::vector<Cell>> D(static_cast<size_t>(S),
                                    std::vector<Cell>(static_cast<size_t>(M + 1)));
   for (int m = 1; m <= M; ++m)
-    offer(D[0][static_cast<size_t>(m)], chain.stage(0, end_of(0), m).total, 1, 0, 0, 0, m);
+    offer(problem.tie_tolerance, D[0][static_cast<size_t>(m)], chain.stage(0, end_of(0), m).total,
+          1, 0, 0, 0, m);
   for (int s = 1; s < S; ++s) {
     const int begin = first_layer[static_cast<size_t>(s)];
     for (int m = s + 1; m <= M; ++m)
@@ -227,7 +231,8 @@ Partition best_replicas(const PartitionProblem& problem, const std::vector<int>&
         if (before.time == kInf) continue;
         const double time =
             std::max({before.time, chain.boundary(begin), chain.stage(begin, end_of(s), r).total});
-        offer(D[static_cast<size_t>(s)][static_cast<size_t>(m)], time, s + 1, 0, s - 1, m - r, r);
+        offer(problem.tie_tolerance, D[static_cast<size_t>(s)][static_cast<size_t>(m)], time, s + 1,
+              0, s - 1, m - r, r);
       }
   }
   std::vector<int> replicas(static_cast<size_t>(S));
@@ -248,8 +253,8 @@ Partition best_cuts(const PartitionProblem& problem, const std::vector<int>& rep
   std::vector<std::vector<Cell>> C(static_cast<size_t>(S),
                                    std::vector<Cell>(static_cast<size_t>(N + 1)));
   for (int j = 1; j <= N; ++j)
-    offer(C[0][static_cast<size_t>(j)], chain.stage(0, j, replicas[0]).total, 1, 0, 0, 0,
-          replicas[0]);
+    offer(problem.tie_tolerance, C[0][static_cast<size_t>(j)], chain.stage(0, j, replicas[0]).total,
+          1, 0, 0, 0, replicas[0]);
   for (int s = 1; s < S; ++s) {
     const int r = replicas[static_cast<size_t>(s)];
     for (int j = s + 1; j <= N; ++j)
@@ -257,7 +262,7 @@ Partition best_cuts(const PartitionProblem& problem, const std::vector<int>& rep
         const Cell& before = C[static_cast<size_t>(s - 1)][static_cast<size_t>(i)];
         if (before.time == kInf) continue;
         const double time = std::max({before.time, chain.boundary(i), chain.stage(i, j, r).total});
-        offer(C[static_cast<size_t>(s)][static_cast<size_t>(j)], time, s + 1,
+        offer(problem.tie_tolerance, C[static_cast<size_t>(s)][static_cast<size_t>(j)], time, s + 1,
               before.cut_bytes + chain.cut_bytes(i), i, s - 1, r);
       }
   }

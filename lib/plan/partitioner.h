@@ -9,8 +9,9 @@
 //             runtime's configurations come from): T(i→j, m) = (Σ T_l + 4(m − 1)·Σ w_l / (B·m)) / m
 //             — compute and weight synchronisation add up — and no activation term (that
 //             optimizer without --activation_compression_ratio).
-// Ties (times within a relative 1e-9) go to fewer stages, then to fewer activation bytes across
-// the cuts, then to the first candidate in (cut, replicas) order: deterministic. Pure functions,
+// Ties (times within PartitionProblem::tie_tolerance, relative) go to fewer stages, then to fewer
+// activation bytes across the cuts, then to the first candidate in (cut, replicas) order:
+// deterministic. Pure functions,
 // no I/O; O(N²M²) for N layers and M machines.
 #pragma once
 #include <string>
@@ -36,6 +37,10 @@ struct PartitionProblem {
   int machines = 1;
   double bandwidth_bytes_per_s = 1e9;  // B
   PartitionCost cost = PartitionCost::runtime;
+  // Times within this relative distance tie (and the tie-breaks decide). Measured profiles are
+  // good to about a percent: a job's planner ties within 1 %, so that of two partitions the
+  // profile cannot tell apart, the one with fewer stages, then less traffic at its cuts, wins.
+  double tie_tolerance = 1e-9;
 };
 
 struct Partition {

@@ -132,6 +132,7 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
   c.link = link;
   c.layers = layers;
   c.problem = {layers, ranks, link.bandwidth_bytes_per_s, partition_cost_named(o.partition_cost)};
+  c.problem.tie_tolerance = 0.01;  // measured times: partitions within 1 % are a tie
   const int N = static_cast<int>(layers.size());
   if (!o.stages.is("auto")) {
     const std::vector<int> first = first_layers(layers, o.stages.value);

@@ -165,13 +165,32 @@ TEST_CASE("edge cases: one machine, more machines than layers, no weights, a hug
     big.bandwidth_bytes_per_s = 1e6;
     const double compute[] = {1, 0, 0, 1};
     for (int l = 0; l < 4; ++l)
-      big.layers.push_back(
-          {std::string("l").append(std::to_string(l)), compute[l] / 3, compute[l] * 2 / 3, l == 1 ? 1e9 : 10.0, 1e6});
+      big.layers.push_back({std::string("l").append(std::to_string(l)), compute[l] / 3,
+                            compute[l] * 2 / 3, l == 1 ? 1e9 : 10.0, 1e6});
     const Partition cut = best_partition(big);
     REQUIRE(cut.stages() == 2);
     CHECK(cut.first_layer[1] != 2);
     CHECK(cut.time_s == doctest::Approx(1.0).epsilon(1e-6));
   }
+}
+
+TEST_CASE("a tie tolerance: partitions the profile cannot tell apart go to less traffic") {
+  // Cutting before l2 (2.01 s per minibatch) is 0.5 % faster than before l3 (2.02 s) but sends
+  // 100 times the bytes; data parallelism is far slower (its weights).
+  PartitionProblem p;
+  p.machines = 2;
+  p.bandwidth_bytes_per_s = 1e9;
+  p.cost = PartitionCost::paper;
+  p.layers = {{"l0", 0.5, 0.5, 1e6, 1e9},
+              {"l1", 0.5, 0.5, 1e8, 1e9},
+              {"l2", 0.01, 0.01, 1e6, 1e9},
+              {"l3", 0.5, 0.5, 1e6, 1e9},
+              {"l4", 0.5, 0.49, 1e6, 1e9}};
+  CHECK(best_partition(p).starts(p.layers) == std::vector<std::string>{"l2"});
+  p.tie_tolerance = 0.01;
+  CHECK(best_partition(p).starts(p.layers) == std::vector<std::string>{"l3"});
+  p.tie_tolerance = 0.001;  // 0.5 % apart is no tie at 0.1 %
+  CHECK(best_partition(p).starts(p.layers) == std::vector<std::string>{"l2"});
 }
 
 TEST_CASE(
