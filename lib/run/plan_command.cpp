@@ -214,8 +214,8 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
 
 std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // The plan profiles the whole model on one rank's share of the global batch, for every
-  // algorithm's row: a model-parallel configuration (pipedream) is profiled as the data-parallel
-  // rank it would otherwise be (its own rows arrive with the planner).
+  // data-parallel row: a model-parallel configuration (pipedream) is profiled as the
+  // data-parallel rank it would otherwise be (its own row comes from the chain's profile).
   const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
   if (algorithm && algorithm->place_batches) {
     ExperimentConfig data_parallel = config;
