@@ -20,8 +20,7 @@ grep -q "^parameters: " "$WORK/dry.txt" || fail "dry run: no model summary"
 grep -q "^sync      none" "$WORK/plan.txt" || fail "plan: no sync row: $(cat "$WORK/plan.txt")"
 
 # PipeDream's rows: the plan from the model and the plan from the profile it wrote agree on the
-# configuration and (2 ranks on this machine's cores: no stretch) on the predicted time (within the
-# noise of the transport, measured again).
+# configuration and (2 ranks on this machine's cores: no stretch) on the stages' times.
 link="cluster.link={bandwidth: 1Gbps, latency: 50us}"
 "$DTRAIN" plan --config "$SMALL/fashion_lenet_pipedream.yaml" --ranks 2 --set "$link" \
   --set algorithm.stages=auto --csv "$WORK/plan_model.csv" --write-profile "$WORK/lenet_profile.csv" \
@@ -35,8 +34,13 @@ grep -q "^f5,.*,30720,192480$" "$WORK/lenet_profile.csv" || fail "profile row f5
   fail "plan --profile: $(tail -3 "$WORK/plan_profile.txt")"
 model_row=$(grep "^pipedream," "$WORK/plan_model.csv"); profile_row=$(grep "^pipedream," "$WORK/plan_profile.csv")
 [ "${model_row##*,}" = "${profile_row##*,}" ] || fail "configurations differ: $model_row vs $profile_row"
-awk -F, -v a="$(echo "$model_row" | cut -d, -f5)" -v b="$(echo "$profile_row" | cut -d, -f5)" \
-  'BEGIN { exit !(b > 0.95 * a && b < 1.05 * a) }' || fail "predicted times differ: $model_row vs $profile_row"
+# The slowest stage's compute and communication come from the profile alone (its 6 decimals);
+# the predicted time also from this machine's transport, measured again: noise, not compared.
+for field in 3 4; do
+  awk -v a="$(echo "$model_row" | cut -d, -f$field)" -v b="$(echo "$profile_row" | cut -d, -f$field)" \
+    'BEGIN { exit !(b >= 0.999 * a - 1e-9 && b <= 1.001 * a + 1e-9) }' ||
+    fail "the stages' times differ (field $field): $model_row vs $profile_row"
+done
 
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   run() {  # run NAME RANKS CONFIG [--set ...]
