@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>  // min, find_if
-#include <numeric>    // accumulate
 
 #include "comm/stage_channel.h"  // kStagePollPeriod
 #include "core/error.h"
@@ -56,6 +55,9 @@ bool pipeline_needs_planner(const PipedreamOptions& o, int world) {
   return o.replicas.is("auto") && static_cast<int>(o.stages.value.size()) + 1 != world;
 }
 
+namespace {
+
+// The schedule the options ask for (minibatches left to the caller).
 pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
   pipeline::ScheduleSpec spec;
   spec.kind = o.schedule;
@@ -63,6 +65,8 @@ pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
   spec.in_flight = o.in_flight.is("auto") ? 0 : o.in_flight.value;
   return spec;
 }
+
+}  // namespace
 
 double PipelineLink::transfer_seconds(double bytes) const {
   constexpr double kHeaderBytes = 32;  // StageMessage
