@@ -340,7 +340,14 @@ YAML::Node check_model_section(Section& top) {
           fmt::format("needs `name` or `layers`: a zoo model (one of: {}) or a custom graph",
                       fmt::join(zoo_names(), ", ")),
           model.node());
-    model.accept_all();
+    // A misspelt `name` or `layers` is named, with its "did you mean"; other keys may be a zoo
+    // model's options, which cannot be judged without the model.
+    model.get("name");
+    model.get("layers");
+    for (const auto& entry : node) {
+      const std::string key = entry.first.as<std::string>();
+      if (!config::closest(key, {"name", "layers"})) model.get(key);
+    }
     return out;
   }
   std::string zoo;

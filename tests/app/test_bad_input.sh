@@ -39,6 +39,8 @@ else
   echo "skip: truncated idx (no Fashion-MNIST installed)"
 fi
 expect_2 "--set unknown key" "foo.bar" --config "$good" --set foo.bar=1
+expect_2 "misspelt model name" "model.nmae: unknown key; did you mean 'name'?" \
+  --config "$good" --set "model={nmae: mlp}"
 expect_2 "malformed --set" "--set" --config "$good" --set novalue
 expect_2 "unknown option" "--frobnicate" --config "$good" --frobnicate
 expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0
