@@ -11,6 +11,7 @@
 #include "plan/layer_profile.h"        // --write-profile, --profile
 #include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
 #include "run/run_builder.h"           // build_run: the rank as training builds it
+#include "run/run_options.h"           // nearest_batches
 #include "sched/algorithm.h"           // the registry's timing rows
 #include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
 #include "sched/pipedream_plan.h"      // choose_pipeline: the pipedream rows
@@ -332,7 +333,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   const int batch = config.dataset.batch_size;
   DTRAIN_INPUT_CHECK(batch % p == 0)
       << config.source_path << ": dataset.batch_size: the global batch " << batch
-      << " must be divisible by --ranks " << p;
+      << " must be divisible by --ranks " << p << " (nearest: " << nearest_batches(batch, p) << ")";
   const Profile measured = profile(config, p, std::max(options.iterations, 1));
   const TimingInputs& in = measured.in;
   // Every built algorithm with a timing row (the registry's), with each codec.

@@ -77,7 +77,8 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   DTRAIN_INPUT_CHECK(model_parallel || config.dataset.batch_size % place.world == 0)
       << config.source_path << ": dataset.batch_size: the global batch "
       << config.dataset.batch_size << " must be divisible by the " << place.world
-      << " data-parallel ranks";
+      << " data-parallel ranks (nearest: "
+      << nearest_batches(config.dataset.batch_size, place.world) << ")";
   auto run = std::make_unique<Run>();
   run->config = config;
   run->place = place;

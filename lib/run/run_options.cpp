@@ -56,6 +56,12 @@ LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world
   return o;
 }
 
+std::string nearest_batches(int64_t batch, int ranks) {
+  const int64_t below = batch / ranks * ranks, above = below + ranks;
+  if (below <= 0) return std::to_string(above);
+  return std::to_string(below) + " or " + std::to_string(above);
+}
+
 SgdOptions sgd_options(const ExperimentConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   return SgdOptions{static_cast<float>(o.momentum), static_cast<float>(o.dampening),

@@ -18,6 +18,9 @@ DatasetOptions dataset_options(const ExperimentConfig& c);
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);
 LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);
 SgdOptions sgd_options(const ExperimentConfig& c);
+// The multiples of `ranks` nearest to `batch` ("64 or 72", "8"): the fix of a global batch that
+// the ranks do not divide.
+std::string nearest_batches(int64_t batch, int ranks);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
 // Applies optimizer.freeze_layers to `model`; InputError if it would freeze every layer.
 void freeze_layers(const ExperimentConfig& c, Model& model);

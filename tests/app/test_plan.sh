@@ -103,7 +103,7 @@ expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
 expect_2 "batch not divisible by --ranks" "dataset.batch_size" \
   plan --config "$cfg" --ranks 3 --csv "$WORK/bad.csv"
 expect_2 "batch error names the file" "tiny.yaml" plan --config "$cfg" --ranks 3 --csv "$WORK/bad.csv"
-expect_2 "global batch 100 over 3 ranks" "divisible by --ranks 3" \
+expect_2 "global batch 100 over 3 ranks" "divisible by --ranks 3 (nearest: 99 or 102)" \
   plan --config "$ROOT/configs/fashion_mlp_sync.yaml" --ranks 3 --csv "$WORK/bad.csv"
 expect_2 "--ranks 0" "--ranks" plan --config "$cfg" --ranks 0 --csv "$WORK/bad.csv"
 expect_2 "missing config" "nope.yaml" plan --config "$WORK/nope.yaml" --csv "$WORK/bad.csv"

@@ -82,7 +82,9 @@ TEST_CASE("the builder refuses what the config and the ranks cannot do together"
       "cluster: {device: cpu, stragglers: [{rank: 3, slowdown: 2}]}\n",
       "ranks.yaml");
   CHECK_THROWS_WITH_AS(build_run(config, {0, 4, 0, false}),
-                       doctest::Contains("global batch 30 must be divisible by the 4"), InputError);
+                       doctest::Contains("global batch 30 must be divisible by the 4 data-parallel "
+                                         "ranks (nearest: 28 or 32)"),
+                       InputError);
   CHECK_THROWS_WITH_AS(check_stragglers(config, 2),
                        doctest::Contains("cluster.stragglers[0].rank: 3, but the job has 2"),
                        InputError);
