@@ -29,6 +29,14 @@ def plan(dtrain, config, overrides, ranks=2):
                 for r in csv.DictReader(open(out))}
 
 
+def epoch_iteration_seconds(run_dir, epoch):
+    """Seconds per iteration of one epoch of a run: the slowest rank's wall time (timing.csv)
+    over the epoch's iterations."""
+    rows = [r for r in csv.DictReader(open(os.path.join(run_dir, "timing.csv")))
+            if int(r["epoch"]) == epoch]
+    return max(float(r["wall_s"]) for r in rows) / int(rows[0]["iterations"])
+
+
 def verdict(ok):
     """How a goal line ends."""
     return "met" if ok else "NOT met"

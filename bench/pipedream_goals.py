@@ -25,7 +25,7 @@ All runs go through scripts/sweep.py; --out keeps them (and scripts/plot.py's fi
 """
 import argparse, csv, os, re, statistics, subprocess, sys, tempfile
 
-from dtrain_runs import ENV, ROOT, binary, verdict  # beside this script
+from dtrain_runs import ENV, ROOT, binary, epoch_iteration_seconds, verdict  # beside this script
 
 SMALL = os.path.join(ROOT, "configs", "paper", "pipedream", "small")
 SCRIPTS = os.path.join(ROOT, "scripts")
@@ -55,9 +55,7 @@ def sweep(dtrain, config, out, grid, extra):
 
 def epoch_rate(run_dir, epoch, batch):
     """Samples/s of one epoch: its minibatches over the slowest rank's wall time."""
-    rows = [r for r in csv.DictReader(open(os.path.join(run_dir, "timing.csv")))
-            if int(r["epoch"]) == epoch]
-    return int(rows[0]["iterations"]) * batch / max(float(r["wall_s"]) for r in rows)
+    return batch / epoch_iteration_seconds(run_dir, epoch)
 
 
 def bytes_per_sample(label, run_dir, epochs, batch, ranks=2):

@@ -28,7 +28,7 @@ All training runs go through scripts/sweep.py; --out keeps them (and scripts/plo
 """
 import argparse, csv, os, random, re, statistics, subprocess, sys, tempfile
 
-from dtrain_runs import ENV, ROOT, binary, verdict  # beside this script
+from dtrain_runs import ENV, ROOT, binary, epoch_iteration_seconds, verdict  # beside this script
 
 SMALL = os.path.join(ROOT, "configs", "paper", "pipedream", "small")
 SCRIPTS = os.path.join(ROOT, "scripts")
@@ -87,9 +87,7 @@ def sweep(dtrain, config, out, grid, sets, repeat=1):
 
 def epoch_ms(run_dir, epoch=2):
     """ms per minibatch of one epoch: the slowest rank's wall time over its minibatches."""
-    rows = [r for r in csv.DictReader(open(os.path.join(run_dir, "timing.csv")))
-            if int(r["epoch"]) == epoch]
-    return 1e3 * max(float(r["wall_s"]) for r in rows) / int(rows[0]["iterations"])
+    return 1e3 * epoch_iteration_seconds(run_dir, epoch)
 
 
 def planned(run_dir):

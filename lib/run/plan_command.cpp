@@ -304,13 +304,11 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
   std::string note;
   // This machine's timers and copies, for what the runtime would pay besides the link.
-  double params = 0;
-  for (const LayerProfile& l : chain) params += l.parameter_bytes;
-  const TransportTimes transport =
-      profile_transport(static_cast<int64_t>(params / 4 / options.ranks) + 1);
-  const PipelineChoice c = plan_pipedream(
-      config, chain, options.ranks,
-      pipeline_link(link.bandwidth.bytes_per_s, link.latency.seconds, transport), note);
+  const PipelineChoice c =
+      plan_pipedream(config, chain, options.ranks,
+                     measured_pipeline_link(link.bandwidth.bytes_per_s, link.latency.seconds, chain,
+                                            options.ranks),
+                     note);
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(

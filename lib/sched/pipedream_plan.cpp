@@ -97,6 +97,14 @@ PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
   return link;
 }
 
+PipelineLink measured_pipeline_link(double link_bytes_per_s, double link_latency_s,
+                                    const std::vector<LayerProfile>& layers, int ranks) {
+  double params = 0;
+  for (const LayerProfile& l : layers) params += l.parameter_bytes;
+  return pipeline_link(link_bytes_per_s, link_latency_s,
+                       profile_transport(static_cast<int64_t>(params / 4 / ranks) + 1));
+}
+
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
                                 const PipedreamOptions& o, const PipelineLink& link) {
   const pipeline::PipelineShape shape{p.replicas};

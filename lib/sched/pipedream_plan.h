@@ -33,6 +33,10 @@ struct PipelineLink {
 // speed and hand-off (plan/profiler.h).
 PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
                            const TransportTimes& transport);
+// The same with the transport measured here, on blocks of one rank's share of the chain's
+// parameters over `ranks` (what a replicated stage's all-reduce moves at most).
+PipelineLink measured_pipeline_link(double link_bytes_per_s, double link_latency_s,
+                                    const std::vector<LayerProfile>& layers, int ranks);
 
 struct PipelineChoice {
   std::vector<LayerProfile> layers;  // the profile it was chosen from
@@ -43,7 +47,7 @@ struct PipelineChoice {
   Partition straight;       // the best pipeline of one rank per stage
   // dtrain's predicted time per minibatch of each (predict_pipeline_seconds).
   double chosen_s = 0, data_parallel_s = 0, straight_s = 0;
-  std::string reason;      // which half was left to the planner
+  std::string reason;     // which half was left to the planner
   double planning_s = 0;  // the partitioner and the predictions took this long
 };
 

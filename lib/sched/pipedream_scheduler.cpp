@@ -6,7 +6,6 @@
 #include <numeric>  // accumulate, lcm
 
 #include "core/error.h"
-#include "plan/profiler.h"           // profile_transport: the link without cluster.link
 #include "sched/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
 #include "sched/pipeline_profile.h"  // profile_pipeline_chain
 
@@ -125,12 +124,9 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   const std::vector<LayerProfile> layers = profile_pipeline_chain(ctx.backend, ctx.source, *loader);
   // The link: cluster.link's, or this machine's transport (a memory copy), with what the
   // transport costs here besides.
-  double params = 0;
-  for (const LayerProfile& l : layers) params += l.parameter_bytes;
-  const TransportTimes transport =
-      profile_transport(static_cast<int64_t>(params / 4 / ctx.world) + 1);
   const PipelineChoice choice = choose_pipeline(
-      layers, o, ctx.world, pipeline_link(ctx.link_bytes_per_s, ctx.link_latency_s, transport));
+      layers, o, ctx.world,
+      measured_pipeline_link(ctx.link_bytes_per_s, ctx.link_latency_s, layers, ctx.world));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
