@@ -30,6 +30,8 @@ struct Options {
   std::string config;
   std::vector<std::string> overrides;
   std::string out;
+  std::string resume;  // --resume DIR
+  bool overwrite = false;
   bool dry_run = false;
   int ranks = 0;
   std::string csv;
@@ -43,6 +45,7 @@ dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
   sources.path = o.config;
   sources.overrides = o.overrides;
   if (!o.out.empty()) sources.output_dir = o.out;
+  if (!o.resume.empty()) sources.output_dir = o.resume;  // the run continues in its own folder
   dtrain::ExperimentConfig config = dtrain::load_config(sources);
   if (comm.rank() == 0)
     for (const auto& w : config.warnings) spdlog::warn("{}", w);
@@ -63,10 +66,13 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
     }
   }
   // --dry-run shows every model, also of datasets not on this machine (a stand-in of the shape).
+  const dtrain::OutputMode output = !o.resume.empty() ? dtrain::OutputMode::resume
+                                    : o.overwrite     ? dtrain::OutputMode::overwrite
+                                                      : dtrain::OutputMode::fresh;
   dtrain::Trainer trainer(
       config, *comm,
       {o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required,
-       o.progress});
+       o.progress, output});
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
   trainer.run();
@@ -131,7 +137,14 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
   };
   add_config_options(&app, false);
-  app.add_option("--out", o.out, "output directory (overrides output.dir)");
+  auto* out_opt = app.add_option("--out", o.out, "output directory (overrides output.dir)");
+  app.add_option("--resume", o.resume,
+                 "continue the run whose output folder is DIR from its newest intact checkpoint")
+      ->type_name("DIR")
+      ->excludes(out_opt);
+  app.add_flag("--overwrite", o.overwrite,
+               "replace the results already in the output folder (otherwise refused)")
+      ->excludes("--resume");
   app.add_flag("--dry-run", o.dry_run, "validate the config, build the model, print both and exit");
   const std::map<std::string, dtrain::ProgressMode> progress_modes{
       {"auto", dtrain::ProgressMode::auto_},

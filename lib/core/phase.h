@@ -29,8 +29,9 @@ constexpr std::string_view phase_name(Phase p) {
 // Stretches of a run that are not phases but help read a trace: an epoch and an evaluation
 // enclose phases; `load` is a loader thread preparing a batch (the compute thread's wait for it
 // is the data phase). A trace event's code is the phase's index, or kPhaseCount + the region's.
-enum class Region : unsigned char { epoch, evaluate, load };
-inline constexpr std::array<std::string_view, 3> kRegionNames{"epoch", "evaluate", "load"};
+enum class Region : unsigned char { epoch, evaluate, load, checkpoint };
+inline constexpr std::array<std::string_view, 4> kRegionNames{"epoch", "evaluate", "load",
+                                                              "checkpoint"};
 
 constexpr uint8_t trace_code(Phase p) {
   return static_cast<uint8_t>(p);

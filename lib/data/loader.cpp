@@ -206,7 +206,7 @@ int64_t Loader::local_batch() const {
   return impl_->local_batch;
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch, int64_t first) {
   Impl& m = *impl_;
   // The permutation is built before taking the lock: the producer keeps working meanwhile.
   auto order = std::make_shared<const std::vector<int64_t>>(
@@ -216,8 +216,8 @@ void Loader::start_epoch(int64_t epoch) {
     m.generation.fetch_add(1);
     m.order = std::move(order);
     m.epoch = epoch;
-    m.produced = 0;
-    m.consumed = 0;
+    m.produced = std::clamp<int64_t>(first, 0, m.batches);
+    m.consumed = m.produced;
     m.error = nullptr;
     if (m.held >= 0) m.free.push_back(m.held);
     m.held = -1;

@@ -48,8 +48,9 @@ class Loader {
 
   int64_t batches_per_epoch() const;
   int64_t local_batch() const;  // global_batch / world: the most rows next() returns
-  // Begins `epoch`, discarding what is left of the previous one.
-  void start_epoch(int64_t epoch);
+  // Begins `epoch` at its batch `first` (a resumed run skips what it trained; nothing of the
+  // skipped batches is loaded), discarding what is left of the previous epoch.
+  void start_epoch(int64_t epoch, int64_t first = 0);
   // Next batch of the epoch, or false at its end. Every rank returns the same number of batches
   // (with drop_last=false a rank may get 0 rows of the last one). The tensors stay valid until
   // the next call of next() or start_epoch(); device tensors may be overwritten by a later

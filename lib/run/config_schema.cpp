@@ -101,7 +101,9 @@ const Schema<ClusterConfig>& cluster_schema() {
                             "network EMULATION: every message waits latency + bytes/bandwidth",
                             "none (no network emulation)")
           .list("stragglers", &ClusterConfig::stragglers, straggler_schema(),
-                "compute EMULATION: these ranks are slowed down");
+                "compute EMULATION: these ranks are slowed down")
+          .key("timeout_s", &ClusterConfig::timeout_s, real(Bounds::above(0)),
+               "a rank blocked this long on another one ends the job (exit 1, naming both)");
   return s;
 }
 
@@ -212,6 +214,19 @@ YAML::Node write_trace(const TraceConfig& t) {
   return flow(window);
 }
 
+const Schema<CheckpointConfig>& checkpoint_schema() {
+  static const auto s =
+      Schema<CheckpointConfig>("checkpoint")
+          .key("every_epochs", &CheckpointConfig::every_epochs, integer(Bounds::at_least(0)),
+               "a checkpoint after every N epochs (0: none at epoch ends)")
+          .key("every_iterations", &CheckpointConfig::every_iterations,
+               integer64(Bounds::at_least(0)),
+               "also one every N iterations within an epoch (0: none)")
+          .key("keep", &CheckpointConfig::keep, integer(Bounds::at_least(1)),
+               "the newest N checkpoints stay; older ones are deleted");
+  return s;
+}
+
 const Schema<OutputConfig>& output_schema() {
   static const auto s =
       Schema<OutputConfig>("output")
@@ -270,7 +285,10 @@ const Schema<ExperimentConfig>& experiment_schema() {
                    "SGD and its learning-rate schedule")
           .section("train", &ExperimentConfig::train, train_schema(),
                    "how long, and how often to evaluate")
-          .section("output", &ExperimentConfig::output, output_schema(), "where the results go");
+          .section("output", &ExperimentConfig::output, output_schema(), "where the results go")
+          .optional_section("checkpoint", &ExperimentConfig::checkpoint, checkpoint_schema(),
+                            "the training state in OUTPUT/checkpoints/, for --resume",
+                            "none (no checkpoints)");
   return s;
 }
 

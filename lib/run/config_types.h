@@ -59,6 +59,8 @@ struct ClusterConfig {
   int threads_per_rank = 1;
   std::optional<LinkConfig> link;  // absent: real network speed
   std::vector<StragglerConfig> stragglers;
+  // A rank blocked this long on another one ends the job (exit 1, naming both): no hang.
+  double timeout_s = 300;
 
   bool operator==(const ClusterConfig&) const = default;
 };
@@ -123,6 +125,16 @@ struct OutputConfig {
   bool operator==(const OutputConfig&) const = default;
 };
 
+// checkpoint: (absent: none). Written after every `every_epochs` epochs and every
+// `every_iterations` iterations (0: never), in OUTPUT/checkpoints/; the newest `keep` stay.
+struct CheckpointConfig {
+  int every_epochs = 1;
+  int64_t every_iterations = 0;
+  int keep = 2;
+
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
 struct ExperimentConfig {
   std::string name;  // defaults to the config file's stem
   uint64_t seed = 1;
@@ -134,6 +146,7 @@ struct ExperimentConfig {
   OptimizerConfig optimizer;
   TrainConfig train;
   OutputConfig output;
+  std::optional<CheckpointConfig> checkpoint;
   std::string source_path;            // the config file it was loaded from
   std::vector<std::string> warnings;  // what loading found worth saying ("FILE:LINE: key: ...")
 };

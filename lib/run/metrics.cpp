@@ -9,11 +9,9 @@
 
 namespace dtrain {
 namespace {
-std::FILE* open_csv(const std::string& path, const char* header) {
+std::FILE* open_csv(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
-  fmt::print(f, "{}\n", header);
-  std::fflush(f);
   return f;
 }
 }  // namespace
@@ -24,9 +22,23 @@ std::string timing_header() {
   return header;
 }
 
-MetricsWriter::MetricsWriter(const std::string& dir) : dir_(dir) {
-  accuracy_ = open_csv(dir + "/accuracy.csv", kAccuracyHeader);
-  timing_ = open_csv(dir + "/timing.csv", timing_header().c_str());
+MetricsWriter::MetricsWriter(const std::string& dir, const std::string& accuracy_so_far,
+                             const std::string& timing_so_far)
+    : dir_(dir) {
+  accuracy_ = open_csv(dir + "/accuracy.csv");
+  timing_ = open_csv(dir + "/timing.csv");
+  append(accuracy_, accuracy_text_,
+         accuracy_so_far.empty() ? std::string(kAccuracyHeader) + "\n" : accuracy_so_far,
+         "accuracy.csv");
+  append(timing_, timing_text_, timing_so_far.empty() ? timing_header() + "\n" : timing_so_far,
+         "timing.csv");
+}
+
+void MetricsWriter::append(std::FILE* f, std::string& text, const std::string& rows,
+                           const char* name) {
+  text += rows;
+  if (std::fwrite(rows.data(), 1, rows.size(), f) != rows.size() || std::fflush(f) != 0)
+    throw Error("cannot write " + dir_ + "/" + name);
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -35,19 +47,21 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::accuracy(const AccuracyRow& r) {
-  fmt::print(accuracy_, "{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n", r.epoch, r.iteration,
-             r.wall_s, r.train_loss, r.train_acc, r.test_loss, r.test_acc);
-  if (std::fflush(accuracy_) != 0) throw Error("cannot write " + dir_ + "/accuracy.csv");
+  append(accuracy_, accuracy_text_,
+         fmt::format("{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f}\n", r.epoch, r.iteration, r.wall_s,
+                     r.train_loss, r.train_acc, r.test_loss, r.test_acc),
+         "accuracy.csv");
 }
 
 void MetricsWriter::timing(int epoch, const std::vector<EpochStats>& per_rank) {
+  std::string rows;
   for (size_t rank = 0; rank < per_rank.size(); ++rank) {
     const EpochStats& s = per_rank[rank];
-    fmt::print(timing_, "{},{},{},{:.6f}", rank, epoch, s.iterations, s.wall_s);
-    for (double seconds : s.phases.seconds) fmt::print(timing_, ",{:.6f}", seconds);
-    fmt::print(timing_, "\n");
+    rows += fmt::format("{},{},{},{:.6f}", rank, epoch, s.iterations, s.wall_s);
+    for (double seconds : s.phases.seconds) rows += fmt::format(",{:.6f}", seconds);
+    rows += "\n";
   }
-  if (std::fflush(timing_) != 0) throw Error("cannot write " + dir_ + "/timing.csv");
+  append(timing_, timing_text_, rows, "timing.csv");
 }
 
 // iterations, wall_s, the phases, then the training sums.

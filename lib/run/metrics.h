@@ -24,7 +24,10 @@ std::string timing_header();
 
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& dir);  // creates/truncates both files, writes headers
+  // Creates (truncates) both files and writes their headers, or — a resumed run — the rows a
+  // checkpoint kept (`accuracy_so_far`, `timing_so_far`: whole files, headers included).
+  explicit MetricsWriter(const std::string& dir, const std::string& accuracy_so_far = "",
+                         const std::string& timing_so_far = "");
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
@@ -32,10 +35,15 @@ class MetricsWriter {
   void accuracy(const AccuracyRow& row);
   // One row per rank, in rank order.
   void timing(int epoch, const std::vector<EpochStats>& per_rank);
+  // Everything written so far (a checkpoint keeps it: a resumed run rewrites exactly this).
+  const std::string& accuracy_csv() const { return accuracy_text_; }
+  const std::string& timing_csv() const { return timing_text_; }
 
  private:
+  void append(std::FILE* f, std::string& text, const std::string& rows, const char* name);
   std::FILE* accuracy_ = nullptr;
   std::FILE* timing_ = nullptr;
+  std::string accuracy_text_, timing_text_;
   std::string dir_;
 };
 

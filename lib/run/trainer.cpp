@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>  // min, max
+#include <bit>        // bit_cast: doubles kept exactly in a checkpoint
 #include <filesystem>
 #include <fstream>
 
@@ -14,8 +16,16 @@
 
 namespace dtrain {
 
-Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options) : comm_(comm) {
+Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options)
+    : comm_(comm), options_(options) {
   check_stragglers(config, comm.size());
+  // Before anything is built: a run into another run's results stops here (every rank sees the
+  // same folder; rank 0 deletes what --overwrite replaces, after the others have looked).
+  if (options.data == DataFiles::required) {
+    claim_output_dir(config.output.dir, options.output, false);
+    comm.barrier();
+    if (comm.rank() == 0) claim_output_dir(config.output.dir, options.output, true);
+  }
   const TrainConfig& tc = config.train;
   // Before the run is built: its loader threads and the scheduler's comm threads join the trace.
   if (config.output.trace.enabled) trace_ = std::make_unique<RunTrace>(config.output.trace);
@@ -39,6 +49,10 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     if (trace_) trace_->iteration_done();
     if (progress_) progress_->iteration(r);
   });
+  if (config.checkpoint || options.output == OutputMode::resume)
+    checkpoints_ = std::make_unique<CheckpointStore>(
+        comm_, CheckpointOptions{config.output.dir + "/checkpoints", to_yaml(config),
+                                 config.checkpoint ? config.checkpoint->keep : 2});
   const int64_t per_epoch = scheduler_->progress_iterations(
       run_->train_loader->batches_per_epoch() / (own_updates_ ? comm.size() : 1));
   if (comm_.rank() == 0)
@@ -64,10 +78,95 @@ std::vector<std::string> Trainer::notes_and_plan() const {
   return notes;
 }
 
+namespace {
+
+// Doubles kept exactly in a checkpoint's counters.
+int64_t bits(double v) {
+  return std::bit_cast<int64_t>(v);
+}
+double from_bits(int64_t v) {
+  return std::bit_cast<double>(v);
+}
+
+void add(EpochStats& into, const EpochStats& part) {
+  into.iterations += part.iterations;
+  into.wall_s += part.wall_s;
+  for (size_t p = 0; p < kPhaseCount; ++p) into.phases.seconds[p] += part.phases.seconds[p];
+  into.loss_sum += part.loss_sum;
+  into.correct += part.correct;
+  into.samples += part.samples;
+}
+
+}  // namespace
+
+void Trainer::checkpoint(const Position& at, const RunResult& result,
+                         const MetricsWriter* metrics) {
+  TraceScope span(Region::checkpoint);
+  const auto start = Clock::now();
+  SchedulerState state;
+  scheduler_->save(state);
+  state.set_counter("trainer.epoch", at.point.epoch);
+  state.set_counter("trainer.iteration", at.point.iteration);
+  state.set_counter("trainer.updates", at.updates);
+  state.set_counter("trainer.iterations", result.iterations);
+  const std::vector<double> so_far = to_row(at.epoch_so_far);
+  for (size_t i = 0; i < so_far.size(); ++i)
+    state.set_counter("trainer.epoch_so_far." + std::to_string(i), bits(so_far[i]));
+  const double sums[] = {result.train_wall_s, result.test_loss, result.test_acc, result.train_loss,
+                         result.train_acc};
+  for (size_t i = 0; i < std::size(sums); ++i)
+    state.set_counter("trainer.result." + std::to_string(i), bits(sums[i]));
+  if (metrics) {
+    state.set_text("trainer.accuracy.csv", metrics->accuracy_csv());
+    state.set_text("trainer.timing.csv", metrics->timing_csv());
+  }
+  checkpoints_->write(at.point, state);
+  const auto seconds = comm_.gather({seconds_since(start)}, 0);
+  if (comm_.rank() == 0) {
+    double slowest = 0;
+    for (const auto& s : seconds) slowest = std::max(slowest, s[0]);
+    if (progress_) progress_->clear_line();
+    spdlog::info("checkpoint {}: checkpoint_s {:.3f} (the slowest rank's)", at.point.describe(),
+                 slowest);
+  }
+}
+
+Trainer::Position Trainer::resume(RunResult& result, std::string& accuracy_csv,
+                                  std::string& timing_csv) {
+  SchedulerState state;
+  const std::optional<CheckpointPoint> found = checkpoints_->read_newest(state);
+  DTRAIN_INPUT_CHECK(found) << "--resume " << run_->config.output.dir
+                            << ": no intact checkpoint in " << run_->config.output.dir
+                            << "/checkpoints; start again with --overwrite";
+  scheduler_->load(state);
+  Position at;
+  at.point = *found;
+  at.updates = state.counter("trainer.updates");
+  result.iterations = state.counter("trainer.iterations");
+  std::vector<double> so_far(kPhaseCount + 5);
+  for (size_t i = 0; i < so_far.size(); ++i)
+    so_far[i] = from_bits(state.counter("trainer.epoch_so_far." + std::to_string(i)));
+  at.epoch_so_far = from_row(so_far);
+  double* sums[] = {&result.train_wall_s, &result.test_loss, &result.test_acc, &result.train_loss,
+                    &result.train_acc};
+  for (size_t i = 0; i < std::size(sums); ++i)
+    *sums[i] = from_bits(state.counter("trainer.result." + std::to_string(i)));
+  if (state.has("trainer.accuracy.csv")) {
+    accuracy_csv = state.text("trainer.accuracy.csv");
+    timing_csv = state.text("trainer.timing.csv");
+  }
+  if (comm_.rank() == 0) spdlog::info("resuming {}", at.point.describe());
+  return at;
+}
+
 RunResult Trainer::run() {
   const ExperimentConfig& config = run_->config;
   const bool root = comm_.rank() == 0;
   const std::vector<std::string> hosts = gather_hosts(comm_);
+  RunResult result;
+  Position at;
+  std::string accuracy_so_far, timing_so_far;
+  if (options_.output == OutputMode::resume) at = resume(result, accuracy_so_far, timing_so_far);
   std::unique_ptr<MetricsWriter> metrics;
   if (root) {
     std::filesystem::create_directories(config.output.dir);
@@ -75,37 +174,65 @@ RunResult Trainer::run() {
     std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
         {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
          run_->train_set->describe(), run_->test_set->describe(), notes_and_plan()});
-    metrics = std::make_unique<MetricsWriter>(config.output.dir);
+    metrics = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
   }
   const TrainConfig& tc = config.train;
+  const std::optional<CheckpointConfig>& cc = config.checkpoint;
   if (trace_) trace_->align_clocks(comm_);
   if (progress_) progress_->restart_clock();
 
-  RunResult result;
-  int64_t updates = 0;
+  Loader& loader = *run_->train_loader;
+  const int64_t epoch_length = scheduler_->epoch_iterations(loader.batches_per_epoch());
+  int64_t updates = at.updates;
   run_->model->set_training(true);
-  for (int epoch = 0; epoch < tc.epochs; ++epoch) {
-    const int64_t left = tc.max_iterations > 0 ? tc.max_iterations - result.iterations : 0;
+  for (int epoch = at.point.epoch; epoch < tc.epochs; ++epoch) {
+    const bool resumed = epoch == at.point.epoch;
+    int64_t position = resumed ? at.point.iteration : 0;  // iterations done of this epoch
+    EpochStats mine = resumed ? at.epoch_so_far : EpochStats{};
+    bool budget_done = false;
     if (trace_) trace_->epoch_starts(epoch);
-    EpochStats mine;
     {
       TraceScope span(Region::epoch, epoch + 1);
-      run_->train_loader->start_epoch(epoch);
-      mine = scheduler_->run_epoch(*run_->train_loader, epoch, left);
+      scheduler_->seek(loader, epoch, position);
+      // The epoch in parts that end where a checkpoint is due (every_iterations) or the
+      // iteration budget (train.max_iterations) ends.
+      for (;;) {
+        int64_t count = 0;
+        if (cc && cc->every_iterations > 0)
+          count = cc->every_iterations - result.iterations % cc->every_iterations;
+        if (tc.max_iterations > 0) {
+          const int64_t left = tc.max_iterations - result.iterations;
+          count = count > 0 ? std::min(count, left) : left;
+        }
+        const EpochStats part = scheduler_->run_epoch(loader, EpochPart{epoch, position, count});
+        add(mine, part);
+        // Where each rank updates on its own batches (gossip) the part's length is the sum of
+        // the ranks' updates.
+        std::vector<double> done{static_cast<double>(part.iterations)};
+        if (own_updates_) comm_.allreduce_sum(done);
+        const auto advanced = static_cast<int64_t>(done[0]);
+        const int64_t before = result.iterations;
+        position += advanced;
+        result.iterations += advanced;
+        budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+        if (count == 0 || advanced == 0 || position >= epoch_length || budget_done) break;
+        if (cc && cc->every_iterations > 0 &&
+            before / cc->every_iterations != result.iterations / cc->every_iterations) {
+          at.point = {epoch, position};
+          at.epoch_so_far = mine;
+          at.updates = updates;  // the epoch's end adds all of its iterations
+          checkpoint(at, result, metrics.get());
+        }
+      }
     }
-    result.iterations += mine.iterations;
     result.train_wall_s += mine.wall_s;
 
-    // The budget is decided together: ranks of an asynchronous algorithm (gossip) do different
-    // numbers of iterations, and one rank stopping alone would leave the others waiting for it.
-    const bool my_budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
     std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples),
-                                   my_budget_done ? 1.0 : 0.0,
                                    static_cast<double>(mine.iterations)};
     comm_.allreduce_sum(train_sums);
     // accuracy.csv's iteration: the updates so far, over all ranks where each rank updates on
     // its own (gossip), else the iterations every rank did.
-    updates += own_updates_ ? static_cast<int64_t>(train_sums[4]) : mine.iterations;
+    updates += own_updates_ ? static_cast<int64_t>(train_sums[3]) : mine.iterations;
     const auto rows = comm_.gather(to_row(mine), 0);
     if (root) {
       std::vector<EpochStats> per_rank;
@@ -116,7 +243,6 @@ RunResult Trainer::run() {
       result.train_loss = train_sums[0] / train_sums[2];
       result.train_acc = train_sums[1] / train_sums[2];
     }
-    const bool budget_done = train_sums[3] > 0;
     const bool last = epoch + 1 == tc.epochs || budget_done;
     if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
       EvalResult e;
@@ -143,6 +269,14 @@ RunResult Trainer::run() {
     if (root) {
       const std::string summary = scheduler_->epoch_summary();
       if (!summary.empty()) spdlog::info("{}", summary);
+    }
+    // (A budget that ended the epoch early leaves no checkpoint: its rows are written.)
+    const bool whole = position >= epoch_length;
+    if (cc && cc->every_epochs > 0 && whole && ((epoch + 1) % cc->every_epochs == 0 || last)) {
+      at.point = {epoch + 1, 0};
+      at.epoch_so_far = EpochStats{};
+      at.updates = updates;
+      checkpoint(at, result, metrics.get());
     }
     if (budget_done) break;
   }

@@ -6,7 +6,10 @@
 #include <string>
 
 #include "comm/comm.h"        // Comm
+#include "run/checkpoint.h"   // CheckpointStore
 #include "run/config.h"       // ExperimentConfig
+#include "run/metrics.h"      // MetricsWriter
+#include "run/output_dir.h"   // OutputMode
 #include "run/progress.h"     // Progress
 #include "run/run_builder.h"  // Run, DataFiles
 #include "run/run_trace.h"    // RunTrace: trace.json
@@ -24,6 +27,9 @@ struct TrainerOptions {
   // --dry-run may stand in for missing dataset files; training may not.
   DataFiles data = DataFiles::required;
   ProgressMode progress = ProgressMode::auto_;  // --progress
+  // What happens to results already in output.dir: refused, replaced (--overwrite) or continued
+  // from the newest checkpoint (--resume). A dry run writes nothing and checks nothing.
+  OutputMode output = OutputMode::fresh;
 };
 
 class Trainer {
@@ -42,7 +48,21 @@ class Trainer {
   Scheduler& scheduler() { return *scheduler_; }
 
  private:
+  // Where training continues, and what the epoch in progress has done so far.
+  struct Position {
+    CheckpointPoint point;
+    EpochStats epoch_so_far;  // this rank's, of point.epoch before point.iteration
+    int64_t updates = 0;      // accuracy.csv's iteration
+  };
+  // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
+  // position; `metrics` gets the rows written so far.
+  Position resume(RunResult& result, std::string& accuracy_csv, std::string& timing_csv);
+  // Writes the checkpoint of `at` (a collective).
+  void checkpoint(const Position& at, const RunResult& result, const MetricsWriter* metrics);
+
   Comm& comm_;
+  TrainerOptions options_;
+  std::unique_ptr<CheckpointStore> checkpoints_;  // checkpoint: set, or --resume
   // First: the threads of the run and the scheduler record into it until they are gone.
   std::unique_ptr<RunTrace> trace_;  // output.trace on
   std::unique_ptr<Run> run_;

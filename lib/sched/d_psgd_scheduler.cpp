@@ -109,11 +109,12 @@ void DPsgdScheduler::finish_mixing(EpochStats& stats) {
   host_->upload();
 }
 
-EpochStats DPsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats DPsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   const auto epoch_start = Clock::now();
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

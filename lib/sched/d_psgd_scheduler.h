@@ -31,7 +31,7 @@ class DPsgdScheduler final : public Scheduler {
   ~DPsgdScheduler() override;
   std::string name() const override { return "d_psgd"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // The mean of the ranks' models; each rank's own is restored afterwards.
   EvalResult evaluate(Loader& test) override;
 

@@ -1,7 +1,9 @@
 #include "sched/gossip_scheduler.h"
 
+#include <algorithm>  // min, max: a part's target
 #include <chrono>
 #include <deque>
+#include <sstream>  // the neighbour generator's state in a checkpoint
 #include <thread>
 
 #include "comm/tags.h"  // kGossipHeader, kGossipModel, kGossipCount, kGossipStop
@@ -199,7 +201,11 @@ void GossipScheduler::update(float lr, EpochStats& stats) {
   if (host_) host_->download();  // a GPU model's host copy, for the exchanges (CPU: itself)
 }
 
-EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
+  // This part ends once the ranks' updates reach its count, or the epoch's N/M.
+  const int64_t remaining = std::max<int64_t>(ctx_.iterations_per_epoch - part.first, 1);
+  target_ = part.count > 0 ? std::min(part.count, remaining) : remaining;
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const int p = ctx_.comm.size();
@@ -224,19 +230,20 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
     return rank == 0 ? stop_.load() : stop_message->test();
   };
   int64_t updates = 0;
-  int passes = 0;
   Batch batch;
   try {
-    for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+    for (int64_t i = part.first; p > 1 || part.includes(i); ++i) {
       if (stopped()) break;
       {
         PhaseTimer t(stats.phases, Phase::data);
         if (!loader.next(batch)) {
           if (p == 1) break;  // one rank: an epoch is one pass
           // A fast rank samples on: another pass over the whole set, in another order.
-          loader.start_epoch(epoch + 100000 * ++passes);
+          consumed_ = 0;
+          loader.start_epoch(epoch + 100000 * ++passes_);
           if (!loader.next(batch)) break;
         }
+        ++consumed_;
       }
       std::future<void> averaging;
       if (p > 1 && active()) averaging = exchanges_.submit([this] { exchange(); });
@@ -246,7 +253,7 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
         PhaseTimer t(stats.phases, Phase::wait);
         averaging.get();
       }
-      update(lr_at(epoch, updates * p), stats);
+      update(lr_at(epoch, part.first + updates * p), stats);
       ++updates;
       if (p > 1) {
         while (!counts.empty() && counts.front().second->test()) counts.pop_front();
@@ -292,6 +299,33 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, int epoch, int64_t max_ite
   answer_s_ = 0;
   server_.take_busy_seconds();
   return stats;
+}
+
+void GossipScheduler::seek(Loader& loader, int epoch, int64_t first) {
+  if (first == 0) passes_ = 0, consumed_ = 0;  // else: load() restored where this rank was
+  loader.start_epoch(epoch + 100000 * passes_);
+  Batch skipped;
+  for (int64_t b = 0; b < consumed_ && loader.next(skipped); ++b) {
+  }
+}
+
+void GossipScheduler::save(SchedulerState& state) {
+  Scheduler::save(state);  // between parts: nothing pending, no exchange in flight
+  state.set_counter("gossip.passes", passes_);
+  state.set_counter("gossip.consumed", consumed_);
+  std::ostringstream rng;
+  rng << rng_;
+  state.set_text("gossip.rng", rng.str());
+}
+
+void GossipScheduler::load(const SchedulerState& state) {
+  Scheduler::load(state);
+  passes_ = static_cast<int>(state.counter("gossip.passes"));
+  consumed_ = state.counter("gossip.consumed");
+  std::istringstream rng(state.text("gossip.rng"));
+  rng >> rng_;
+  std::lock_guard lock(model_mutex_);
+  if (host_) host_->download();
 }
 
 EvalResult GossipScheduler::evaluate(Loader& test) {

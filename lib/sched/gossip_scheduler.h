@@ -47,8 +47,14 @@ class GossipScheduler final : public Scheduler {
   ~GossipScheduler() override;
   std::string name() const override { return "gossip"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
+  // An epoch's iterations are its updates over all ranks (N/M).
+  int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }
+  // Each rank continues its own pass over the data where it was.
+  void seek(Loader& loader, int epoch, int64_t first) override;
+  void save(SchedulerState& state) override;
+  void load(const SchedulerState& state) override;
 
   // Counters of this rank's exchanges (tests: every request is served).
   int64_t exchanges_started() const { return started_; }
@@ -88,7 +94,9 @@ class GossipScheduler final : public Scheduler {
   Tensor pending_on_device_;  // GPU: pending_ uploaded
   std::mutex model_mutex_;    // the model's writes (compute) against its copies (exchanges)
   std::mt19937_64 rng_;
-  int64_t target_ = 0;  // updates of an epoch, over all ranks
+  int64_t target_ = 0;    // updates of this part of the epoch, over all ranks
+  int passes_ = 0;        // this rank's extra passes over the data in this epoch
+  int64_t consumed_ = 0;  // batches of the current pass
   std::atomic<bool> stop_{false};
   std::atomic<bool> abandon_{false};  // the epoch will not end normally: the server leaves
   std::vector<int64_t> counts_;       // rank 0: each rank's updates this epoch

@@ -195,13 +195,14 @@ void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
   ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));  // r ← w
 }
 
-EpochStats HpsgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats HpsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
   epoch_rounds_ = epoch_meetings_ = 0;
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

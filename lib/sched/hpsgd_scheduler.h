@@ -41,7 +41,7 @@ class HpsgdScheduler final : public Scheduler {
   ~HpsgdScheduler() override;
   std::string name() const override { return "hpsgd"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // Merges the round in flight, then all-reduces and merges what was accumulated since it, and
   // leaves the model's parameters = w (so training continues from a fresh replica).
   void flush() override;

@@ -90,12 +90,13 @@ void LocalSgdScheduler::average(EpochStats* stats) {
   if (statistics_) backend.scale(ctx_.model.buffers(), inverse);
 }
 
-EpochStats LocalSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats LocalSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

@@ -23,7 +23,7 @@ class LocalSgdScheduler final : public Scheduler {
   LocalSgdScheduler(SchedulerContext ctx, const LocalSgdOptions& options);
   std::string name() const override { return "local_sgd"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // Averages now if local steps were taken since the last averaging (the end of training).
   void flush() override;
   // The average of the ranks' models; each rank's own model is restored afterwards, so

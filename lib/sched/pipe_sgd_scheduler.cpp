@@ -107,12 +107,13 @@ void PipeSgdScheduler::apply(Slot& slot, float lr, EpochStats* stats) {
   slot.iteration = -1;
 }
 
-EpochStats PipeSgdScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats PipeSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const bool pipelined = K_ > 1 && epoch >= warmup_epochs_;
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

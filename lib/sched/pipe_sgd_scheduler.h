@@ -36,7 +36,7 @@ class PipeSgdScheduler final : public Scheduler {
   ~PipeSgdScheduler() override;
   std::string name() const override { return "pipe_sgd"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   void flush() override;
   // The K slots' gradients (all-reduced: the wait is for what is in flight) and whose they are,
   // the iteration counter and the last learning rate.

@@ -111,10 +111,11 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
         << "algorithm.replicas: " << dashed(o.replicas.value) << " needs " << ranks
         << " rank(s), but the job has " << ctx.world << " (mpirun -np)";
   }
-  if (!o.stages.is("auto"))
+  if (!o.stages.is("auto")) {
     DTRAIN_INPUT_CHECK(static_cast<int>(o.stages.value.size()) < ctx.world)
         << "algorithm.stages: " << o.stages.value.size() + 1 << " stages need at least "
         << o.stages.value.size() + 1 << " ranks, but the job has " << ctx.world << " (mpirun -np)";
+  }
   DTRAIN_INPUT_CHECK(ctx.source.frozen_layers == 0)
       << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
   DTRAIN_INPUT_CHECK(ctx.source.batch_size % o.microbatches == 0)
@@ -259,15 +260,28 @@ int PipedreamScheduler::units_per_epoch(int64_t max_iterations) const {
   const int64_t L = units_multiple(layout_);
   int64_t units = ctx_.source.train_samples / (layout_.unit_rows * L) * L;
   if (max_iterations > 0) {
-    // An iteration is a minibatch through the pipeline (1f1b) or an optimizer step.
-    const int64_t per_iteration = layout_.spec.kind == "1f1b" ? 1 : layout_.spec.microbatches;
-    units = std::min(units, max_iterations * per_iteration);
+    units = std::min(units, max_iterations * units_per_iteration());
   }
   DTRAIN_INPUT_CHECK(units > 0) << "dataset.batch_size: the training set's "
                                 << ctx_.source.train_samples << " samples make no minibatch of "
                                 << layout_.unit_rows * L << " rows for pipeline "
                                 << dashed(layout_.shape.replicas);
   return static_cast<int>(units);
+}
+
+int64_t PipedreamScheduler::units_per_iteration() const {
+  // An iteration is a minibatch through the pipeline (1f1b) or an optimizer step.
+  return layout_.spec.kind == "1f1b" ? 1 : layout_.spec.microbatches;
+}
+
+int64_t PipedreamScheduler::epoch_iterations(int64_t) const {
+  return units_per_epoch(0) / units_per_iteration();
+}
+
+void PipedreamScheduler::seek(Loader& loader, int epoch, int64_t first) {
+  // The k-th unit is batch k / R of the loader of a stage that reads data.
+  const int R = layout_.shape.replicas[static_cast<size_t>(stage_)];
+  loader.start_epoch(epoch, first * units_per_iteration() / R);
 }
 
 int64_t PipedreamScheduler::progress_iterations(int64_t) const {
@@ -277,10 +291,19 @@ int64_t PipedreamScheduler::progress_iterations(int64_t) const {
   return layout_.spec.kind == "1f1b" ? (units + R - 1) / R : units / layout_.spec.microbatches;
 }
 
-EpochStats PipedreamScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   const auto epoch_start = Clock::now();
-  const int units = units_per_epoch(max_iterations);
+  // A part of an epoch is a schedule of its own: the pipeline drains at its end (a checkpoint
+  // within an epoch drains it), and it holds whole multiples of the units' lcm.
+  const int64_t L = units_multiple(layout_), per = units_per_iteration();
+  const int64_t epoch_units = units_per_epoch(0), first_units = part.first * per;
+  int64_t part_units = epoch_units - first_units;
+  if (part.count > 0)
+    part_units = std::min(part_units, std::max<int64_t>(part.count * per / L, 1) * L);
+  if (part_units <= 0) return stats;
+  const int units = static_cast<int>(part_units);
   pipeline::ScheduleSpec spec = layout_.spec;
   spec.minibatches = spec.kind == "1f1b" ? units : units / spec.microbatches;
   const std::vector<pipeline::Instruction> mine =
@@ -291,14 +314,19 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, int epoch, int64_t max_
   // Units come in order: this replica's k-th is the k-th slice of its loader.
   const int R = layout_.shape.replicas[static_cast<size_t>(stage_)];
   Batch batch;
-  auto batch_of = [&](int unit) {
+  auto batch_of = [&](int part_unit) {
+    const int64_t unit = first_units + part_unit;
     DTRAIN_CHECK(loader.next(batch) && batch.index == unit / R)
         << "pipeline: rank " << ctx_.comm.rank() << " expected minibatch " << unit << " (batch "
         << unit / R << " of its loader), got batch " << batch.index;
     return batch;
   };
+  // Step `step` of this part stands at (first_units + step · units / steps) / epoch_units of
+  // the epoch (one rational, divided once: a whole epoch gives exactly step / steps).
   auto lr = [&](int step) {
-    return static_cast<float>(ctx_.schedule.lr_at(epoch + static_cast<double>(step) / steps));
+    const double at = static_cast<double>(first_units * steps + step * part_units) /
+                      static_cast<double>(steps * epoch_units);
+    return static_cast<float>(ctx_.schedule.lr_at(epoch + at));
   };
   const int64_t samples_per_step = layout_.spec.kind == "1f1b"
                                        ? layout_.unit_rows * layout_.shape.replicas.front()

@@ -62,9 +62,11 @@ class PipedreamScheduler : public Scheduler {
   ~PipedreamScheduler() override;
   std::string name() const override { return "pipedream"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
   int64_t progress_iterations(int64_t loader_batches) const override;
+  int64_t epoch_iterations(int64_t loader_batches) const override;
+  void seek(Loader& loader, int epoch, int64_t first) override;
   std::vector<std::pair<std::string, std::string>> own_results() override;
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
@@ -72,6 +74,8 @@ class PipedreamScheduler : public Scheduler {
  private:
   // Units of the epoch (at most `max_iterations` minibatches or steps when > 0).
   int units_per_epoch(int64_t max_iterations) const;
+  // Units of one iteration: 1 (1f1b: a minibatch) or the microbatches of a step.
+  int64_t units_per_iteration() const;
 
   PipedreamOptions options_;
   PipelineLayout layout_;

@@ -73,13 +73,14 @@ void PsSyncScheduler::push_and_pull(double* compress_s) {
   ctx_.comm.recv(weights.raw(), weights.bytes(), 0, tags::kPsWeights);
 }
 
-EpochStats PsSyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats PsSyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const bool server = ctx_.comm.rank() == 0;
   double compress_s = 0;
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

@@ -25,7 +25,7 @@ class PsSyncScheduler final : public Scheduler {
   explicit PsSyncScheduler(SchedulerContext ctx);
   std::string name() const override { return "ps_sync"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
 
  private:
   // Server, on the comm thread: receive every worker's gradient and sum it into its own.

@@ -426,12 +426,13 @@ void SapipeScheduler::decide_stale_layers() {
       choice.iteration_s * 1e3, choice.stall_s * 1e3);
 }
 
-EpochStats SapipeScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats SapipeScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const bool warm = epoch < options_.warmup_epochs;
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

@@ -53,7 +53,7 @@ class SapipeScheduler final : public Scheduler {
   ~SapipeScheduler() override;
   std::string name() const override { return "sapipe"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // Applies both slots' gradients in iteration order; the model then holds the master weights.
   void flush() override;
   void save(SchedulerState& state) override;

@@ -58,10 +58,36 @@ int64_t SchedulerState::counter(const std::string& name) const {
   return 0;
 }
 
+void SchedulerState::put_values(const std::string& name, std::vector<float> values) {
+  for (auto& [key, v] : buffers_)
+    if (key == name) {
+      v = std::move(values);
+      return;
+    }
+  buffers_.emplace_back(name, std::move(values));
+}
+
+void SchedulerState::set_text(const std::string& name, std::string value) {
+  for (auto& [key, v] : texts_)
+    if (key == name) {
+      v = std::move(value);
+      return;
+    }
+  texts_.emplace_back(name, std::move(value));
+}
+
+const std::string& SchedulerState::text(const std::string& name) const {
+  for (const auto& [key, v] : texts_)
+    if (key == name) return v;
+  throw Error("scheduler state has no text '" + name + "'");
+}
+
 bool SchedulerState::has(const std::string& name) const {
   for (const auto& [key, v] : buffers_)
     if (key == name) return true;
   for (const auto& [key, v] : counters_)
+    if (key == name) return true;
+  for (const auto& [key, v] : texts_)
     if (key == name) return true;
   return false;
 }
@@ -114,6 +140,10 @@ void Scheduler::finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats&
   ++stats.iterations;
   if (ctx_.on_iteration)
     ctx_.on_iteration({epoch, i + 1, rows ? ls.loss_sum / rows : 0.0, rows * ctx_.comm.size()});
+}
+
+void Scheduler::seek(Loader& loader, int epoch, int64_t first) {
+  loader.start_epoch(epoch, first);
 }
 
 EvalResult Scheduler::evaluate(Loader& test) {

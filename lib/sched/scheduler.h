@@ -37,6 +37,17 @@ struct IterationReport {
   int64_t samples = 0;    // global samples processed in this iteration
 };
 
+// The iterations of one epoch that one run_epoch call trains: from `first` (0-based; the loader
+// is positioned there) for at most `count` more (0: to the epoch's end). The trainer splits an
+// epoch where it checkpoints; an epoch it does not interrupt is one part.
+struct EpochPart {
+  int epoch = 0;
+  int64_t first = 0;
+  int64_t count = 0;
+  // Whether iteration `i` (0-based within the epoch) may still run in this part.
+  bool includes(int64_t i) const { return count <= 0 || i < first + count; }
+};
+
 // Loss and accuracy over a test set (all ranks' samples).
 struct EvalResult {
   double loss = 0, acc = 0;
@@ -52,16 +63,23 @@ class SchedulerState {
   void get(const std::string& name, const Tensor& flat, Backend& backend) const;
   void set_counter(const std::string& name, int64_t value);
   int64_t counter(const std::string& name) const;
+  // Anything else, as text (a random generator's state).
+  void set_text(const std::string& name, std::string value);
+  const std::string& text(const std::string& name) const;
   bool has(const std::string& name) const;
 
   const std::vector<std::pair<std::string, std::vector<float>>>& buffers() const {
     return buffers_;
   }
   const std::vector<std::pair<std::string, int64_t>>& counters() const { return counters_; }
+  const std::vector<std::pair<std::string, std::string>>& texts() const { return texts_; }
+  // Adds a buffer read back from a checkpoint.
+  void put_values(const std::string& name, std::vector<float> values);
 
  private:
   std::vector<std::pair<std::string, std::vector<float>>> buffers_;
   std::vector<std::pair<std::string, int64_t>> counters_;
+  std::vector<std::pair<std::string, std::string>> texts_;
 };
 
 // What a model-parallel algorithm (pipedream) builds its own part of the model from: the whole
@@ -99,9 +117,19 @@ class Scheduler {
   virtual std::string name() const = 0;
   // One line for the start-up log: the algorithm and how it communicates.
   virtual std::string describe() const { return name(); }
-  // Trains on the batches of `loader` (whose epoch has been started) until it ends or
-  // `max_iterations` (> 0) iterations were done.
-  virtual EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) = 0;
+  // Trains `part` of an epoch on the batches of `loader` (positioned at its first iteration by
+  // seek()). Stops early at the epoch's end.
+  virtual EpochStats run_epoch(Loader& loader, const EpochPart& part) = 0;
+  // A whole epoch from its start, or its first `max_iterations` (> 0) iterations.
+  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+    return run_epoch(loader, EpochPart{epoch, 0, max_iterations});
+  }
+  // Iterations of an epoch in the units of EpochPart, for a loader of `loader_batches` batches:
+  // one per batch (data parallel); the epoch's updates over all ranks where each rank updates on
+  // its own batches (gossip); minibatches or steps through the pipeline (pipedream).
+  virtual int64_t epoch_iterations(int64_t loader_batches) const { return loader_batches; }
+  // Starts `epoch` of `loader` at iteration `first` of it (a resumed run).
+  virtual void seek(Loader& loader, int epoch, int64_t first);
   // Leaves the parameters in the state to evaluate or save (pipelined algorithms apply what is
   // still in flight). Called before every evaluation and at the end.
   virtual void flush() {}

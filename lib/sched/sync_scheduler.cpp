@@ -51,13 +51,14 @@ std::string SyncScheduler::describe() const {
   return s + ", " + allreducer_->describe();
 }
 
-EpochStats SyncScheduler::run_epoch(Loader& loader, int epoch, int64_t max_iterations) {
+EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
+  const int epoch = part.epoch;
   EpochStats stats;
   PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
   const Tensor& grads = ctx_.model.gradients();
   Batch batch;
-  for (int64_t i = 0; max_iterations <= 0 || i < max_iterations; ++i) {
+  for (int64_t i = part.first; part.includes(i); ++i) {
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

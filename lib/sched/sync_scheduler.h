@@ -27,7 +27,7 @@ class SyncScheduler final : public Scheduler {
   SyncScheduler(SchedulerContext ctx, const SyncOptions& options);
   std::string name() const override { return "sync"; }
   std::string describe() const override;
-  EpochStats run_epoch(Loader& loader, int epoch, int64_t max_iterations) override;
+  EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
 
  private:
   GradientSegments segments_;

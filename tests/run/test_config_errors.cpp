@@ -247,10 +247,11 @@ TEST_CASE("--set: values are validated like file values and say where they came 
         "bad.yaml: dataset.batch_size: must be > 0, got 0 (from --set dataset.batch_size=0)");
 
   lines = problems_of(error_of(kValid, {"foo.bar=1", "dataset.batch_sise=3"}));
-  CHECK(has_line(lines,
-                 "bad.yaml: foo: unknown key (known keys: algorithm, cluster, compression, "
-                 "dataset, model, name, optimizer, output, seed, train) (from --set "
-                 "foo.bar=1)"));
+  CHECK(has_line(
+      lines,
+      "bad.yaml: foo: unknown key (known keys: algorithm, checkpoint, cluster, compression, "
+      "dataset, model, name, optimizer, output, seed, train) (from --set "
+      "foo.bar=1)"));
   CHECK(has_line(lines,
                  "bad.yaml: dataset.batch_sise: unknown key; did you mean 'batch_size'? "
                  "(from --set dataset.batch_sise=3)"));
