@@ -15,8 +15,10 @@
 #include "comm/allreduce_bench.h"  // dtrain bench comm
 #include "comm/comm.h"             // make_local_comm
 #include "comm/mpi_comm.h"         // launched_under_mpi, init_mpi, make_mpi_comm
+#include "comm/wait_watchdog.h"    // start_wait_watchdog: cluster.timeout_s
 #include "compress/codec.h"        // make_codec: validate --codecs
 #include "core/error.h"            // Error, InputError
+#include "core/stop_request.h"     // install_stop_handlers
 #include "run/config.h"            // load_config, config_reference
 #include "run/plan_command.h"      // dtrain plan
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
@@ -39,6 +41,12 @@ struct Options {
   dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
 };
 
+// Every blocking wait on another rank is bounded (cluster.timeout_s): past it the job ends.
+void watch_waits(double timeout_s, dtrain::Comm& comm) {
+  if (comm.size() > 1)
+    dtrain::start_wait_watchdog({timeout_s, comm.rank(), [&comm] { comm.abort(1); }});
+}
+
 // Loads the experiment; rank 0 prints the warnings (settings that will have no effect).
 dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
   dtrain::ConfigSources sources;
@@ -57,6 +65,7 @@ dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
 int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   const dtrain::ExperimentConfig config = load(o, *comm);
   comm = dtrain::configure_comm(config, std::move(comm));  // network emulation, when asked for
+  watch_waits(config.cluster.timeout_s, *comm);
   if (o.dry_run && comm->size() == 1) {
     // A pipeline on one process: show what each of its ranks would hold and do.
     const std::string preview = dtrain::preview_model_parallel(config);
@@ -75,7 +84,12 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
        o.progress, output});
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
-  trainer.run();
+  try {
+    trainer.run();
+  } catch (const dtrain::Stopped& s) {
+    if (comm->rank() == 0) spdlog::warn("{} ({})", s.message, s.signal == 2 ? "SIGINT" : "SIGTERM");
+    return 128 + s.signal;
+  }
   return 0;
 }
 
@@ -198,6 +212,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  dtrain::install_stop_handlers();  // SIGINT, SIGTERM: finish the iteration, checkpoint, exit
   std::unique_ptr<dtrain::Comm> comm;
   auto fail = [&comm](const char* kind, const std::exception& e, int code) {
     std::cerr << "dtrain: " << kind
@@ -211,6 +226,7 @@ int main(int argc, char** argv) {
     if (dtrain::launched_under_mpi()) {
       dtrain::init_mpi(&argc, &argv);
       comm = dtrain::make_mpi_comm();
+      watch_waits(300, *comm);  // until a config says otherwise
     } else {
       comm = dtrain::make_local_comm();
     }

@@ -56,6 +56,9 @@ class Comm {
 
   // ---- collectives ----
   virtual void allreduce_sum(std::vector<double>& values) = 0;  // host, in place
+  // The largest of the ranks' `*value`, without blocking: `*value` holds it once the request is
+  // complete. Default: done at once (one process).
+  virtual std::unique_ptr<CommRequest> iallreduce_max(double* value);
   // In-place sum of an f32 buffer with the library's own all-reduce (MPI_Allreduce); the ring
   // all-reduce with codecs is RingAllreduce, built on the point-to-point calls above.
   virtual void allreduce_sum(const Tensor& buffer) = 0;

@@ -5,7 +5,8 @@
 #include <climits>  // INT_MAX
 #include <cstdlib>  // getenv, setenv, atexit
 
-#include "comm/tags.h"  // kProgress: probed, never sent
+#include "comm/tags.h"           // kProgress: probed, never sent
+#include "comm/wait_watchdog.h"  // WaitGuard: every blocking call is bounded by cluster.timeout_s
 #include "core/error.h"
 
 // Every MPI call is checked; the message names the call and MPI's own explanation.
@@ -32,12 +33,16 @@ constexpr size_t kMaxPiece = size_t{1} << 30;
 
 class MpiRequest final : public CommRequest {
  public:
-  explicit MpiRequest(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  // `op` and `peer` (a rank of the job): what a wait for it is, for the watchdog's message.
+  MpiRequest(std::vector<MPI_Request> requests, const char* op, int peer)
+      : requests_(std::move(requests)), op_(op), peer_(peer) {}
   ~MpiRequest() override {
-    if (!requests_.empty())
-      MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    if (requests_.empty()) return;
+    WaitGuard guard(op_, peer_);
+    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   }
   void wait() override {
+    WaitGuard guard(op_, peer_);
     DTRAIN_MPI(
         MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     requests_.clear();
@@ -52,6 +57,8 @@ class MpiRequest final : public CommRequest {
 
  private:
   std::vector<MPI_Request> requests_;
+  const char* op_;
+  int peer_;
 };
 
 class MpiComm final : public Comm {
@@ -66,6 +73,16 @@ class MpiComm final : public Comm {
     DTRAIN_MPI(MPI_Comm_rank(node, &local_rank_));
     DTRAIN_MPI(MPI_Comm_size(node, &local_size_));
     MPI_Comm_free(&node);
+    // The job's rank of each of this communicator's (a split's differ): the watchdog names them.
+    MPI_Group mine, world;
+    DTRAIN_MPI(MPI_Comm_group(comm_, &mine));
+    DTRAIN_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> ranks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+    world_of_.resize(ranks.size());
+    DTRAIN_MPI(MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_of_.data()));
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
   }
   ~MpiComm() override {
     if (owned_) MPI_Comm_free(&comm_);
@@ -79,11 +96,13 @@ class MpiComm final : public Comm {
   }
 
   void send(const void* data, size_t bytes, int peer, int tag) override {
+    WaitGuard guard("MPI_Send", world(peer));
     for_pieces(bytes, [&](size_t off, int n) {
       DTRAIN_MPI(MPI_Send(static_cast<const char*>(data) + off, n, MPI_BYTE, peer, tag, comm_));
     });
   }
   void recv(void* data, size_t bytes, int peer, int tag) override {
+    WaitGuard guard("MPI_Recv", world(peer));
     for_pieces(bytes, [&](size_t off, int n) {
       DTRAIN_MPI(MPI_Recv(static_cast<char*>(data) + off, n, MPI_BYTE, peer, tag, comm_,
                           MPI_STATUS_IGNORE));
@@ -107,7 +126,7 @@ class MpiComm final : public Comm {
       DTRAIN_MPI(MPI_Isend(static_cast<const char*>(data) + off, n, MPI_BYTE, peer, tag, comm_,
                            &reqs.back()));
     });
-    return std::make_unique<MpiRequest>(std::move(reqs));
+    return std::make_unique<MpiRequest>(std::move(reqs), "MPI_Isend", world(peer));
   }
   std::unique_ptr<CommRequest> irecv(void* data, size_t bytes, int peer, int tag) override {
     std::vector<MPI_Request> reqs;
@@ -116,11 +135,12 @@ class MpiComm final : public Comm {
       DTRAIN_MPI(
           MPI_Irecv(static_cast<char*>(data) + off, n, MPI_BYTE, peer, tag, comm_, &reqs.back()));
     });
-    return std::make_unique<MpiRequest>(std::move(reqs));
+    return std::make_unique<MpiRequest>(std::move(reqs), "MPI_Irecv", world(peer));
   }
   void sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,
                 size_t recv_bytes, int src, int tag) override {
     if (send_bytes <= kMaxPiece && recv_bytes <= kMaxPiece) {
+      WaitGuard guard("MPI_Sendrecv", world(src));
       DTRAIN_MPI(MPI_Sendrecv(send_data, static_cast<int>(send_bytes), MPI_BYTE, dst, tag,
                               recv_data, static_cast<int>(recv_bytes), MPI_BYTE, src, tag, comm_,
                               MPI_STATUS_IGNORE));
@@ -132,12 +152,19 @@ class MpiComm final : public Comm {
   }
 
   void allreduce_sum(std::vector<double>& values) override {
+    WaitGuard guard("MPI_Allreduce", other());
     DTRAIN_MPI(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
                              MPI_DOUBLE, MPI_SUM, comm_));
+  }
+  std::unique_ptr<CommRequest> iallreduce_max(double* value) override {
+    std::vector<MPI_Request> reqs(1);
+    DTRAIN_MPI(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_DOUBLE, MPI_MAX, comm_, reqs.data()));
+    return std::make_unique<MpiRequest>(std::move(reqs), "MPI_Iallreduce", other());
   }
   void allreduce_sum(const Tensor& buffer) override {
     DTRAIN_CHECK(buffer.dtype() == DType::f32) << "allreduce_sum of a non-f32 tensor";
     float* p = buffer.data<float>();
+    WaitGuard guard("MPI_Allreduce", other());
     for (int64_t off = 0, n = buffer.numel(); off < n; off += INT_MAX / 4) {
       const int count = static_cast<int>(std::min<int64_t>(n - off, INT_MAX / 4));
       DTRAIN_MPI(MPI_Allreduce(MPI_IN_PLACE, p + off, count, MPI_FLOAT, MPI_SUM, comm_));
@@ -145,6 +172,7 @@ class MpiComm final : public Comm {
   }
   void broadcast(std::string& bytes, int root) override {
     uint64_t n = bytes.size();
+    WaitGuard guard("MPI_Bcast", other());
     DTRAIN_MPI(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm_));
     bytes.resize(n);
     for_pieces(n, [&](size_t off, int len) {
@@ -152,6 +180,7 @@ class MpiComm final : public Comm {
     });
   }
   void broadcast(const Tensor& buffer, int root) override {
+    WaitGuard guard("MPI_Bcast", other());
     for_pieces(buffer.bytes(), [&](size_t off, int len) {
       DTRAIN_MPI(MPI_Bcast(static_cast<char*>(buffer.raw()) + off, len, MPI_BYTE, root, comm_));
     });
@@ -159,6 +188,7 @@ class MpiComm final : public Comm {
   std::vector<std::vector<double>> gather(const std::vector<double>& row, int root) override {
     const int n = static_cast<int>(row.size());
     std::vector<double> all(rank_ == root ? static_cast<size_t>(n) * size_ : 0);
+    WaitGuard guard("MPI_Gather", other());
     DTRAIN_MPI(MPI_Gather(row.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, root, comm_));
     std::vector<std::vector<double>> rows;
     if (rank_ == root)
@@ -166,8 +196,12 @@ class MpiComm final : public Comm {
         rows.emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
     return rows;
   }
-  void barrier() override { DTRAIN_MPI(MPI_Barrier(comm_)); }
+  void barrier() override {
+    WaitGuard guard("MPI_Barrier", other());
+    DTRAIN_MPI(MPI_Barrier(comm_));
+  }
   std::unique_ptr<Comm> split(int color, int key) override {
+    WaitGuard guard("MPI_Comm_split", other());
     MPI_Comm sub;
     DTRAIN_MPI(MPI_Comm_split(comm_, color, key, &sub));
     return std::make_unique<MpiComm>(sub, true);
@@ -178,6 +212,12 @@ class MpiComm final : public Comm {
   }
 
  private:
+  int world(int peer) const {
+    return peer >= 0 && peer < size_ ? world_of_[static_cast<size_t>(peer)] : -1;
+  }
+  // Whom a collective waits for: of two ranks, the other one; of more, it cannot say.
+  int other() const { return size_ == 2 ? world(1 - rank_) : -1; }
+
   template <typename F>
   static void for_pieces(size_t bytes, F&& f) {
     size_t off = 0;
@@ -192,6 +232,7 @@ class MpiComm final : public Comm {
   bool owned_;
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1;
+  std::vector<int> world_of_;
 };
 
 }  // namespace

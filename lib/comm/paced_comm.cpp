@@ -67,6 +67,9 @@ class PacedComm final : public Comm {
   }
 
   void allreduce_sum(std::vector<double>& values) override { inner_->allreduce_sum(values); }
+  std::unique_ptr<CommRequest> iallreduce_max(double* value) override {
+    return inner_->iallreduce_max(value);
+  }
   void allreduce_sum(const Tensor& buffer) override {
     const int p = size();
     if (p > 1)

@@ -2,7 +2,8 @@
 
 #include <cstring>  // memcpy
 
-#include "comm/tags.h"  // tags::kRingStep
+#include "comm/tags.h"           // tags::kRingStep
+#include "comm/wait_watchdog.h"  // WaitContext: a timeout names the step
 #include "core/error.h"
 #include "core/phase.h"  // PhaseTimer: the codec's spans
 #include "core/timer.h"  // Clock
@@ -40,8 +41,11 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
 
   // Without compression the blocks travel straight from and into `data`: no encode copies.
   const bool raw = codec_.name() == "none";
+  // Steps are numbered over both halves (1 .. 2(p−1)) in a timeout's message.
+  WaitContext step("ring all-reduce");
   // Reduce-scatter: after p−1 steps rank r holds the full sum of block r+1.
   for (int s = 0; s < p - 1; ++s) {
+    step.set_step(s + 1);
     const int out = mod(r - s), in = mod(r - s - 1);
     const void* outgoing = data + begin(out);
     if (!raw) {
@@ -60,6 +64,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
   // else will); each rank forwards what it received in the step before.
   if (raw) {
     for (int s = 0; s < p - 1; ++s) {
+      step.set_step(p + s);
       const int out = mod(r + 1 - s), in = mod(r - s);
       timed(&t.comm_s, [&] {
         comm_.sendrecv(data + begin(out), sizeof(float) * length(out), right, data + begin(in),
@@ -74,6 +79,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
     codec_.decode(send_buf_.data(), length(own), data + begin(own));
   });
   for (int s = 0; s < p - 1; ++s) {
+    step.set_step(p + s);
     const int out = mod(r + 1 - s), in = mod(r - s);
     timed(&t.comm_s, [&] {
       comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(length(out)), right, recv_buf_.data(),

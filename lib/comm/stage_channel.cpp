@@ -5,7 +5,8 @@
 #include <chrono>
 #include <thread>  // sleep_for: waits that leave the core to compute
 
-#include "comm/tags.h"  // kStageActivation, kStageGradient
+#include "comm/tags.h"           // kStageActivation, kStageGradient
+#include "comm/wait_watchdog.h"  // WaitGuard: a polled wait is bounded too
 #include "core/error.h"
 
 namespace dtrain {
@@ -13,7 +14,8 @@ namespace dtrain {
 namespace {
 // Waits for `r` without spinning: pipeline ranks often wait a whole stage's compute for their
 // peer, and a spinning wait would take a core from a rank that computes (two ranks, two cores).
-void wait_politely(CommRequest& r) {
+void wait_politely(CommRequest& r, int peer) {
+  WaitGuard guard("a pipeline transfer", peer);
   while (!r.test()) std::this_thread::sleep_for(kStagePollPeriod);
 }
 }  // namespace
@@ -58,8 +60,8 @@ void StageChannel::send(const StageMessage& header, const Tensor& payload) {
     p.sent = sender_->submit([this, &p, bytes] {
       auto h = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);
       auto d = comm_.isend(p.payload.raw(), bytes, peer_, tag_);
-      wait_politely(*h);
-      wait_politely(*d);
+      wait_politely(*h, peer_);
+      wait_politely(*d, peer_);
     });
   } else {
     p.header_request = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);
@@ -85,8 +87,8 @@ void StageChannel::wait_sends(int64_t count) {
     if (p.sent.valid()) {
       p.sent.get();  // rethrows the sender thread's failure
     } else {
-      wait_politely(*p.header_request);
-      wait_politely(*p.payload_request);
+      wait_politely(*p.header_request, peer_);
+      wait_politely(*p.payload_request, peer_);
     }
     sends_.pop_front();
     ++completed_;
@@ -113,8 +115,8 @@ StageMessage StageChannel::receive(const StageMessage& expected, Tensor* payload
   if (receives_.empty()) post_receive(*payload);
   Pending& p = receives_.front();  // MPI writes into it: wait before it goes
   *payload = p.payload;
-  wait_politely(*p.header_request);
-  wait_politely(*p.payload_request);
+  wait_politely(*p.header_request, peer_);
+  wait_politely(*p.payload_request, peer_);
   const StageMessage got = p.header;
   const int64_t capacity = p.payload.numel();
   receives_.pop_front();

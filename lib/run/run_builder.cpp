@@ -172,7 +172,8 @@ std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique
 }
 
 std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
-                                           std::function<void(const IterationReport&)> progress) {
+                                           std::function<void(const IterationReport&)> progress,
+                                           StopVote* stop) {
   DTRAIN_CHECK(comm.rank() == run.place.rank && comm.size() == run.place.world)
       << "the run was built for rank " << run.place.rank << " of " << run.place.world;
   const ExperimentConfig& c = run.config;
@@ -185,7 +186,8 @@ std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
                        c.compression.name,
                        compute_slowdown(c, comm.rank(), comm.size()),
                        c.cluster.comm,
-                       model_source(run)};
+                       model_source(run),
+                       stop};
   try {
     return make_scheduler(c.algorithm, std::move(ctx));
   } catch (const InputError& e) {

@@ -75,8 +75,9 @@ std::unique_ptr<Loader> minibatch_loader(const Run& run);
 std::string preview_model_parallel(const ExperimentConfig& config);
 
 // The scheduler of the configured algorithm on `run`, communicating over `comm` (whose rank and
-// size must be the run's place).
+// size must be the run's place). `stop`: where a signal's stop is agreed (the trainer's).
 std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
-                                           std::function<void(const IterationReport&)> progress);
+                                           std::function<void(const IterationReport&)> progress,
+                                           StopVote* stop = nullptr);
 
 }  // namespace dtrain

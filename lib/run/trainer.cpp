@@ -45,10 +45,14 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   own_updates_ = algorithm && algorithm->own_data_stream;
   // Rank 0's share of an epoch: where ranks draw their own batches, the epoch's N/M updates are
   // shared by all ranks.
-  scheduler_ = build_scheduler(*run_, comm_, [this](const IterationReport& r) {
-    if (trace_) trace_->iteration_done();
-    if (progress_) progress_->iteration(r);
-  });
+  stop_ = std::make_unique<StopVote>(comm_);
+  scheduler_ = build_scheduler(
+      *run_, comm_,
+      [this](const IterationReport& r) {
+        if (trace_) trace_->iteration_done();
+        if (progress_) progress_->iteration(r);
+      },
+      stop_.get());
   if (config.checkpoint || options.output == OutputMode::resume)
     checkpoints_ = std::make_unique<CheckpointStore>(
         comm_, CheckpointOptions{config.output.dir + "/checkpoints", to_yaml(config),
@@ -159,6 +163,18 @@ Trainer::Position Trainer::resume(RunResult& result, std::string& accuracy_csv,
   return at;
 }
 
+Stopped Trainer::stopped(const CheckpointPoint& at) const {
+  const std::string& dir = run_->config.output.dir;
+  return {stop_->signal(),
+          run_->config.checkpoint
+              ? fmt::format("stopped {}; the checkpoint and the CSVs are written: continue with "
+                            "--resume {}",
+                            at.describe(), dir)
+              : fmt::format("stopped {}; the CSVs are written (no checkpoint: the config has no "
+                            "`checkpoint:`)",
+                            at.describe())};
+}
+
 RunResult Trainer::run() {
   const ExperimentConfig& config = run_->config;
   const bool root = comm_.rank() == 0;
@@ -189,7 +205,7 @@ RunResult Trainer::run() {
     const bool resumed = epoch == at.point.epoch;
     int64_t position = resumed ? at.point.iteration : 0;  // iterations done of this epoch
     EpochStats mine = resumed ? at.epoch_so_far : EpochStats{};
-    bool budget_done = false;
+    bool budget_done = false, stopping = false;
     if (trace_) trace_->epoch_starts(epoch);
     {
       TraceScope span(Region::epoch, epoch + 1);
@@ -215,7 +231,10 @@ RunResult Trainer::run() {
         position += advanced;
         result.iterations += advanced;
         budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
-        if (count == 0 || advanced == 0 || position >= epoch_length || budget_done) break;
+        // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
+        stopping = stop_->settle();
+        if (stopping || count == 0 || advanced == 0 || position >= epoch_length || budget_done)
+          break;
         if (cc && cc->every_iterations > 0 &&
             before / cc->every_iterations != result.iterations / cc->every_iterations) {
           at.point = {epoch, position};
@@ -224,6 +243,14 @@ RunResult Trainer::run() {
           checkpoint(at, result, metrics.get());
         }
       }
+    }
+    if (stopping && position < epoch_length && !budget_done) {
+      // Stopped within the epoch: its rows come when a resumed run finishes it.
+      at.point = {epoch, position};
+      at.epoch_so_far = mine;
+      at.updates = updates;
+      if (checkpoints_ && cc) checkpoint(at, result, metrics.get());
+      throw stopped(at.point);
     }
     result.train_wall_s += mine.wall_s;
 
@@ -277,7 +304,13 @@ RunResult Trainer::run() {
       at.epoch_so_far = EpochStats{};
       at.updates = updates;
       checkpoint(at, result, metrics.get());
+    } else if (stopping && cc && whole) {
+      at.point = {epoch + 1, 0};
+      at.epoch_so_far = EpochStats{};
+      at.updates = updates;
+      checkpoint(at, result, metrics.get());
     }
+    if (stopping) throw stopped(CheckpointPoint{epoch + 1, 0});
     if (budget_done) break;
   }
   scheduler_->flush();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/comm.h"        // Comm
+#include "comm/stop_vote.h"   // StopVote
 #include "run/checkpoint.h"   // CheckpointStore
 #include "run/config.h"       // ExperimentConfig
 #include "run/metrics.h"      // MetricsWriter
@@ -16,6 +17,12 @@
 #include "sched/scheduler.h"  // Scheduler
 
 namespace dtrain {
+
+// A run stopped by SIGINT or SIGTERM after its checkpoint and CSVs: main exits 128 + signal.
+struct Stopped {
+  int signal = 0;
+  std::string message;  // where it stopped, and how to continue
+};
 
 struct RunResult {
   double test_loss = 0, test_acc = 0, train_loss = 0, train_acc = 0;
@@ -57,12 +64,15 @@ class Trainer {
   // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
   // position; `metrics` gets the rows written so far.
   Position resume(RunResult& result, std::string& accuracy_csv, std::string& timing_csv);
+  // The stop at `at` (a signal), for main.
+  Stopped stopped(const CheckpointPoint& at) const;
   // Writes the checkpoint of `at` (a collective).
   void checkpoint(const Position& at, const RunResult& result, const MetricsWriter* metrics);
 
   Comm& comm_;
   TrainerOptions options_;
   std::unique_ptr<CheckpointStore> checkpoints_;  // checkpoint: set, or --resume
+  std::unique_ptr<StopVote> stop_;                // a signal's stop, agreed by the ranks
   // First: the threads of the run and the scheduler record into it until they are gone.
   std::unique_ptr<RunTrace> trace_;  // output.trace on
   std::unique_ptr<Run> run_;

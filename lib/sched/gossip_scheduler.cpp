@@ -3,11 +3,14 @@
 #include <algorithm>  // min, max: a part's target
 #include <chrono>
 #include <deque>
-#include <sstream>  // the neighbour generator's state in a checkpoint
+#include <optional>  // the server's quiet spell
+#include <sstream>   // the neighbour generator's state in a checkpoint
 #include <thread>
 
-#include "comm/tags.h"  // kGossipHeader, kGossipModel, kGossipCount, kGossipStop
+#include "comm/tags.h"           // kGossipHeader, kGossipModel, kGossipCount, kGossipStop
+#include "comm/wait_watchdog.h"  // WaitGuard: the server's quiet spells are bounded
 #include "core/error.h"
+#include "core/stop_request.h"  // stop_signal: a rank asked to stop ends the part for all
 
 namespace dtrain {
 
@@ -20,6 +23,7 @@ struct Header {
 };
 struct Count {
   int64_t epoch = 0, updates = 0, final = 0;
+  int64_t stop = 0;  // the sender was asked to stop (a signal): the part ends for all
 };
 
 }  // namespace
@@ -136,7 +140,7 @@ void GossipScheduler::tally(int peer, int epoch) {
   if (c.final) ++finals_;
   int64_t total = 0;
   for (int64_t u : counts_) total += u;
-  if (!announced_ && total >= target_) {
+  if (!announced_ && (total >= target_ || c.stop != 0)) {
     announced_ = true;
     stop_ = true;
     const int64_t e = epoch;
@@ -150,6 +154,7 @@ void GossipScheduler::serve(int epoch) {
   int done = 0;
   // Polls with a growing sleep: the ranks share cores, and a blocking MPI receive would spin.
   auto idle = std::chrono::microseconds(20);
+  std::optional<WaitGuard> quiet;  // since the last message: bounded by cluster.timeout_s
   while ((done < active_neighbours_ || (tallies && finals_ < p)) && !abandon_) {
     bool busy = false;
     if (std::optional<int> peer = control_->probe_any(tags::kGossipHeader)) {
@@ -168,7 +173,9 @@ void GossipScheduler::serve(int epoch) {
       }
     if (busy) {
       idle = std::chrono::microseconds(20);
+      quiet.reset();
     } else {
+      if (!quiet) quiet.emplace("gossip requests", -1);
       std::this_thread::sleep_for(idle);
       idle = std::min(idle * 2, std::chrono::microseconds(200));
     }
@@ -226,7 +233,7 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       stop_message = control_->irecv(&stop_epoch, sizeof stop_epoch, 0, tags::kGossipStop);
   }
   auto stopped = [&] {
-    if (p == 1) return false;
+    if (p == 1) return stop_signal() != 0;
     return rank == 0 ? stop_.load() : stop_message->test();
   };
   int64_t updates = 0;
@@ -257,7 +264,7 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       ++updates;
       if (p > 1) {
         while (!counts.empty() && counts.front().second->test()) counts.pop_front();
-        auto c = std::make_unique<Count>(Count{epoch, updates, 0});
+        auto c = std::make_unique<Count>(Count{epoch, updates, 0, stop_signal() != 0 ? 1 : 0});
         auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
         counts.emplace_back(std::move(c), std::move(request));
       }

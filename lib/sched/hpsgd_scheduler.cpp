@@ -203,6 +203,7 @@ EpochStats HpsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   epoch_rounds_ = epoch_meetings_ = 0;
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

@@ -97,6 +97,7 @@ EpochStats LocalSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const auto epoch_start = Clock::now();
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

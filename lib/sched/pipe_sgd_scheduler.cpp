@@ -114,6 +114,7 @@ EpochStats PipeSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const bool pipelined = K_ > 1 && epoch >= warmup_epochs_;
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

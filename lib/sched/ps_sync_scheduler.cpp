@@ -81,6 +81,7 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   double compress_s = 0;
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

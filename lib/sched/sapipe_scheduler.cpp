@@ -433,6 +433,7 @@ EpochStats SapipeScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const bool warm = epoch < options_.warmup_epochs;
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer t(stats.phases, Phase::data);
       if (!loader.next(batch)) break;

@@ -11,6 +11,7 @@
 
 #include "comm/comm.h"                 // Comm
 #include "comm/gradient_allreducer.h"  // GradientPlacement
+#include "comm/stop_vote.h"            // StopVote: where a signal stops the epoch
 #include "core/phase.h"                // Phase, PhaseTimes, PhaseTimer
 #include "data/loader.h"               // Loader: this rank's batches
 #include "nn/model.h"                  // Model
@@ -108,6 +109,8 @@ struct SchedulerContext {
   // How gradients on a GPU travel between ranks (cluster.comm): auto | nccl | mpi.
   std::string gpu_comm = "auto";
   ModelSource source{};
+  // The ranks' agreement to stop at an iteration boundary (a signal); null: never asked.
+  StopVote* stop = nullptr;
 };
 
 class Scheduler {
@@ -177,6 +180,9 @@ class Scheduler {
   Tensor trainable_gradients() const { return trainable_part(ctx_.model.gradients()); }
   // Where the gradient all-reduce finds the buffers (host or GPU) and how GPU ones travel.
   GradientPlacement gradient_placement() const { return {&ctx_.model.backend(), ctx_.gpu_comm}; }
+  // At the top of every iteration of an algorithm whose ranks do the same iterations: true
+  // when the ranks agreed to stop here (the part then ends early; the trainer checkpoints).
+  bool stop_requested() { return ctx_.stop && ctx_.stop->stop_here(); }
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).

@@ -59,6 +59,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const Tensor& grads = ctx_.model.gradients();
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
+    if (stop_requested()) break;  // every rank at the same iteration
     {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;

@@ -1,0 +1,46 @@
+#include "core/stop_request.h"
+
+#include <unistd.h>  // _exit, write: all a handler may call
+
+#include <atomic>
+#include <csignal>
+
+namespace dtrain {
+
+namespace {
+
+std::atomic<int> requested{0};
+
+extern "C" void on_stop_signal(int signal) {
+  int expected = 0;
+  if (requested.compare_exchange_strong(expected, signal)) {
+    constexpr char kNote[] =
+        "\ndtrain: stopping after the iteration in progress (a checkpoint and the CSVs are "
+        "written); Ctrl-C again to end at once\n";
+    [[maybe_unused]] const auto n = ::write(2, kNote, sizeof kNote - 1);
+    return;
+  }
+  if (signal == SIGINT) _exit(128 + SIGINT);  // the second Ctrl-C: now
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // blocking calls in progress go on: the stop is cooperative
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int stop_signal() {
+  return requested.load(std::memory_order_relaxed);
+}
+
+void request_stop(int signal) {
+  int expected = 0;
+  requested.compare_exchange_strong(expected, signal);
+}
+
+}  // namespace dtrain

@@ -1,0 +1,15 @@
+// A request to stop, from a signal (DESIGN.md §1 exit codes 130 / 143): SIGINT or SIGTERM asks
+// the run to finish the iteration in progress, write a checkpoint and the CSVs, and exit
+// 128 + the signal; a second SIGINT ends the process at once.
+#pragma once
+
+namespace dtrain {
+
+// Installs the handlers of SIGINT and SIGTERM (once, in main).
+void install_stop_handlers();
+// The signal that asked this process to stop, or 0.
+int stop_signal();
+// Asks this process to stop as `signal` would (tests).
+void request_stop(int signal);
+
+}  // namespace dtrain
