@@ -5,12 +5,14 @@
 
 #include <CLI/CLI.hpp>  // command line
 #include <algorithm>    // max
+#include <chrono>       // a rank's error waits for rank 0's
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>  // --progress modes
 #include <memory>
 #include <sstream>  // the plan's output on ranks other than 0
+#include <thread>
 
 #include "comm/allreduce_bench.h"  // dtrain bench comm
 #include "comm/comm.h"             // make_local_comm
@@ -215,6 +217,11 @@ int main(int argc, char** argv) {
   dtrain::install_stop_handlers();  // SIGINT, SIGTERM: finish the iteration, checkpoint, exit
   std::unique_ptr<dtrain::Comm> comm;
   auto fail = [&comm](const char* kind, const std::exception& e, int code) {
+    // One message, not one per rank: rank 0 reports at once and ends the job; another rank
+    // first gives rank 0 the time to do so (for an error every rank finds), and reports only
+    // what rank 0 did not (its own).
+    if (comm && comm->size() > 1 && comm->rank() != 0)
+      std::this_thread::sleep_for(std::chrono::seconds(2));
     std::cerr << "dtrain: " << kind
               << (comm && comm->size() > 1 ? " (rank " + std::to_string(comm->rank()) + ")"
                                            : std::string())

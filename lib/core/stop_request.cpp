@@ -1,6 +1,6 @@
 #include "core/stop_request.h"
 
-#include <unistd.h>  // _exit, write: all a handler may call
+#include <unistd.h>  // _exit: all a handler may call
 
 #include <atomic>
 #include <csignal>
@@ -13,13 +13,9 @@ std::atomic<int> requested{0};
 
 extern "C" void on_stop_signal(int signal) {
   int expected = 0;
-  if (requested.compare_exchange_strong(expected, signal)) {
-    constexpr char kNote[] =
-        "\ndtrain: stopping after the iteration in progress (a checkpoint and the CSVs are "
-        "written); Ctrl-C again to end at once\n";
-    [[maybe_unused]] const auto n = ::write(2, kNote, sizeof kNote - 1);
-    return;
-  }
+  // Silent: the run says it is stopping once the ranks agree (a job being torn down by its
+  // launcher gets SIGTERM too, and must not announce a stop that will not happen).
+  if (requested.compare_exchange_strong(expected, signal)) return;
   if (signal == SIGINT) _exit(128 + SIGINT);  // the second Ctrl-C: now
 }
 

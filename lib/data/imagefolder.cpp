@@ -116,7 +116,9 @@ class ImageFolderDataset final : public Dataset {
     DTRAIN_CHECK(index >= 0 && index < size()) << "sample " << index << " of " << size();
     const Sample& sample = samples_[index];
     cv::Mat image = cv::imread(sample.file, cv::IMREAD_COLOR);  // 8-bit BGR, grey expanded
-    DTRAIN_CHECK(!image.empty()) << sample.file << ": cannot read or decode the image";
+    // A bad input file (exit 2), like a truncated idx file: the user can fix or remove it.
+    DTRAIN_INPUT_CHECK(!image.empty())
+        << sample.file << ": cannot read or decode the image (corrupt, truncated or not an image)";
 
     // Shorter side → resize_, aspect kept.
     const double scale = static_cast<double>(resize_) / std::min(image.rows, image.cols);

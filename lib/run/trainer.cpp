@@ -220,6 +220,8 @@ RunResult Trainer::run() {
           const int64_t left = tc.max_iterations - result.iterations;
           count = count > 0 ? std::min(count, left) : left;
         }
+        // Where each rank updates on its own (gossip), each does its share of the part.
+        if (own_updates_ && count > 0) count = (count + comm_.size() - 1) / comm_.size();
         const EpochStats part = scheduler_->run_epoch(loader, EpochPart{epoch, position, count});
         add(mine, part);
         // Where each rank updates on its own batches (gossip) the part's length is the sum of
@@ -233,6 +235,12 @@ RunResult Trainer::run() {
         budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
         // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
         stopping = stop_->settle();
+        if (stopping && root) {
+          if (progress_) progress_->clear_line();
+          spdlog::warn("{}: stopping at {} (Ctrl-C again to end at once)",
+                       stop_->signal() == 2 ? "SIGINT" : "SIGTERM",
+                       CheckpointPoint{epoch, position}.describe());
+        }
         if (stopping || count == 0 || advanced == 0 || position >= epoch_length || budget_done)
           break;
         if (cc && cc->every_iterations > 0 &&

@@ -210,9 +210,9 @@ void GossipScheduler::update(float lr, EpochStats& stats) {
 
 EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const int epoch = part.epoch;
-  // This part ends once the ranks' updates reach its count, or the epoch's N/M.
-  const int64_t remaining = std::max<int64_t>(ctx_.iterations_per_epoch - part.first, 1);
-  target_ = part.count > 0 ? std::min(part.count, remaining) : remaining;
+  // This part ends once the ranks' updates reach the epoch's N/M, or each rank has done
+  // `part.count` of its own (the trainer gives each rank its share of a part).
+  target_ = std::max<int64_t>(ctx_.iterations_per_epoch - part.first, 1);
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const int p = ctx_.comm.size();
@@ -239,7 +239,7 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   int64_t updates = 0;
   Batch batch;
   try {
-    for (int64_t i = part.first; p > 1 || part.includes(i); ++i) {
+    for (int64_t i = part.first; part.includes(i); ++i) {
       if (stopped()) break;
       {
         PhaseTimer t(stats.phases, Phase::data);

@@ -49,7 +49,8 @@ class GossipScheduler final : public Scheduler {
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
-  // An epoch's iterations are its updates over all ranks (N/M).
+  // An epoch's iterations are its updates over all ranks (N/M); a part's count is each
+  // rank's own.
   int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }
   // Each rank continues its own pass over the data where it was.
   void seek(Loader& loader, int epoch, int64_t first) override;

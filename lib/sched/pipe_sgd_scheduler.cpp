@@ -126,6 +126,7 @@ EpochStats PipeSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     if (slot.iteration >= 0) apply(slot, lr, &stats);
     // Lines 6–10: this iteration's gradient; the communication thread takes it from here.
     compute_into(slot, batch, stats);
+    if (pipelined) check_gradients(slot.gradients, iteration_ + 1);
     slot.iteration = iteration_++;
     if (!pipelined) apply(slot, lr, &stats);  // D-Sync: wait for it now
     finish_iteration(epoch, i, batch.labels.numel(), stats);

@@ -1,6 +1,9 @@
 #include "sched/pipeline_runner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>  // max
+#include <cmath>      // isfinite: a diverged minibatch ends the run at once
 
 #include "compress/codec.h"  // make_codec: the all-reduce's bytes per element
 #include "core/error.h"
@@ -272,6 +275,11 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
                        stage_.last() ? batches_[b].labels : Tensor());
         if (stage_.last()) {
           const LossStats stats = stage_.last_stats(slot);
+          if (!std::isfinite(stats.loss_sum))
+            throw Error(
+                fmt::format("training diverged: the loss of minibatch {} is {} on rank "
+                            "{} (the last stage) (lower optimizer.lr?)",
+                            step_base_ + static_cast<uint64_t>(b), stats.loss_sum, comm_.rank()));
           totals_.loss_sum += stats.loss_sum;
           totals_.correct += stats.correct;
           totals_.samples += stats.count;
@@ -327,6 +335,13 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
       case Op::step: {
         {
           PhaseTimer timer(totals_.phases, Phase::update);
+          // A stage's gradient is applied while later minibatches are in flight: checked here,
+          // a divergence ends the run at this step.
+          if (!std::isfinite(stage_.backend().dot(stage_.gradients(), stage_.gradients())))
+            throw Error(
+                fmt::format("training diverged: the gradient of step {} is not finite "
+                            "(NaN or inf) on rank {} (lower optimizer.lr?)",
+                            steps_ + 1, comm_.rank()));
           sgd_.step(lr(steps_));
           ++steps_;
           if (vertical_) keep_version();

@@ -378,6 +378,7 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
                                    current.fresh);
   };
   compute_gradients(batch, stats, start_ready);
+  check_gradients(current.gradients, iteration_ + 1);
   stats.phases[Phase::forward] -= hook_s_;  // the hook's wait and update are counted as such
   hook_stats_ = nullptr;
   start_ready(begin_);

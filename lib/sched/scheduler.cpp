@@ -128,6 +128,14 @@ Tensor Scheduler::trainable_part(const Tensor& flat) const {
   return flat.slice(offset, {flat.numel() - offset});
 }
 
+void Scheduler::check_gradients(const Tensor& gradients, int64_t iteration) const {
+  const double squares = ctx_.model.backend().dot(gradients, gradients);  // NaN, inf propagate
+  if (!std::isfinite(squares))
+    throw Error("training diverged: the gradient of iteration " + std::to_string(iteration) +
+                " is not finite (NaN or inf) on rank " + std::to_string(ctx_.comm.rank()) +
+                " (lower optimizer.lr?)");
+}
+
 void Scheduler::finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats) {
   const LossStats ls = ctx_.model.last_stats();
   if (!std::isfinite(ls.loss_sum))

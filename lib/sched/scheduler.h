@@ -183,6 +183,11 @@ class Scheduler {
   // At the top of every iteration of an algorithm whose ranks do the same iterations: true
   // when the ranks agreed to stop here (the part then ends early; the trainer checkpoints).
   bool stop_requested() { return ctx_.stop && ctx_.stop->stop_here(); }
+  // Throws when `gradients` hold a NaN or an inf. Pipelined algorithms apply a gradient
+  // iterations after computing it: checked as it is computed, a divergence ends the run in the
+  // iteration it happens, not when the weights it reaches give a NaN loss. `iteration`: over
+  // the run, 1-based.
+  void check_gradients(const Tensor& gradients, int64_t iteration) const;
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).

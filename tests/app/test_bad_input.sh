@@ -102,6 +102,19 @@ expect_2 "missing profile" "nothere.csv: cannot read the layer profile" \
 expect_2 "profile without a link" "cluster.link is not set" plan --profile "$WORK/negative.csv"
 expect_2 "plan without config or profile" "--config FILE is required" plan --ranks 2
 
+# A corrupt image in an imagefolder dataset: exit 2 naming the file (found while training).
+for split in train val; do
+  for class in a b; do
+    mkdir -p "$WORK/images/$split/$class"
+    for i in 1 2; do printf 'P6\n8 8\n255\n%0192d' 0 > "$WORK/images/$split/$class/$i.ppm"; done
+  done
+done
+printf 'P6\n8 8\n255\nshort' > "$WORK/images/train/b/2.ppm"
+msg=$("$DTRAIN" --config "$good" --set "dataset={name: imagefolder, path: $WORK/images, batch_size: 2, image_size: 8, resize: 8}" \
+  --out "$WORK/images_run" 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] || fail "corrupt image: exit code $rc, expected 2 ($msg)"
+echo "$msg" | grep -q "images/train/b/2.ppm: cannot read or decode the image" || fail "corrupt image: $msg"
+
 # Existing results are not touched by a bad run.
 mkdir -p "$out" && echo keep > "$out/accuracy.csv"
 "$DTRAIN" --config "$good" --set dataset.batch_size=0 >/dev/null 2>&1
