@@ -39,6 +39,13 @@ std::vector<std::string> gather_hosts(Comm& comm) {
   return hosts;
 }
 
+std::vector<int> gather_local_ranks(Comm& comm) {
+  std::vector<double> row(static_cast<size_t>(comm.size()), 0.0);
+  row[static_cast<size_t>(comm.rank())] = comm.local_rank();
+  comm.allreduce_sum(row);
+  return {row.begin(), row.end()};
+}
+
 std::string run_record_yaml(const RunRecord& r) {
   char started[32];
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -55,6 +62,12 @@ std::string run_record_yaml(const RunRecord& r) {
   for (const auto& h : r.hosts) hosts.push_back(h);
   hosts.SetStyle(YAML::EmitterStyle::Flow);
   root["hosts"] = hosts;  // of rank 0, 1, ...
+  if (!r.local_ranks.empty()) {
+    YAML::Node local(YAML::NodeType::Sequence);
+    for (int l : r.local_ranks) local.push_back(l);
+    local.SetStyle(YAML::EmitterStyle::Flow);
+    root["local_ranks"] = local;
+  }
   root["backend"] = r.backend;
   root["comm"] = r.comm;
   root["algorithm"] = r.algorithm;

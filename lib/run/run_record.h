@@ -14,6 +14,7 @@ struct RunRecord {
   std::vector<std::string> hosts;  // of each rank
   std::string backend, comm, algorithm, train_data, test_data;
   std::vector<std::string> notes;  // stand-ins, settings without effect
+  std::vector<int> local_ranks;    // of each rank: its position on its host (its GPU)
 };
 
 // dtrain's version and the commit it was built from ("0.1.0", "3f2a9c1d0e4b" + "-dirty").
@@ -21,6 +22,8 @@ std::string dtrain_version();
 std::string dtrain_commit();
 // Every rank's host name, in rank order, on every rank (a collective).
 std::vector<std::string> gather_hosts(Comm& comm);
+// Every rank's local rank (Comm::local_rank), in rank order, on every rank (a collective).
+std::vector<int> gather_local_ranks(Comm& comm);
 std::string run_record_yaml(const RunRecord& record);
 
 }  // namespace dtrain

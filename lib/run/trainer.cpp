@@ -179,6 +179,7 @@ RunResult Trainer::run() {
   const ExperimentConfig& config = run_->config;
   const bool root = comm_.rank() == 0;
   const std::vector<std::string> hosts = gather_hosts(comm_);
+  const std::vector<int> local_ranks = gather_local_ranks(comm_);
   RunResult result;
   Position at;
   std::string accuracy_so_far, timing_so_far;
@@ -189,7 +190,7 @@ RunResult Trainer::run() {
     std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
     std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
         {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
-         run_->train_set->describe(), run_->test_set->describe(), notes_and_plan()});
+         run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks});
     metrics = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
   }
   const TrainConfig& tc = config.train;
