@@ -193,6 +193,22 @@ bool may_change(const std::string& key) {
          under("checkpoint");
 }
 
+// FNV-1a of the keys that must not change on resume and their values: the manifest's hash of
+// the run's config.
+std::string config_hash(const std::string& yaml) {
+  std::vector<std::pair<std::string, std::string>> keys;
+  flatten(YAML::Load(yaml), "", keys);
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto& [key, value] : keys) {
+    if (may_change(key)) continue;
+    for (const std::string* s : {&key, &value}) {
+      for (const char c : *s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      h = (h ^ 0xff) * 1099511628211ULL;  // a separator no text contains
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
 // A complete checkpoint: its manifest and point.
 struct Found {
   fs::path dir;
@@ -355,7 +371,8 @@ double CheckpointStore::write(const CheckpointPoint& at, const SchedulerState& s
     m << YAML::BeginMap << YAML::Key << "format" << YAML::Value << "dtrain checkpoint 1"
       << YAML::Key << "epoch" << YAML::Value << at.epoch << YAML::Key << "iteration" << YAML::Value
       << at.iteration << YAML::Key << "ranks" << YAML::Value << comm_.size() << YAML::Key << "point"
-      << YAML::Value << at.describe() << YAML::EndMap;
+      << YAML::Value << at.describe() << YAML::Key << "config_hash" << YAML::Value
+      << config_hash(options_.config_yaml) << YAML::EndMap;
     write_atomically(dir / "config.yaml", [&](const Sink& sink) {
       sink(options_.config_yaml.data(), options_.config_yaml.size());
     });
@@ -382,12 +399,20 @@ std::optional<CheckpointPoint> CheckpointStore::read_newest(SchedulerState& stat
     DTRAIN_INPUT_CHECK(ranks == comm_.size())
         << "--resume: " << c.dir.string() << " was written by " << ranks
         << " rank(s), this job has " << comm_.size() << " (run it with mpirun -np " << ranks << ")";
+    // The hash says whether the configs agree; the saved config, where.
+    const bool same_hash =
+        c.manifest["config_hash"] &&
+        c.manifest["config_hash"].as<std::string>() == config_hash(options_.config_yaml);
     std::string saved_config;
     try {
       saved_config = read_file(c.dir / "config.yaml");
     } catch (const std::exception&) {
     }
-    if (!saved_config.empty()) {
+    DTRAIN_INPUT_CHECK(same_hash || !saved_config.empty())
+        << "--resume: " << c.dir.string() << " was written with another config (its hash "
+        << (c.manifest["config_hash"] ? c.manifest["config_hash"].as<std::string>() : "absent")
+        << "), and its config.yaml is missing";
+    if (!same_hash) {
       const std::string key = first_config_difference(saved_config, options_.config_yaml);
       DTRAIN_INPUT_CHECK(key.empty()) << "--resume: the config differs from the checkpoint's ("
                                       << (c.dir / "config.yaml").string() << ") at `" << key

@@ -68,13 +68,18 @@ check_algorithm local_sgd "{name: local_sgd, sync_period: 3}"
 check_algorithm d_psgd "{name: d_psgd, topology: ring}"
 check_algorithm hpsgd "{name: hpsgd, sync_period: 2}" --set optimizer.momentum=0
 
-# Gossip depends on timing: a resumed run continues and finishes with every epoch's row.
-$MPI "$DTRAIN" --config "$WORK/base.yaml" --set "algorithm={name: gossip}" --set optimizer.momentum=0 \
-  --out "$WORK/gossip" --progress none > "$WORK/gossip.log" 2>&1 || fail "gossip: $(tail -3 "$WORK/gossip.log")"
-mid=$(cd "$WORK/gossip/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
-resume_copy "$WORK/gossip" "$mid" "$WORK/gossip.resumed" --set "algorithm={name: gossip}" \
-  --set optimizer.momentum=0 || fail "gossip resumed: $(tail -3 "$WORK/gossip.resumed.log")"
-[ "$(wc -l < "$WORK/gossip.resumed/accuracy.csv")" = 3 ] || fail "gossip resumed: accuracy.csv $(cat "$WORK/gossip.resumed/accuracy.csv")"
+# Gossip and the automatic choices depend on timing: a resumed run continues and finishes with
+# every epoch's row.
+for timed in "gossip {name: gossip}" "hpsgd_auto {name: hpsgd, sync_period: auto}" \
+             "sapipe_auto {name: sapipe, stale_layers: auto}"; do
+  name=${timed%% *} algorithm=${timed#* }
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" --set "algorithm=$algorithm" --set optimizer.momentum=0 \
+    --out "$WORK/$name" --progress none > "$WORK/$name.log" 2>&1 || { fail "$name: $(tail -3 "$WORK/$name.log")"; continue; }
+  mid=$(cd "$WORK/$name/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
+  resume_copy "$WORK/$name" "$mid" "$WORK/$name.resumed" --set "algorithm=$algorithm" \
+    --set optimizer.momentum=0 || fail "$name resumed: $(tail -3 "$WORK/$name.resumed.log")"
+  [ "$(wc -l < "$WORK/$name.resumed/accuracy.csv")" = 3 ] || fail "$name resumed: accuracy.csv $(cat "$WORK/$name.resumed/accuracy.csv")"
+done
 
 # More epochs than the checkpoint's run had: train.epochs may change.
 sync="$WORK/sync"

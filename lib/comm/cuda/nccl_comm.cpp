@@ -8,7 +8,8 @@
 #include "backend/cuda/cuda_check.h"    // DTRAIN_CUDA_CHECK
 #include "backend/cuda/cuda_context.h"  // set_device
 #include "comm/cuda/nccl_check.h"
-#include "core/timer.h"  // Clock, seconds_since
+#include "comm/wait_watchdog.h"  // WaitGuard
+#include "core/timer.h"          // Clock, seconds_since
 
 namespace dtrain {
 namespace {
@@ -28,6 +29,7 @@ class NcclRequest final : public CommRequest {
   }
   void wait() override {
     cuda::set_device(device_);
+    WaitGuard guard("an NCCL transfer", -1);  // bounded by cluster.timeout_s
     DTRAIN_CUDA_CHECK(cudaEventSynchronize(done_));
   }
   bool test() override {
@@ -98,6 +100,7 @@ void NcclComm::synchronize() {
   // its asynchronous error says so. Spin briefly (small messages finish in microseconds), then
   // nap so that the comm thread does not take a core from the compute thread.
   const auto start = Clock::now();
+  WaitGuard guard("an NCCL operation", -1);  // bounded by cluster.timeout_s
   for (;;) {
     const cudaError_t status = cudaStreamQuery(stream_);
     if (status == cudaSuccess) break;
