@@ -26,8 +26,9 @@ What lands in OUT:
   plan.csv, plans/  with --plan: `dtrain plan` once per ranks (and per non-algorithm grid
                     values), its rows with a leading ranks column and a trailing settings column
 
-Re-running the same command resumes: completed runs (dtrain exited 0) are skipped, unfinished
-or failed ones are trained again from scratch. Another grid into the same OUT adds its runs
+Re-running the same command resumes: completed runs (dtrain exited 0) are skipped; an
+interrupted run that left a checkpoint (its config has `checkpoint:`) continues from it with
+`dtrain --resume`; other unfinished or failed runs are trained again from scratch. Another grid into the same OUT adds its runs
 beside the existing ones; a run folder whose recorded settings differ from the planned run of
 the same name is an error (exit 2), never overwritten. scripts/plot.py OUT draws the figures.
 
@@ -307,8 +308,8 @@ def supports_progress_log(dtrain):
     return "--progress" in help_text
 
 
-def train_command(dtrain, spec, run_dir, progress_log):
-    command = [dtrain, "--config", spec.config, "--out", run_dir]
+def train_command(dtrain, spec, run_dir, progress_log, resume=False):
+    command = [dtrain, "--config", spec.config, "--resume" if resume else "--out", run_dir]
     for key, value in spec.overrides:
         command += ["--set", f"{key}={value}"]
     if progress_log:
@@ -388,16 +389,26 @@ def describe_difference(recorded, planned):
     return "unreadable record"
 
 
-def start_run_folder(out_dir, spec, command):
-    """Replace an unfinished attempt (dtrain has no --resume yet, so a run is redone from
-    scratch) and create the folder with its record in one rename, so that a folder of this
-    sweep always carries its sweep_status.json."""
+def resumable(run_dir):
+    """An interrupted run of this sweep that left a finished checkpoint: dtrain --resume
+    continues it (a failed one would fail again: it is redone)."""
+    status = results.read_status(run_dir) if os.path.isdir(run_dir) else None
+    root = os.path.join(run_dir, "checkpoints")
+    return (status is not None and status.get("status") in ("interrupted", "running")
+            and os.path.isdir(root)
+            and any(os.path.exists(os.path.join(root, c, "manifest.yaml")) for c in os.listdir(root)))
+
+
+def start_run_folder(out_dir, spec, command, resume=False):
+    """Replace an unfinished attempt (or keep it, to resume it) and create the folder with its
+    record in one rename, so that a folder of this sweep always carries its sweep_status.json."""
     run_dir = os.path.join(out_dir, spec.name)
     attempt = 1
     old_status = results.read_status(run_dir) if os.path.isdir(run_dir) else None
     if old_status is not None:  # ours, unfinished or failed (check_folders vetted it)
         attempt = int(old_status.get("attempt", 0)) + 1
-        shutil.rmtree(run_dir)
+        if not resume:
+            shutil.rmtree(run_dir)
     staging = os.path.join(out_dir, f".{spec.name}.starting")
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
@@ -408,6 +419,10 @@ def start_run_folder(out_dir, spec, command):
         "grid": dict(spec.grid_values), "ranks": spec.ranks, "repeat": spec.repeat,
         "plan_settings": spec.plan_settings(), "identity": spec.identity(),
     }
+    if resume:  # the folder stays: its checkpoints and CSVs are the run's so far
+        shutil.rmtree(staging)
+        write_json_atomically(os.path.join(run_dir, results.STATUS_FILE), status)
+        return run_dir, status
     write_json_atomically(os.path.join(staging, results.STATUS_FILE), status)
     os.rename(staging, run_dir)
     return run_dir, status
@@ -644,8 +659,11 @@ def run_all(out_dir, specs, dtrain, progress_log, definition, failures):
             note = f", test acc {accuracy:.4f}" if accuracy is not None else ""
             print(f"skip (completed earlier{note})", flush=True)
             continue
-        command = train_command(dtrain, spec, run_dir, progress_log)
-        run_dir, status = start_run_folder(out_dir, spec, command)
+        resume = resumable(run_dir)
+        command = train_command(dtrain, spec, run_dir, progress_log, resume)
+        run_dir, status = start_run_folder(out_dir, spec, command, resume)
+        if resume:
+            print("resuming from its checkpoint ... ", end="", flush=True)
         exit_code, seconds, interruption = execute(command, os.path.join(run_dir, LOG_FILE),
                                                    "sweep.py ran")
         status.update(exit_code=exit_code, seconds=round(seconds, 3), finished=now_iso(),

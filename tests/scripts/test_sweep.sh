@@ -120,6 +120,25 @@ attempts = {r["dir"]: json.load(open(os.path.join(out, r["dir"], "sweep_status.j
 assert all(a in (1, 2) for a in attempts.values()), attempts
 PY
 
+# --- an interrupted run that left a checkpoint continues with dtrain --resume -----------------
+cat base.yaml > ckpt.yaml
+echo "checkpoint: {every_epochs: 1}" >> ckpt.yaml
+ckpt_args=(--config ckpt.yaml --ranks 2 --set train.epochs=150 --out ckpt)
+setsid "$PY" "$SWEEP" --dtrain "$DTRAIN" "${ckpt_args[@]}" > ckpt1.out 2>&1 &
+sweep_pid=$!
+for _ in $(seq 600); do
+  ls ckpt/*/checkpoints/*/manifest.yaml > /dev/null 2>&1 && break
+  sleep 0.1
+done
+kill -TERM "$sweep_pid"
+wait "$sweep_pid"; rc=$?
+[ "$rc" -eq 143 ] || fail "SIGTERM to the sweep: exit $rc, expected 143: $(cat ckpt1.out)"
+grep -qs '"status": "interrupted"' ckpt/*/sweep_status.json || fail "not recorded as interrupted: $(cat ckpt/*/sweep_status.json)"
+sweep "${ckpt_args[@]}" > ckpt2.out 2>&1 || fail "resumed sweep: $(cat ckpt2.out)"
+grep -q "resuming from its checkpoint ... done in" ckpt2.out || fail "the run was not resumed: $(cat ckpt2.out)"
+grep -qs -- '--resume' ckpt/*/sweep_status.json || fail "the record lacks --resume"
+[ "$(wc -l < ckpt/*/accuracy.csv)" -eq 151 ] || fail "resumed run: $(wc -l ckpt/*/accuracy.csv) rows, expected 150 + header"
+
 # --- a failing run among good ones: reported, the rest finish, exit 1 ------------------------
 sweep --config base.yaml --grid optimizer.lr=-1,0.05 --set train.max_iterations=3 \
       --out failing > failing.out 2>&1
