@@ -1,6 +1,7 @@
 #include "comm/stop_vote.h"
 
-#include "core/stop_request.h"  // stop_signal: this rank's vote
+#include "comm/wait_watchdog.h"  // WaitContext: a timeout names the vote
+#include "core/stop_request.h"   // stop_signal: this rank's vote
 
 namespace dtrain {
 
@@ -21,6 +22,7 @@ void StopVote::cast() {
 
 bool StopVote::stop_here() {
   if (agreed_) return true;
+  WaitContext what("the ranks' per-iteration stop vote");
   cast();
   while (static_cast<int>(votes_.size()) > lag_) {
     Vote& oldest = votes_.front();
@@ -32,6 +34,7 @@ bool StopVote::stop_here() {
 }
 
 bool StopVote::settle() {
+  WaitContext what("the ranks' stop vote at the end of a part");
   cast();
   for (Vote& v : votes_) {
     v.request->wait();
