@@ -139,9 +139,12 @@ before=$(md5sum "$WORK/whole/accuracy.csv")
 grep -q "output folder $WORK/whole already holds a run's results (accuracy.csv, timing.csv, config.yaml, run.yaml, checkpoints): continue it with --resume $WORK/whole, write elsewhere with --out DIR, or replace it with --overwrite" "$WORK/again.log" ||
   fail "second run: $(cat "$WORK/again.log")"
 [ "$(md5sum "$WORK/whole/accuracy.csv")" = "$before" ] || fail "second run: accuracy.csv changed"
+echo mine > "$WORK/whole/notes.txt"  # not a result: --overwrite leaves it
 "$DTRAIN" --config "$WORK/kill.yaml" --set train.epochs=1 --out "$WORK/whole" --overwrite > "$WORK/over.log" 2>&1 ||
   fail "--overwrite: $(tail -3 "$WORK/over.log")"
 [ "$(wc -l < "$WORK/whole/accuracy.csv")" = 2 ] || fail "--overwrite: $(cat "$WORK/whole/accuracy.csv")"
+[ "$(ls "$WORK/whole/checkpoints")" = epoch-0001 ] || fail "--overwrite kept old checkpoints: $(ls "$WORK/whole/checkpoints")"
+[ "$(cat "$WORK/whole/notes.txt")" = mine ] || fail "--overwrite removed a file that is not a result"
 "$DTRAIN" --config "$WORK/kill.yaml" --resume "$WORK/nothing_here" > "$WORK/none.log" 2>&1; code=$?
 [ $code = 2 ] || fail "--resume of a folder without checkpoints: exit $code"
 finish
