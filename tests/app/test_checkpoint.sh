@@ -81,6 +81,35 @@ for timed in "gossip {name: gossip}" "hpsgd_auto {name: hpsgd, sync_period: auto
   [ "$(wc -l < "$WORK/$name.resumed/accuracy.csv")" = 3 ] || fail "$name resumed: accuracy.csv $(cat "$WORK/$name.resumed/accuracy.csv")"
 done
 
+# SIGTERM to rank 0 mid-run, for the pipelined and the periodically averaging algorithms: exit
+# 143 with a checkpoint where the ranks agreed to stop; --resume ends where the uninterrupted
+# run ends, bit for bit.
+rank0_pid() {  # the dtrain process of rank 0 writing into $1
+  for p in $(pgrep -f -- "--out $1"); do
+    grep -qa "OMPI_COMM_WORLD_RANK=0" "/proc/$p/environ" 2>/dev/null && echo "$p" && return
+  done
+}
+for signalled in "pipe_sgd {name: pipe_sgd, K: 2}" "local_sgd {name: local_sgd, sync_period: 3}" \
+                 "hpsgd {name: hpsgd, sync_period: 2}"; do
+  name=${signalled%% *} algorithm=${signalled#* }
+  sets=(--set "algorithm=$algorithm" --set optimizer.momentum=0 --set train.epochs=60
+        --set "checkpoint={every_epochs: 1, keep: 2}")
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.whole" --progress none \
+    > "$WORK/$name.whole.log" 2>&1 || { fail "$name uninterrupted: $(tail -3 "$WORK/$name.whole.log")"; continue; }
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.sig" --progress none \
+    > "$WORK/$name.sig.log" 2>&1 &
+  job=$!
+  for _ in $(seq 300); do [ -d "$WORK/$name.sig/checkpoints/epoch-0002" ] && break; sleep 0.02; done
+  kill -TERM "$(rank0_pid "$WORK/$name.sig")" 2>/dev/null
+  wait $job; code=$?
+  [ $code = 143 ] || { fail "$name SIGTERM: exit $code, expected 143: $(tail -3 "$WORK/$name.sig.log")"; continue; }
+  grep -q "SIGTERM: stopping at" "$WORK/$name.sig.log" || fail "$name SIGTERM: no stop line"
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --resume "$WORK/$name.sig" --progress none \
+    > "$WORK/$name.resume.log" 2>&1 || { fail "$name resume: $(tail -3 "$WORK/$name.resume.log")"; continue; }
+  $TOOL same "$WORK/$name.whole" "$WORK/$name.sig" > "$WORK/same.txt" ||
+    fail "$name stopped by SIGTERM and resumed differs: $(cat "$WORK/same.txt")"
+done
+
 # More epochs than the checkpoint's run had: train.epochs may change.
 sync="$WORK/sync"
 resume_copy "$sync" epoch-0002 "$WORK/longer" --set "algorithm={name: sync, segments: 2}" --set train.epochs=3 ||

@@ -3,6 +3,8 @@
 // block until received, and a straight 1F1B pipeline never idles in steady state.
 #include <doctest/doctest.h>
 
+#include <algorithm>  // equal
+#include <numeric>    // lcm
 #include <string>
 #include <vector>
 
@@ -198,4 +200,42 @@ TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulat
   // One stage on three replicas: each round, every replica's passes, then their all-reduce.
   CHECK(simulated_minibatch_seconds({{3}}, f1b1, {{1}, {2}, {0.5}, {}}) ==
         doctest::Approx(3.5 / 3));
+}
+
+// The ground of an early end of 1F1B (a signal, the input stage stops admitting): each rank can
+// switch from the schedule of N minibatches to the one of M < N at its first instruction that
+// admits a minibatch >= M — a forward on the input stage, a receive of its activation elsewhere —
+// because everything before is the same in both lists. (Not so for gpipe and 1f1b_flush: a
+// replica without a microbatch in a step reduces and steps before its next forward.)
+TEST_CASE("1f1b: the schedule of M minibatches is the one of N until a minibatch >= M arrives") {
+  for (const std::string kind : {"1f1b"}) {
+    for (const PipelineShape shape :
+         {PipelineShape{{1, 1}}, PipelineShape{{1, 1, 1}}, PipelineShape{{2, 1}},
+          PipelineShape{{1, 2}}, PipelineShape{{3, 1, 2}}, PipelineShape{{2, 2}}}) {
+      const int m = kind == "1f1b" ? 1 : 2;  // units per step
+      const int L = std::lcm(std::lcm(shape.replicas.front(), shape.replicas.back()), m);
+      for (int M = L; M < 8 * L; M += L) {
+        const int N = M + L * 3;
+        CAPTURE(kind);
+        CAPTURE(M);
+        CAPTURE(shape.replicas.size());
+        CAPTURE(shape.replicas.front());
+        const auto long_lists = build_schedule(shape, {kind, kind == "1f1b" ? N : N / m, m, 0});
+        const auto short_lists = build_schedule(shape, {kind, kind == "1f1b" ? M : M / m, m, 0});
+        for (int r = 0; r < shape.ranks(); ++r) {
+          const auto& a = long_lists[static_cast<size_t>(r)];
+          const auto& b = short_lists[static_cast<size_t>(r)];
+          const bool input = shape.stage_of(r) == 0;
+          size_t p = 0;
+          while (p < a.size() && !((input ? a[p].op == Op::forward
+                                          : a[p].op == Op::receive_activation) &&
+                                   a[p].minibatch >= M))
+            ++p;
+          CAPTURE(r);
+          REQUIRE(p <= b.size());
+          CHECK(std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(p), b.begin()));
+        }
+      }
+    }
+  }
 }
