@@ -20,12 +20,9 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     : comm_(comm), options_(options) {
   check_stragglers(config, comm.size());
   // Before anything is built: a run into another run's results stops here (every rank sees the
-  // same folder; rank 0 deletes what --overwrite replaces, after the others have looked).
-  if (options.data == DataFiles::required) {
+  // same folder). What --overwrite replaces goes only when the run is built and starts.
+  if (options.data == DataFiles::required)
     claim_output_dir(config.output.dir, options.output, false);
-    comm.barrier();
-    if (comm.rank() == 0) claim_output_dir(config.output.dir, options.output, true);
-  }
   const TrainConfig& tc = config.train;
   // Before the run is built: its loader threads and the scheduler's comm threads join the trace.
   if (config.output.trace.enabled) trace_ = std::make_unique<RunTrace>(config.output.trace);
@@ -186,6 +183,9 @@ RunResult Trainer::run() {
   if (options_.output == OutputMode::resume) at = resume(result, accuracy_so_far, timing_so_far);
   std::unique_ptr<MetricsWriter> metrics;
   if (root) {
+    // Every rank has checked the folder and built its part of the run: the old results go now.
+    if (options_.output == OutputMode::overwrite)
+      claim_output_dir(config.output.dir, options_.output, true);
     std::filesystem::create_directories(config.output.dir);
     std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
     std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(

@@ -92,14 +92,17 @@ rank0_pid() {  # the dtrain process of rank 0 writing into $1
 for signalled in "pipe_sgd {name: pipe_sgd, K: 2}" "local_sgd {name: local_sgd, sync_period: 3}" \
                  "hpsgd {name: hpsgd, sync_period: 2}"; do
   name=${signalled%% *} algorithm=${signalled#* }
-  sets=(--set "algorithm=$algorithm" --set optimizer.momentum=0 --set train.epochs=60
+  sets=(--set "algorithm=$algorithm" --set optimizer.momentum=0 --set train.epochs=120
         --set "checkpoint={every_epochs: 1, keep: 2}")
   $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.whole" --progress none \
     > "$WORK/$name.whole.log" 2>&1 || { fail "$name uninterrupted: $(tail -3 "$WORK/$name.whole.log")"; continue; }
   $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.sig" --progress none \
     > "$WORK/$name.sig.log" 2>&1 &
   job=$!
-  for _ in $(seq 300); do [ -d "$WORK/$name.sig/checkpoints/epoch-0002" ] && break; sleep 0.02; done
+  for _ in $(seq 300); do  # epoch 2 done: a checkpoint exists (rows only grow, folders rotate)
+    [ "$(wc -l < "$WORK/$name.sig/timing.csv" 2>/dev/null || echo 0)" -ge 5 ] && break
+    sleep 0.02
+  done
   kill -TERM "$(rank0_pid "$WORK/$name.sig")" 2>/dev/null
   wait $job; code=$?
   [ $code = 143 ] || { fail "$name SIGTERM: exit $code, expected 143: $(tail -3 "$WORK/$name.sig.log")"; continue; }
@@ -169,6 +172,11 @@ grep -q "output folder $WORK/whole already holds a run's results (accuracy.csv, 
   fail "second run: $(cat "$WORK/again.log")"
 [ "$(md5sum "$WORK/whole/accuracy.csv")" = "$before" ] || fail "second run: accuracy.csv changed"
 echo mine > "$WORK/whole/notes.txt"  # not a result: --overwrite leaves it
+# --overwrite with a config that fails to build (no such dataset folder): nothing is deleted.
+"$DTRAIN" --config "$WORK/kill.yaml" --set "dataset={name: mnist, path: $WORK/no_such_folder}" \
+  --out "$WORK/whole" --overwrite > "$WORK/over_bad.log" 2>&1; code=$?
+[ $code = 2 ] || fail "--overwrite with a bad dataset: exit $code"
+[ "$(md5sum "$WORK/whole/accuracy.csv")" = "$before" ] || fail "--overwrite with a bad dataset deleted the results"
 "$DTRAIN" --config "$WORK/kill.yaml" --set train.epochs=1 --out "$WORK/whole" --overwrite > "$WORK/over.log" 2>&1 ||
   fail "--overwrite: $(tail -3 "$WORK/over.log")"
 [ "$(wc -l < "$WORK/whole/accuracy.csv")" = 2 ] || fail "--overwrite: $(cat "$WORK/whole/accuracy.csv")"
