@@ -121,6 +121,7 @@ StageMessage StageChannel::receive(const StageMessage& expected, Tensor* payload
   const int64_t capacity = p.payload.numel();
   receives_.pop_front();
   StageMessage want = expected;
+  want.end = got.end;
   if (want.rows == 0 && got.rows > 0 && got.elements <= capacity) {
     want.rows = got.rows;  // any rows (an evaluation's last batch): the header says how many
     want.elements = got.elements;

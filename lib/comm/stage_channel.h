@@ -32,6 +32,9 @@ struct StageMessage {
   int32_t rows = 0;
   int32_t version = 0;   // the weight version (vertical sync: the input stage's at admission)
   int64_t elements = 0;  // of the payload
+  // An early end of the run (a signal): the sender's run ends before minibatch end − 1; 0: none.
+  // Carried, not checked: the receiver learns it from whichever message brings it first.
+  int32_t end = 0;
   bool operator==(const StageMessage&) const = default;
   std::string describe() const;
 };

@@ -34,6 +34,10 @@ int stop_signal() {
   return requested.load(std::memory_order_relaxed);
 }
 
+void clear_stop_request() {
+  requested.store(0);
+}
+
 void request_stop(int signal) {
   int expected = 0;
   requested.compare_exchange_strong(expected, signal);

@@ -11,5 +11,7 @@ void install_stop_handlers();
 int stop_signal();
 // Asks this process to stop as `signal` would (tests).
 void request_stop(int signal);
+// Forgets a request (tests that go on after one).
+void clear_stop_request();
 
 }  // namespace dtrain

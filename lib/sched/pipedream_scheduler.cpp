@@ -247,6 +247,14 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   runner_ = std::make_unique<PipelineRunner>(ctx_.comm, layout_.shape, *model_, *sgd_,
                                              layout_.unit_rows, options_.weight_stashing,
                                              ctx_.compression, options_.vertical_sync);
+  // A signal ends a 1f1b run early: the input stage's replicas decide alike (a vote among
+  // them) and the end travels down the pipeline in the messages' headers.
+  inputs_ = ctx_.comm.unpaced().split(stage_ == 0 ? 0 : 1, rank);
+  if (stage_ == 0 && layout_.spec.kind == "1f1b" && ctx_.stop) {
+    input_vote_ = std::make_unique<StopVote>(*inputs_);
+    runner_->on_admission([this] { return input_vote_->stop_here(); },
+                          static_cast<int>(units_multiple(layout_)));
+  }
 }
 
 PipedreamScheduler::~PipedreamScheduler() = default;
@@ -338,7 +346,9 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   runner_->set_step_base(minibatches_done_);
   const PipelineTotals totals =
       runner_->run(mine, spec, batch_of, lr, 1.0f / static_cast<float>(layout_.unit_rows));
-  minibatches_done_ += static_cast<uint64_t>(units);
+  // A signal may have ended the run early (1f1b): it ran totals.minibatches of them.
+  const int ran = spec.kind == "1f1b" ? totals.minibatches : units;
+  minibatches_done_ += static_cast<uint64_t>(ran);
   if (!std::isfinite(totals.loss_sum))
     throw Error(
         fmt::format("training diverged: the loss is {} in epoch {} on rank {} (lower "
@@ -350,7 +360,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   stats.correct = totals.correct;
   stats.samples = totals.samples;
   // Minibatches through the pipeline (1f1b) or optimizer steps, the same on every rank.
-  stats.iterations = spec.minibatches;
+  stats.iterations = spec.kind == "1f1b" ? totals.minibatches : spec.minibatches;
   stats.wall_s = seconds_since(epoch_start);
   return stats;
 }

@@ -82,6 +82,8 @@ class PipedreamScheduler : public Scheduler {
   std::vector<ModelStage> stages_;  // every stage's layers (pipeline.csv, describe)
   int stage_ = 0, replica_ = 0;     // this rank's
   std::unique_ptr<StageModel> model_;
+  std::unique_ptr<Comm> inputs_;          // the input stage's replicas (and the others apart)
+  std::unique_ptr<StopVote> input_vote_;  // input stage, 1f1b: whether a signal ends a run
   std::unique_ptr<Sgd> sgd_;
   uint64_t minibatches_done_ = 0;           // over all epochs: dropout masks never repeat
   std::unique_ptr<PipelineRunner> runner_;  // last: its comm thread goes first

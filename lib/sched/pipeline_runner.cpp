@@ -91,7 +91,8 @@ int PipelineRunner::slot_of(int minibatch) const {
 StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
                                     const Shape& shape) const {
   const int version = vertical_ ? admitted_version_.at(static_cast<size_t>(minibatch)) : 0;
-  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel() / shape[0] * rows_};
+  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel() / shape[0] * rows_,
+          end_};
 }
 
 int64_t PipelineRunner::activation_bytes_sent() const {
@@ -155,6 +156,7 @@ Tensor PipelineRunner::receive(int peer, const StageMessage& expected, StageMess
                    : take_buffer(free_staging_, shape_of(kind), DType::f32, true);
     const StageMessage message = c.receive(expected, &t);
     if (got) *got = message;
+    if (message.end > 0 && end_ == 0) end_early(message.end - 1, at_, true);  // before a post
   }
   int& due = receives_due_[{peer, static_cast<int>(kind)}];
   if (due > 0) --due;
@@ -187,12 +189,43 @@ void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
   batch_buffers_[minibatch] = whole;
 }
 
+void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
+  pipeline::ScheduleSpec spec = spec_;
+  spec.minibatches = minibatches;
+  std::vector<Instruction> shorter =
+      pipeline::build_schedule(shape_, spec)[static_cast<size_t>(comm_.rank())];
+  DTRAIN_CHECK(at < shorter.size() &&
+               std::equal(list_.begin(), list_.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                          shorter.begin()))
+      << "pipeline: rank " << comm_.rank() << " cannot end after " << minibatches
+      << " minibatches at its instruction " << at << ": what it did is not that schedule's start";
+  // The receives still to come are the shorter list's (the one running counts as done).
+  for (auto& [key, due] : receives_due_) due = 0;
+  for (size_t i = at + 1; i < shorter.size(); ++i)
+    if (shorter[i].op == Op::receive_activation || shorter[i].op == Op::receive_gradient)
+      ++receives_due_[{shorter[i].peer, static_cast<int>(shorter[i].op == Op::receive_activation
+                                                             ? StageMessage::activation
+                                                             : StageMessage::gradient)}];
+  // The receive now completing is counted off by the receive that found the end.
+  if (receiving && list_[at].op == Op::receive_activation || list_[at].op == Op::receive_gradient)
+    ++receives_due_[{list_[at].peer, static_cast<int>(list_[at].op == Op::receive_activation
+                                                          ? StageMessage::activation
+                                                          : StageMessage::gradient)}];
+  list_ = std::move(shorter);
+  spec_ = spec;
+  end_ = minibatches + 1;
+  if (vertical_ && admitted_version_.size() > static_cast<size_t>(minibatches))
+    admitted_version_.resize(static_cast<size_t>(minibatches));
+}
+
 PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
                                    const pipeline::ScheduleSpec& spec,
                                    const std::function<Batch(int)>& batch_of,
                                    const std::function<float(int)>& lr, float grad_scale) {
   totals_ = {};
   spec_ = spec;
+  list_ = instructions;
+  end_ = 0;
   steps_ = 0;
   forwarded_.clear();
   if (vertical_) {
@@ -232,8 +265,27 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
                                                                         : StageMessage::gradient)}];
   for (const auto& [key, due] : receives_due_)
     post_next(key.first, static_cast<StageMessage::Kind>(key.second));
-  for (const Instruction& in : instructions) {
+  // The input stage's replicas of 1f1b admit minibatch q, q + R, ...: the k-th forward of each
+  // is in the same round, where they decide alike whether to end early.
+  const int R0 = shape_.replicas.front();
+  int max_replicas = 0;
+  for (int r : shape_.replicas) max_replicas = std::max(max_replicas, r);
+  for (at_ = 0; at_ < list_.size(); ++at_) {
+    const Instruction in = list_[at_];  // a copy: an early end replaces the list
     const int b = in.minibatch;
+    if (in.op == Op::forward && stage_.first() && spec_.kind == "1f1b" && end_ == 0 && end_early_ &&
+        end_early_()) {
+      // The round's last minibatch, then enough for every replica of every stage to receive one
+      // that carries the end, rounded up to a multiple the schedule accepts.
+      const int round_last = b - b % R0 + R0 - 1;
+      const int m =
+          ((round_last + 1 + max_replicas + end_multiple_ - 1) / end_multiple_) * end_multiple_;
+      if (m < spec_.minibatches && at_ > 0) {
+        end_early(m, at_ - 1, false);
+        --at_;  // this index again, in the shorter list (the same forward)
+        continue;
+      }
+    }
     switch (in.op) {
       case Op::receive_activation: {
         // Receives come as early as the schedule allows, before a slot is free: into a buffer
@@ -360,6 +412,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
   for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
   staging_in_use_.clear();
   if (accumulate) stage_.set_gradients(sum);
+  totals_.minibatches = spec_.minibatches;
   return totals_;
 }
 

@@ -27,7 +27,8 @@ struct PipelineTotals {
   double loss_sum = 0, correct = 0;  // output stage: over its minibatches' rows
   int64_t samples = 0;               // output stage: rows that went through the loss
   int64_t backwards = 0, steps = 0;
-  PhaseTimes phases;  // data, forward, backward, update, comm (sends), wait (receives, reduces)
+  int minibatches = 0;  // of the schedule run: fewer than asked when it ended early
+  PhaseTimes phases;    // data, forward, backward, update, comm (sends), wait (receives, reduces)
 };
 
 class PipelineRunner {
@@ -60,6 +61,15 @@ class PipelineRunner {
   // Minibatch b of the next run draws its dropout masks as step `base + b` (runs of later
   // epochs pass the minibatches done before, so that masks never repeat).
   void set_step_base(uint64_t base) { step_base_ = base; }
+  // 1f1b: asked before each forward of the input stage whether to end the run early (a
+  // signal; the input stage's replicas must answer alike, as StopVote does). On yes the input
+  // stage admits a few more minibatches, up to M, a multiple of `multiple` that reaches every
+  // replica of every stage with one of them; their headers carry M, and each rank switches to
+  // the schedule of M minibatches when it learns it — its past is that schedule's beginning.
+  void on_admission(std::function<bool()> end_early, int multiple) {
+    end_early_ = std::move(end_early);
+    end_multiple_ = multiple;
+  }
 
   // Runs `instructions` (this rank's list). `batch_of(b)`: minibatch b's images (input stage)
   // and labels (output stage). Each step uses learning rate `lr`; the loss is scaled by
@@ -100,6 +110,9 @@ class PipelineRunner {
   // Posts the next receive of the channel when more are due in this run and none is posted.
   void post_next(int peer, StageMessage::Kind kind);
   std::vector<Tensor>& pool_of(StageMessage::Kind kind);
+  // Continues this run as the schedule of `minibatches`, after instruction `at` of list_
+  // (`receiving`: from within that instruction, a receive).
+  void end_early(int minibatches, size_t at, bool receiving);
   const Shape& shape_of(StageMessage::Kind kind) const;
   // Copies minibatch b's images (input stage) and labels (output stage) into buffers of its own.
   void keep_batch(int minibatch, const Batch& batch);
@@ -125,6 +138,11 @@ class PipelineRunner {
   std::vector<Tensor> stash_;  // per slot: the weights its minibatch's forward used
   int versions_max_ = 0;
   pipeline::ScheduleSpec spec_;
+  std::vector<pipeline::Instruction> list_;  // this run's instructions (shorter after an end)
+  size_t at_ = 0;                            // the one running
+  int end_ = 0;                              // M + 1 once an early end is known, else 0
+  std::function<bool()> end_early_;
+  int end_multiple_ = 1;
   Tensor micro_gradient_;  // a microbatch's gradient, before it joins the step's sum
   bool vertical_;
   // Vertical sync: per minibatch, the minibatches the input stage's weights incorporated when it

@@ -9,7 +9,11 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/mpi_comm.h"  // make_mpi_comm
+#include <csignal>  // SIGTERM
+
+#include "comm/mpi_comm.h"      // make_mpi_comm
+#include "comm/stop_vote.h"     // StopVote
+#include "core/stop_request.h"  // request_stop
 #include "run/config.h"
 #include "run/run_builder.h"
 
@@ -142,4 +146,37 @@ TEST_CASE("one stage on one rank equals sync, bit for bit") {
   REQUIRE(pipe.weights.size() == sync.weights.size());
   CHECK(std::memcmp(pipe.weights.data(), sync.weights.data(), pipe.weights.size() * 4) == 0);
   CHECK(pipe.eval.acc == sync.eval.acc);
+}
+
+// A signal ends a 1f1b run early (issue 18): the input stage stops admitting, the end travels in
+// the headers, every rank finishes the schedule of the minibatches admitted — the same weights,
+// bit for bit, as a run asked for that many minibatches from the start.
+TEST_CASE("1f1b: a signal ends the run early, as a run of that many minibatches") {
+  auto comm = make_mpi_comm();
+  if (comm->size() < 2) return;
+  const std::string replicas = comm->size() == 3 ? ", replicas: [2, 1]" : "";
+  const ExperimentConfig c =
+      experiment("{name: pipedream, stages: [fc2]" + replicas + "}", 16, kMlp);
+  auto part_of = [&](bool signalled, int64_t count, int* ran) {
+    auto run = build_run(c, {comm->rank(), comm->size(), 0, false});
+    StopVote vote(*comm);
+    auto sched = build_scheduler(*run, *comm, {}, &vote);
+    sched->seek(*run->train_loader, 0, 0);
+    if (signalled && comm->rank() == 0) request_stop(SIGTERM);
+    const EpochStats s = sched->run_epoch(*run->train_loader, EpochPart{0, 0, count});
+    *ran = static_cast<int>(s.iterations);
+    CHECK(vote.settle() == signalled);
+    clear_stop_request();
+    SchedulerState state;
+    sched->save(state);
+    return state.buffers().front().second;
+  };
+  int early = 0, asked = 0;
+  const std::vector<float> stopped = part_of(true, 0, &early);
+  CHECK(early > 0);
+  CHECK(early < 512 / 16 * (comm->size() == 3 ? 2 : 1));  // fewer than the epoch's
+  const std::vector<float> whole = part_of(false, early, &asked);
+  CHECK(asked == early);
+  REQUIRE(stopped.size() == whole.size());
+  CHECK(std::memcmp(stopped.data(), whole.data(), whole.size() * 4) == 0);
 }
