@@ -5,7 +5,9 @@
 #include <cmath>    // isfinite
 #include <numeric>  // accumulate, lcm
 
+#include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
+#include "core/stop_request.h"       // stop_signal, request_stop
 #include "sched/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
 #include "sched/pipeline_profile.h"  // profile_pipeline_chain
 
@@ -250,10 +252,35 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   // A signal ends a 1f1b run early: the input stage's replicas decide alike (a vote among
   // them) and the end travels down the pipeline in the messages' headers.
   inputs_ = ctx_.comm.unpaced().split(stage_ == 0 ? 0 : 1, rank);
-  if (stage_ == 0 && layout_.spec.kind == "1f1b" && ctx_.stop) {
-    input_vote_ = std::make_unique<StopVote>(*inputs_);
-    runner_->on_admission([this] { return input_vote_->stop_here(); },
-                          static_cast<int>(units_multiple(layout_)));
+  if (layout_.spec.kind == "1f1b" && ctx_.stop) {
+    const int multiple = static_cast<int>(units_multiple(layout_));
+    Comm& world = ctx_.comm.unpaced();
+    if (stage_ == 0) {
+      input_vote_ = std::make_unique<StopVote>(*inputs_);
+      // Rank 0 takes on a signal another stage's rank passed on; the vote spreads it.
+      runner_->on_admission(
+          [this, &world] {
+            if (replica_ == 0)
+              while (const std::optional<int> from = world.probe_any(tags::kStopNotice)) {
+                int32_t signal = 0;
+                world.recv(&signal, sizeof signal, *from, tags::kStopNotice);
+                request_stop(signal);
+              }
+            return input_vote_->stop_here();
+          },
+          multiple);
+    } else {
+      runner_->on_admission(
+          [this, &world] {
+            if (!stop_notice_ && stop_signal() != 0) {  // once: rank 0 decides for the pipeline
+              notice_signal_ = stop_signal();
+              stop_notice_ =
+                  world.isend(&notice_signal_, sizeof notice_signal_, 0, tags::kStopNotice);
+            }
+            return false;
+          },
+          multiple);
+    }
   }
 }
 

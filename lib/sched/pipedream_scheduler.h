@@ -84,6 +84,8 @@ class PipedreamScheduler : public Scheduler {
   std::unique_ptr<StageModel> model_;
   std::unique_ptr<Comm> inputs_;          // the input stage's replicas (and the others apart)
   std::unique_ptr<StopVote> input_vote_;  // input stage, 1f1b: whether a signal ends a run
+  int32_t notice_signal_ = 0;             // other stages: the signal passed on to rank 0
+  std::unique_ptr<CommRequest> stop_notice_;
   std::unique_ptr<Sgd> sgd_;
   uint64_t minibatches_done_ = 0;           // over all epochs: dropout masks never repeat
   std::unique_ptr<PipelineRunner> runner_;  // last: its comm thread goes first

@@ -273,8 +273,8 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
   for (at_ = 0; at_ < list_.size(); ++at_) {
     const Instruction in = list_[at_];  // a copy: an early end replaces the list
     const int b = in.minibatch;
-    if (in.op == Op::forward && stage_.first() && spec_.kind == "1f1b" && end_ == 0 && end_early_ &&
-        end_early_()) {
+    if (in.op == Op::forward && spec_.kind == "1f1b" && end_ == 0 && end_early_ && end_early_() &&
+        stage_.first()) {
       // The round's last minibatch, then enough for every replica of every stage to receive one
       // that carries the end, rounded up to a multiple the schedule accepts.
       const int round_last = b - b % R0 + R0 - 1;

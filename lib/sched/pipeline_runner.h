@@ -61,8 +61,9 @@ class PipelineRunner {
   // Minibatch b of the next run draws its dropout masks as step `base + b` (runs of later
   // epochs pass the minibatches done before, so that masks never repeat).
   void set_step_base(uint64_t base) { step_base_ = base; }
-  // 1f1b: asked before each forward of the input stage whether to end the run early (a
-  // signal; the input stage's replicas must answer alike, as StopVote does). On yes the input
+  // 1f1b: asked before each forward whether to end the run early (a signal); the input stage's
+  // answer counts (its replicas must answer alike, as StopVote does), the other stages' calls
+  // let them pass a signal of theirs on to the input stage. On yes the input
   // stage admits a few more minibatches, up to M, a multiple of `multiple` that reaches every
   // replica of every stage with one of them; their headers carry M, and each rank switches to
   // the schedule of M minibatches when it learns it — its past is that schedule's beginning.

@@ -157,26 +157,31 @@ TEST_CASE("1f1b: a signal ends the run early, as a run of that many minibatches"
   const std::string replicas = comm->size() == 3 ? ", replicas: [2, 1]" : "";
   const ExperimentConfig c =
       experiment("{name: pipedream, stages: [fc2]" + replicas + "}", 16, kMlp);
-  auto part_of = [&](bool signalled, int64_t count, int* ran) {
+  // `signalled`: the rank that gets the signal, or -1.
+  auto part_of = [&](int signalled, int64_t count, int* ran) {
     auto run = build_run(c, {comm->rank(), comm->size(), 0, false});
     StopVote vote(*comm);
     auto sched = build_scheduler(*run, *comm, {}, &vote);
     sched->seek(*run->train_loader, 0, 0);
-    if (signalled && comm->rank() == 0) request_stop(SIGTERM);
+    if (comm->rank() == signalled) request_stop(SIGTERM);
     const EpochStats s = sched->run_epoch(*run->train_loader, EpochPart{0, 0, count});
     *ran = static_cast<int>(s.iterations);
-    CHECK(vote.settle() == signalled);
+    CHECK(vote.settle() == (signalled >= 0));
     clear_stop_request();
     SchedulerState state;
     sched->save(state);
     return state.buffers().front().second;
   };
-  int early = 0, asked = 0;
-  const std::vector<float> stopped = part_of(true, 0, &early);
-  CHECK(early > 0);
-  CHECK(early < 512 / 16 * (comm->size() == 3 ? 2 : 1));  // fewer than the epoch's
-  const std::vector<float> whole = part_of(false, early, &asked);
-  CHECK(asked == early);
-  REQUIRE(stopped.size() == whole.size());
-  CHECK(std::memcmp(stopped.data(), whole.data(), whole.size() * 4) == 0);
+  // On the input stage's first rank, and on the output stage's (passed on to rank 0).
+  for (const int signalled : {0, comm->size() - 1}) {
+    CAPTURE(signalled);
+    int early = 0, asked = 0;
+    const std::vector<float> stopped = part_of(signalled, 0, &early);
+    CHECK(early > 0);
+    CHECK(early < 512 / 16 * (comm->size() == 3 ? 2 : 1));  // fewer than the epoch's
+    const std::vector<float> whole = part_of(-1, early, &asked);
+    CHECK(asked == early);
+    REQUIRE(stopped.size() == whole.size());
+    CHECK(std::memcmp(stopped.data(), whole.data(), whole.size() * 4) == 0);
+  }
 }
