@@ -252,7 +252,7 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   // A signal ends a 1f1b run early: the input stage's replicas decide alike (a vote among
   // them) and the end travels down the pipeline in the messages' headers.
   inputs_ = ctx_.comm.unpaced().split(stage_ == 0 ? 0 : 1, rank);
-  if (layout_.spec.kind == "1f1b" && ctx_.stop) {
+  if (ctx_.stop) {
     const int multiple = static_cast<int>(units_multiple(layout_));
     Comm& world = ctx_.comm.unpaced();
     if (stage_ == 0) {
@@ -373,8 +373,10 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   runner_->set_step_base(minibatches_done_);
   const PipelineTotals totals =
       runner_->run(mine, spec, batch_of, lr, 1.0f / static_cast<float>(layout_.unit_rows));
-  // A signal may have ended the run early (1f1b): it ran totals.minibatches of them.
-  const int ran = spec.kind == "1f1b" ? totals.minibatches : units;
+  // A signal may have ended the run early: it ran totals.minibatches of them (steps of gpipe
+  // and 1f1b_flush).
+  const int ran =
+      spec.kind == "1f1b" ? totals.minibatches : totals.minibatches * layout_.spec.microbatches;
   minibatches_done_ += static_cast<uint64_t>(ran);
   if (!std::isfinite(totals.loss_sum))
     throw Error(
@@ -387,7 +389,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   stats.correct = totals.correct;
   stats.samples = totals.samples;
   // Minibatches through the pipeline (1f1b) or optimizer steps, the same on every rank.
-  stats.iterations = spec.kind == "1f1b" ? totals.minibatches : spec.minibatches;
+  stats.iterations = totals.minibatches;
   stats.wall_s = seconds_since(epoch_start);
   return stats;
 }

@@ -191,7 +191,9 @@ void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
 
 void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
   pipeline::ScheduleSpec spec = spec_;
-  spec.minibatches = minibatches;
+  // `minibatches` counts the units admitted (microbatches of gpipe and 1f1b_flush, whose
+  // schedules count steps).
+  spec.minibatches = spec.kind == "1f1b" ? minibatches : minibatches / spec.microbatches;
   std::vector<Instruction> shorter =
       pipeline::build_schedule(shape_, spec)[static_cast<size_t>(comm_.rank())];
   DTRAIN_CHECK(at < shorter.size() &&
@@ -265,22 +267,27 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
                                                                         : StageMessage::gradient)}];
   for (const auto& [key, due] : receives_due_)
     post_next(key.first, static_cast<StageMessage::Kind>(key.second));
-  // The input stage's replicas of 1f1b admit minibatch q, q + R, ...: the k-th forward of each
-  // is in the same round, where they decide alike whether to end early.
+  // The input stage's replicas admit minibatch (or microbatch) q, q + R, ...: the k-th forward of
+  // each is in the same round, where they decide alike whether to end early. gpipe and
+  // 1f1b_flush can end so only where every replica has a microbatch in every step (otherwise an
+  // idle replica reduces and steps before it could learn of the end): else at the part's end.
   const int R0 = shape_.replicas.front();
   int max_replicas = 0;
   for (int r : shape_.replicas) max_replicas = std::max(max_replicas, r);
+  const bool can_end_early = spec_.kind == "1f1b" || max_replicas <= spec_.microbatches;
+  const int units =
+      spec_.kind == "1f1b" ? spec_.minibatches : spec_.minibatches * spec_.microbatches;
   for (at_ = 0; at_ < list_.size(); ++at_) {
     const Instruction in = list_[at_];  // a copy: an early end replaces the list
     const int b = in.minibatch;
-    if (in.op == Op::forward && spec_.kind == "1f1b" && end_ == 0 && end_early_ && end_early_() &&
+    if (in.op == Op::forward && can_end_early && end_ == 0 && end_early_ && end_early_() &&
         stage_.first()) {
       // The round's last minibatch, then enough for every replica of every stage to receive one
       // that carries the end, rounded up to a multiple the schedule accepts.
       const int round_last = b - b % R0 + R0 - 1;
       const int m =
           ((round_last + 1 + max_replicas + end_multiple_ - 1) / end_multiple_) * end_multiple_;
-      if (m < spec_.minibatches && at_ > 0) {
+      if (m < units && at_ > 0) {
         end_early(m, at_ - 1, false);
         --at_;  // this index again, in the shorter list (the same forward)
         continue;

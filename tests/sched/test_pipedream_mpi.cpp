@@ -151,37 +151,42 @@ TEST_CASE("one stage on one rank equals sync, bit for bit") {
 // A signal ends a 1f1b run early (issue 18): the input stage stops admitting, the end travels in
 // the headers, every rank finishes the schedule of the minibatches admitted — the same weights,
 // bit for bit, as a run asked for that many minibatches from the start.
-TEST_CASE("1f1b: a signal ends the run early, as a run of that many minibatches") {
+TEST_CASE("a signal ends the run early, as a run of that many minibatches (1f1b, gpipe)") {
   auto comm = make_mpi_comm();
   if (comm->size() < 2) return;
   const std::string replicas = comm->size() == 3 ? ", replicas: [2, 1]" : "";
-  const ExperimentConfig c =
-      experiment("{name: pipedream, stages: [fc2]" + replicas + "}", 16, kMlp);
-  // `signalled`: the rank that gets the signal, or -1.
-  auto part_of = [&](int signalled, int64_t count, int* ran) {
-    auto run = build_run(c, {comm->rank(), comm->size(), 0, false});
-    StopVote vote(*comm);
-    auto sched = build_scheduler(*run, *comm, {}, &vote);
-    sched->seek(*run->train_loader, 0, 0);
-    if (comm->rank() == signalled) request_stop(SIGTERM);
-    const EpochStats s = sched->run_epoch(*run->train_loader, EpochPart{0, 0, count});
-    *ran = static_cast<int>(s.iterations);
-    CHECK(vote.settle() == (signalled >= 0));
-    clear_stop_request();
-    SchedulerState state;
-    sched->save(state);
-    return state.buffers().front().second;
-  };
-  // On the input stage's first rank, and on the output stage's (passed on to rank 0).
-  for (const int signalled : {0, comm->size() - 1}) {
-    CAPTURE(signalled);
-    int early = 0, asked = 0;
-    const std::vector<float> stopped = part_of(signalled, 0, &early);
-    CHECK(early > 0);
-    CHECK(early < 512 / 16 * (comm->size() == 3 ? 2 : 1));  // fewer than the epoch's
-    const std::vector<float> whole = part_of(-1, early, &asked);
-    CHECK(asked == early);
-    REQUIRE(stopped.size() == whole.size());
-    CHECK(std::memcmp(stopped.data(), whole.data(), whole.size() * 4) == 0);
+  for (const std::string schedule : {"1f1b", "gpipe, microbatches: 2"}) {
+    CAPTURE(schedule);
+    const ExperimentConfig c = experiment(
+        "{name: pipedream, stages: [fc2], schedule: " + schedule + replicas + "}", 16, kMlp);
+    int64_t epoch_iterations = 0;
+    // `signalled`: the rank that gets the signal, or -1.
+    auto part_of = [&](int signalled, int64_t count, int* ran) {
+      auto run = build_run(c, {comm->rank(), comm->size(), 0, false});
+      StopVote vote(*comm);
+      auto sched = build_scheduler(*run, *comm, {}, &vote);
+      epoch_iterations = sched->epoch_iterations(0);
+      sched->seek(*run->train_loader, 0, 0);
+      if (comm->rank() == signalled) request_stop(SIGTERM);
+      const EpochStats s = sched->run_epoch(*run->train_loader, EpochPart{0, 0, count});
+      *ran = static_cast<int>(s.iterations);
+      CHECK(vote.settle() == (signalled >= 0));
+      clear_stop_request();
+      SchedulerState state;
+      sched->save(state);
+      return state.buffers().front().second;
+    };
+    // On the input stage's first rank, and on the output stage's (passed on to rank 0).
+    for (const int signalled : {0, comm->size() - 1}) {
+      CAPTURE(signalled);
+      int early = 0, asked = 0;
+      const std::vector<float> stopped = part_of(signalled, 0, &early);
+      CHECK(early > 0);
+      CHECK(early < epoch_iterations);
+      const std::vector<float> whole = part_of(-1, early, &asked);
+      CHECK(asked == early);
+      REQUIRE(stopped.size() == whole.size());
+      CHECK(std::memcmp(stopped.data(), whole.data(), whole.size() * 4) == 0);
+    }
   }
 }
