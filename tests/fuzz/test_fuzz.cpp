@@ -176,30 +176,23 @@ TEST_CASE("mutated idx and CIFAR files: read, or an InputError") {
                 which ? mutate_bytes(images) : images, gz);
     write_bytes(dir.path() / ("train-labels-idx1-ubyte" + ext),
                 which ? label_file : mutate_bytes(label_file), gz);
-    DatasetOptions idx;
-    idx.name = "mnist";
-    idx.path = dir.str();
-    expect_clean(
-        [&] {
-          auto d = open_dataset(idx, Split::train);
-          std::vector<float> out(static_cast<size_t>(d->sample_shape().numel()));
-          for (int64_t s = 0; s < d->size(); ++s) d->load(s, out.data(), 0);
-        },
-        "idx case " + std::to_string(c), idx_outcomes);
+    // Opens the dataset `name` at `path` and loads every sample of it.
+    auto read_all = [](const std::string& name, const std::string& path) {
+      DatasetOptions o;
+      o.name = name;
+      o.path = path;
+      auto d = open_dataset(o, Split::train);
+      std::vector<float> out(static_cast<size_t>(d->sample_shape().numel()));
+      for (int64_t s = 0; s < d->size(); ++s) d->load(s, out.data(), 0);
+    };
+    expect_clean([&] { read_all("mnist", dir.str()); }, "idx case " + std::to_string(c),
+                 idx_outcomes);
 
     for (int b = 1; b <= 5; ++b)
       write_bytes(dir.path() / "cifar" / ("data_batch_" + std::to_string(b) + ".bin"),
                   b == 1 + static_cast<int>(rng() % 5) ? mutate_bytes(cifar) : cifar);
-    DatasetOptions cf;
-    cf.name = "cifar10";
-    cf.path = (dir.path() / "cifar").string();
-    expect_clean(
-        [&] {
-          auto d = open_dataset(cf, Split::train);
-          std::vector<float> out(static_cast<size_t>(d->sample_shape().numel()));
-          for (int64_t s = 0; s < d->size(); ++s) d->load(s, out.data(), 0);
-        },
-        "cifar case " + std::to_string(c), cifar_outcomes);
+    expect_clean([&] { read_all("cifar10", (dir.path() / "cifar").string()); },
+                 "cifar case " + std::to_string(c), cifar_outcomes);
   }
   MESSAGE("idx: " << idx_outcomes.passed << " read, " << idx_outcomes.refused << " refused; cifar: "
                   << cifar_outcomes.passed << " read, " << cifar_outcomes.refused << " refused");
