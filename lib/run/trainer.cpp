@@ -160,16 +160,15 @@ Trainer::Position Trainer::resume(RunResult& result, std::string& accuracy_csv,
   return at;
 }
 
-Stopped Trainer::stopped(const CheckpointPoint& at) const {
+Stopped Trainer::stopped(const CheckpointPoint& at, bool saved) const {
   const std::string& dir = run_->config.output.dir;
   return {stop_->signal(),
-          run_->config.checkpoint
-              ? fmt::format("stopped {}; the checkpoint and the CSVs are written: continue with "
-                            "--resume {}",
-                            at.describe(), dir)
-              : fmt::format("stopped {}; the CSVs are written (no checkpoint: the config has no "
-                            "`checkpoint:`)",
-                            at.describe())};
+          saved ? fmt::format("stopped {}; the checkpoint and the CSVs are written: continue with "
+                              "--resume {}",
+                              at.describe(), dir)
+                : fmt::format("stopped {}; the CSVs are written (no checkpoint: the config has "
+                              "no `checkpoint:`)",
+                              at.describe())};
 }
 
 RunResult Trainer::run() {
@@ -258,8 +257,8 @@ RunResult Trainer::run() {
       at.point = {epoch, position};
       at.epoch_so_far = mine;
       at.updates = updates;
-      if (checkpoints_ && cc) checkpoint(at, result, metrics.get());
-      throw stopped(at.point);
+      if (cc) checkpoint(at, result, metrics.get());
+      throw stopped(at.point, cc.has_value());
     }
     result.train_wall_s += mine.wall_s;
 
@@ -308,19 +307,16 @@ RunResult Trainer::run() {
     }
     // (A budget that ended the epoch early leaves no checkpoint: its rows are written.)
     const bool whole = position >= epoch_length;
-    if (cc && cc->every_epochs > 0 && whole && ((epoch + 1) % cc->every_epochs == 0 || last)) {
-      at.point = {epoch + 1, 0};
-      at.epoch_so_far = EpochStats{};
-      at.updates = updates;
-      checkpoint(at, result, metrics.get());
-    } else if (stopping && cc && whole) {
+    const bool due = cc && cc->every_epochs > 0 && ((epoch + 1) % cc->every_epochs == 0 || last);
+    const bool save = cc && whole && (due || stopping);  // a stop saves where it is
+    if (save) {
       at.point = {epoch + 1, 0};
       at.epoch_so_far = EpochStats{};
       at.updates = updates;
       checkpoint(at, result, metrics.get());
     }
-    if (stopping) throw stopped(CheckpointPoint{epoch + 1, 0});
-    if (budget_done) break;
+    if (budget_done) break;  // the run is over: a stop asked meanwhile has nothing left to stop
+    if (stopping) throw stopped(CheckpointPoint{epoch + 1, 0}, save);
   }
   scheduler_->flush();
   for (const auto& [name, content] : scheduler_->own_results())

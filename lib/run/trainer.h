@@ -64,8 +64,8 @@ class Trainer {
   // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
   // position; `metrics` gets the rows written so far.
   Position resume(RunResult& result, std::string& accuracy_csv, std::string& timing_csv);
-  // The stop at `at` (a signal), for main.
-  Stopped stopped(const CheckpointPoint& at) const;
+  // The stop at `at` (a signal), for main; `saved`: a checkpoint of `at` was written.
+  Stopped stopped(const CheckpointPoint& at, bool saved) const;
   // Writes the checkpoint of `at` (a collective).
   void checkpoint(const Position& at, const RunResult& result, const MetricsWriter* metrics);
 
