@@ -251,8 +251,8 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
                                              ctx_.compression, options_.vertical_sync);
   // A signal ends a 1f1b run early: the input stage's replicas decide alike (a vote among
   // them) and the end travels down the pipeline in the messages' headers.
-  inputs_ = ctx_.comm.unpaced().split(stage_ == 0 ? 0 : 1, rank);
-  if (ctx_.stop) {
+  if (ctx_.stop) {  // (set on every rank or none: the splits are collectives)
+    inputs_ = ctx_.comm.unpaced().split(stage_ == 0 ? 0 : 1, rank);
     const int multiple = static_cast<int>(units_multiple(layout_));
     Comm& world = ctx_.comm.unpaced();
     if (stage_ == 0) {

@@ -189,6 +189,13 @@ void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
   batch_buffers_[minibatch] = whole;
 }
 
+void PipelineRunner::count_receive(const Instruction& in) {
+  if (in.op != Op::receive_activation && in.op != Op::receive_gradient) return;
+  const auto kind =
+      in.op == Op::receive_activation ? StageMessage::activation : StageMessage::gradient;
+  ++receives_due_[{in.peer, static_cast<int>(kind)}];
+}
+
 void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
   pipeline::ScheduleSpec spec = spec_;
   // `minibatches` counts the units admitted (microbatches of gpipe and 1f1b_flush, whose
@@ -203,16 +210,9 @@ void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
       << " minibatches at its instruction " << at << ": what it did is not that schedule's start";
   // The receives still to come are the shorter list's (the one running counts as done).
   for (auto& [key, due] : receives_due_) due = 0;
-  for (size_t i = at + 1; i < shorter.size(); ++i)
-    if (shorter[i].op == Op::receive_activation || shorter[i].op == Op::receive_gradient)
-      ++receives_due_[{shorter[i].peer, static_cast<int>(shorter[i].op == Op::receive_activation
-                                                             ? StageMessage::activation
-                                                             : StageMessage::gradient)}];
+  for (size_t i = at + 1; i < shorter.size(); ++i) count_receive(shorter[i]);
   // The receive now completing is counted off by the receive that found the end.
-  if (receiving && list_[at].op == Op::receive_activation || list_[at].op == Op::receive_gradient)
-    ++receives_due_[{list_[at].peer, static_cast<int>(list_[at].op == Op::receive_activation
-                                                          ? StageMessage::activation
-                                                          : StageMessage::gradient)}];
+  if (receiving) count_receive(list_[at]);
   list_ = std::move(shorter);
   spec_ = spec;
   end_ = minibatches + 1;
@@ -260,11 +260,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
   }
   // The receives each channel will complete in this run; the first of each is posted now.
   receives_due_.clear();
-  for (const Instruction& in : instructions)
-    if (in.op == Op::receive_activation || in.op == Op::receive_gradient)
-      ++receives_due_[{in.peer,
-                       static_cast<int>(in.op == Op::receive_activation ? StageMessage::activation
-                                                                        : StageMessage::gradient)}];
+  for (const Instruction& in : instructions) count_receive(in);
   for (const auto& [key, due] : receives_due_)
     post_next(key.first, static_cast<StageMessage::Kind>(key.second));
   // The input stage's replicas admit minibatch (or microbatch) q, q + R, ...: the k-th forward of

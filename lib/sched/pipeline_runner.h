@@ -111,6 +111,8 @@ class PipelineRunner {
   // Posts the next receive of the channel when more are due in this run and none is posted.
   void post_next(int peer, StageMessage::Kind kind);
   std::vector<Tensor>& pool_of(StageMessage::Kind kind);
+  // One more receive due on the channel of `in`, when it is a receive.
+  void count_receive(const pipeline::Instruction& in);
   // Continues this run as the schedule of `minibatches`, after instruction `at` of list_
   // (`receiving`: from within that instruction, a receive).
   void end_early(int minibatches, size_t at, bool receiving);
