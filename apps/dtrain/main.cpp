@@ -89,7 +89,7 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
   try {
     trainer.run();
   } catch (const dtrain::Stopped& s) {
-    if (comm->rank() == 0) spdlog::warn("{} ({})", s.message, s.signal == 2 ? "SIGINT" : "SIGTERM");
+    if (comm->rank() == 0) spdlog::warn("{} ({})", s.message, dtrain::signal_name(s.signal));
     return 128 + s.signal;
   }
   return 0;

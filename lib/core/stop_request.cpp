@@ -34,6 +34,12 @@ int stop_signal() {
   return requested.load(std::memory_order_relaxed);
 }
 
+std::string signal_name(int signal) {
+  if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(signal);
+}
+
 void clear_stop_request() {
   requested.store(0);
 }

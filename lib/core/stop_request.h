@@ -2,6 +2,7 @@
 // the run to finish the iteration in progress, write a checkpoint and the CSVs, and exit
 // 128 + the signal; a second SIGINT ends the process at once.
 #pragma once
+#include <string>
 
 namespace dtrain {
 
@@ -11,6 +12,8 @@ void install_stop_handlers();
 int stop_signal();
 // Asks this process to stop as `signal` would (tests).
 void request_stop(int signal);
+// "SIGINT", "SIGTERM" (or "signal N"): for the messages.
+std::string signal_name(int signal);
 // Forgets a request (tests that go on after one).
 void clear_stop_request();
 

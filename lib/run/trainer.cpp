@@ -9,10 +9,11 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "run/consistency.h"  // check_consistency
-#include "run/metrics.h"      // MetricsWriter
-#include "run/run_record.h"   // run.yaml
-#include "sched/algorithm.h"  // find_algorithm: how the ranks count updates
+#include "core/stop_request.h"  // signal_name
+#include "run/consistency.h"    // check_consistency
+#include "run/metrics.h"        // MetricsWriter
+#include "run/run_record.h"     // run.yaml
+#include "sched/algorithm.h"    // find_algorithm: how the ranks count updates
 
 namespace dtrain {
 
@@ -238,8 +239,7 @@ RunResult Trainer::run() {
         if (stopping && root) {
           if (progress_) progress_->clear_line();
           spdlog::warn("{}: stopping at {} (Ctrl-C again to end at once)",
-                       stop_->signal() == 2 ? "SIGINT" : "SIGTERM",
-                       CheckpointPoint{epoch, position}.describe());
+                       signal_name(stop_->signal()), CheckpointPoint{epoch, position}.describe());
         }
         if (stopping || count == 0 || advanced == 0 || position >= epoch_length || budget_done)
           break;
