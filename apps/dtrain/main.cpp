@@ -21,6 +21,7 @@
 #include "compress/codec.h"        // make_codec: validate --codecs
 #include "core/error.h"            // Error, InputError
 #include "core/stop_request.h"     // install_stop_handlers
+#include "nn/graph.h"              // --profile-layers
 #include "run/config.h"            // load_config, config_reference
 #include "run/plan_command.h"      // dtrain plan
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
@@ -37,6 +38,7 @@ struct Options {
   std::string resume;  // --resume DIR
   bool overwrite = false;
   bool dry_run = false;
+  bool profile_layers = false;
   int ranks = 0;
   std::string csv;
   std::string write_profile, profile;  // dtrain plan
@@ -86,8 +88,12 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
        o.progress, output});
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
+  trainer.model().graph().profile_layers(o.profile_layers);
   try {
     trainer.run();
+    if (o.profile_layers && comm->rank() == 0)
+      std::cout << "layer profile (training steps, rank 0):\n"
+                << trainer.model().graph().layer_profile() << std::flush;
   } catch (const dtrain::Stopped& s) {
     if (comm->rank() == 0) spdlog::warn("{} ({})", s.message, dtrain::signal_name(s.signal));
     return 128 + s.signal;
@@ -162,6 +168,9 @@ int main(int argc, char** argv) {
                "replace the results already in the output folder (otherwise refused)")
       ->excludes("--resume");
   app.add_flag("--dry-run", o.dry_run, "validate the config, build the model, print both and exit");
+  app.add_flag("--profile-layers", o.profile_layers,
+               "time every layer's forward and backward (the backend synchronised around each: "
+               "a little slower) and print where the training time went");
   const std::map<std::string, dtrain::ProgressMode> progress_modes{
       {"auto", dtrain::ProgressMode::auto_},
       {"bar", dtrain::ProgressMode::bar},

@@ -54,7 +54,25 @@ class Backend {
   virtual std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) = 0;
   virtual std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) = 0;
   virtual std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) = 0;
-  virtual std::unique_ptr<DropoutOp> make_dropout(const Shape&) = 0;
+  virtual std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) = 0;
+
+  // ---- activation layouts (ops.h ChannelBlock) ----
+  // The channel block this backend's ops run fastest on for 4-D activations of `channels`
+  // channels: 1 (plain NCHW) unless a backend says otherwise; always a divisor of `channels`.
+  virtual ChannelBlock preferred_block(int64_t channels) const { return 1; }
+  // The block a convolution's output should have: preferred_block, unless the backend runs
+  // that convolution's passes on plain-layout kernels.
+  virtual ChannelBlock conv_output_block(const ConvSpec& spec) const {
+    return preferred_block(spec.out_channels);
+  }
+  // dst ← src in another layout; both [N, C, H, W] (or [N, F], block 1 only).
+  virtual void reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
+                       ChannelBlock src_block);
+  // `channels` channels of every pixel, from src's channel src_first on into dst's channel
+  // dst_first on; dst and src are [N, C, H, W] with the same N, H, W (C may differ) and `block`
+  // (channel padding and slicing). The default makes two views per call; backends override it.
+  virtual void copy_channels(const Tensor& dst, int64_t dst_first, const Tensor& src,
+                             int64_t src_first, int64_t channels, ChannelBlock block);
 
   // ---- element-wise and flat-buffer operations (f32 unless said) ----
   virtual void fill_zero(const Tensor& t) = 0;  // any dtype

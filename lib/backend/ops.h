@@ -5,8 +5,10 @@
 // Ops hold no per-sample state: anything the backward pass needs (max-pool indices, LRN
 // scratch, batch statistics) is passed in by the caller, so that several micro-batches can be
 // in flight at once (pipeline schedules).
-// All tensors are dense, row-major, on the backend's device: activations NCHW or [N, F],
-// Linear weights [out, in], Conv2d weights [out, in, kh, kw] (the PyTorch layouts).
+// All tensors are dense, on the backend's device: activations NCHW or [N, F], Linear weights
+// [out, in], Conv2d weights [out, in, kh, kw] (the PyTorch layouts). A 4-D activation may
+// instead be channel-blocked (`block` in the specs, see ChannelBlock) where the backend prefers
+// it; weights and gradients of parameters are always in the PyTorch layouts.
 // Linear and Conv2d may carry a fused ReLU (spec `relu`): the forward writes max(y, 0), and
 // the backward passes take dy with respect to that activated output together with the output
 // itself and apply the ReLU's mask (y > 0) on their own. This saves the ReLU's pass over the
@@ -20,6 +22,17 @@
 #include "core/tensor.h"  // Tensor
 
 namespace dtrain {
+
+// How a 4-D activation [N, C, H, W] lies in memory: block 1 is plain NCHW; block B is oneDNN's
+// nChw{B}c: the channels in groups of B, each group an [H, W, B] array, so the B channels of a
+// pixel sit in one vector register. Used only where B divides C, so a blocked tensor holds
+// exactly the plain one's elements in another order, with the batch outermost (a smaller batch
+// is a prefix). Index of element (n, c, h, w): ((n·C/B + c/B)·H + h)·W·B + w·B + c%B.
+using ChannelBlock = int;
+inline int64_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t channels,
+                             int64_t height, int64_t width, ChannelBlock block) {
+  return (((n * (channels / block) + c / block) * height + h) * width + w) * block + c % block;
+}
 
 // ---- Linear: y = x·wᵀ + b -----------------------------------------------------------------
 struct LinearSpec {
@@ -46,7 +59,8 @@ struct ConvSpec {
   int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   bool bias = true;
-  bool relu = false;  // fused activation: y = max(conv(x) + b, 0)
+  bool relu = false;                          // fused activation: y = max(conv(x) + b, 0)
+  ChannelBlock src_block = 1, dst_block = 1;  // layouts of x and dx, of y and dy
   int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
   Shape input_shape() const { return {batch, in_channels, height, width}; }
@@ -73,6 +87,7 @@ struct PoolSpec {
   int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
   bool ceil_mode = false;           // Caffe-style output size (cuda-convnet / cifar nets)
   bool avg_include_padding = true;  // PyTorch's count_include_pad default
+  ChannelBlock block = 1;           // of x, y, dy and dx
   int64_t out_height() const;
   int64_t out_width() const;
   Shape input_shape() const { return {batch, channels, height, width}; }
@@ -104,6 +119,7 @@ struct LrnSpec {
   int64_t batch = 0, channels = 0, height = 0, width = 0;
   int64_t size = 5;
   float alpha = 1e-4f, beta = 0.75f, k = 2.0f;  // PyTorch LocalResponseNorm semantics
+  ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }
 };
 class LrnOp {
@@ -120,21 +136,27 @@ class LrnOp {
 struct BatchNormSpec {
   int64_t batch = 0, channels = 0, height = 1, width = 1;  // [N, C] inputs use height=width=1
   float epsilon = 1e-5f;
+  bool relu = false;  // fused activation: y = max(bn(x), 0), and the backward masks dy
+  ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }
 };
 class BatchNormOp {
  public:
   virtual ~BatchNormOp() = default;
+  // Bytes of per-forward state the backward needs (a fused ReLU's mask); 0 if none.
+  virtual size_t workspace_bytes() const = 0;
   // Uses batch statistics; writes the batch mean and biased variance ([C] each).
   virtual void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift,
-                                const Tensor& y, const Tensor& mean, const Tensor& variance) = 0;
+                                const Tensor& y, const Tensor& mean, const Tensor& variance,
+                                const Tensor& workspace) = 0;
   // Uses the given (running) statistics.
   virtual void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
                                  const Tensor& mean, const Tensor& variance, const Tensor& y) = 0;
-  // Backward of forward_training; overwrites dx, dscale, dshift.
-  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
-                        const Tensor& variance, const Tensor& dx, const Tensor& dscale,
-                        const Tensor& dshift) = 0;
+  // Backward of forward_training; overwrites dx, dscale, dshift. `y`: the forward's output,
+  // read only with a fused ReLU (by backends that mask with it rather than the workspace).
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& scale,
+                        const Tensor& mean, const Tensor& variance, const Tensor& workspace,
+                        const Tensor& dx, const Tensor& dscale, const Tensor& dshift) = 0;
 };
 
 // ---- Softmax + cross-entropy over [batch, classes] logits with i32 labels ----------------
@@ -153,10 +175,15 @@ class SoftmaxXentOp {
 };
 
 // ---- Dropout (inverted: kept values are scaled by 1/(1−p)) -------------------------------
+struct DropoutSpec {
+  Shape shape;  // at the largest batch
+  ChannelBlock block = 1;
+};
 class DropoutOp {
  public:
   virtual ~DropoutOp() = default;
-  // mask: u8, one per element; drawn from random_uniform(seed, stream, index).
+  // mask: u8, one per element; drawn from random_uniform(seed, stream, index) with the
+  // element's plain (NCHW) index, so that a blocked tensor drops the same elements.
   virtual void forward(const Tensor& x, const Tensor& y, const Tensor& mask, float p, uint64_t seed,
                        uint64_t stream) = 0;
   virtual void backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;

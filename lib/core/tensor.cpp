@@ -1,7 +1,11 @@
 #include "core/tensor.h"
 
-#include <cstdlib>  // aligned_alloc, free
-#include <cstring>  // memset
+#include <sys/mman.h>  // mmap: huge buffers
+
+#include <cstdlib>        // aligned_alloc, free
+#include <cstring>        // memset
+#include <mutex>          // the table of huge buffers
+#include <unordered_map>  // huge buffer → its size
 
 #include "core/error.h"
 
@@ -11,14 +15,42 @@ namespace {
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
+    // Huge buffers (a big model's activation arena at a big batch) are reserved, not committed:
+    // memory is taken page by page as it is touched, so that --dry-run, which builds the model
+    // but runs nothing, works for any batch, as it did with one buffer per activation (the
+    // kernel's overcommit check refuses a single request larger than the machine).
+    if (bytes >= kHuge) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      DTRAIN_CHECK(p != MAP_FAILED) << "out of host memory allocating " << bytes << " bytes";
+      std::lock_guard<std::mutex> lock(mutex_);
+      huge_[p] = bytes;
+      return p;
+    }
     // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     DTRAIN_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes";
     return p;
   }
-  void deallocate(void* ptr) override { std::free(ptr); }
+  void deallocate(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = huge_.find(ptr);
+      if (it != huge_.end()) {
+        munmap(ptr, it->second);
+        huge_.erase(it);
+        return;
+      }
+    }
+    std::free(ptr);
+  }
   Device device() const override { return Device::cpu; }
+
+ private:
+  static constexpr size_t kHuge = size_t{1} << 30;
+  std::mutex mutex_;
+  std::unordered_map<void*, size_t> huge_;
 };
 
 }  // namespace

@@ -145,6 +145,13 @@ void Graph::fuse_activations() {
 
 Graph::~Graph() = default;
 
+ChannelBlock Graph::output_block(const std::string& name) const {
+  for (const Node& node : nodes_)
+    if (node.name == name) return node.block;
+  DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "'";
+  return 1;
+}
+
 const Shape& Graph::input_shape() const {
   return nodes_.front().shape;
 }
@@ -172,6 +179,13 @@ std::string Graph::summary() const {
   }
   out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "total", "",
                      fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());
+  if (arena_elements_ > 0) {
+    const int64_t batch = nodes_[0].shape[0];
+    out += fmt::format(
+        "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse)\n",
+        activation_bytes() / 1e6, batch, static_cast<double>(activation_bytes()) / batch,
+        static_cast<double>(unplanned_activation_bytes()) / batch);
+  }
   out += fmt::format("parameters: {}\n", num_params_);
   return out;
 }

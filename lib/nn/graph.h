@@ -49,6 +49,9 @@ class Graph {
   // model (a pipeline stage), so that a stage starts as the same layers of the whole model.
   void materialize(Backend& backend, uint64_t seed, bool input_gradient = false,
                    uint64_t first_param_stream = 0);
+  // Channel-blocked activations where the backend prefers them (default); false keeps every
+  // activation plain NCHW (tests compare the two). Before materialize.
+  void use_blocked_layouts(bool blocked) { blocked_layouts_ = blocked; }
   // The same for a graph of the same layers that computes with `other`'s parameters, gradients
   // and statistics (a pipeline stage's graph per minibatch in flight): its own activations and
   // per-batch state only, nothing initialised twice.
@@ -78,8 +81,15 @@ class Graph {
   const Shape& output_shape() const;  // at the build batch
   const std::string& output_name() const;
   int64_t forward_flops() const;  // per sample
-  // Table of layer, type, output shape, parameters, FLOPs; the last line is "parameters: N".
+  // Table of layer, type, output shape, parameters, FLOPs; once materialized, a line with the
+  // planned activation memory; the last line is "parameters: N".
   std::string summary() const;
+  // Bytes of the activations and their gradients at the build batch, as planned (reuse by
+  // lifetime) and as they would take each in memory of its own; 0 before materialize.
+  int64_t activation_bytes() const { return arena_elements_ * 4; }
+  int64_t unplanned_activation_bytes() const { return unshared_elements_ * 4; }
+  // The layout of a node's output (ops.h ChannelBlock), after materialize.
+  ChannelBlock output_block(const std::string& name) const;
 
   // ---- running (after materialize) ----
   Backend& backend();
@@ -123,6 +133,13 @@ class Graph {
   // d(loss)/d(input) of the last backward (materialize with input_gradient = true).
   const Tensor& input_gradient();
 
+  // Per-layer timing (--profile-layers): with it on, training forwards and backwards synchronise
+  // the backend around each layer and add up its time, so that a run slows a little and the table
+  // says where the time of an iteration goes. The table: layer, type, layout (block), forward and
+  // backward ms per call, share of the total, GFLOP/s of the training step.
+  void profile_layers(bool on) { profiling_ = on; }
+  std::string layer_profile() const;
+
   // The first `layers` parameterised layers get no gradient and backward stops before them.
   void freeze_first(int layers);
   int frozen_layers() const { return frozen_; }
@@ -138,6 +155,9 @@ class Graph {
   void bind_input(Plan& plan, const Tensor& input);
   void refresh_input_views(Plan& plan);
   void fuse_activations();
+  void choose_layouts();
+  bool runs_in_place(int node) const;
+  void plan_memory();
   void update_needs();
   void update_targets(Plan& plan);
   void initialise(uint64_t seed, uint64_t first_param_stream);
@@ -152,6 +172,9 @@ class Graph {
   Tensor params_, grads_, buffers_;
   Tensor staging_;  // the input, when it arrives on another device
   Tensor scratch_;  // gradients of multi-consumer nodes before accumulation
+  Tensor arena_;    // every activation and activation gradient (graph_plan.cpp)
+  int64_t arena_elements_ = 0, unshared_elements_ = 0;
+  bool blocked_layouts_ = true;
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;  // plan of the last forward
   bool input_gradient_ = false;
@@ -159,6 +182,12 @@ class Graph {
   uint64_t seed_ = 0, step_ = 0;
   int frozen_ = 0;
   std::vector<std::function<void()>> hooks_;  // by node; empty: none
+  bool profiling_ = false;
+  struct LayerTime {
+    double forward_s = 0, backward_s = 0;
+    int64_t forwards = 0, backwards = 0, samples = 0;
+  };
+  std::vector<LayerTime> times_;  // by node, when profiling
 };
 
 }  // namespace dtrain

@@ -23,6 +23,7 @@ struct Graph::Node {
   int64_t flops = 0;  // per sample
 
   // Memory (materialize): whose buffers this node's output and gradient live in.
+  ChannelBlock block = 1;  // the output's layout (and its gradient's)
   int out_owner = 0, grad_owner = 0;
   Tensor out_buf, grad_buf;             // owned storage at the build batch (undefined when shared)
   std::vector<Route> routes;            // per input: how its gradient reaches the producer

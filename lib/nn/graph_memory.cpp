@@ -101,13 +101,15 @@ void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
 void Graph::allocate_activations() {
   Backend& backend = *backend_;
   bind_layers();
+  choose_layouts();
 
-  // Outputs: views share their producer's memory.
+  // Outputs: views share their producer's memory; layers that can run in place overwrite
+  // their input where nothing reads it later.
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     const bool view = node.layer && node.layer->output_is_view();
-    node.out_owner = view ? nodes_[node.inputs[0]].out_owner : static_cast<int>(i);
-    if (!view && i > 0) node.out_buf = backend.empty(node.shape);
+    node.out_owner = view || runs_in_place(static_cast<int>(i)) ? nodes_[node.inputs[0]].out_owner
+                                                                : static_cast<int>(i);
   }
   // Gradients, from the output backwards: a producer whose only reader passes the gradient
   // through unchanged (Add, Flatten) shares that reader's buffer; otherwise the first reader
@@ -123,8 +125,6 @@ void Graph::allocate_activations() {
         nodes_[c].routes[k] = Route::shared;
       }
     }
-    if (node.grad_owner == static_cast<int>(i) && (i > 0 || input_gradient_))
-      node.grad_buf = backend.empty(node.shape);
   }
   int64_t scratch = 0;
   for (size_t i = 1; i < nodes_.size(); ++i)
@@ -152,6 +152,7 @@ void Graph::allocate_activations() {
   }
   if (scratch > 0) scratch_ = backend.empty({scratch});
 
+  plan_memory();
   update_needs();
   plans_.push_back(make_plan(nodes_[0].shape[0]));
   current_ = plans_.back().get();

@@ -1,9 +1,19 @@
 // Graph forward/backward at steady state (no allocation, no op creation), input binding,
 // smaller batches and freezing.
 #include "nn/graph.h"
+
+#include <fmt/format.h>  // the profile table
+
+#include <chrono>               // steady_clock: per-layer profile
 #include "nn/graph_internal.h"  // Graph::Node, Graph::Plan
 
 namespace dtrain {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
 
 // ---- running -------------------------------------------------------------------------------
 
@@ -69,11 +79,22 @@ const Tensor& Graph::forward(const Tensor& input) {
   bind_input(p, input);
   current_ = &p;
   RunContext ctx{backend_, training_, seed_, step_, 0};
+  if (profiling_) times_.resize(nodes_.size());
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (training_ && i < hooks_.size() && hooks_[i]) hooks_[i]();
     if (nodes_[i].layer->output_is_view()) continue;
     ctx.node = static_cast<int>(i);
+    if (!profiling_ || !training_) {  // the profile is of training steps
+      nodes_[i].layer->forward(ctx, p.in[i], p.out[i]);
+      continue;
+    }
+    backend_->synchronize();
+    const auto start = std::chrono::steady_clock::now();
     nodes_[i].layer->forward(ctx, p.in[i], p.out[i]);
+    backend_->synchronize();
+    times_[i].forward_s += seconds_since(start);
+    ++times_[i].forwards;
+    times_[i].samples += p.batch;
   }
   if (training_) ++step_;
   return p.out.back();
@@ -92,10 +113,17 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
     Node& node = nodes_[i];
     if (!node.need_grad) continue;
     ctx.node = static_cast<int>(i);
+    if (profiling_) backend_->synchronize();
+    const auto start = std::chrono::steady_clock::now();
     node.layer->backward(ctx, p.in[i], p.out[i], p.grad[i], p.dx[i], node.trainable);
     for (size_t k = 0; k < node.inputs.size(); ++k)
       if (node.routes[k] == Route::accumulate && p.dx[i][k].defined())
         backend_->axpy(1.0f, p.scratch[i][k], p.grad[node.inputs[k]]);
+    if (profiling_) {
+      backend_->synchronize();
+      times_[i].backward_s += seconds_since(start);
+      ++times_[i].backwards;
+    }
     if (node.trainable && on_ready) {
       on_ready(node.param_offset);
       reported = true;
@@ -117,6 +145,30 @@ void Graph::freeze_first(int layers) {
   if (backend_ == nullptr) return;
   update_needs();
   for (auto& plan : plans_) update_targets(*plan);
+}
+
+std::string Graph::layer_profile() const {
+  double total = 0;
+  for (const LayerTime& t : times_) total += t.forward_s + t.backward_s;
+  std::string out = fmt::format("{:<22} {:<15} {:>6} {:>11} {:>11} {:>7} {:>9}\n", "layer", "type",
+                                "layout", "forward ms", "backward ms", "share", "GFLOP/s");
+  for (size_t i = 1; i < times_.size() && i < nodes_.size(); ++i) {
+    const LayerTime& t = times_[i];
+    const Node& node = nodes_[i];
+    if (t.forwards == 0 && t.backwards == 0) continue;
+    const double fwd_ms = t.forwards ? 1e3 * t.forward_s / t.forwards : 0;
+    const double bwd_ms = t.backwards ? 1e3 * t.backward_s / t.backwards : 0;
+    // A training step costs about three forwards (forward, data and weight gradients).
+    const double gflops = t.forward_s + t.backward_s > 0 && t.backwards > 0
+                              ? 3.0 * node.flops * t.samples / (t.forward_s + t.backward_s) / 1e9
+                              : 0;
+    out += fmt::format(
+        "{:<22} {:<15} {:>6} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.1f}\n", node.name,
+        node.layer->type(), node.block == 1 ? std::string("nchw") : fmt::format("{}c", node.block),
+        fwd_ms, bwd_ms, total > 0 ? 100 * (t.forward_s + t.backward_s) / total : 0, gflops);
+  }
+  out += fmt::format("total {:.3f} s in layers\n", total);
+  return out;
 }
 
 int64_t Graph::trainable_offset() const {

@@ -76,6 +76,28 @@ class Layer {
   virtual void mark_absorbed() {}
   virtual bool absorbed() const { return false; }
 
+  // ---- activation layouts (graph build, after fusion, before prepare; ops.h ChannelBlock) ----
+  // How the layer's output layout relates to its inputs':
+  //   plain:   it reads and writes plain tensors only (the default);
+  //   follows: its output has its inputs' layout, which they all share (element-wise layers,
+  //            batch norm, pooling: they run on whatever layout their chain has);
+  //   chooses: it reads any layout and picks its output's (Conv2d, Flatten).
+  enum class LayoutRule { plain, follows, chooses };
+  virtual LayoutRule layout_rule() const { return LayoutRule::plain; }
+  // `chooses`: the block the layer wants for its output.
+  virtual ChannelBlock preferred_output_block(const Backend&) const { return 1; }
+  // The layouts the graph settled on for the inputs and the output; once, before prepare().
+  virtual void set_layouts(std::span<const ChannelBlock> in, ChannelBlock out) {}
+
+  // ---- memory plan (the graph reuses an activation's memory once nothing needs it) ----
+  // What the backward pass reads besides its output gradient: input k, the output. Defaults
+  // are the safe answer.
+  virtual bool backward_reads_input(int k) const { return true; }
+  virtual bool backward_reads_output() const { return true; }
+  // The output may overwrite input 0 (element-wise layers whose backward reads neither their
+  // input nor, through it, anything the producer needs); the graph decides when it does.
+  virtual bool can_run_in_place() const { return false; }
+
   virtual std::vector<ParamDecl> params() const { return {}; }
   virtual std::vector<ParamDecl> buffers() const { return {}; }  // non-trainable state
   // Views of the flat buffers, in the order of params() / buffers().

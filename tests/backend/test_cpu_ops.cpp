@@ -195,7 +195,7 @@ TEST_CASE("batchnorm normalises with batch statistics and its backward is consis
          var = be->empty({3});
   be->fill(scale, 2.0f);
   be->fill(shift, 0.5f);
-  op->forward_training(x, scale, shift, y, mean, var);
+  op->forward_training(x, scale, shift, y, mean, var, {});
   for (int c = 0; c < 3; ++c) {
     double s1 = 0, s2 = 0;
     for (int n = 0; n < 4; ++n)
@@ -209,7 +209,7 @@ TEST_CASE("batchnorm normalises with batch statistics and its backward is consis
   Tensor dy = be->empty(s.shape()), dx = be->empty(s.shape()), ds = be->empty({3}),
          dsh = be->empty({3});
   be->fill(dy, 1.0f);
-  op->backward(x, dy, scale, mean, var, dx, ds, dsh);
+  op->backward(x, y, dy, scale, mean, var, {}, dx, ds, dsh);
   // A constant upstream gradient only moves the shift: dx = 0, dshift = count.
   for (int64_t i = 0; i < dx.numel(); ++i) CHECK(std::abs(dx.data<float>()[i]) < 1e-4);
   CHECK(dsh.data<float>()[0] == doctest::Approx(16));
@@ -217,7 +217,7 @@ TEST_CASE("batchnorm normalises with batch statistics and its backward is consis
 
 TEST_CASE("dropout mask is deterministic and scales kept values") {
   auto be = cpu();
-  auto op = be->make_dropout({1000});
+  auto op = be->make_dropout({Shape{1000}});
   Tensor x = be->empty({1000}), y1 = be->empty({1000}), y2 = be->empty({1000});
   Tensor m = be->empty({1000}, DType::u8);
   be->fill(x, 1.0f);

@@ -638,8 +638,8 @@ TEST_CASE("cuda batchnorm: training forward with batch statistics, inference, ba
 
       Tensor y = Tensor::zeros(shape), mean = Tensor::zeros({C}), var = Tensor::zeros({C});
       Tensor gy = gpu_nans(shape), gmean = gpu_nans({C}), gvar = gpu_nans({C});
-      cop->forward_training(x, scale, shift, y, mean, var);
-      gop->forward_training(gx, gscale, gshift, gy, gmean, gvar);
+      cop->forward_training(x, scale, shift, y, mean, var, {});
+      gop->forward_training(gx, gscale, gshift, gy, gmean, gvar, {});
       expect_close(op, "y", gy, y, tol::bn);
       expect_close(op, "batch mean", gmean, mean, tol::bn);
       expect_close(op, "batch variance (biased)", gvar, var, tol::bn);
@@ -648,8 +648,8 @@ TEST_CASE("cuda batchnorm: training forward with batch statistics, inference, ba
       const Tensor dy = host_normal(shape), gdy = to_gpu(dy);
       Tensor dx = Tensor::zeros(shape), dscale = Tensor::zeros({C}), dshift = Tensor::zeros({C});
       Tensor gdx = gpu_nans(shape), gdscale = gpu_nans({C}), gdshift = gpu_nans({C});
-      cop->backward(x, dy, scale, mean, var, dx, dscale, dshift);
-      gop->backward(gx, gdy, gscale, gmean, gvar, gdx, gdscale, gdshift);
+      cop->backward(x, y, dy, scale, mean, var, {}, dx, dscale, dshift);
+      gop->backward(gx, gy, gdy, gscale, gmean, gvar, {}, gdx, gdscale, gdshift);
       expect_close(op, "dx", gdx, dx, tol::bn_grad);
       expect_close(op, "dscale", gdscale, dscale, tol::bn_grad);
       expect_close(op, "dshift", gdshift, dshift, tol::bn_grad);
@@ -750,8 +750,8 @@ void check_dropout(const Shape& shape, int64_t buffer_batch, float p, uint64_t s
   run_case(op, [&] {
     const int64_t B = shape[0];
     const Shape full = shape.with_batch(buffer_batch);
-    auto cop = cpu().make_dropout(shape);
-    auto gop = gpu().make_dropout(shape);
+    auto cop = cpu().make_dropout({shape});
+    auto gop = gpu().make_dropout({shape});
     const Tensor x = host_normal(shape), gx = to_gpu(x);
     Tensor mask = Tensor::empty(full, DType::u8);
     std::memset(mask.raw(), 0xCD, mask.bytes());

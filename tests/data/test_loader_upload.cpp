@@ -48,7 +48,7 @@ class FakeDevice final : public Backend {
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { unused(); }
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override { unused(); }
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override { unused(); }
-  std::unique_ptr<DropoutOp> make_dropout(const Shape&) override { unused(); }
+  std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override { unused(); }
   void fill_zero(const Tensor&) override { unused(); }
   void fill(const Tensor&, float) override { unused(); }
   void copy(const Tensor&, const Tensor&) override { unused(); }

@@ -66,12 +66,14 @@ struct NopLrn final : LrnOp {
                 const Tensor&) override {}
 };
 struct NopBatchNorm final : BatchNormOp {
+  size_t workspace_bytes() const override { return 64; }
   void forward_training(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&) override {}
+                        const Tensor&, const Tensor&) override {}
   void forward_inference(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                          const Tensor&) override {}
   void backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                const Tensor&, const Tensor&, const Tensor&) override {}
+                const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                const Tensor&) override {}
 };
 struct NopXent final : SoftmaxXentOp {
   void forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {}
@@ -106,10 +108,12 @@ class NopBackend final : public Backend {
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override {
     return std::make_unique<NopXent>();
   }
-  std::unique_ptr<DropoutOp> make_dropout(const Shape&) override {
+  std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override {
     return std::make_unique<NopDropout>();
   }
   void fill_zero(const Tensor&) override {}
+  void copy_channels(const Tensor&, int64_t, const Tensor&, int64_t, int64_t,
+                     ChannelBlock) override {}
   void fill(const Tensor&, float) override {}
   void copy(const Tensor&, const Tensor&) override {}
   void copy_rows(const Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override {}

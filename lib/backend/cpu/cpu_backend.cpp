@@ -45,7 +45,7 @@ std::unique_ptr<BatchNormOp> CpuBackend::make_batchnorm(const BatchNormSpec& s) 
 std::unique_ptr<SoftmaxXentOp> CpuBackend::make_softmax_xent(const SoftmaxXentSpec& s) {
   return cpu::make_softmax_xent(s);
 }
-std::unique_ptr<DropoutOp> CpuBackend::make_dropout(const Shape& s) {
+std::unique_ptr<DropoutOp> CpuBackend::make_dropout(const DropoutSpec& s) {
   return cpu::make_dropout(s);
 }
 

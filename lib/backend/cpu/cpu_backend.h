@@ -25,7 +25,15 @@ class CpuBackend final : public Backend {
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override;
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override;
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override;
-  std::unique_ptr<DropoutOp> make_dropout(const Shape&) override;
+  std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override;
+
+  // Blocks of 16 channels on AVX-512 (8 on AVX2) where they divide the channels (cpu_layout.cpp).
+  ChannelBlock preferred_block(int64_t channels) const override;
+  ChannelBlock conv_output_block(const ConvSpec& spec) const override;
+  void reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
+               ChannelBlock src_block) override;
+  void copy_channels(const Tensor& dst, int64_t dst_first, const Tensor& src, int64_t src_first,
+                     int64_t channels, ChannelBlock block) override;
 
   void fill_zero(const Tensor& t) override;
   void fill(const Tensor& t, float value) override;

@@ -1,7 +1,12 @@
-// Batch normalisation on oneDNN primitives (separate scale and shift, plain NCHW). Training
-// uses batch statistics (biased variance, as oneDNN and cuDNN compute them); the caller keeps
-// the running estimates.
+// Batch normalisation on oneDNN primitives (separate scale and shift, plain NCHW or
+// channel-blocked). Training uses batch statistics (biased variance, as oneDNN and cuDNN
+// compute them); the caller keeps the running estimates. A fused ReLU is oneDNN's
+// fuse_norm_relu on blocked layouts: one pass each way, the forward keeping a bit mask for the
+// backward. On plain NCHW oneDNN 2.6 has fuse_norm_relu only in a generic kernel (4× slower
+// than its plain batch norm), so there the ReLU is a pass of its own over the output, and the
+// backward masks dy with the output into the context's scratch.
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/relu_mask.h"  // relu_mask
 #include "core/error.h"
 
 namespace dtrain::cpu {
@@ -12,9 +17,12 @@ using namespace dnnl;
 class CpuBatchNorm final : public BatchNormOp {
  public:
   CpuBatchNorm(DnnlContext& ctx, const BatchNormSpec& s) : ctx_(ctx) {
-    auto md = plain_desc(s.shape());
+    auto md = activation_desc(s.shape(), s.block);
     auto c = plain_desc({s.channels});
-    const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+    auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+    fused_relu_ = s.relu && s.block > 1;
+    separate_relu_ = s.relu && !fused_relu_;
+    if (fused_relu_) flags = flags | normalization_flags::fuse_norm_relu;
     auto train_pd = batch_normalization_forward::primitive_desc(
         {prop_kind::forward_training, md, s.epsilon, flags}, ctx.engine);
     auto infer_pd =
@@ -28,6 +36,7 @@ class CpuBatchNorm final : public BatchNormOp {
     bwd_ = batch_normalization_backward(bwd_pd);
     auto mk = [&](const memory::desc& d) { return memory(d, ctx.engine, DNNL_MEMORY_NONE); };
     src_ = mk(md), dst_ = mk(md), diff_src_ = mk(md);
+    ws_desc_ = train_pd.workspace_desc();
     unused_shift_ = Tensor::zeros({s.channels});
     scale_ = mk(c), shift_ = mk(c), mean_ = mk(c), var_ = mk(c), dscale_ = mk(c), dshift_ = mk(c);
     fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_SCALE, scale_}, {DNNL_ARG_SHIFT, shift_},
@@ -37,26 +46,44 @@ class CpuBatchNorm final : public BatchNormOp {
                  {DNNL_ARG_MEAN, mean_},         {DNNL_ARG_VARIANCE, var_},
                  {DNNL_ARG_DIFF_SRC, diff_src_}, {DNNL_ARG_DIFF_SCALE, dscale_},
                  {DNNL_ARG_DIFF_SHIFT, dshift_}};
+    infer_args_ = fwd_args_;
+    if (ws_desc_.get_size() > 0) {
+      ws_ = mk(ws_desc_);
+      fwd_args_.emplace(DNNL_ARG_WORKSPACE, ws_);
+      bwd_args_.emplace(DNNL_ARG_WORKSPACE, ws_);
+    }
   }
 
+  size_t workspace_bytes() const override { return ws_desc_.get_size(); }
+
   void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y,
-                        const Tensor& mean, const Tensor& variance) override {
+                        const Tensor& mean, const Tensor& variance,
+                        const Tensor& workspace) override {
     bind(x, scale, shift, mean, variance);
     dst_.set_data_handle(y.raw());
+    bind_workspace(workspace);
     train_.execute(ctx_.stream, fwd_args_);
+    clamp(y);
   }
 
   void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
                          const Tensor& mean, const Tensor& variance, const Tensor& y) override {
     bind(x, scale, shift, mean, variance);
     dst_.set_data_handle(y.raw());
-    infer_.execute(ctx_.stream, fwd_args_);
+    infer_.execute(ctx_.stream, infer_args_);
+    clamp(y);
   }
 
-  void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
-                const Tensor& variance, const Tensor& dx, const Tensor& dscale,
-                const Tensor& dshift) override {
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy_out, const Tensor& scale,
+                const Tensor& mean, const Tensor& variance, const Tensor& workspace,
+                const Tensor& dx, const Tensor& dscale, const Tensor& dshift) override {
     bind(x, scale, unused_shift_, mean, variance);
+    bind_workspace(workspace);
+    Tensor dy = dy_out;
+    if (separate_relu_) {
+      dy = ctx_.scratch(dy_out.numel());
+      relu_mask(y.data<float>(), dy_out.data<float>(), dy.data<float>(), dy.numel());
+    }
     dst_.set_data_handle(dy.raw());
     diff_src_.set_data_handle(dx.raw());
     dscale_.set_data_handle(dscale.raw());
@@ -65,6 +92,18 @@ class CpuBatchNorm final : public BatchNormOp {
   }
 
  private:
+  void clamp(const Tensor& y) {
+    if (!separate_relu_) return;
+    float* p = y.data<float>();
+    const int64_t n = y.numel();
+#pragma omp parallel for simd if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+  }
+  void bind_workspace(const Tensor& workspace) {
+    if (ws_desc_.get_size() == 0) return;
+    DTRAIN_CHECK(workspace.bytes() >= ws_desc_.get_size()) << "batch norm workspace too small";
+    ws_.set_data_handle(workspace.raw());
+  }
   void bind(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& mean,
             const Tensor& variance) {
     src_.set_data_handle(x.raw());
@@ -79,8 +118,10 @@ class CpuBatchNorm final : public BatchNormOp {
   batch_normalization_backward bwd_;
   // oneDNN's backward insists on a shift argument although the gradient does not depend on it.
   Tensor unused_shift_;
-  memory src_, dst_, diff_src_, scale_, shift_, mean_, var_, dscale_, dshift_;
-  DnnlArgs fwd_args_, bwd_args_;  // the inference forward takes the training one's arguments
+  memory src_, dst_, diff_src_, scale_, shift_, mean_, var_, dscale_, dshift_, ws_;
+  memory::desc ws_desc_;  // the fused ReLU's mask
+  bool fused_relu_ = false, separate_relu_ = false;
+  DnnlArgs fwd_args_, infer_args_, bwd_args_;
 };
 
 }  // namespace

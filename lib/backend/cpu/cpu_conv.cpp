@@ -1,10 +1,14 @@
 // Conv2d: per pass, either oneDNN's convolution primitives or the direct NCHW kernels
-// (direct_conv.h) for the small channel counts oneDNN handles poorly. Tensors outside the op
-// are plain NCHW / OIHW. The oneDNN primitives are created with format `any` so oneDNN picks its
-// fastest (blocked) layouts, and BoundArg adds the reorders between the two once, at
-// construction; even LeNet's 6→16 convolution runs 2–4× faster this way than oneDNN's
-// plain-layout (im2col + GEMM) path, reorders included. A fused ReLU is a post-op of the
-// oneDNN forward; the oneDNN backward passes read the gradient masked into a scratch tensor.
+// (direct_conv.h) for the small channel counts oneDNN handles poorly. Activations outside the
+// op are plain NCHW or channel-blocked as the spec says (src_block, dst_block); weights are
+// OIHW. The oneDNN primitives take blocked activations as they are and are created with format
+// `any` elsewhere, so oneDNN picks its fastest layouts, and BoundArg adds the reorders between
+// the two once, at construction (the weights, reordered on every call: a few KB to a few MB
+// against activations of MBs; and plain activations of layers outside a blocked chain); even
+// LeNet's 6→16 convolution runs 2–4× faster this way than oneDNN's plain-layout (im2col + GEMM)
+// path, reorders included. A fused ReLU is a post-op of the oneDNN forward; the oneDNN backward
+// passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU fused
+// into a convolution's backward).
 #include <omp.h>  // omp_get_max_threads: the direct kernels' scratch
 
 #include <string_view>
@@ -34,12 +38,13 @@ class CpuConv final : public ConvOp {
   CpuConv(DnnlContext& ctx, const ConvSpec& s, ConvPath path) : ctx_(ctx), spec_(s) {
     DTRAIN_CHECK(s.out_height() > 0 && s.out_width() > 0)
         << "conv output would be empty for input " << s.input_shape().str();
+    const bool plain = s.src_block == 1 && s.dst_block == 1;
     switch (path) {
       case ConvPath::automatic:
-        direct_ = direct_conv_suits(s);
+        if (plain) direct_ = direct_conv_suits(s);
         break;
       case ConvPath::direct:
-        DTRAIN_CHECK(direct_conv_supports(s)) << "no direct convolution for this shape";
+        DTRAIN_CHECK(plain && direct_conv_supports(s)) << "no direct convolution for this shape";
         direct_ = {true, true, true};
         break;
       case ConvPath::dnnl:
@@ -48,8 +53,6 @@ class CpuConv final : public ConvOp {
     if (direct_.forward || direct_.backward_data || direct_.backward_weights)
       kernels_ = DirectConv(s, omp_get_max_threads());
     make_primitives(ctx, s);
-    const bool dnnl_backward = !direct_.backward_data || !direct_.backward_weights;
-    if (s.relu && dnnl_backward) masked_ = Tensor::empty(s.output_shape());
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
@@ -102,7 +105,10 @@ class CpuConv final : public ConvOp {
   // maps (built once: each call only changes data pointers).
   void make_primitives(DnnlContext& ctx, const ConvSpec& s) {
     const Shape xs = s.input_shape(), ws = s.weight_shape(), ys = s.output_shape();
-    auto src = any_desc(xs), wei = any_desc(ws), dst = any_desc(ys);
+    // Blocked activations as they are (no reorder); plain ones as oneDNN likes them best.
+    auto src = s.src_block > 1 ? activation_desc(xs, s.src_block) : any_desc(xs);
+    auto dst = s.dst_block > 1 ? activation_desc(ys, s.dst_block) : any_desc(ys);
+    auto wei = any_desc(ws);
     auto bia = plain_desc({s.out_channels});
     auto no_bias = memory::desc();
     memory::dims strides{s.stride_h, s.stride_w}, pad{s.pad_h, s.pad_w};
@@ -120,7 +126,8 @@ class CpuConv final : public ConvOp {
         {prop_kind::forward_training, algorithm::convolution_direct, src, wei,
          s.bias ? bia : no_bias, dst, strides, pad, pad_r},
         attr, ctx.engine);
-    const auto px = plain_desc(xs), pw = plain_desc(ws), py = plain_desc(ys);
+    const auto px = activation_desc(xs, s.src_block), pw = plain_desc(ws),
+               py = activation_desc(ys, s.dst_block);
     bias_ = memory(bia, ctx.engine, DNNL_MEMORY_NONE);
     if (!direct_.forward) {
       fwd_ = convolution_forward(fwd_pd);
@@ -153,7 +160,7 @@ class CpuConv final : public ConvOp {
       // oneDNN 2.6's blocked weight-gradient kernels need input channels in multiples of 16
       // (or the 1–3 of a first layer) for AVX-512 and otherwise fall back to AVX2; its NHWC
       // kernel has no such limit (LeNet's 6→16: 0.45 → 0.23 ms, reorders included).
-      if (starts_with(pd.impl_info_str(), "jit:avx2")) {
+      if (s.src_block == 1 && s.dst_block == 1 && starts_with(pd.impl_info_str(), "jit:avx2")) {
         auto nhwc = make(nhwc_desc(xs), nhwc_desc(ys));
         if (starts_with(nhwc.impl_info_str(), "jit:avx512")) pd = nhwc;
       }
@@ -175,10 +182,11 @@ class CpuConv final : public ConvOp {
     return y.data<float>();
   }
   // dy as the oneDNN backward passes must see it: masked by the fused ReLU's output.
-  const Tensor& masked(const Tensor& y, const Tensor& dy) {
+  Tensor masked(const Tensor& y, const Tensor& dy) {
     if (!spec_.relu) return dy;
-    relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
-    return masked_;
+    Tensor out = ctx_.scratch(dy.numel());
+    relu_mask(y.data<float>(), dy.data<float>(), out.data<float>(), dy.numel());
+    return out;
   }
 
   static void check(const Tensor& t, const Shape& shape, const char* what) {
@@ -196,7 +204,6 @@ class CpuConv final : public ConvOp {
   BoundArg fwd_src_, fwd_wei_, fwd_dst_, bd_ddst_, bd_wei_, bd_dsrc_, bw_src_, bw_ddst_, bw_dwei_;
   memory bias_;
   DnnlArgs fwd_args_, bd_args_, bw_args_;
-  Tensor masked_;  // the masked gradient (fused ReLU, oneDNN backward)
 };
 
 }  // namespace

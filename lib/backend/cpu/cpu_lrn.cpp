@@ -1,4 +1,5 @@
-// Cross-channel local response normalisation (AlexNet) on oneDNN LRN primitives, plain NCHW.
+// Cross-channel local response normalisation (AlexNet) on oneDNN LRN primitives, plain NCHW or
+// channel-blocked.
 // oneDNN's formula matches PyTorch's LocalResponseNorm: y = x / (k + α/n · Σ x²)^β.
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -11,7 +12,7 @@ using namespace dnnl;
 class CpuLrn final : public LrnOp {
  public:
   CpuLrn(DnnlContext& ctx, const LrnSpec& s) : ctx_(ctx) {
-    auto md = plain_desc(s.shape());
+    auto md = activation_desc(s.shape(), s.block);
     auto fwd_pd =
         lrn_forward::primitive_desc({prop_kind::forward_training, algorithm::lrn_across_channels,
                                      md, s.size, s.alpha, s.beta, s.k},

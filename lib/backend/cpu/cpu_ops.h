@@ -19,6 +19,6 @@ std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape);
 std::unique_ptr<LrnOp> make_lrn(DnnlContext& ctx, const LrnSpec& spec);
 std::unique_ptr<BatchNormOp> make_batchnorm(DnnlContext& ctx, const BatchNormSpec& spec);
 std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec& spec);
-std::unique_ptr<DropoutOp> make_dropout(const Shape& shape);
+std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec& spec);
 
 }  // namespace dtrain::cpu

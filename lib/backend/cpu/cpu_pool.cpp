@@ -4,6 +4,8 @@
 // a window may overhang the input only through padding or ceil mode; include-padding averages
 // divide by the part of the window inside the padded input, as PyTorch and Caffe do.
 // The max-pool workspace holds, per output, the index of the chosen input within its plane.
+// Channel-blocked tensors (spec.block B) pool B channels of a pixel at once, one vector per
+// window position; their workspace holds, per output element, the chosen pixel of its plane.
 #include <algorithm>  // min, max
 #include <cstring>    // memset
 #include <limits>
@@ -39,6 +41,8 @@ inline float window_max(const float* base, int64_t width, int32_t* arg) {
 class CpuPool final : public PoolOp {
  public:
   explicit CpuPool(const PoolSpec& s) : s_(s), oh_(s.out_height()), ow_(s.out_width()) {
+    DTRAIN_CHECK(s.block == 1 || ((s.block == 8 || s.block == 16) && s.channels % s.block == 0))
+        << "pooling: no blocks of " << s.block << " for " << s.input_shape().str();
     DTRAIN_CHECK(oh_ > 0 && ow_ > 0)
         << "pooling output would be empty for input " << s.input_shape().str();
     DTRAIN_CHECK(s.pad_h < s.kernel_h && s.pad_w < s.kernel_w) << "pooling padding >= kernel";
@@ -65,6 +69,8 @@ class CpuPool final : public PoolOp {
       DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace";
     }
     int32_t* idx = keep_index ? workspace.data<int32_t>() : nullptr;
+    if (s_.block == 16) return forward_blocked<16>(xp, yp, idx, rows);
+    if (s_.block == 8) return forward_blocked<8>(xp, yp, idx, rows);
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
       const float* in = xp + p * in_plane;
@@ -85,6 +91,8 @@ class CpuPool final : public PoolOp {
     const float* g = dy.data<float>();
     float* d = dx.data<float>();
     const int32_t* idx = s_.kind == PoolKind::max ? workspace.data<int32_t>() : nullptr;
+    if (s_.block == 16) return backward_blocked<16>(g, idx, d, rows);
+    if (s_.block == 8) return backward_blocked<8>(g, idx, d, rows);
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
       float* din = d + p * in_plane;
@@ -109,6 +117,81 @@ class CpuPool final : public PoolOp {
   }
 
  private:
+  // Blocked forward: per group of B channels of a sample, an [H, W, B] plane in, [OH, OW, B]
+  // out; the scan order and ties as the plain path's (first maximum wins).
+  template <int B>
+  void forward_blocked(const float* xp, float* yp, int32_t* idx, int64_t rows) const {
+    const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
+                  out_plane = oh_ * ow_;
+    const bool max = s_.kind == PoolKind::max;
+#pragma omp parallel for if (groups * in_plane * B > (1 << 16))
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* in = xp + g * in_plane * B;
+      float* out = yp + g * out_plane * B;
+      int32_t* at = idx ? idx + g * out_plane * B : nullptr;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const Window& w = windows_[o];
+        float acc[B];
+        int32_t arg[B];
+        const int32_t first = static_cast<int32_t>(w.h0 * s_.width + w.w0);
+        for (int l = 0; l < B; ++l) {
+          acc[l] = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+          arg[l] = first;
+        }
+        for (int64_t h = w.h0; h < w.h1; ++h)
+          for (int64_t c = w.w0; c < w.w1; ++c) {
+            const int32_t pixel = static_cast<int32_t>(h * s_.width + c);
+            const float* v = in + pixel * B;
+            if (max) {
+              for (int l = 0; l < B; ++l) {
+                const bool wins = v[l] > acc[l];
+                acc[l] = wins ? v[l] : acc[l];
+                arg[l] = wins ? pixel : arg[l];
+              }
+            } else {
+              for (int l = 0; l < B; ++l) acc[l] += v[l];
+            }
+          }
+        float* y = out + o * B;
+        if (max) {
+          for (int l = 0; l < B; ++l) y[l] = acc[l];
+          if (at)
+            for (int l = 0; l < B; ++l) at[o * B + l] = arg[l];
+        } else {
+          for (int l = 0; l < B; ++l) y[l] = acc[l] / w.divisor;
+        }
+      }
+    }
+  }
+
+  template <int B>
+  void backward_blocked(const float* gp, const int32_t* idx, float* dp, int64_t rows) const {
+    const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
+                  out_plane = oh_ * ow_;
+#pragma omp parallel for if (groups * in_plane * B > (1 << 16))
+    for (int64_t g = 0; g < groups; ++g) {
+      float* din = dp + g * in_plane * B;
+      const float* gout = gp + g * out_plane * B;
+      std::memset(din, 0, sizeof(float) * in_plane * B);
+      if (idx) {
+        const int32_t* at = idx + g * out_plane * B;
+        for (int64_t o = 0; o < out_plane * B; o += B)
+          for (int l = 0; l < B; ++l) din[at[o + l] * B + l] += gout[o + l];
+        continue;
+      }
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const Window& w = windows_[o];
+        float v[B];
+        for (int l = 0; l < B; ++l) v[l] = gout[o * B + l] / w.divisor;
+        for (int64_t h = w.h0; h < w.h1; ++h)
+          for (int64_t c = w.w0; c < w.w1; ++c) {
+            float* to = din + (h * s_.width + c) * B;
+            for (int l = 0; l < B; ++l) to[l] += v[l];
+          }
+      }
+    }
+  }
+
   int64_t planes() const {
     return s_.batch * s_.channels;
   }

@@ -25,6 +25,22 @@ dnnl::memory::desc plain_desc(const Shape& shape, dnnl::memory::data_type type) 
   return dnnl::memory::desc(to_dims(shape), type, tag);
 }
 
+dnnl::memory::desc activation_desc(const Shape& shape, int block) {
+  switch (block) {
+    case 1:
+      return plain_desc(shape);
+    case 8:
+    case 16:
+      DTRAIN_CHECK(shape.rank() == 4 && shape[1] % block == 0)
+          << "no blocks of " << block << " channels for " << shape.str();
+      return dnnl::memory::desc(to_dims(shape), dnnl::memory::data_type::f32,
+                                block == 8 ? dnnl_tag::nChw8c : dnnl_tag::nChw16c);
+    default:
+      DTRAIN_CHECK(false) << "unsupported channel block " << block;
+      return {};
+  }
+}
+
 BoundArg::BoundArg(DnnlContext& ctx, const dnnl::memory::desc& user,
                    const dnnl::memory::desc& internal)
     : ctx_(&ctx), user_(user, ctx.engine, DNNL_MEMORY_NONE) {

@@ -14,6 +14,17 @@ namespace dtrain::cpu {
 struct DnnlContext {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+
+  // Scratch of `numel` floats that lives only during one op call (a masked gradient): one
+  // buffer for all ops, grown to the largest request, instead of one per op and per sample.
+  // Ops run on the backend's one compute thread, so calls never overlap.
+  Tensor scratch(int64_t numel) {
+    if (scratch_.numel() < numel) scratch_ = Tensor::empty({numel});
+    return scratch_.slice(0, {numel});
+  }
+
+ private:
+  Tensor scratch_;
 };
 
 using dnnl_tag = dnnl::memory::format_tag;
@@ -29,6 +40,10 @@ inline dnnl_dims to_dims(const Shape& s) {
 // Row-major f32 descriptor for a 1-, 2- or 4-D shape (x, nc/oi, nchw/oihw).
 dnnl::memory::desc plain_desc(const Shape& shape,
                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+
+// A 4-D activation in channel blocks of `block` (1: plain NCHW; 8: nChw8c; 16: nChw16c); other
+// ranks must have block 1.
+dnnl::memory::desc activation_desc(const Shape& shape, int block);
 
 // A primitive argument as the caller sees it (a plain tensor) and as the primitive wants it
 // (possibly a blocked layout chosen by oneDNN for speed). When the two differ, a scratch buffer

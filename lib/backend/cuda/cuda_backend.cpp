@@ -85,8 +85,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec& s) override {
     return cuda::make_softmax_xent(*ctx_, s);
   }
-  std::unique_ptr<DropoutOp> make_dropout(const Shape& s) override {
-    return cuda::make_dropout(*ctx_, s);
+  std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec& s) override {
+    DTRAIN_CHECK(s.block == 1) << "dropout: the CUDA backend has plain layouts only";
+    return cuda::make_dropout(*ctx_, s.shape);
   }
 
   void fill_zero(const Tensor& t) override {
@@ -125,6 +126,22 @@ class CudaBackend final : public Backend {
     DTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw(), dst_stride * esize, src.raw(),
                                         src_stride * esize, row_elems * esize, rows,
                                         cudaMemcpyDefault, ctx_->stream()));
+  }
+  // Plain layouts only: one strided 2-D copy (the base class's would make views per call).
+  void copy_channels(const Tensor& dst, int64_t dst_first, const Tensor& src, int64_t src_first,
+                     int64_t channels, ChannelBlock block) override {
+    const Shape& d = dst.shape();
+    const Shape& s = src.shape();
+    DTRAIN_CHECK(block == 1 && d.rank() == 4 && s.rank() == 4 && d[0] == s[0] && d[2] == s[2] &&
+                 d[3] == s[3] && dst_first + channels <= d[1] && src_first + channels <= s[1])
+        << "copy_channels: " << channels << " channels from " << s.str() << " to " << d.str();
+    const int64_t plane = d[2] * d[3];
+    const size_t esize = dtype_size(src.dtype());
+    if (channels <= 0 || d[0] == 0) return;
+    DTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(
+        static_cast<char*>(dst.raw()) + dst_first * plane * esize, d[1] * plane * esize,
+        static_cast<const char*>(src.raw()) + src_first * plane * esize, s[1] * plane * esize,
+        channels * plane * esize, d[0], cudaMemcpyDefault, ctx_->stream()));
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     check_f32(a, "add");

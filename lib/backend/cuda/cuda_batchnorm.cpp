@@ -6,7 +6,8 @@
 // and 0·NaN from uninitialised memory would still be NaN); the variance is then scaled by
 // (m−1)/m, m = N·H·W. The backward uses the mean and variance it is given, as the CPU does:
 // cuDNN's saved inverse standard deviation is recomputed from them into a per-op scratch,
-// so no statistics live in the op between calls.
+// so no statistics live in the op between calls. A fused ReLU clamps the output in place after
+// cuDNN's pass and masks dy with the output into a scratch before its backward (no workspace).
 #include <memory>
 
 #include "backend/cuda/cuda_check.h"
@@ -32,10 +33,14 @@ class CudaBatchNorm final : public BatchNormOp {
     stats_ = new_tensor_desc();  // 1×C×1×1
     DTRAIN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stats_.get(), x_.get(), kMode));
     inv_std_ = Tensor::empty({s.channels}, DType::f32, ctx.allocator());
+    DTRAIN_CHECK(s.block == 1) << "batchnorm: the CUDA backend has plain layouts only";
+    if (s.relu) masked_ = Tensor::empty(s.shape(), DType::f32, ctx.allocator());
   }
 
+  size_t workspace_bytes() const override { return 0; }
+
   void forward_training(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& y,
-                        const Tensor& mean, const Tensor& variance) override {
+                        const Tensor& mean, const Tensor& variance, const Tensor&) override {
     check_data(x, "x");
     check_data(y, "y");
     check_channels(scale, "scale");
@@ -59,6 +64,7 @@ class CudaBatchNorm final : public BatchNormOp {
     } else {  // one value per channel: the biased variance is 0 (cuDNN's unbiased one is 0/0)
       DTRAIN_CUDA_CHECK(cudaMemsetAsync(variance.raw(), 0, stat_bytes, ctx_.stream()));
     }
+    clamp(y);
   }
 
   void forward_inference(const Tensor& x, const Tensor& scale, const Tensor& shift,
@@ -74,13 +80,20 @@ class CudaBatchNorm final : public BatchNormOp {
         ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.data<float>(), x_.get(), y.data<float>(),
         stats_.get(), scale.data<float>(), shift.data<float>(), mean.data<float>(),
         variance.data<float>(), s_.epsilon));
+    clamp(y);
   }
 
-  void backward(const Tensor& x, const Tensor& dy, const Tensor& scale, const Tensor& mean,
-                const Tensor& variance, const Tensor& dx, const Tensor& dscale,
-                const Tensor& dshift) override {
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy_out, const Tensor& scale,
+                const Tensor& mean, const Tensor& variance, const Tensor&, const Tensor& dx,
+                const Tensor& dscale, const Tensor& dshift) override {
     check_data(x, "x");
-    check_data(dy, "dy");
+    check_data(dy_out, "dy");
+    if (s_.relu) {
+      check_data(y, "y");
+      relu_backward_f32(y.data<float>(), dy_out.data<float>(), masked_.data<float>(),
+                        dy_out.numel(), ctx_.stream());
+    }
+    const Tensor& dy = s_.relu ? masked_ : dy_out;
     check_data(dx, "dx");
     check_channels(scale, "scale");
     check_channels(mean, "mean");
@@ -98,6 +111,11 @@ class CudaBatchNorm final : public BatchNormOp {
   }
 
  private:
+  void clamp(const Tensor& y) {
+    if (s_.relu)
+      bias_relu_f32(y.data<float>(), nullptr, y.data<float>(), y.numel(), 1, 1, true,
+                    ctx_.stream());
+  }
   void check_data(const Tensor& t, const char* what) const {
     const int64_t numel = s_.shape().numel();
     DTRAIN_CHECK(t.numel() == numel)
@@ -116,6 +134,7 @@ class CudaBatchNorm final : public BatchNormOp {
   int64_t count_;  // values per channel, N·H·W
   TensorDesc x_, stats_;
   Tensor inv_std_;  // scratch of backward, rewritten by every call
+  Tensor masked_;   // fused ReLU: dy masked by the output
 };
 
 }  // namespace

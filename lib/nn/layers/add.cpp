@@ -17,6 +17,10 @@ class Add final : public Layer {
     return shape_;
   }
   bool gradient_passes_through(int) const override { return true; }
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  bool backward_reads_input(int) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+  bool can_run_in_place() const override { return true; }
   void prepare(Backend&, int64_t) override {}
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     ctx.backend->add(x[0], x[1], y);

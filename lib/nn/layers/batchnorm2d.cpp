@@ -4,6 +4,8 @@
 //   m·var·n/(n−1)
 // (the unbiased variance, n = N·H·W). Evaluation uses the running estimates, which are buffers
 // (not trained, not in the gradient), initialised to 0 and 1; weight and bias start at 1 and 0.
+// It may absorb the ReLU that follows (the op normalises and clamps in one pass and masks the
+// gradient in its backward) and runs on whatever layout its input has.
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -38,6 +40,15 @@ class BatchNorm2d final : public Layer {
     running_mean_ = b[0], running_var_ = b[1];
   }
 
+  bool absorb_relu() override {
+    DTRAIN_CHECK(plans_.empty()) << "batchnorm2d: ReLU fused after prepare()";
+    spec_.relu = true;
+    return true;
+  }
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
+  bool backward_reads_output() const override { return spec_.relu; }
+
   void prepare(Backend& backend, int64_t batch) override {
     if (!mean_.defined()) {
       mean_ = backend.empty({spec_.channels});
@@ -47,17 +58,24 @@ class BatchNorm2d final : public Layer {
     }
     BatchNormSpec spec = spec_;
     spec.batch = batch;
-    plans_.add(batch, {backend.make_batchnorm(spec), {}});
+    Plan plan{backend.make_batchnorm(spec), {}, {}};
+    // The workspace lives from the forward to the backward: one, sized by the build batch.
+    const auto bytes = static_cast<int64_t>(plan.op->workspace_bytes());
+    if (bytes > 0) {
+      if (workspace_.numel() < bytes) workspace_ = backend.empty({bytes}, DType::u8);
+      plan.workspace = workspace_.slice(0, {bytes});
+    }
+    plans_.add(batch, std::move(plan));
   }
 
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     const int64_t batch = y.shape()[0];
-    BatchNormOp& op = *plans_.at(batch).op;
+    Plan& p = plans_.at(batch);
     if (!ctx.training) {
-      op.forward_inference(x[0], scale_, shift_, running_mean_, running_var_, y);
+      p.op->forward_inference(x[0], scale_, shift_, running_mean_, running_var_, y);
       return;
     }
-    op.forward_training(x[0], scale_, shift_, y, mean_, var_);
+    p.op->forward_training(x[0], scale_, shift_, y, mean_, var_, p.workspace);
     const float m = config_.momentum;
     const int64_t n = batch * spec_.height * spec_.width;
     const float unbias = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
@@ -74,16 +92,18 @@ class BatchNorm2d final : public Layer {
       if (!p.dx_scratch.defined()) p.dx_scratch = ctx.backend->empty(y.shape());  // once
       target = &p.dx_scratch;
     }
-    p.op->backward(x[0], dy, scale_, mean_, var_, *target, weights ? dscale_ : frozen_dscale_,
-                   weights ? dshift_ : frozen_dshift_);
+    p.op->backward(x[0], y, dy, scale_, mean_, var_, p.workspace, *target,
+                   weights ? dscale_ : frozen_dscale_, weights ? dshift_ : frozen_dshift_);
   }
   int64_t flops() const override { return 2 * shape_.numel() / shape_[0]; }
 
  private:
   struct Plan {
     std::unique_ptr<BatchNormOp> op;
+    Tensor workspace;   // the fused ReLU's mask
     Tensor dx_scratch;  // only when the input needs no gradient but the weights do
   };
+  Tensor workspace_;
   BatchNormConfig config_;
   BatchNormSpec spec_;
   Shape shape_;

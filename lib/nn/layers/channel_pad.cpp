@@ -1,7 +1,7 @@
 // Option-A shortcut of the CIFAR ResNets (He et al. 2016 §4.2; the common PyTorch port pads
 // x[:, :, ::s, ::s] with zero channels on both sides): a 1×1 average pool with stride s
-// subsamples, then strided row copies place each sample's channels in the middle of the
-// zero-filled output.
+// subsamples, then a channel copy places each sample's channels in the middle of the
+// zero-filled output. Any layout: it follows its input's.
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -25,6 +25,10 @@ class ChannelPad final : public Layer {
     in_channels_ = s[1];
     return {s[0], config_.out_channels, pool_.out_height(), pool_.out_width()};
   }
+
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { pool_.block = in[0]; }
+  bool backward_reads_output() const override { return false; }
 
   void prepare(Backend& backend, int64_t batch) override {
     Plan plan;
@@ -50,9 +54,7 @@ class ChannelPad final : public Layer {
       src = &p.sub;
     }
     ctx.backend->fill_zero(y);
-    const int64_t plane = y.shape()[2] * y.shape()[3], rows = in_channels_ * plane;
-    ctx.backend->copy_rows(middle(p.y, y), config_.out_channels * plane, *src, rows, y.shape()[0],
-                           rows);
+    ctx.backend->copy_channels(y, before(), *src, 0, in_channels_, pool_.block);
   }
 
   void backward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y, const Tensor& dy,
@@ -60,31 +62,16 @@ class ChannelPad final : public Layer {
     if (!dx[0].defined()) return;
     Plan& p = plans_.at(y.shape()[0]);
     const Tensor& dsrc = p.pool ? p.dsub : dx[0];
-    const int64_t plane = y.shape()[2] * y.shape()[3], rows = in_channels_ * plane;
-    ctx.backend->copy_rows(dsrc, rows, middle(p.dy, dy), config_.out_channels * plane, y.shape()[0],
-                           rows);
+    ctx.backend->copy_channels(dsrc, 0, dy, before(), in_channels_, pool_.block);
     if (p.pool) p.pool->backward(x[0], p.sub, p.dsub, {}, dx[0]);
   }
 
  private:
-  // A view of `t` from the first copied channel on, cached per tensor (no steady-state work).
-  struct Middle {
-    const void* base = nullptr;
-    Tensor view;
-  };
-  const Tensor& middle(Middle& cache, const Tensor& t) const {
-    if (cache.base != t.raw()) {
-      const int64_t offset =
-          (config_.out_channels - in_channels_) / 2 * t.shape()[2] * t.shape()[3];
-      cache.view = t.slice(offset, {t.numel() - offset});
-      cache.base = t.raw();
-    }
-    return cache.view;
-  }
+  // The output channel that input channel 0 lands on.
+  int64_t before() const { return (config_.out_channels - in_channels_) / 2; }
   struct Plan {
     std::unique_ptr<PoolOp> pool;  // null for stride 1
     Tensor sub, dsub;              // the subsampled input and its gradient
-    Middle y, dy;
   };
   ChannelPadConfig config_;
   PoolSpec pool_;

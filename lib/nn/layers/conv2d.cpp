@@ -48,6 +48,17 @@ class Conv2d final : public Layer {
     return true;
   }
 
+  LayoutRule layout_rule() const override { return LayoutRule::chooses; }
+  ChannelBlock preferred_output_block(const Backend& backend) const override {
+    return backend.conv_output_block(spec_);
+  }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock out) override {
+    spec_.src_block = in[0];
+    spec_.dst_block = out;
+  }
+  // The weight gradient reads the input; a fused ReLU's mask is the output.
+  bool backward_reads_output() const override { return spec_.relu; }
+
   void prepare(Backend& backend, int64_t batch) override {
     ConvSpec spec = spec_;
     spec.batch = batch;

@@ -16,10 +16,15 @@ class Dropout final : public Layer {
     shape_ = in[0].shape;
     return shape_;
   }
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { block_ = in[0]; }
+  bool backward_reads_input(int) const override { return false; }
+  bool backward_reads_output() const override { return false; }
+
   void prepare(Backend& backend, int64_t batch) override {
     const Shape shape = shape_.with_batch(batch);
     if (!mask_.defined()) mask_ = backend.empty(shape, DType::u8);
-    plans_.add(batch, {backend.make_dropout(shape), mask_.narrow_batch(batch)});
+    plans_.add(batch, {backend.make_dropout({shape, block_}), mask_.narrow_batch(batch)});
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     trained_ = ctx.training;
@@ -51,6 +56,7 @@ class Dropout final : public Layer {
   };
   float p_;
   Shape shape_;
+  ChannelBlock block_ = 1;
   bool trained_ = true;
   Tensor mask_;
   PerBatch<Plan> plans_;

@@ -38,6 +38,7 @@ class Linear final : public Layer {
     if (config_.bias) b_ = p[1], db_ = g[1];
   }
 
+  bool backward_reads_output() const override { return relu_; }
   bool absorb_relu() override {
     DTRAIN_CHECK(ops_.empty()) << "linear: ReLU fused after prepare()";
     relu_ = true;

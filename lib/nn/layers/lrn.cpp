@@ -18,6 +18,9 @@ class Lrn final : public Layer {
     return s;
   }
 
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
+
   void prepare(Backend& backend, int64_t batch) override {
     LrnSpec spec = spec_;
     spec.batch = batch;

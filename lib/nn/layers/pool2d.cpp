@@ -33,6 +33,9 @@ class Pool2d final : public Layer {
     return spec_.output_shape();
   }
 
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
+
   void prepare(Backend& backend, int64_t batch) override {
     PoolSpec spec = spec_;
     spec.batch = batch;

@@ -18,6 +18,11 @@ class Relu final : public Layer {
   bool absorbed() const override { return absorbed_; }
   bool output_is_view() const override { return absorbed_; }
   bool gradient_passes_through(int) const override { return absorbed_; }
+  // Element-wise on any layout; the backward reads only the output (y > 0 ⇔ x > 0).
+  LayoutRule layout_rule() const override { return LayoutRule::follows; }
+  bool backward_reads_input(int) const override { return false; }
+  bool backward_reads_output() const override { return !absorbed_; }
+  bool can_run_in_place() const override { return !absorbed_; }
 
   void prepare(Backend& backend, int64_t batch) override {
     if (!absorbed_) ops_.add(batch, backend.make_relu(shape_.with_batch(batch)));
