@@ -1,7 +1,9 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <omp.h>  // omp_set_num_threads: oneDNN (Debian build) and our loops use OpenMP
+#include <omp.h>    // omp_set_num_threads: oneDNN (Debian build) and our loops use OpenMP
+#include <sched.h>  // sched_getaffinity: the cores this rank may use
 
+#include <cstdio>   // fprintf: the threads warning
 #include <cstring>  // memcpy, memset
 
 #include "backend/cpu/cpu_ops.h"  // op constructors
@@ -21,7 +23,25 @@ std::string CpuBackend::name() const {
 void CpuBackend::set_num_threads(int threads) {
   DTRAIN_CHECK(threads >= 1) << "threads must be >= 1";
   threads_ = threads;
+  // This thread's OpenMP teams (oneDNN's and the layers' loops). The element-wise ops name
+  // their team size themselves (num_threads): the communication thread calls them too, and a
+  // thread OpenMP has not seen would take a team of every core, so that two ranks of one
+  // thread would run four.
   omp_set_num_threads(threads);
+  // mpirun binds each rank to one core unless told otherwise: more threads would take turns.
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    const int cores = CPU_COUNT(&allowed);
+    static bool warned = false;
+    if (threads > cores && !warned) {
+      warned = true;
+      std::fprintf(stderr,
+                   "cluster.threads_per_rank: %d threads, but this process may run on %d core%s "
+                   "(mpirun binds each rank to a core by default; use mpirun --bind-to none or "
+                   "--map-by slot:PE=%d): the threads will take turns\n",
+                   threads, cores, cores == 1 ? "" : "s", threads);
+    }
+  }
 }
 
 std::unique_ptr<LinearOp> CpuBackend::make_linear(const LinearSpec& s) {
@@ -72,7 +92,7 @@ void CpuBackend::fill(const Tensor& t, float value) {
   check_f32(t, "fill");
   float* p = t.data<float>();
   const int64_t n = t.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 
@@ -102,7 +122,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   const float* y = b.data<float>();
   float* z = out.data<float>();
   const int64_t n = a.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
 }
 
@@ -112,7 +132,7 @@ void CpuBackend::axpy(float alpha, const Tensor& x, const Tensor& y) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) yp[i] += alpha * xp[i];
 }
 
@@ -122,7 +142,7 @@ void CpuBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) yp[i] = alpha * xp[i] + beta * yp[i];
 }
 
@@ -130,7 +150,7 @@ void CpuBackend::scale(const Tensor& x, float alpha) {
   check_f32(x, "scale");
   float* p = x.data<float>();
   const int64_t n = x.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
 }
 
@@ -143,14 +163,14 @@ void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tens
   const int64_t n = weights.numel();
   const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
   if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
     return;
   }
   check_same_size(weights, momentum_buf, "sgd_step momentum");
   float* v = momentum_buf.data<float>();
   if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] + wd * w[i];
       float vi = mu * v[i] + damp * gi;
@@ -158,7 +178,7 @@ void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tens
       w[i] -= lr * (gi + mu * vi);
     }
   } else {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] + wd * w[i];
       float vi = mu * v[i] + damp * gi;
@@ -181,20 +201,20 @@ void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads,
   // Four variants, so that the branches stay out of the vectorised loops and ĝ is g exactly
   // without weight decay.
   if (wd == 0.0f && add) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) a[i] += g[i], w[i] -= lr * g[i];
   } else if (wd == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) a[i] = g[i], w[i] -= lr * g[i];
   } else if (add) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       const float gi = g[i] + wd * w[i];
       a[i] += gi;
       w[i] -= lr * gi;
     }
   } else {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       const float gi = g[i] + wd * w[i];
       a[i] = gi;
@@ -219,7 +239,7 @@ void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Ten
   const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
   // The loops of sgd_step with the stores of w and v replaced by one store of the result.
   if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       wi -= lr * (g[i] + wd * wi);
@@ -230,7 +250,7 @@ void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Ten
   check_same_size(weights, momentum_buf, "sgd_predict momentum");
   const float* v = momentum_buf.data<float>();
   if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       float gi = g[i] + wd * wi;
@@ -239,7 +259,7 @@ void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Ten
       x[i] = wi;
     }
   } else {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       float gi = g[i] + wd * wi;
@@ -265,7 +285,7 @@ void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
   const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
   // sgd_step's loop, then sgd_predict's on the values just stored, term by term.
   if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       wi -= lr * (g[i] + wd * wi);
@@ -278,7 +298,7 @@ void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
   check_same_size(weights, momentum_buf, "sgd_step_predict momentum");
   float* v = momentum_buf.data<float>();
   if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       float gi = g[i] + wd * wi;
@@ -292,7 +312,7 @@ void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
       x[i] = wi;
     }
   } else {
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
     for (int64_t i = 0; i < n; ++i) {
       float wi = w[i];
       float gi = g[i] + wd * wi;
@@ -334,7 +354,7 @@ void CpuBackend::dc_diagonal(const Tensor& grads, const Tensor& delta, float lam
   float* g = grads.data<float>();
   const float* d = delta.data<float>();
   const int64_t n = grads.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) g[i] += lambda * g[i] * g[i] * d[i];
 }
 
