@@ -26,6 +26,10 @@ case "${1:-}" in
     for b in build/apps/dtrain/dtrain "${tests[@]/#/build/}"; do strip -o "$stripped/$(basename "$b")" "$b"; done
     ../shared/device/make-bundle.sh .devbundle "$stripped"/*
     rm -rf "$stripped"
+    # The CUDA plugin (libdtrain_cuda.so): the CUDA tests link it, so the bundle has it in lib/,
+    # where dtrain looks for it (../lib beside its bin/).
+    tar tJf .devbundle/devbundle.tar.xz | grep -x 'devbundle/lib/libdtrain_cuda.so' >/dev/null ||
+      { echo "the bundle lacks lib/libdtrain_cuda.so (the CUDA plugin)" >&2; exit 1; }
     ;;
   run)
     tar xJf .devbundle/devbundle.tar.xz -C /tmp && source /tmp/devbundle/env.sh || exit 1

@@ -6,7 +6,7 @@
 #include "core/error.h"
 
 #ifdef DTRAIN_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"  // make_cuda_backend, cuda_device_usable
+#include "backend/cuda_plugin.h"  // the CUDA backend, in a plugin loaded on first need
 #endif
 
 namespace dtrain {
@@ -34,20 +34,29 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     case DeviceChoice::cpu:
       backend = std::make_unique<CpuBackend>();
       break;
-    case DeviceChoice::cuda:
+    case DeviceChoice::cuda: {
 #ifdef DTRAIN_HAVE_CUDA
-      backend = make_cuda_backend(options.local_rank, options.allow_tf32);  // InputError: no GPU
+      std::string why;
+      const CudaBackendEntry* cuda = cuda_backend_entry(&why);
+      DTRAIN_INPUT_CHECK(cuda) << "cluster.device: cuda, but " << why
+                               << " (use cluster.device: auto or cpu)";
+      backend = cuda->make_backend(options.local_rank, options.allow_tf32);  // InputError: no GPU
 #else
       throw InputError(
           "cluster.device: cuda requested but this dtrain was built without CUDA "
           "(configure with -DDTRAIN_CUDA=ON on a machine with the CUDA toolkit)");
 #endif
       break;
+    }
     case DeviceChoice::auto_: {
       std::string why = "this dtrain was built without CUDA";
 #ifdef DTRAIN_HAVE_CUDA
-      if (cuda_device_usable(options.local_rank, &why)) {
-        backend = make_cuda_backend(options.local_rank, options.allow_tf32);
+      // The driver first: the plugin (cudart, cuBLAS, cuDNN, NCCL) is loaded only for a GPU in
+      // sight, and then tests the GPU for real.
+      const CudaBackendEntry* cuda = nullptr;
+      if (cuda_driver_sees_gpu(&why) && (cuda = cuda_backend_entry(&why)) &&
+          cuda->device_usable(options.local_rank, &why)) {
+        backend = cuda->make_backend(options.local_rank, options.allow_tf32);
         if (options.announce)
           std::fprintf(stderr, "cluster.device: auto picked %s\n", backend->name().c_str());
         break;

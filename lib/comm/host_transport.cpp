@@ -5,6 +5,14 @@
 #include "compress/codec.h"       // make_codec
 #include "core/error.h"
 
+#ifdef DTRAIN_HAVE_CUDA
+#include <vector>
+
+#include "backend/backend.h"         // Backend: where a rank's gradients live
+#include "backend/cuda_plugin.h"     // cuda_plugin_symbol
+#include "comm/cuda/plugin_entry.h"  // CudaCommEntry: the plugin's transports
+#endif
+
 namespace dtrain {
 namespace {
 
@@ -43,7 +51,43 @@ std::unique_ptr<GradientTransport> make_host_transport(Comm& comm, const std::st
   return std::make_unique<HostTransport>(comm, codec, max_elements);
 }
 
-#ifndef DTRAIN_HAVE_CUDA
+#ifdef DTRAIN_HAVE_CUDA
+namespace {
+
+// The GPU transports live in the CUDA plugin (backend/cuda_plugin.h), loaded by then: a GPU
+// backend came from it.
+const CudaCommEntry& cuda_comm_entry() {
+  using EntryFunction = const CudaCommEntry* (*)();
+  std::string why;
+  const auto entry =
+      reinterpret_cast<EntryFunction>(cuda_plugin_symbol("dtrain_cuda_comm_entry", &why));
+  DTRAIN_CHECK(entry) << "gradient buffers on a GPU, but " << why;
+  return *entry();
+}
+
+}  // namespace
+
+bool nccl_usable_everywhere(Comm& comm, Backend* backend, const std::string& choice) {
+  if (backend && backend->device() == Device::cuda)
+    return cuda_comm_entry().nccl_usable_everywhere(comm, backend, choice);
+  // A rank without a GPU votes as comm/cuda/device_transports.cpp does (keep the two in step)
+  // but without loading the plugin: its row says "no GPU", and as rank 0, which decides, it
+  // finds that first. Collective: the ranks with a GPU vote in the plugin at the same time.
+  const std::vector<double> row{0.0, 0.0, comm.emulates_link() ? 1.0 : 0.0};
+  comm.gather(row, 0);
+  std::string verdict = comm.rank() == 0 ? "rank 0 has no GPU" : "";
+  comm.broadcast(verdict, 0);
+  DTRAIN_INPUT_CHECK(choice != "nccl" || verdict.empty())
+      << "cluster.comm: nccl, but " << verdict << "; use cluster.comm: auto or mpi";
+  return choice != "mpi" && verdict.empty();
+}
+
+std::unique_ptr<GradientTransport> make_device_transport(Comm& comm, Backend& backend,
+                                                         const std::string& codec,
+                                                         int64_t max_elements, bool use_nccl) {
+  return cuda_comm_entry().make_device_transport(comm, backend, codec, max_elements, use_nccl);
+}
+#else
 bool nccl_usable_everywhere(Comm& comm, Backend*, const std::string& choice) {
   DTRAIN_INPUT_CHECK(choice != "nccl")
       << "cluster.comm: nccl, but this dtrain was built without CUDA (use auto or mpi)";

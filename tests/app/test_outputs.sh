@@ -40,13 +40,16 @@ awk -F, 'NR > 1 {
 [ "$(tail -1 "$WORK/again/accuracy.csv" | cut -d, -f2)" = 5 ] || fail "max_iterations row: $(tail -1 "$WORK/again/accuracy.csv")"
 finish
 
-# `cmake --install` puts dtrain (and nothing else) in PREFIX/bin.
+# `cmake --install` puts dtrain (and nothing else) in PREFIX/bin, and with CUDA the CUDA plugin
+# in PREFIX/lib, where dtrain looks for it.
 build_dir=$(dirname "$(dirname "$(dirname "$DTRAIN")")")
 if [ -f "$build_dir/cmake_install.cmake" ]; then
   cmake --install "$build_dir" --prefix "$WORK/prefix" > "$WORK/install.txt" 2>&1 ||
     fail "cmake --install: $(tail -3 "$WORK/install.txt")"
   installed=$(cd "$WORK/prefix" && find . -type f | sort | tr '\n' ' ')
-  [ "$installed" = "./bin/dtrain " ] || fail "cmake --install installed: $installed"
+  expected="./bin/dtrain "
+  [ -f "$build_dir/lib/libdtrain_cuda.so" ] && expected="./bin/dtrain ./lib/libdtrain_cuda.so "
+  [ "$installed" = "$expected" ] || fail "cmake --install installed: $installed"
   "$WORK/prefix/bin/dtrain" --version | grep -q "^dtrain " || fail "the installed dtrain does not run"
 fi
 finish
