@@ -1,29 +1,193 @@
 #!/usr/bin/python3
-"""dtrain's CPU engine against PyTorch, in one run, on Fashion-MNIST, single thread.
+"""dtrain's CPU engine against PyTorch (issue 19), in one run, single thread: speed, memory, FLOP/s.
 
-For MNIST-MLP (batch 100) and LeNet (batch 64) it trains the same architecture with the same
-optimizer and batch in dtrain and in PyTorch (Debian python3-torch; BLAS = OpenBLAS) and prints
-samples/s and the ratio. PyTorch is measured two ways: a lean loop over pre-loaded tensors
-(the fastest idiomatic peer: no DataLoader) and the usual DataLoader loop. It also prints the
-MLP's samples/s as a fraction of the GEMM-only bound (bench/gemm_bound.cpp).
+Every model is trained with the same architecture (bench/torch_models.py mirrors dtrain's zoo
+layer for layer; the parameter counts are checked against `dtrain --dry-run`), the same batch and
+the same SGD (momentum 0.9, the lr and weight decay of the model's config in configs/, a constant
+schedule) in dtrain and in PyTorch (Debian python3-torch; BLAS = OpenBLAS). PyTorch runs in a
+separate python process per measurement (this script with --torch-worker), so that its peak RSS
+is its own.
 
-    /usr/bin/python3 bench/engine_vs_pytorch.py   (Debian's python, which has python3-torch) [--build build] [--epochs 2] [--threads 1]
-Needs: scripts/setup.sh --bench, and a release build.
+ 1. Speed, samples/s and the dtrain / PyTorch ratio:
+    - MNIST-MLP (784-500-500-10, batch 100) and LeNet-5 (batch 64) on Fashion-MNIST: dtrain runs
+      --epochs epochs (best epoch, timing.csv); PyTorch the same epochs as a lean loop over
+      pre-loaded tensors (no DataLoader; the fastest idiomatic peer) and, for information, as the
+      usual DataLoader loop. The MLP is also put against its GEMM-only bound (bench/gemm_bound.cpp,
+      best of 3 runs of 1 s, right after the MLP's runs).
+    - on synthetic data, batch 64: ResNet-20 (CIFAR, option-A shortcuts, 0.27M parameters),
+      the Pipe-SGD paper's CIFAR CNN (cifar_cnn, 100 classes, 0.15M), VGG-16 at 32x32 with the
+      zoo's 4096-4096 head (10 classes, 33.6M), ResNet-18 with its small-input stem at 3x64x64
+      (200 classes, as Tiny ImageNet; 11.3M). dtrain runs 1 + --repeats epochs of N iterations
+      (dataset.train_size = N x batch) and counts the best epoch after the first (the warm-up:
+      creating the primitives); PyTorch runs N warm-up iterations, then --repeats timed runs of N
+      iterations on two pre-made batches, best run.
+    Goals: ResNet-20 >= 2x, CIFAR CNN >= 2x, VGG-16 >= 1.5x, ResNet-18@64 >= 1.5x, LeNet >= 2x
+    lean PyTorch; the MLP at >= 90 % of the GEMM-only bound.
+ 2. Memory: peak RSS (GNU time's %M: ru_maxrss of the run) of a dtrain run and of a PyTorch
+    run of ResNet-20 and VGG-16 at batch 64 and at batch 128 (each 1 + 1 epochs of 2 iterations,
+    the highest of 2 runs; the PyTorch process imports torch and holds two batches, as dtrain's
+    loader prefetches two); the memory one more sample of batch costs, (RSS128 - RSS64) / 64, for
+    both. Goal: dtrain <= 1.0x PyTorch. And the peak RSS of the dtrain LeNet run of part 1 (a tiny
+    model on the whole of Fashion-MNIST). Goal: <= 150 MB.
+ 3. Compute efficiency: training FLOPs per sample (3x the forward FLOPs that dtrain's model
+    summary prints, `--dry-run`'s `total` row) x samples/s, in GFLOP/s and as a share of the
+    core's peak fp32 FMA throughput measured by bench/cpu_peak.cpp (AVX-512 where the CPU has it;
+    with --threads N, of N times it).
+With --threads 1 dtrain's loader thread (synthetic images, prefetch 2) may use a second core;
+PyTorch's batches are made before the clock starts.
+
+    /usr/bin/python3 bench/engine_vs_pytorch.py   (Debian's python, which has python3-torch)
+        [--build build] [--threads 1] [--epochs 2] [--repeats 2]
+        [--models mlp,lenet,resnet20,cifar_cnn,vgg16,resnet18_64]   (default: all)
+        [--quick]   (a few iterations of everything: a smoke test, not a measurement)
+Needs: scripts/setup.sh --bench, and a release build (dtrain, dtrain_gemm_bound, dtrain_cpu_peak).
+About 10 minutes on one core of a 2-core machine.
 """
-import argparse, csv, gzip, os, struct, subprocess, sys, tempfile, time
-
-import numpy as np
-import torch
-import torch.nn as nn
-
-import torch_models as torch_models_lib  # dtrain's zoo models in PyTorch (beside this script)
+import argparse, csv, gzip, importlib.metadata, importlib.util, json, os, re, struct, subprocess
+import sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # dtrain's Fashion-MNIST normalisation
 
+# Model → dtrain's `model:` map, data, batch, SGD (lr and weight decay of the config named) and
+# goal. `iterations`: per timed epoch on synthetic data (the Fashion-MNIST ones run whole epochs).
+MODELS = {
+    "mlp": dict(zoo={"name": "mlp", "hidden": [500, 500]}, data="fashion", shape=(1, 28, 28),
+                classes=10, batch=100, lr=0.05, weight_decay=1e-4,  # fashion_mlp_sync.yaml
+                goal=None),  # its goal is the share of the GEMM-only bound
+    "lenet": dict(zoo={"name": "lenet"}, data="fashion", shape=(1, 28, 28), classes=10, batch=64,
+                  lr=0.05, weight_decay=5e-4, goal=2.0),  # fashion_lenet_sync.yaml
+    "resnet20": dict(zoo={"name": "resnet20"}, data="synthetic", shape=(3, 32, 32), classes=10,
+                     batch=64, iterations=20, lr=0.1, weight_decay=1e-4,  # cifar10_resnet20_sync
+                     goal=2.0),
+    "cifar_cnn": dict(zoo={"name": "cifar_cnn"}, data="synthetic", shape=(3, 32, 32), classes=100,
+                      batch=64, iterations=50, lr=0.05, weight_decay=5e-4,
+                      goal=2.0),  # paper/cifar100_cnn_dsync
+    "vgg16": dict(zoo={"name": "vgg16"}, data="synthetic", shape=(3, 32, 32), classes=10, batch=64,
+                  iterations=5, lr=0.01, weight_decay=5e-4,  # paper/pipedream/small/*vgg16*
+                  goal=1.5),
+    "resnet18_64": dict(zoo={"name": "resnet18", "small_input": True}, data="synthetic",
+                        shape=(3, 64, 64), classes=200, batch=64, iterations=2, lr=0.1,
+                        weight_decay=1e-4, goal=1.5),  # paper/resnet18_dsync
+}
+MEMORY_MODELS = ("resnet20", "vgg16")  # part 2: RSS at batch 64 and 128
+MEMORY_BATCHES = (64, 128)
+MEMORY_GOAL = 1.0  # dtrain's MB per sample of batch <= this x PyTorch's
+# Runs per point, the highest peak counts: the kernel may drop clean file-backed pages (PyTorch
+# maps a few hundred MB of libraries) during a run, which only ever lowers a peak.
+MEMORY_RUNS = 2
+TINY_MODEL, TINY_RSS_GOAL_MB = "lenet", 150
+GEMM_GOAL = 0.90   # the MLP's share of its GEMM-only bound
+TIME = "/usr/bin/time"  # GNU time: the peak RSS of a run
+
+
+def verdict(ok):
+    return "PASS" if ok else "FAIL"
+
+
+def flow(value):
+    """A value in YAML flow style: {name: resnet18, small_input: true}, [500, 500]."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---- measuring a child process -----------------------------------------------------------------
+
+def run_measured(cmd, what):
+    """Runs `cmd`; returns (its output, its peak RSS in MB). Exits with the output's tail when it
+    fails. The peak comes from GNU time (%M: ru_maxrss of its child): os.wait4 on a child of this
+    process could report this process's own peak instead, because Linux carries the RSS high-water
+    mark of the address space a child leaves at exec — this one's, when python forks with vfork —
+    into the child's ru_maxrss. Without /usr/bin/time, that is the fallback (this process never
+    imports torch or numpy, so its own peak stays far below any measured one)."""
+    with tempfile.TemporaryFile("w+") as log, tempfile.NamedTemporaryFile("r") as peak:
+        timed = os.access(TIME, os.X_OK)
+        argv = [TIME, "-f", "%M", "-o", peak.name, *cmd] if timed else cmd
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        log.seek(0)
+        out = log.read()
+        kib = int(peak.read().split()[-1]) if timed and p.returncode == 0 else usage.ru_maxrss
+    if p.returncode != 0:
+        tail = "\n".join(out.strip().splitlines()[-8:])
+        sys.exit(f"engine_vs_pytorch: {what} failed (exit code {p.returncode}):\n{tail}")
+    return out, kib / 1024.0
+
+
+# ---- dtrain ------------------------------------------------------------------------------------
+
+def dtrain_config(name, m, batch, threads, epochs, train_size, out):
+    if m["data"] == "fashion":
+        size = f", train_size: {train_size}" if train_size else ""
+        dataset = f"{{name: fashion_mnist, path: {DATA}, batch_size: {batch}{size}}}"
+    else:
+        c, h, w = m["shape"]
+        dataset = (f"{{name: synthetic, shape: [{c}, {h}, {w}], classes: {m['classes']}, "
+                   f"train_size: {train_size}, test_size: {batch}, batch_size: {batch}}}")
+    return f"""name: engine_vs_pytorch_{name}
+seed: 1
+model:       {flow(m["zoo"])}
+dataset:     {dataset}
+cluster:     {{device: cpu, threads_per_rank: {threads}}}
+algorithm:   {{name: sync}}
+optimizer:   {{name: sgd, lr: {m["lr"]}, momentum: 0.9, weight_decay: {m["weight_decay"]}, schedule: {{name: constant}}}}
+train:       {{epochs: {epochs}, eval_every_epochs: {epochs}}}
+output:      {{dir: {out}}}
+"""
+
+
+def dtrain_binary(build):
+    return os.path.join(build, "apps", "dtrain", "dtrain")
+
+
+def write_config(tmp, name, m, batch, threads, epochs, train_size):
+    """A fresh output folder and the config that writes into it."""
+    out = tempfile.mkdtemp(prefix=f"{name}-b{batch}-", dir=tmp)
+    cfg = os.path.join(out, "config.in.yaml")
+    with open(cfg, "w") as f:
+        f.write(dtrain_config(name, m, batch, threads, epochs, train_size,
+                              os.path.join(out, "run")))
+    return cfg, os.path.join(out, "run")
+
+
+def dtrain_summary(build, tmp, name, m, threads):
+    """(parameters, forward FLOPs per sample, backend line) from `dtrain --dry-run`'s summary:
+    the `total` row of the layer table ends with the parameter and FLOP counts."""
+    cfg, _ = write_config(tmp, name, m, m["batch"], threads, 1, m["batch"])
+    out, _ = run_measured([dtrain_binary(build), "--config", cfg, "--dry-run"],
+                          f"dtrain --dry-run of {name}")
+    total = re.search(r"^total\s+.*?(\d+)\s+(\d+)\s*$", out, re.M)
+    params = re.findall(r"^parameters: (\d+)$", out, re.M)
+    backend = re.search(r"^backend\s+(.*)$", out, re.M)
+    if not total or not params:
+        sys.exit(f"engine_vs_pytorch: no `total` row or `parameters:` line in the dry run of "
+                 f"{name}")
+    return int(params[-1]), int(total.group(2)), backend.group(1) if backend else "?"
+
+
+def dtrain_run(build, tmp, name, m, batch, threads, epochs, train_size, skip_first):
+    """Trains; returns (best samples/s over the epochs, the first skipped when `skip_first`, and
+    the process's peak RSS in MB)."""
+    cfg, out = write_config(tmp, name, m, batch, threads, epochs, train_size)
+    _, rss = run_measured([dtrain_binary(build), "--config", cfg],
+                          f"dtrain training {name} at batch {batch}")
+    with open(os.path.join(out, "timing.csv")) as f:
+        rows = [r for r in csv.DictReader(f) if r["rank"] == "0"]
+    measured = rows[1:] if skip_first and len(rows) > 1 else rows
+    return max(int(r["iterations"]) * batch / float(r["wall_s"]) for r in measured), rss
+
+
+# ---- PyTorch (in a child process: this script with --torch-worker) ------------------------------
 
 def load_idx(name):
+    import numpy as np
     with gzip.open(os.path.join(DATA, name)) as f:
         raw = f.read()
     magic, n = struct.unpack(">II", raw[:8])
@@ -33,91 +197,277 @@ def load_idx(name):
     return np.frombuffer(raw, np.uint8, offset=8)
 
 
-def torch_models():
-    # dtrain's zoo mlp and lenet (bench/torch_models.py), with out-of-place ReLUs.
-    return {"mlp": lambda: torch_models_lib.mlp(inplace=False),
-            "lenet": lambda: torch_models_lib.lenet(inplace=False)}
+def torch_worker(spec):
+    """Runs one PyTorch measurement described by `spec` (a dict, see torch_run) and prints
+    `RESULT {json}`: lean samples/s and, for Fashion-MNIST, the DataLoader loop's."""
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch_models  # beside this script
 
-
-def torch_samples_per_s(make_model, x, y, batch, epochs, lr, use_loader):
+    torch.set_num_threads(spec["threads"])
+    m, batch = MODELS[spec["model"]], spec["batch"]
     torch.manual_seed(1)
-    model = make_model()
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    if spec["model"] in ("mlp", "lenet"):  # 784-500-500-10 and 1x28x28, out-of-place ReLUs
+        model = getattr(torch_models, spec["model"])(inplace=False)
+    else:
+        model = torch_models.build(m["zoo"], m["shape"], m["classes"])
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=m["lr"], momentum=0.9,
+                          weight_decay=m["weight_decay"])
     loss_fn = nn.CrossEntropyLoss()
-    n = (len(x) // batch) * batch
-    best = 0.0
-    for epoch in range(epochs):
-        if use_loader:
-            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y),
-                                                 batch_size=batch, shuffle=True, drop_last=True)
-            batches = iter(loader)
-        else:
-            perm = torch.randperm(len(x))[:n].view(-1, batch)
-            batches = ((x[idx], y[idx]) for idx in perm)
-        start = time.perf_counter()
-        for xb, yb in batches:
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-        best = max(best, n / (time.perf_counter() - start))
+
+    def step(xb, yb):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+
+    result = {"params": sum(p.numel() for p in model.parameters())}
+    if m["data"] == "fashion":
+        x = (torch.from_numpy(load_idx("train-images-idx3-ubyte.gz").astype(np.float32)) / 255
+             - MEAN) / STD
+        y = torch.from_numpy(load_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
+        if spec["train_size"]:
+            x, y = x[:spec["train_size"]], y[:spec["train_size"]]
+        n = (len(x) // batch) * batch
+
+        def epochs(use_loader):
+            best = 0.0
+            for _ in range(spec["epochs"]):
+                if use_loader:
+                    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y),
+                                                         batch_size=batch, shuffle=True,
+                                                         drop_last=True)
+                    batches = iter(loader)
+                else:
+                    perm = torch.randperm(len(x))[:n].view(-1, batch)
+                    batches = ((x[idx], y[idx]) for idx in perm)
+                start = time.perf_counter()
+                for xb, yb in batches:
+                    step(xb, yb)
+                best = max(best, n / (time.perf_counter() - start))
+            return best
+
+        result["lean"] = epochs(False)
+        result["loader"] = epochs(True)
+    else:
+        # Two pre-made batches (dtrain's loader holds two prefetched ones).
+        xs = [torch.randn(batch, *m["shape"]) for _ in range(2)]
+        ys = [torch.randint(m["classes"], (batch,)) for _ in range(2)]
+        iterations = spec["iterations"]
+        for i in range(iterations):  # warm-up
+            step(xs[i % 2], ys[i % 2])
+        best = 0.0
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            for i in range(iterations):
+                step(xs[i % 2], ys[i % 2])
+            best = max(best, iterations * batch / (time.perf_counter() - start))
+        result["lean"] = best
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def torch_run(name, batch, threads, **spec):
+    """One PyTorch measurement in a fresh python process: (its result dict, its peak RSS in MB)."""
+    spec = dict(spec, model=name, batch=batch, threads=threads)
+    out, rss = run_measured([sys.executable, os.path.abspath(__file__), "--torch-worker",
+                             json.dumps(spec)], f"PyTorch training {name} at batch {batch}")
+    found = re.findall(r"^RESULT (.*)$", out, re.M)
+    if not found:
+        sys.exit(f"engine_vs_pytorch: the PyTorch worker for {name} printed no result:\n"
+                 f"{out[-2000:]}")
+    return json.loads(found[-1]), rss
+
+
+# ---- the C++ helpers ---------------------------------------------------------------------------
+
+def gemm_bound(build, threads, seconds, runs):
+    """The MLP's GEMM-only bound in samples/s: the best of `runs` runs (as the best epoch counts
+    on both sides), and that run's line."""
+    exe = os.path.join(build, "bench", "dtrain_gemm_bound")
+    best = (0.0, "")
+    for _ in range(runs):
+        out = subprocess.run([exe, "--batch", "100", "--layers", "784,500,500,10", "--threads",
+                              str(threads), "--seconds", str(seconds)], check=True,
+                             capture_output=True, text=True).stdout
+        best = max(best, (float(out.split("samples_per_s=")[1]), out.strip()))
     return best
 
 
-def dtrain_samples_per_s(build, config, batch, epochs, threads):
-    dtrain = os.path.join(build, "apps", "dtrain", "dtrain")
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [dtrain, "--config", os.path.join(ROOT, "configs", config), "--out", out,
-               "--set", f"train.epochs={epochs}", "--set", f"train.eval_every_epochs={epochs}",
-               "--set", f"dataset.batch_size={batch}",
-               "--set", f"cluster.threads_per_rank={threads}", "--set", "cluster.device=cpu"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(out, "timing.csv")) as f:
-            rows = list(csv.DictReader(f))
-    # Best epoch, as for PyTorch: the machines are shared and noisy.
-    return max(int(r["iterations"]) * batch / float(r["wall_s"]) for r in rows)
-
-
-def gemm_bound(build, threads):
-    exe = os.path.join(build, "bench", "dtrain_gemm_bound")
-    out = subprocess.run([exe, "--batch", "100", "--layers", "784,500,500,10", "--threads",
-                          str(threads), "--seconds", "3"], check=True, capture_output=True,
+def cpu_peak(build, seconds):
+    """(peak GFLOP/s of one core, the ISA lines)."""
+    exe = os.path.join(build, "bench", "dtrain_cpu_peak")
+    out = subprocess.run([exe, "--seconds", str(seconds)], check=True, capture_output=True,
                          text=True).stdout
-    print("  " + out.strip())
-    return float(out.split("samples_per_s=")[1])
+    isas = dict(re.findall(r"isa=(\w+) lanes=\d+ accumulators=\d+ gflops=([\d.]+)", out))
+    peak = re.search(r"isa=(\w+) peak_gflops=([\d.]+)", out)
+    return float(peak.group(2)), peak.group(1), isas
 
+
+# ---- the benchmark -----------------------------------------------------------------------------
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=2, help="Fashion-MNIST epochs (best counts)")
+    p.add_argument("--repeats", type=int, default=2,
+                   help="timed epochs / runs per side on synthetic data (best counts)")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--quick", action="store_true",
+                   help="a few iterations of everything: a smoke test, not a measurement")
+    p.add_argument("--torch-worker", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    x = (torch.from_numpy(load_idx("train-images-idx3-ubyte.gz").astype(np.float32)) / 255 - MEAN) / STD
-    y = torch.from_numpy(load_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
-    models = torch_models()
-    goals = {"mlp": 1.5, "lenet": 2.0}
-    print(f"torch {torch.__version__}, {a.threads} thread(s), Fashion-MNIST, best of {a.epochs} epochs")
-    print(f"{'model':6} {'batch':>5} {'dtrain/s':>10} {'torch/s':>10} {'ratio':>6} "
-          f"{'torch+DL/s':>10} {'ratio':>6}  goal")
-    results, peers = {}, {}
-    for name, config, batch in (("mlp", "fashion_mlp_sync.yaml", 100),
-                                ("lenet", "fashion_lenet_sync.yaml", 64)):
-        ours = dtrain_samples_per_s(a.build, config, batch, a.epochs, a.threads)
-        lean = torch_samples_per_s(models[name], x, y, batch, a.epochs, 0.05, False)
-        dl = torch_samples_per_s(models[name], x, y, batch, a.epochs, 0.05, True)
-        results[name] = ours
-        peers[name] = lean
-        verdict = "met" if ours / lean >= goals[name] else "NOT met"
-        print(f"{name:6} {batch:5d} {ours:10.0f} {lean:10.0f} {ours / lean:6.2f} {dl:10.0f} "
-              f"{ours / dl:6.2f}  >= {goals[name]}x lean torch: {verdict}")
-    bound = gemm_bound(a.build, a.threads)
-    frac = results["mlp"] / bound
-    print(f"mlp at {frac:.0%} of the GEMM-only bound ({results['mlp']:.0f} / {bound:.0f} samples/s); "
-          f"goal >= 75%: {'met' if frac >= 0.75 else 'NOT met'}")
-    # The ceiling any fp32 engine built on these GEMMs has against this peer.
-    print(f"the GEMM-only bound itself is {bound / peers['mlp']:.2f}x lean torch on the mlp")
+    if a.torch_worker:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # torch_models
+        return torch_worker(json.loads(a.torch_worker))
+    names = [n.strip() for n in a.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown or not names:
+        p.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(MODELS)}")
+    if min(a.threads, a.epochs, a.repeats) < 1:
+        p.error("--threads, --epochs and --repeats must be at least 1")
+    a.build = os.path.abspath(a.build)
+    for exe in (dtrain_binary(a.build), os.path.join(a.build, "bench", "dtrain_cpu_peak")):
+        if not os.access(exe, os.X_OK):
+            p.error(f"no {exe}: build it first (scripts/build.sh), or pass --build DIR")
+    if importlib.util.find_spec("torch") is None:
+        p.error(f"{sys.executable} has no torch: run this with Debian's /usr/bin/python3 "
+                "(python3-torch; scripts/setup.sh --bench)")
+    # Only the workers import torch: this process stays small (see run_measured).
+    torch_version = importlib.metadata.version("torch")
+    repeats = 1 if a.quick else a.repeats
+    fashion_epochs = 1 if a.quick else a.epochs
+    memory_runs = 1 if a.quick else MEMORY_RUNS
+
+    def iterations(m):
+        return 1 if a.quick else m["iterations"]
+
+    goals = []  # (what, met)
+
+    def judge(what, ok):
+        goals.append((what, ok))
+        return verdict(ok)
+
+    with tempfile.TemporaryDirectory(prefix="engine_vs_pytorch-") as tmp:
+        peak, peak_isa, isas = cpu_peak(a.build, 0.2 if a.quick else 1.0)
+        summaries = {n: dtrain_summary(a.build, tmp, n, MODELS[n], a.threads) for n in names}
+        backend = next(iter(summaries.values()))[2]
+        load = os.getloadavg()[0]
+        print(f"dtrain: {backend}; PyTorch {torch_version} (OpenBLAS), {a.threads} "
+              f"thread(s); load average {load:.2f} on {os.cpu_count()} cores at the start"
+              + ("; --quick: NOT a measurement" if a.quick else ""))
+        print("core peak fp32 (bench/cpu_peak.cpp): "
+              + ", ".join(f"{isa} {float(g):.1f}" for isa, g in isas.items())
+              + f" GFLOP/s; peak = {peak:.1f} ({peak_isa})")
+        if a.quick:
+            print("Fashion-MNIST: 1 epoch of 20 batches; synthetic: 1 warm-up + 1 timed epoch of 1 "
+                  "iteration")
+        else:
+            print(f"Fashion-MNIST: best of {fashion_epochs} epochs; synthetic: best of {repeats} "
+                  "timed epochs / runs after a warm-up one (iterations per epoch below)")
+
+        # 1. Speed.
+        speed, rss = {}, {}
+        print("\n1. Training throughput, samples/s (ratio = dtrain / lean PyTorch; input: "
+              "Fashion-MNIST or synthetic CxHxW; iters: per epoch / timed run)")
+        print(f"{'model':12} {'input':10} {'batch':>5} {'iters':>5} {'parameters':>11} "
+              f"{'dtrain/s':>9} {'torch/s':>9} {'ratio':>6} {'torch+DL/s':>10} {'ratio':>6}  goal")
+        for n in names:
+            m = MODELS[n]
+            params = summaries[n][0]
+            fashion = m["data"] == "fashion"
+            if fashion:
+                train_size = 20 * m["batch"] if a.quick else 0
+                its = (train_size or 60000) // m["batch"]
+                ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads,
+                                          fashion_epochs, train_size, False)
+                theirs, _ = torch_run(n, m["batch"], a.threads, epochs=fashion_epochs,
+                                      train_size=train_size)
+            else:
+                its = iterations(m)
+                ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, 1 + repeats,
+                                          its * m["batch"], True)
+                theirs, _ = torch_run(n, m["batch"], a.threads, iterations=its, repeats=repeats)
+            speed[n] = (ours, theirs["lean"])
+            if n == "mlp":  # right after the MLP's runs, under the same conditions
+                bound, bound_line = gemm_bound(a.build, a.threads, 0.5 if a.quick else 1,
+                                               1 if a.quick else 3)
+            data = "fmnist" if fashion else "x".join(map(str, m["shape"]))
+            loader = theirs.get("loader")
+            dl = f"{loader:10.0f} {ours / loader:6.2f}" if loader else f"{'-':>10} {'-':>6}"
+            ratio = ours / theirs["lean"]
+            goal = (f">= {m['goal']}x: {judge(n + ' speed', ratio >= m['goal'])}" if m["goal"]
+                    else "(its goal: the GEMM bound below)")
+            warn = ("" if theirs["params"] == params else
+                    f"  PARAMETERS DIFFER: torch {theirs['params']}")
+            print(f"{n:12} {data:10} {m['batch']:5d} {its:5d} {params:11,d} {ours:9.1f} "
+                  f"{theirs['lean']:9.1f} {ratio:6.2f} {dl}  {goal}{warn}", flush=True)
+        if "mlp" in names:
+            frac = speed["mlp"][0] / bound
+            print(f"  {bound_line} (best of {1 if a.quick else 3})")
+            met = judge("mlp GEMM bound", frac >= GEMM_GOAL)
+            print(f"mlp at {frac:.1%} of the GEMM-only bound ({speed['mlp'][0]:.0f} / {bound:.0f} "
+                  f"samples/s); goal >= {GEMM_GOAL:.0%}: {met}")
+            # The ceiling any fp32 engine built on these GEMMs has against this peer.
+            print(f"the GEMM-only bound itself is {bound / speed['mlp'][1]:.2f}x lean torch on the "
+                  "mlp")
+
+        # 2. Memory.
+        mem_names = [n for n in MEMORY_MODELS if n in names]
+        if mem_names or TINY_MODEL in names:
+            print(f"\n2. Peak RSS, MB (whole process; each run 1 warm-up + 1 epoch of 2 iterations; "
+                  f"highest of {memory_runs} runs)")
+        if mem_names:
+            batches = " ".join(f"{'batch ' + str(b):>9}" for b in MEMORY_BATCHES)
+            print(f"{'model':12} {'side':7} {batches} {'MB/sample':>10}")
+        for n in mem_names:
+            m = MODELS[n]
+            per_sample = {}
+            for side in ("dtrain", "torch"):
+                peaks = []
+                for b in MEMORY_BATCHES:
+                    runs = []
+                    for _ in range(memory_runs):
+                        if side == "dtrain":
+                            _, r = dtrain_run(a.build, tmp, n, m, b, a.threads, 2, 2 * b, True)
+                        else:
+                            _, r = torch_run(n, b, a.threads, iterations=2, repeats=1)
+                        runs.append(r)
+                    peaks.append(max(runs))
+                per_sample[side] = (peaks[-1] - peaks[0]) / (MEMORY_BATCHES[-1] - MEMORY_BATCHES[0])
+                print(f"{n:12} {side:7} " + " ".join(f"{r:9.0f}" for r in peaks)
+                      + f" {per_sample[side]:10.2f}", flush=True)
+            ratio = (per_sample["dtrain"] / per_sample["torch"] if per_sample["torch"] > 0
+                     else float("inf"))
+            print(f"{n:12} MB per sample of batch: dtrain {per_sample['dtrain']:.2f}, torch "
+                  f"{per_sample['torch']:.2f}, {ratio:.2f}x; goal <= {MEMORY_GOAL}x: "
+                  f"{judge(n + ' memory', ratio <= MEMORY_GOAL)}")
+        if TINY_MODEL in names:
+            r = rss[TINY_MODEL]
+            met = judge(TINY_MODEL + " RSS", r <= TINY_RSS_GOAL_MB)
+            print(f"{TINY_MODEL} (dtrain, the Fashion-MNIST run of part 1): peak RSS {r:.0f} MB; "
+                  f"goal <= {TINY_RSS_GOAL_MB} MB: {met}")
+
+        # 3. GFLOP/s.
+        cores = f"{a.threads} x " if a.threads > 1 else ""
+        print(f"\n3. Training GFLOP/s (3 x dtrain's forward FLOPs per sample x samples/s) against "
+              f"{cores}the core's peak {peak:.1f} GFLOP/s")
+        peak *= a.threads
+        print(f"{'model':12} {'fwd MFLOP':>10} {'train MFLOP':>11} {'dtrain GF/s':>11} "
+              f"{'% peak':>7} {'torch GF/s':>10} {'% peak':>7}")
+        for n in names:
+            flops = 3 * summaries[n][1]
+            ours, theirs = (flops * s / 1e9 for s in speed[n])
+            print(f"{n:12} {summaries[n][1] / 1e6:10.2f} {flops / 1e6:11.2f} {ours:11.1f} "
+                  f"{ours / peak:7.1%} {theirs:10.1f} {theirs / peak:7.1%}")
+    failed = [what for what, ok in goals if not ok]
+    print(f"\ngoals: {len(goals) - len(failed)} of {len(goals)} PASS"
+          + (f"; FAIL: {', '.join(failed)}" if failed else ""))
+    return 0
 
 
 if __name__ == "__main__":
