@@ -7,9 +7,10 @@
 // against activations of MBs; and plain activations of layers outside a blocked chain); even
 // LeNet's 6→16 convolution runs 2–4× faster this way than oneDNN's plain-layout (im2col + GEMM)
 // path, reorders included. 3×3 stride-1 convolutions on blocks of 16 channels, with 32 or more
-// of them and outputs of 8×8 or more, take oneDNN's Winograd kernels (F(4×4, 3×3)) instead of
-// its direct ones: measured per layer (--profile-layers) on ResNet-20 at batch 64, Winograd is
-// about a third faster at 32 and 64 channels and no faster at 16. DTRAIN_CONV_ALGO=direct or
+// of them and outputs of 4×4 or more, take oneDNN's Winograd kernels (F(4×4, 3×3)) instead of
+// its direct ones: measured per layer (--profile-layers) at batch 64, Winograd is about a third
+// faster on ResNet-20's 32 and 64 channels and no faster at 16, 25–40 % faster on VGG-16's
+// 4×4 outputs and twice as slow forward on its 2×2 ones. DTRAIN_CONV_ALGO=direct or
 // winograd forces one. A fused ReLU is a post-op of the oneDNN forward; the oneDNN backward
 // passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU
 // fused into a convolution's backward).
@@ -123,7 +124,7 @@ class CpuConv final : public ConvOp {
     if (!applies || (forced != nullptr && std::string_view(forced) == "direct")) return direct;
     if (forced != nullptr && std::string_view(forced) == "winograd") return winograd;
     const bool wins =
-        s.in_channels >= 32 && s.out_channels >= 32 && s.out_height() >= 8 && s.out_width() >= 8;
+        s.in_channels >= 32 && s.out_channels >= 32 && s.out_height() >= 4 && s.out_width() >= 4;
     return wins ? winograd : direct;
   }
 
