@@ -18,6 +18,7 @@
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO
 #include <string_view>
+#include <utility>  // pair: what was masked
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/direct_conv.h"  // DirectConv
@@ -82,7 +83,7 @@ class CpuConv final : public ConvOp {
     const float* mask = relu_output(y);
     if (direct_.backward_data)
       return kernels_.backward_data(mask, dy.data<float>(), w.data<float>(), dx.data<float>());
-    bd_ddst_.input(masked(y, dy));
+    bd_ddst_.input(masked(y, dy, /*reuse=*/true));
     bd_wei_.input(w);
     bd_dsrc_.output(dx);
     bwd_data_.execute(ctx_.stream, bd_args_);
@@ -99,7 +100,7 @@ class CpuConv final : public ConvOp {
       return kernels_.backward_weights(x.data<float>(), mask, dy.data<float>(), dw.data<float>(),
                                        dbias);
     bw_src_.input(x);
-    bw_ddst_.input(masked(y, dy));
+    bw_ddst_.input(masked(y, dy, /*reuse=*/false));
     bw_dwei_.output(dw);
     if (spec_.bias) bias_.set_data_handle(db.raw());
     bwd_weights_.execute(ctx_.stream, bw_args_);
@@ -213,11 +214,22 @@ class CpuConv final : public ConvOp {
     return y.data<float>();
   }
   // dy as the oneDNN backward passes must see it: masked by the fused ReLU's output.
-  Tensor masked(const Tensor& y, const Tensor& dy) {
+  // The weight gradient's call masks; the data gradient's, right after it on the same y and dy
+  // (the layer's backward), finds the scratch untouched (its generation) and reuses it. Only
+  // that order: a layer whose input needs no gradient calls the weight gradient alone.
+  Tensor masked(const Tensor& y, const Tensor& dy, bool reuse) {
     if (!spec_.relu) return dy;
-    Tensor out = ctx_.scratch(dy.numel());
-    relu_mask(y.data<float>(), dy.data<float>(), out.data<float>(), dy.numel());
-    return out;
+    if (reuse && masked_.defined() &&
+        masked_for_ == std::pair<const void*, const void*>(y.raw(), dy.raw()) &&
+        ctx_.scratch_generation() == masked_generation_) {
+      masked_for_ = {};
+      return masked_;
+    }
+    masked_ = ctx_.scratch(dy.numel());
+    relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
+    masked_for_ = {y.raw(), dy.raw()};
+    masked_generation_ = ctx_.scratch_generation();
+    return masked_;
   }
 
   static void check(const Tensor& t, const Shape& shape, const char* what) {
@@ -235,6 +247,9 @@ class CpuConv final : public ConvOp {
   BoundArg fwd_src_, fwd_wei_, fwd_dst_, bd_ddst_, bd_wei_, bd_dsrc_, bw_src_, bw_ddst_, bw_dwei_;
   memory bias_;
   DnnlArgs fwd_args_, bd_args_, bw_args_;
+  Tensor masked_;  // the last masked gradient, in the context's scratch
+  std::pair<const void*, const void*> masked_for_{};
+  uint64_t masked_generation_ = 0;
 };
 
 }  // namespace

@@ -124,6 +124,9 @@ class CpuPool final : public PoolOp {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     const bool max = s_.kind == PoolKind::max;
+    if constexpr (B == simd::L) {  // one vector per pixel
+      return max ? max_blocked_vec(xp, yp, idx, groups) : avg_blocked_vec(xp, yp, groups);
+    }
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
       const float* in = xp + g * in_plane * B;
@@ -160,6 +163,53 @@ class CpuPool final : public PoolOp {
         } else {
           for (int l = 0; l < B; ++l) y[l] = acc[l] / w.divisor;
         }
+      }
+    }
+  }
+
+  // Max pooling of 16-channel blocks, a vector per window position: the comparison picks the
+  // value and the pixel together (ties: the first in scan order, as everywhere).
+  void max_blocked_vec(const float* xp, float* yp, int32_t* idx, int64_t groups) const {
+    using namespace simd;
+    const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
+#pragma omp parallel for if (groups * in_plane * L > (1 << 16))
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* in = xp + g * in_plane * L;
+      float* out = yp + g * out_plane * L;
+      int32_t* at = idx ? idx + g * out_plane * L : nullptr;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const Window& w = windows_[o];
+        const int32_t first = static_cast<int32_t>(w.h0 * s_.width + w.w0);
+        Vec best = load(in + first * L);
+        IVec arg = IVec{} + first;
+        for (int64_t h = w.h0; h < w.h1; ++h)
+          for (int64_t c = w.w0; c < w.w1; ++c) {
+            const int32_t pixel = static_cast<int32_t>(h * s_.width + c);
+            const Vec v = load(in + pixel * L);
+            const IVec wins = v > best;
+            best = wins ? v : best;
+            arg = wins ? IVec{} + pixel : arg;
+          }
+        store(out + o * L, best);
+        if (at) store(at + o * L, arg);
+      }
+    }
+  }
+
+  // Average pooling of 16-channel blocks: the sums in the plain path's order, lane by lane.
+  void avg_blocked_vec(const float* xp, float* yp, int64_t groups) const {
+    using namespace simd;
+    const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
+#pragma omp parallel for if (groups * in_plane * L > (1 << 16))
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* in = xp + g * in_plane * L;
+      float* out = yp + g * out_plane * L;
+      for (int64_t o = 0; o < out_plane; ++o) {
+        const Window& w = windows_[o];
+        Vec sum{};
+        for (int64_t h = w.h0; h < w.h1; ++h)
+          for (int64_t c = w.w0; c < w.w1; ++c) sum += load(in + (h * s_.width + c) * L);
+        store(out + o * L, sum / w.divisor);
       }
     }
   }

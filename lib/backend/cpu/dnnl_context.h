@@ -19,12 +19,16 @@ struct DnnlContext {
   // buffer for all ops, grown to the largest request, instead of one per op and per sample.
   // Ops run on the backend's one compute thread, so calls never overlap.
   Tensor scratch(int64_t numel) {
+    ++generation_;
     if (scratch_.numel() < numel) scratch_ = Tensor::empty({numel});
     return scratch_.slice(0, {numel});
   }
+  // Changes with every scratch() call: an op can tell that its last contents are still there.
+  uint64_t scratch_generation() const { return generation_; }
 
  private:
   Tensor scratch_;
+  uint64_t generation_ = 0;
 };
 
 using dnnl_tag = dnnl::memory::format_tag;
