@@ -65,17 +65,29 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       if (!loader.next(batch)) break;
     }
     if (!allreducer_) {
+      // One rank: a layer's parameters are stepped as soon as backward has made their
+      // gradients final, while parameters and gradients are still in cache (the same update
+      // element for element, only earlier; PyTorch's optimizer-in-backward hooks do the same).
+      // The update phase then counts as backward.
+      const float lr = lr_at(epoch, i);
+      int64_t end = ctx_.model.num_parameters();
+      compute_gradients(batch, stats, [&](int64_t offset) {
+        ctx_.optimizer.step_range(lr, offset, end - offset);
+        end = offset;
+      });
+      finish_iteration(epoch, i, batch.labels.numel(), stats);
+      continue;
+    }
+    started_ = 0;
+    auto start = [&](int64_t offset) {
+      segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
+    };
+    if (segments_.size() > 1)
+      compute_gradients(batch, stats, start);
+    else
       compute_gradients(batch, stats);
-    } else {
-      started_ = 0;
-      auto start = [&](int64_t offset) {
-        segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
-      };
-      if (segments_.size() > 1)
-        compute_gradients(batch, stats, start);
-      else
-        compute_gradients(batch, stats);
-      start(segments_.begin());  // whatever backward has not started (all of it with one)
+    start(segments_.begin());  // whatever backward has not started (all of it with one)
+    {
       // What is still running after backward is exposed: the compute thread waits for it.
       PhaseTimer timer(t, Phase::wait);
       for (auto& f : inflight_) f.get();
