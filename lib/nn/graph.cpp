@@ -137,9 +137,18 @@ void Graph::fuse_activations() {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     if (!node.layer->is_relu() || node.inputs.size() != 1) continue;
-    Node& producer = nodes_[node.inputs[0]];
-    if (!producer.layer || producer.consumers.size() != 1) continue;
-    if (producer.layer->absorb_relu()) node.layer->mark_absorbed();
+    Node* producer = &nodes_[node.inputs[0]];
+    if (!producer->layer || producer->consumers.size() != 1) continue;
+    // A ReLU after a max pool (Caffe's order): max(maxpool(x), 0) = maxpool(max(x, 0)), so the
+    // layer before the pool may apply it; the pool then reads and passes on clamped values,
+    // and the gradient of a window whose maximum is not positive is cut either way.
+    if (producer->layer->commutes_with_relu() && producer->inputs.size() == 1 &&
+        !producer->layer->absorb_relu()) {
+      Node& before = nodes_[producer->inputs[0]];
+      if (!before.layer || before.consumers.size() != 1) continue;
+      producer = &before;
+    }
+    if (producer->layer->absorb_relu()) node.layer->mark_absorbed();
   }
 }
 

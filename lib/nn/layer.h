@@ -74,6 +74,8 @@ class Layer {
   // The ReLU's producer absorbed it: it becomes a view of its input whose gradient passes
   // straight through, and does no work.
   virtual void mark_absorbed() {}
+  // relu(f(x)) = f(relu(x)) (max pooling): a ReLU after it may be absorbed by its producer.
+  virtual bool commutes_with_relu() const { return false; }
   virtual bool absorbed() const { return false; }
 
   // ---- activation layouts (graph build, after fusion, before prepare; ops.h ChannelBlock) ----

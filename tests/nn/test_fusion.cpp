@@ -71,6 +71,18 @@ TEST_CASE("fused and unfused graphs compute the same outputs and gradients") {
     {name: fc, type: linear, out_features: 7},
     {name: r3, type: relu}])",
                         {2, 20, 8, 8});
+  // Caffe's order, convolution → max pool → ReLU: the ReLU moves into the convolution (the pool
+  // commutes with it); blocked and plain, with windows whose maximum is negative.
+  check_same_as_unfused(R"([
+    {name: c1, type: conv2d, out_channels: 32, kernel: 3, padding: 1},
+    {name: p1, type: maxpool2d, kernel: 3, stride: 2, ceil_mode: true},
+    {name: r1, type: relu},
+    {name: c2, type: conv2d, out_channels: 3, kernel: 3},
+    {name: p2, type: maxpool2d, kernel: 2},
+    {name: r2, type: relu},
+    {name: f, type: flatten},
+    {name: fc, type: linear, out_features: 4}])",
+                        {2, 3, 12, 12});
   // A producer read twice is not fused: the add needs the pre-activation.
   check_same_as_unfused(R"([
     {name: fc1, type: linear, out_features: 6},
@@ -110,6 +122,18 @@ TEST_CASE("the summary marks fused ReLUs; only single-reader producers fuse") {
   CHECK(line("r1").find("relu (fused)") != std::string::npos);
   CHECK(line("r2").find("fused") == std::string::npos);  // fc1 is also read by the add
   CHECK(line("r3").find("fused") == std::string::npos);  // an add cannot absorb it
+  // Through a max pool into the convolution before it; not through an average pool.
+  Graph pooled(nodes(R"([
+    {name: c1, type: conv2d, out_channels: 4, kernel: 3},
+    {name: p1, type: maxpool2d, kernel: 2},
+    {name: r1, type: relu},
+    {name: c2, type: conv2d, out_channels: 4, kernel: 1},
+    {name: p2, type: avgpool2d, kernel: 2},
+    {name: r2, type: relu}])"),
+               {2, 1, 10, 10});
+  const std::string ps = pooled.summary();
+  CHECK(ps.find("r1                     relu (fused)") != std::string::npos);
+  CHECK(ps.find("r2                     relu (fused)") == std::string::npos);
   Graph unfused(
       nodes("[{name: c, type: conv2d, out_channels: 2, kernel: 3}, {name: r, type: relu}]"),
       {1, 1, 4, 4}, false);

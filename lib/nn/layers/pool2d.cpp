@@ -33,6 +33,7 @@ class Pool2d final : public Layer {
     return spec_.output_shape();
   }
 
+  bool commutes_with_relu() const override { return !global_ && config_.kind == PoolKind::max; }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
 
