@@ -30,6 +30,8 @@ case "${1:-}" in
     # where dtrain looks for it (../lib beside its bin/).
     tar tJf .devbundle/devbundle.tar.xz | grep -x 'devbundle/lib/libdtrain_cuda.so' >/dev/null ||
       { echo "the bundle lacks lib/libdtrain_cuda.so (the CUDA plugin)" >&2; exit 1; }
+    # The image decoder plugin (libdtrain_image.so) stays out, and OpenCV's libraries with it: no
+    # check here reads an image folder.
     ;;
   run)
     tar xJf .devbundle/devbundle.tar.xz -C /tmp && source /tmp/devbundle/env.sh || exit 1

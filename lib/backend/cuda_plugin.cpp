@@ -1,37 +1,20 @@
 #include "backend/cuda_plugin.h"
 
-#include <dlfcn.h>  // dlopen, dlsym, dlerror
+#include <dlfcn.h>  // dlopen, dlsym
 
-#include <filesystem>  // the running program's directory, the candidate paths
 #include <string>
-#include <system_error>  // error_code: a missing path is no exception
-#include <vector>
+
+#include "core/plugin_path.h"  // open_plugin: where the plugin may be; dl_error
 
 namespace dtrain {
 namespace {
 
 constexpr const char* kPluginFile = "libdtrain_cuda.so";
-
-std::string dl_error() {
-  const char* error = dlerror();
-  return error ? error : "unknown error";
-}
-
-// Where the plugin may be, in order: next to the program and in ../lib beside it (an
-// installation; the bundle of scripts/gpu_check.sh), then where the build tree put it.
-std::vector<std::filesystem::path> plugin_paths() {
-  std::vector<std::filesystem::path> paths;
-  std::error_code error;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    paths.push_back(exe.parent_path() / kPluginFile);
-    paths.push_back(exe.parent_path().parent_path() / "lib" / kPluginFile);
-  }
 #ifdef DTRAIN_CUDA_PLUGIN_BUILD_PATH
-  paths.emplace_back(DTRAIN_CUDA_PLUGIN_BUILD_PATH);
+constexpr const char* kPluginBuildPath = DTRAIN_CUDA_PLUGIN_BUILD_PATH;  // the build tree's
+#else
+constexpr const char* kPluginBuildPath = "";
 #endif
-  return paths;
-}
 
 struct Plugin {
   bool loaded = false;
@@ -50,34 +33,14 @@ Plugin load_plugin() {
     plugin.path = kPluginFile;
     return plugin;
   }
-  // RTLD_NOW: a symbol that the program does not provide is an error here, not a crash later.
-  const int mode = RTLD_NOW | RTLD_LOCAL;
-  std::string looked;
-  for (const std::filesystem::path& path : plugin_paths()) {
-    std::error_code error;
-    if (!std::filesystem::exists(path, error)) {
-      looked += (looked.empty() ? "" : ", ") + path.string();
-      continue;
-    }
-    plugin.path = path.string();
-    plugin.handle = dlopen(plugin.path.c_str(), mode);
-    if (!plugin.handle) {
-      plugin.error = "the CUDA plugin " + plugin.path + " cannot be loaded: " + dl_error();
-      return plugin;
-    }
-    break;
-  }
-  if (!plugin.handle) {  // the dynamic linker's search: LD_LIBRARY_PATH, ld.so.cache
-    plugin.path = kPluginFile;
-    plugin.handle = dlopen(kPluginFile, mode);
-    if (!plugin.handle) {
-      const std::string error = dl_error();
-      const bool missing = error.rfind(std::string(kPluginFile) + ":", 0) == 0;
-      plugin.error = missing ? "the CUDA plugin " + plugin.path + " is missing (not at " + looked +
-                                   " nor on the library path)"
-                             : "the CUDA plugin cannot be loaded: " + error;
-      return plugin;
-    }
+  // Next to the program, in ../lib beside it, in the build tree, on the library path (RTLD_NOW:
+  // a symbol that the program does not provide is an error here, not a crash later).
+  OpenedPlugin opened = open_plugin(kPluginFile, kPluginBuildPath, "the CUDA plugin");
+  plugin.path = opened.path;
+  plugin.handle = opened.handle;
+  if (!plugin.handle) {
+    plugin.error = opened.error;
+    return plugin;
   }
   using AbiFunction = int (*)();
   const auto abi = reinterpret_cast<AbiFunction>(dlsym(plugin.handle, "dtrain_cuda_plugin_abi"));

@@ -1,23 +1,23 @@
 #include "data/imagefolder.h"
 
-#include "core/error.h"  // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
+#include "core/error.h"  // DTRAIN_INPUT_CHECK, DTRAIN_CHECK, Error
 
 #ifdef DTRAIN_HAS_OPENCV
-#include <opencv2/core.hpp>       // cv::Mat
-#include <opencv2/imgcodecs.hpp>  // cv::imread
-#include <opencv2/imgproc.hpp>    // cv::resize
+#include <dlfcn.h>  // dlsym, dlclose
 
-#include <algorithm>   // sort, min
+#include <algorithm>   // sort
 #include <cctype>      // tolower
-#include <cmath>       // lround
 #include <filesystem>  // directory_iterator
 #include <set>
+#include <string>
 #include <vector>
 
-#include "core/rng.h"        // random_bits: crop offsets and flips
-#include "data/describe.h"   // describe_dataset
-#include "data/normalize.h"  // Normalization, ByteLut
-#include "data/subset.h"     // requested_samples
+#include "core/plugin_path.h"    // open_plugin: libdtrain_image.so, wherever it is
+#include "core/rng.h"            // random_bits: crop offsets and flips
+#include "data/describe.h"       // describe_dataset
+#include "data/image_decoder.h"  // the plugin's C interface
+#include "data/normalize.h"      // Normalization, ByteLut
+#include "data/subset.h"         // requested_samples
 #endif
 
 namespace dtrain {
@@ -35,6 +35,66 @@ std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions&, Split) {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The image decoder plugin (data/image_decoder.h): OpenCV, loaded when the first image folder is
+// opened rather than linked, so that no other run maps it.
+struct ImageDecoder {
+  decltype(&dtrain_image_decode) decode = nullptr;
+  decltype(&dtrain_image_error) error = nullptr;
+  decltype(&dtrain_image_set_threads) set_threads = nullptr;
+};
+
+constexpr const char* kDecoderFile = "libdtrain_image.so";
+#ifdef DTRAIN_IMAGE_PLUGIN_BUILD_PATH
+constexpr const char* kDecoderBuildPath = DTRAIN_IMAGE_PLUGIN_BUILD_PATH;  // the build tree's
+#else
+constexpr const char* kDecoderBuildPath = "";
+#endif
+
+// The plugin's entry points, or why it cannot be used.
+struct LoadedDecoder {
+  ImageDecoder decoder;
+  std::string error;
+};
+
+LoadedDecoder load_decoder() {
+  LoadedDecoder loaded;
+  const OpenedPlugin plugin =
+      open_plugin(kDecoderFile, kDecoderBuildPath, "the image decoder plugin");
+  if (!plugin.handle) {
+    loaded.error = plugin.error;
+    return loaded;
+  }
+  using AbiFunction = decltype(&dtrain_image_abi);
+  const auto abi = reinterpret_cast<AbiFunction>(dlsym(plugin.handle, "dtrain_image_abi"));
+  if (!abi || abi() != DTRAIN_IMAGE_ABI) {
+    loaded.error = "the image decoder plugin " + plugin.path +
+                   " belongs to another build of dtrain (ABI " +
+                   (abi ? std::to_string(abi()) : std::string("unknown")) + ", this dtrain's " +
+                   std::to_string(DTRAIN_IMAGE_ABI) + ")";
+    dlclose(plugin.handle);
+    return loaded;
+  }
+  ImageDecoder& d = loaded.decoder;
+  d.decode = reinterpret_cast<decltype(d.decode)>(dlsym(plugin.handle, "dtrain_image_decode"));
+  d.error = reinterpret_cast<decltype(d.error)>(dlsym(plugin.handle, "dtrain_image_error"));
+  d.set_threads =
+      reinterpret_cast<decltype(d.set_threads)>(dlsym(plugin.handle, "dtrain_image_set_threads"));
+  if (!d.decode || !d.error || !d.set_threads) {
+    loaded.error = "the image decoder plugin " + plugin.path +
+                   " lacks dtrain_image_decode, dtrain_image_error or dtrain_image_set_threads";
+    loaded.decoder = {};
+  }
+  return loaded;  // never unloaded: the loader's threads keep buffers of the plugin's
+}
+
+// The plugin, loaded on the first call (once: loading is neither cheap nor undone); a missing or
+// broken plugin is an installation problem, not a bad input: Error (exit 1).
+const ImageDecoder& image_decoder() {
+  static const LoadedDecoder loaded = load_decoder();
+  if (!loaded.error.empty()) throw Error("dataset.name: imagefolder: " + loaded.error);
+  return loaded.decoder;
+}
 
 struct Sample {
   std::string file;
@@ -95,10 +155,11 @@ std::vector<Sample> list_samples(const fs::path& dir, const std::vector<std::str
 
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(std::vector<Sample> samples, int64_t classes, int64_t image_size,
-                     int64_t resize, bool augment, const Normalization& norm, uint64_t seed,
-                     std::string description)
-      : samples_(std::move(samples)),
+  ImageFolderDataset(const ImageDecoder& decoder, std::vector<Sample> samples, int64_t classes,
+                     int64_t image_size, int64_t resize, bool augment, const Normalization& norm,
+                     uint64_t seed, std::string description)
+      : decoder_(decoder),
+        samples_(std::move(samples)),
         classes_(classes),
         image_size_(image_size),
         resize_(resize),
@@ -115,19 +176,14 @@ class ImageFolderDataset final : public Dataset {
   int32_t load(int64_t index, float* out, int64_t epoch) const override {
     DTRAIN_CHECK(index >= 0 && index < size()) << "sample " << index << " of " << size();
     const Sample& sample = samples_[index];
-    cv::Mat image = cv::imread(sample.file, cv::IMREAD_COLOR);  // 8-bit BGR, grey expanded
+    // Shorter side → resize_, aspect kept; 8-bit BGR, grey expanded.
+    DtrainImage resized{};
+    const int status = decoder_.decode(sample.file.c_str(), static_cast<int>(resize_), &resized);
     // A bad input file (exit 2), like a truncated idx file: the user can fix or remove it.
-    DTRAIN_INPUT_CHECK(!image.empty())
+    DTRAIN_INPUT_CHECK(status != DTRAIN_IMAGE_UNREADABLE)
         << sample.file << ": cannot read or decode the image (corrupt, truncated or not an image)";
-
-    // Shorter side → resize_, aspect kept.
-    const double scale = static_cast<double>(resize_) / std::min(image.rows, image.cols);
-    const int rows = std::max<int>(resize_, static_cast<int>(std::lround(image.rows * scale)));
-    const int cols = std::max<int>(resize_, static_cast<int>(std::lround(image.cols * scale)));
-    cv::Mat resized;
-    // Area averaging does not alias when shrinking; bilinear is right for enlarging.
-    cv::resize(image, resized, cv::Size(cols, rows), 0, 0,
-               scale < 1.0 ? cv::INTER_AREA : cv::INTER_LINEAR);
+    DTRAIN_CHECK(status == DTRAIN_IMAGE_OK) << sample.file << ": " << decoder_.error();
+    const int rows = resized.rows, cols = resized.cols;
 
     const int64_t S = image_size_;
     int64_t y0 = (rows - S) / 2, x0 = (cols - S) / 2;
@@ -146,7 +202,7 @@ class ImageFolderDataset final : public Dataset {
     float* out_g = out + S * S;
     float* out_b = out + 2 * S * S;
     for (int64_t y = 0; y < S; ++y) {
-      const uint8_t* row = resized.ptr<uint8_t>(static_cast<int>(y0 + y)) + 3 * x0;
+      const uint8_t* row = resized.pixels + static_cast<size_t>(y0 + y) * resized.step + 3 * x0;
       for (int64_t x = 0; x < S; ++x) {
         const uint8_t* px = row + 3 * (flip ? S - 1 - x : x);
         out_r[y * S + x] = lut_r[px[2]];
@@ -158,6 +214,7 @@ class ImageFolderDataset final : public Dataset {
   }
 
  private:
+  const ImageDecoder& decoder_;  // the plugin's, loaded for good
   std::vector<Sample> samples_;
   int64_t classes_, image_size_, resize_;
   bool augment_;
@@ -199,14 +256,15 @@ std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions& options, Split s
 
   // Decoding runs on the loader's threads; OpenCV's own pool inside each resize would only
   // oversubscribe the cores.
-  cv::setNumThreads(1);
+  const ImageDecoder& decoder = image_decoder();
+  decoder.set_threads(1);
   const int64_t classes_count = static_cast<int64_t>(classes.size());
   const Normalization imagenet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
   std::string description = describe_dataset(
       "imagefolder", split, static_cast<int64_t>(samples.size()),
       Shape{3, options.image_size, options.image_size}, classes_count, dir.string());
   return std::make_unique<ImageFolderDataset>(
-      std::move(samples), classes_count, options.image_size, options.resize,
+      decoder, std::move(samples), classes_count, options.image_size, options.resize,
       options.augment && split == Split::train, resolve_normalization(options, 3, imagenet),
       options.seed, std::move(description));
 }

@@ -40,16 +40,39 @@ awk -F, 'NR > 1 {
 [ "$(tail -1 "$WORK/again/accuracy.csv" | cut -d, -f2)" = 5 ] || fail "max_iterations row: $(tail -1 "$WORK/again/accuracy.csv")"
 finish
 
-# `cmake --install` puts dtrain (and nothing else) in PREFIX/bin, and with CUDA the CUDA plugin
-# in PREFIX/lib, where dtrain looks for it.
+# OpenCV is in the image decoder plugin (lib/data/image_decoder.h), not in dtrain itself.
+opencv_needed=$(readelf -d "$DTRAIN" | grep NEEDED | grep -i opencv)
+[ -z "$opencv_needed" ] || fail "dtrain needs OpenCV itself: $opencv_needed"
+loaded=$(LD_DEBUG=files "$DTRAIN" --config "$cfg" --set train.max_iterations=2 --out "$WORK/plain" 2>&1 |
+         grep -oE 'file=[^ ]*(opencv|dtrain_image)[^ ]*' | sort -u)
+[ -z "$loaded" ] || fail "a run on synthetic data loaded $(echo $loaded)"
+
+# `cmake --install` puts dtrain (and nothing else) in PREFIX/bin, and its plugins in PREFIX/lib,
+# where dtrain looks for them: with CUDA the CUDA plugin, with OpenCV the image decoder.
 build_dir=$(dirname "$(dirname "$(dirname "$DTRAIN")")")
 if [ -f "$build_dir/cmake_install.cmake" ]; then
   cmake --install "$build_dir" --prefix "$WORK/prefix" > "$WORK/install.txt" 2>&1 ||
     fail "cmake --install: $(tail -3 "$WORK/install.txt")"
   installed=$(cd "$WORK/prefix" && find . -type f | sort | tr '\n' ' ')
   expected="./bin/dtrain "
-  [ -f "$build_dir/lib/libdtrain_cuda.so" ] && expected="./bin/dtrain ./lib/libdtrain_cuda.so "
+  [ -f "$build_dir/lib/libdtrain_cuda.so" ] && expected+="./lib/libdtrain_cuda.so "
+  [ -f "$build_dir/lib/libdtrain_image.so" ] && expected+="./lib/libdtrain_image.so "
   [ "$installed" = "$expected" ] || fail "cmake --install installed: $installed"
   "$WORK/prefix/bin/dtrain" --version | grep -q "^dtrain " || fail "the installed dtrain does not run"
+  if [ -f "$WORK/prefix/lib/libdtrain_image.so" ]; then
+    # An image folder: the installed dtrain loads the installed decoder (LD_DEBUG=files names
+    # every library the dynamic linker opens), which the run on synthetic data above did not.
+    for class in a b; do
+      mkdir -p "$WORK/images/train/$class" "$WORK/images/val/$class"
+      printf 'P6\n8 8\n255\n%0192d' 0 > "$WORK/images/train/$class/1.ppm"
+      printf 'P6\n8 8\n255\n%0192d' 0 > "$WORK/images/val/$class/1.ppm"
+    done
+    images="dataset={name: imagefolder, path: $WORK/images, batch_size: 2, image_size: 8, resize: 8}"
+    LD_DEBUG=files "$WORK/prefix/bin/dtrain" --config "$cfg" --set "$images" \
+      --set train.epochs=1 --out "$WORK/images_run" > "$WORK/images.txt" 2>&1 ||
+      fail "imagefolder with the installed dtrain: exit code $? ($(grep -v '^ *[0-9]*:' "$WORK/images.txt" | tail -3))"
+    grep -q "file=$WORK/prefix/lib/libdtrain_image.so " "$WORK/images.txt" ||
+      fail "the installed dtrain did not load $WORK/prefix/lib/libdtrain_image.so: $(grep -m3 'file=[^ ]*libdtrain_image' "$WORK/images.txt")"
+  fi
 fi
 finish
