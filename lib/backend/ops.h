@@ -61,6 +61,9 @@ struct ConvSpec {
   bool bias = true;
   bool relu = false;                          // fused activation: y = max(conv(x) + b, 0)
   ChannelBlock src_block = 1, dst_block = 1;  // layouts of x and dx, of y and dy
+  // The backward passes may overwrite dy (a fused ReLU masks it in place instead of into
+  // scratch): the caller reads dy no more after them.
+  bool dy_writable = false;
   int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
   Shape input_shape() const { return {batch, in_channels, height, width}; }

@@ -64,6 +64,14 @@ void Graph::plan_memory() {
     if (i == n - 1) touch(b, n);
   }
 
+  // A node may overwrite its output gradient when no node before it shares that buffer (one
+  // that passes its gradient through and runs backward later) and it is not the caller's.
+  for (int i = 1; i < n; ++i) {
+    bool writable = i < n - 1;
+    for (int j = 0; j < i && writable; ++j) writable = nodes_[j].grad_owner != nodes_[i].grad_owner;
+    nodes_[i].layer->set_output_gradient_writable(writable);
+  }
+
   constexpr int64_t kAlignment = 16;  // floats: 64-byte lines for the vector kernels
   const ArenaPlan plan = plan_arena(buffers, kAlignment);
   arena_ = backend_->empty({std::max<int64_t>(plan.size, 1)});

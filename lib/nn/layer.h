@@ -99,6 +99,9 @@ class Layer {
   // The output may overwrite input 0 (element-wise layers whose backward reads neither their
   // input nor, through it, anything the producer needs); the graph decides when it does.
   virtual bool can_run_in_place() const { return false; }
+  // Nothing reads this layer's output gradient after its backward (the graph's plan says so
+  // before prepare): the backward may overwrite it.
+  virtual void set_output_gradient_writable(bool) {}
 
   virtual std::vector<ParamDecl> params() const { return {}; }
   virtual std::vector<ParamDecl> buffers() const { return {}; }  // non-trainable state

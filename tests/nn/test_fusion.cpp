@@ -83,6 +83,17 @@ TEST_CASE("fused and unfused graphs compute the same outputs and gradients") {
     {name: f, type: flatten},
     {name: fc, type: linear, out_features: 4}])",
                         {2, 3, 12, 12});
+  // Two fused convolutions whose gradients are one buffer (the add passes it to both): the one
+  // that runs backward first must not mask it in place for the other.
+  check_same_as_unfused(R"([
+    {name: c1, type: conv2d, out_channels: 32, kernel: 3, padding: 1},
+    {name: r1, type: relu},
+    {name: c2, type: conv2d, out_channels: 32, kernel: 1, inputs: [input]},
+    {name: r2, type: relu},
+    {name: s, type: add, inputs: [r1, r2]},
+    {name: f, type: flatten},
+    {name: fc, type: linear, out_features: 3}])",
+                        {2, 16, 6, 6});
   // A producer read twice is not fused: the add needs the pre-activation.
   check_same_as_unfused(R"([
     {name: fc1, type: linear, out_features: 6},

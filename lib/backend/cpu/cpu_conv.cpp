@@ -18,7 +18,6 @@
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO
 #include <string_view>
-#include <utility>  // pair: what was masked
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/direct_conv.h"  // DirectConv
@@ -65,6 +64,7 @@ class CpuConv final : public ConvOp {
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
     check(x, spec_.input_shape(), "x");
     check(y, spec_.output_shape(), "y");
+    ++forwards_;
     const float* bias = spec_.bias ? b.data<float>() : nullptr;
     if (direct_.forward)
       return kernels_.forward(x.data<float>(), w.data<float>(), bias, y.data<float>(), spec_.relu);
@@ -213,21 +213,23 @@ class CpuConv final : public ConvOp {
     check(y, spec_.output_shape(), "y");
     return y.data<float>();
   }
-  // dy as the oneDNN backward passes must see it: masked by the fused ReLU's output.
-  // The weight gradient's call masks; the data gradient's, right after it on the same y and dy
-  // (the layer's backward), finds the scratch untouched (its generation) and reuses it. Only
-  // that order: a layer whose input needs no gradient calls the weight gradient alone.
+  // dy as the oneDNN backward passes must see it: masked by the fused ReLU's output, in place
+  // when the caller allows it (spec.dy_writable), else into the context's shared scratch. The
+  // weight gradient's call masks; the data gradient's, right after it in the same backward (no
+  // forward since: the key is the forward count) on the same y and dy, reuses that. Only this
+  // order: a layer whose input needs no gradient calls the weight gradient alone.
   Tensor masked(const Tensor& y, const Tensor& dy, bool reuse) {
     if (!spec_.relu) return dy;
-    if (reuse && masked_.defined() &&
-        masked_for_ == std::pair<const void*, const void*>(y.raw(), dy.raw()) &&
-        ctx_.scratch_generation() == masked_generation_) {
-      masked_for_ = {};
-      return masked_;
+    const Key key{y.raw(), dy.raw(), forwards_};
+    const bool again = reuse && masked_key_ == key;
+    masked_key_ = reuse ? Key{} : key;
+    if (spec_.dy_writable) {
+      if (!again) relu_mask(y.data<float>(), dy.data<float>(), dy.data<float>(), dy.numel());
+      return dy;
     }
+    if (again && ctx_.scratch_generation() == masked_generation_) return masked_;
     masked_ = ctx_.scratch(dy.numel());
     relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
-    masked_for_ = {y.raw(), dy.raw()};
     masked_generation_ = ctx_.scratch_generation();
     return masked_;
   }
@@ -247,8 +249,15 @@ class CpuConv final : public ConvOp {
   BoundArg fwd_src_, fwd_wei_, fwd_dst_, bd_ddst_, bd_wei_, bd_dsrc_, bw_src_, bw_ddst_, bw_dwei_;
   memory bias_;
   DnnlArgs fwd_args_, bd_args_, bw_args_;
-  Tensor masked_;  // the last masked gradient, in the context's scratch
-  std::pair<const void*, const void*> masked_for_{};
+  struct Key {
+    const void* y = nullptr;
+    const void* dy = nullptr;
+    uint64_t forward = 0;
+    bool operator==(const Key&) const = default;
+  };
+  uint64_t forwards_ = 0;  // forward calls so far
+  Key masked_key_;         // what the last weight-gradient call masked
+  Tensor masked_;          // ... into the context's scratch (not dy_writable)
   uint64_t masked_generation_ = 0;
 };
 

@@ -56,6 +56,7 @@ class Conv2d final : public Layer {
     spec_.src_block = in[0];
     spec_.dst_block = out;
   }
+  void set_output_gradient_writable(bool writable) override { spec_.dy_writable = writable; }
   // The weight gradient reads the input; a fused ReLU's mask is the output.
   bool backward_reads_output() const override { return spec_.relu; }
 
