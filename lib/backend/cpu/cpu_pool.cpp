@@ -5,7 +5,8 @@
 // divide by the part of the window inside the padded input, as PyTorch and Caffe do.
 // The max-pool workspace holds, per output, the index of the chosen input within its plane.
 // Channel-blocked tensors (spec.block B) pool B channels of a pixel at once, one vector per
-// window position; their workspace holds, per output element, the chosen pixel of its plane.
+// window position; their workspace holds, per output element, the chosen position within its
+// window in one byte (a quarter of an index: max pooling's memory per sample of batch).
 #include <algorithm>  // min, max
 #include <cstring>    // memset
 #include <limits>
@@ -43,6 +44,8 @@ class CpuPool final : public PoolOp {
   explicit CpuPool(const PoolSpec& s) : s_(s), oh_(s.out_height()), ow_(s.out_width()) {
     DTRAIN_CHECK(s.block == 1 || ((s.block == 8 || s.block == 16) && s.channels % s.block == 0))
         << "pooling: no blocks of " << s.block << " for " << s.input_shape().str();
+    DTRAIN_CHECK(s.block == 1 || s.kernel_h * s.kernel_w <= 256)
+        << "pooling: a window of more than 256 positions on a blocked tensor";
     DTRAIN_CHECK(oh_ > 0 && ow_ > 0)
         << "pooling output would be empty for input " << s.input_shape().str();
     DTRAIN_CHECK(s.pad_h < s.kernel_h && s.pad_w < s.kernel_w) << "pooling padding >= kernel";
@@ -54,7 +57,9 @@ class CpuPool final : public PoolOp {
   }
 
   size_t workspace_bytes() const override {
-    return s_.kind == PoolKind::max ? static_cast<size_t>(planes() * oh_ * ow_) * 4 : 0;
+    const size_t bytes_per_output = s_.block > 1 ? 1 : 4;
+    return s_.kind == PoolKind::max ? static_cast<size_t>(planes() * oh_ * ow_) * bytes_per_output
+                                    : 0;
   }
 
   void forward(const Tensor& x, const Tensor& y, const Tensor& workspace, bool training) override {
@@ -68,9 +73,10 @@ class CpuPool final : public PoolOp {
     if (keep_index) {
       DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace";
     }
+    uint8_t* positions = keep_index ? static_cast<uint8_t*>(workspace.raw()) : nullptr;
+    if (s_.block == 16) return forward_blocked<16>(xp, yp, positions, rows);
+    if (s_.block == 8) return forward_blocked<8>(xp, yp, positions, rows);
     int32_t* idx = keep_index ? workspace.data<int32_t>() : nullptr;
-    if (s_.block == 16) return forward_blocked<16>(xp, yp, idx, rows);
-    if (s_.block == 8) return forward_blocked<8>(xp, yp, idx, rows);
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
       const float* in = xp + p * in_plane;
@@ -90,9 +96,11 @@ class CpuPool final : public PoolOp {
                   out_plane = oh_ * ow_;
     const float* g = dy.data<float>();
     float* d = dx.data<float>();
-    const int32_t* idx = s_.kind == PoolKind::max ? workspace.data<int32_t>() : nullptr;
-    if (s_.block == 16) return backward_blocked<16>(g, idx, d, rows);
-    if (s_.block == 8) return backward_blocked<8>(g, idx, d, rows);
+    const bool max = s_.kind == PoolKind::max;
+    const auto* positions = max ? static_cast<const uint8_t*>(workspace.raw()) : nullptr;
+    if (s_.block == 16) return backward_blocked<16>(g, positions, d, rows);
+    if (s_.block == 8) return backward_blocked<8>(g, positions, d, rows);
+    const int32_t* idx = max ? workspace.data<int32_t>() : nullptr;
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
       float* din = d + p * in_plane;
@@ -120,7 +128,7 @@ class CpuPool final : public PoolOp {
   // Blocked forward: per group of B channels of a sample, an [H, W, B] plane in, [OH, OW, B]
   // out; the scan order and ties as the plain path's (first maximum wins).
   template <int B>
-  void forward_blocked(const float* xp, float* yp, int32_t* idx, int64_t rows) const {
+  void forward_blocked(const float* xp, float* yp, uint8_t* idx, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     const bool max = s_.kind == PoolKind::max;
@@ -131,25 +139,24 @@ class CpuPool final : public PoolOp {
     for (int64_t g = 0; g < groups; ++g) {
       const float* in = xp + g * in_plane * B;
       float* out = yp + g * out_plane * B;
-      int32_t* at = idx ? idx + g * out_plane * B : nullptr;
+      uint8_t* at = idx ? idx + g * out_plane * B : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
         float acc[B];
-        int32_t arg[B];
-        const int32_t first = static_cast<int32_t>(w.h0 * s_.width + w.w0);
+        uint8_t arg[B];
         for (int l = 0; l < B; ++l) {
           acc[l] = max ? -std::numeric_limits<float>::infinity() : 0.0f;
-          arg[l] = first;
+          arg[l] = 0;
         }
+        uint8_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
-          for (int64_t c = w.w0; c < w.w1; ++c) {
-            const int32_t pixel = static_cast<int32_t>(h * s_.width + c);
-            const float* v = in + pixel * B;
+          for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
+            const float* v = in + (h * s_.width + c) * B;
             if (max) {
               for (int l = 0; l < B; ++l) {
                 const bool wins = v[l] > acc[l];
                 acc[l] = wins ? v[l] : acc[l];
-                arg[l] = wins ? pixel : arg[l];
+                arg[l] = wins ? position : arg[l];
               }
             } else {
               for (int l = 0; l < B; ++l) acc[l] += v[l];
@@ -169,29 +176,29 @@ class CpuPool final : public PoolOp {
 
   // Max pooling of 16-channel blocks, a vector per window position: the comparison picks the
   // value and the pixel together (ties: the first in scan order, as everywhere).
-  void max_blocked_vec(const float* xp, float* yp, int32_t* idx, int64_t groups) const {
+  void max_blocked_vec(const float* xp, float* yp, uint8_t* idx, int64_t groups) const {
     using namespace simd;
     const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * L > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
       const float* in = xp + g * in_plane * L;
       float* out = yp + g * out_plane * L;
-      int32_t* at = idx ? idx + g * out_plane * L : nullptr;
+      uint8_t* at = idx ? idx + g * out_plane * L : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
-        const int32_t first = static_cast<int32_t>(w.h0 * s_.width + w.w0);
-        Vec best = load(in + first * L);
-        IVec arg = IVec{} + first;
+        Vec best = load(in + (w.h0 * s_.width + w.w0) * L);
+        IVec arg{};
+        int32_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
-          for (int64_t c = w.w0; c < w.w1; ++c) {
-            const int32_t pixel = static_cast<int32_t>(h * s_.width + c);
-            const Vec v = load(in + pixel * L);
+          for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
+            const Vec v = load(in + (h * s_.width + c) * L);
             const IVec wins = v > best;
             best = wins ? v : best;
-            arg = wins ? IVec{} + pixel : arg;
+            arg = wins ? IVec{} + position : arg;
           }
         store(out + o * L, best);
-        if (at) store(at + o * L, arg);
+        if (at)
+          for (int l = 0; l < L; ++l) at[o * L + l] = static_cast<uint8_t>(arg[l]);
       }
     }
   }
@@ -215,7 +222,7 @@ class CpuPool final : public PoolOp {
   }
 
   template <int B>
-  void backward_blocked(const float* gp, const int32_t* idx, float* dp, int64_t rows) const {
+  void backward_blocked(const float* gp, const uint8_t* idx, float* dp, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
@@ -224,9 +231,16 @@ class CpuPool final : public PoolOp {
       const float* gout = gp + g * out_plane * B;
       std::memset(din, 0, sizeof(float) * in_plane * B);
       if (idx) {
-        const int32_t* at = idx + g * out_plane * B;
-        for (int64_t o = 0; o < out_plane * B; o += B)
-          for (int l = 0; l < B; ++l) din[at[o + l] * B + l] += gout[o + l];
+        const uint8_t* at = idx + g * out_plane * B;
+        for (int64_t o = 0; o < out_plane; ++o) {
+          const Window& w = windows_[o];
+          const int64_t cols = w.w1 - w.w0;
+          for (int l = 0; l < B; ++l) {
+            const int64_t p = at[o * B + l];
+            const int64_t pixel = (w.h0 + p / cols) * s_.width + w.w0 + p % cols;
+            din[pixel * B + l] += gout[o * B + l];
+          }
+        }
         continue;
       }
       for (int64_t o = 0; o < out_plane; ++o) {
