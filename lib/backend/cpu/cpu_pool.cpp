@@ -232,14 +232,13 @@ class CpuPool final : public PoolOp {
       std::memset(din, 0, sizeof(float) * in_plane * B);
       if (idx) {
         const uint8_t* at = idx + g * out_plane * B;
+        int64_t pixel_of[256];  // window position → pixel of the plane
         for (int64_t o = 0; o < out_plane; ++o) {
           const Window& w = windows_[o];
-          const int64_t cols = w.w1 - w.w0;
-          for (int l = 0; l < B; ++l) {
-            const int64_t p = at[o * B + l];
-            const int64_t pixel = (w.h0 + p / cols) * s_.width + w.w0 + p % cols;
-            din[pixel * B + l] += gout[o * B + l];
-          }
+          int64_t n = 0;
+          for (int64_t h = w.h0; h < w.h1; ++h)
+            for (int64_t c = w.w0; c < w.w1; ++c) pixel_of[n++] = h * s_.width + c;
+          for (int l = 0; l < B; ++l) din[pixel_of[at[o * B + l]] * B + l] += gout[o * B + l];
         }
         continue;
       }
