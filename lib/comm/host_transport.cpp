@@ -6,6 +6,7 @@
 #include "core/error.h"
 
 #ifdef DTRAIN_HAVE_CUDA
+#include <set>  // the GPUs seen in the NCCL vote
 #include <vector>
 
 #include "backend/backend.h"         // Backend: where a rank's gradients live
@@ -68,14 +69,25 @@ const CudaCommEntry& cuda_comm_entry() {
 }  // namespace
 
 bool nccl_usable_everywhere(Comm& comm, Backend* backend, const std::string& choice) {
-  if (backend && backend->device() == Device::cuda)
-    return cuda_comm_entry().nccl_usable_everywhere(comm, backend, choice);
-  // A rank without a GPU votes as comm/cuda/device_transports.cpp does (keep the two in step)
-  // but without loading the plugin: its row says "no GPU", and as rank 0, which decides, it
-  // finds that first. Collective: the ranks with a GPU vote in the plugin at the same time.
-  const std::vector<double> row{0.0, 0.0, comm.emulates_link() ? 1.0 : 0.0};
-  comm.gather(row, 0);
-  std::string verdict = comm.rank() == 0 ? "rank 0 has no GPU" : "";
+  // Row: {has a GPU, its identity, link emulated}; rank 0 decides, everyone learns the answer.
+  // Only a rank with a GPU asks the plugin (which its backend has loaded) who its GPU is.
+  const bool gpu = backend && backend->device() == Device::cuda;
+  const std::vector<double> row{gpu ? 1.0 : 0.0,
+                                gpu ? cuda_comm_entry().gpu_identity(backend->device_index()) : 0.0,
+                                comm.emulates_link() ? 1.0 : 0.0};
+  const std::vector<std::vector<double>> rows = comm.gather(row, 0);
+  std::string verdict;  // empty: NCCL can work
+  if (comm.rank() == 0) {
+    std::set<double> seen;
+    for (size_t r = 0; r < rows.size() && verdict.empty(); ++r) {
+      if (rows[r][0] == 0)
+        verdict = "rank " + std::to_string(r) + " has no GPU";
+      else if (!seen.insert(rows[r][1]).second)
+        verdict = "ranks share a GPU (NCCL needs one GPU per rank)";
+      else if (rows[r][2] != 0)
+        verdict = "cluster.link is emulated and NCCL would bypass the pacing";
+    }
+  }
   comm.broadcast(verdict, 0);
   DTRAIN_INPUT_CHECK(choice != "nccl" || verdict.empty())
       << "cluster.comm: nccl, but " << verdict << "; use cluster.comm: auto or mpi";

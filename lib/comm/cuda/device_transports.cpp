@@ -4,7 +4,6 @@
 #include <unistd.h>  // gethostname
 
 #include <functional>  // hash
-#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "backend/cuda/cuda_context.h"      // set_device
 #include "comm/cuda/nccl_comm.h"            // NcclComm
 #include "comm/cuda/nccl_ring_allreduce.h"  // NcclRingAllreduce
+#include "comm/cuda/plugin_entry.h"         // gpu_identity
 #include "comm/gradient_transport.h"
 #include "compress/cuda/device_codec.h"  // make_device_codec
 #include "core/error.h"
@@ -114,6 +114,8 @@ class NcclTransport final : public GradientTransport {
   std::unique_ptr<NcclRingAllreduce> ring_;
 };
 
+}  // namespace
+
 // This rank's GPU, as a number that differs between any two GPUs of a cluster: a hash of the
 // host name and the PCI bus id, cut to 52 bits so that it survives a double (Comm::gather).
 double gpu_identity(int device) {
@@ -123,32 +125,6 @@ double gpu_identity(int device) {
   gethostname(host, sizeof host - 1);
   const uint64_t hash = std::hash<std::string>{}(std::string(host) + "/" + bus);
   return static_cast<double>(hash & ((uint64_t{1} << 52) - 1));
-}
-
-}  // namespace
-
-bool nccl_usable_everywhere(Comm& comm, Backend* backend, const std::string& choice) {
-  // Row: {has a GPU, its identity, link emulated}; rank 0 decides, everyone learns the answer.
-  const bool gpu = backend && backend->device() == Device::cuda;
-  const std::vector<double> row{gpu ? 1.0 : 0.0, gpu ? gpu_identity(backend->device_index()) : 0.0,
-                                comm.emulates_link() ? 1.0 : 0.0};
-  const std::vector<std::vector<double>> rows = comm.gather(row, 0);
-  std::string verdict;  // empty: NCCL can work
-  if (comm.rank() == 0) {
-    std::set<double> seen;
-    for (size_t r = 0; r < rows.size() && verdict.empty(); ++r) {
-      if (rows[r][0] == 0)
-        verdict = "rank " + std::to_string(r) + " has no GPU";
-      else if (!seen.insert(rows[r][1]).second)
-        verdict = "ranks share a GPU (NCCL needs one GPU per rank)";
-      else if (rows[r][2] != 0)
-        verdict = "cluster.link is emulated and NCCL would bypass the pacing";
-    }
-  }
-  comm.broadcast(verdict, 0);
-  DTRAIN_INPUT_CHECK(choice != "nccl" || verdict.empty())
-      << "cluster.comm: nccl, but " << verdict << "; use cluster.comm: auto or mpi";
-  return choice != "mpi" && verdict.empty();
 }
 
 std::unique_ptr<GradientTransport> make_device_transport(Comm& comm, Backend& backend,

@@ -12,10 +12,14 @@ namespace dtrain {
 
 // From the plugin's dtrain_cuda_comm_entry(); a change here is a change of kCudaPluginAbi.
 struct CudaCommEntry {
-  bool (*nccl_usable_everywhere)(Comm& comm, Backend* backend, const std::string& choice);
+  // A number that differs between any two GPUs of a cluster (host name and PCI bus id): the
+  // NCCL vote of comm/host_transport.cpp finds ranks that share a GPU with it.
+  double (*gpu_identity)(int device);
   std::unique_ptr<GradientTransport> (*make_device_transport)(Comm& comm, Backend& backend,
                                                               const std::string& codec,
                                                               int64_t max_elements, bool use_nccl);
 };
+
+double gpu_identity(int device);  // comm/cuda/device_transports.cpp
 
 }  // namespace dtrain
