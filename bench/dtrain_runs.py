@@ -1,4 +1,4 @@
-"""Helpers the goal scripts share: running dtrain under mpirun and `dtrain plan`."""
+"""Helpers the goal scripts share: running dtrain under mpirun and `dtrain plan`, YAML values."""
 import csv, os, subprocess, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,3 +40,14 @@ def epoch_iteration_seconds(run_dir, epoch):
 def verdict(ok):
     """How a goal line ends."""
     return "met" if ok else "NOT met"
+
+
+def flow(value):
+    """A value in YAML flow style: {name: resnet18, small_input: true}, [500, 500]."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

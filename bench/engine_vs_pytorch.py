@@ -46,6 +46,8 @@ About 10 minutes on one core of a 2-core machine.
 import argparse, csv, gzip, importlib.metadata, importlib.util, json, os, re, struct, subprocess
 import sys, tempfile, time
 
+from dtrain_runs import flow  # YAML flow values (beside this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # dtrain's Fashion-MNIST normalisation
@@ -84,17 +86,6 @@ TIME = "/usr/bin/time"  # GNU time: the peak RSS of a run
 
 def verdict(ok):
     return "PASS" if ok else "FAIL"
-
-
-def flow(value):
-    """A value in YAML flow style: {name: resnet18, small_input: true}, [500, 500]."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(flow(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # ---- measuring a child process -----------------------------------------------------------------

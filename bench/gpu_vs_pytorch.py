@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from dtrain_runs import flow  # YAML flow values (beside this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Model → dtrain's `model:` map, data and optimizer (configs/paper/<paper>.yaml's SGD settings).
@@ -49,17 +51,6 @@ MODELS = {
                 batch=100, lr=0.2, momentum=0.0, weight_decay=1e-4, paper="mnist_mlp_dsync"),
 }
 DEFAULT_MODELS = "resnet18,alexnet,mlp"
-
-
-def flow(value):
-    """A value in YAML flow style: {name: alexnet, lrn: true}, [500, 500]."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(flow(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def dtrain_config(name, m, batch, iterations, epochs, device, out):
