@@ -35,25 +35,31 @@ case "${1:-}" in
     ;;
   run)
     tar xJf .devbundle/devbundle.tar.xz -C /tmp && source /tmp/devbundle/env.sh || exit 1
-    out=${OUT:-gpu-check}
+    # Every step is bounded (the device lease is short): a hang costs its step, not the run. The
+    # logs are packed into one archive after each step, so a run cut short still returns them.
+    out=${OUT:-gpu-check} logs=$(mktemp -d)
     mkdir -p "$out"
     export DTRAIN_REQUIRE_CUDA=1
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
     declare -A result
-    step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember pass/fail
-      local name=$1; shift
+    step() {  # step NAME SECONDS COMMAND...: run with a time limit, log, remember pass/fail
+      local name=$1 limit=$2 start=$SECONDS; shift 2
       echo "== $name"
-      if "$@" > "$out/$name.log" 2>&1; then result[$name]=passed; else result[$name]="FAILED ($?)"; fi
-      tail -n 25 "$out/$name.log"
+      if timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1; then result[$name]=passed
+      else result[$name]="FAILED ($?)"; fi
+      tail -n 25 "$logs/$name.log"
+      echo "-- $name: ${result[$name]} in $((SECONDS - start)) s"
+      tar czf "$out/logs.tgz" -C "$logs" .
     }
-    step cuda_ops /tmp/devbundle/bin/test_cuda_ops
-    step cuda_codecs /tmp/devbundle/bin/test_cuda_codecs
+    step cuda_ops 120 /tmp/devbundle/bin/test_cuda_ops
+    step cuda_codecs 60 /tmp/devbundle/bin/test_cuda_codecs
     for np in 1 2; do
-      step gpu_allreduce_np$np mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_allreduce_mpi
-      step gpu_sched_np$np mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_sched_mpi
+      step gpu_allreduce_np$np 60 mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_allreduce_mpi
+      step gpu_sched_np$np 90 mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_sched_mpi
     done
-    step app_cuda bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
-    step bench python3 bench/gpu_vs_pytorch.py --dtrain /tmp/devbundle/bin/dtrain
+    step app_cuda 180 bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
+    step bench "${GPU_CHECK_BENCH_SECONDS:-300}" python3 bench/gpu_vs_pytorch.py \
+      --dtrain /tmp/devbundle/bin/dtrain ${GPU_CHECK_BENCH_ARGS:-}
     echo "== summary"
     status=0
     for name in "${!result[@]}"; do

@@ -37,12 +37,19 @@ echo "$probe" | grep -q "^backend  *cuda" ||
 echo "$probe" | grep -m1 "^backend"
 
 # ---- GPU and CPU loss curves ----
-data=()
-if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+# The two configs, or without Fashion-MNIST copies of them on synthetic data (a --set cannot take
+# the dataset's path away, and synthetic data has none).
+fashion=/usr/share/datasets/fashion-mnist configs=$ROOT/configs
+if [ -f $fashion/train-images-idx3-ubyte.gz ]; then
   echo "data: Fashion-MNIST"
 else
   echo "data: synthetic 1x28x28, 10 classes (Fashion-MNIST is not installed)"
-  data=(--set dataset.name=synthetic --set 'dataset.shape=[1, 28, 28]' --set dataset.classes=10)
+  configs=$WORK
+  for name in fashion_mlp_sync fashion_lenet_sync; do
+    sed "s|name: fashion_mnist, path: $fashion,|name: synthetic, shape: [1, 28, 28], classes: 10,|" \
+      "$ROOT/configs/$name.yaml" > "$WORK/$name.yaml"
+    grep -q "name: synthetic" "$WORK/$name.yaml" || fail "configs/$name.yaml: no Fashion-MNIST line to replace"
+  done
 fi
 
 # compare NAME REL ACC ARGS...: trains with ARGS on the CPU and on the GPU and compares.
@@ -111,9 +118,9 @@ compare() {
 
 # Rounding differences (cuBLAS/cuDNN vs oneDNN summation orders, Winograd) grow over the
 # iterations as two nearby SGD trajectories drift apart, hence short runs: 60 and 40 iterations.
-compare mlp 1e-3 0.01 --config "$ROOT/configs/fashion_mlp_sync.yaml" "${data[@]}" \
+compare mlp 1e-3 0.01 --config "$configs/fashion_mlp_sync.yaml" \
   --set dataset.train_size=2000 --set dataset.test_size=1000 --set train.epochs=3
-compare lenet 1e-2 0.03 --config "$ROOT/configs/fashion_lenet_sync.yaml" "${data[@]}" \
+compare lenet 1e-2 0.03 --config "$configs/fashion_lenet_sync.yaml" \
   --set dataset.train_size=1280 --set dataset.test_size=640 --set train.epochs=2
 
 # ---- two ranks sharing the GPU ----

@@ -82,6 +82,7 @@ TEST_CASE(
 
   if (comm->size() % 2 != 0) return;
   o.algorithm = "gossip";
+  o.keys = "topology: ring";
   Trainee t(*comm, o);
   for (int epoch = 0; epoch < 2; ++epoch) {
     t.start_epoch(epoch);

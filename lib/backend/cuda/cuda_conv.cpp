@@ -1,10 +1,13 @@
 // Conv2d on cuDNN (NCHW, OIHW, cross-correlation as in PyTorch). Each pass gets the fastest
 // algorithm that cudnnFind* measures for this shape when the op is built, on a convolution
 // descriptor of its own: the math type is part of the algorithm choice (the Find results name
-// the math type each time was measured with). Bias and the fused ReLU are one epilogue kernel
+// the math type each time was measured with); DTRAIN_CONV_ALGO=direct leaves out the FFT and
+// non-fused Winograd ones (see `transforms`). Bias and the fused ReLU are one epilogue kernel
 // after the forward; the backward passes read the gradient masked into a scratch tensor.
 #include <algorithm>  // max, min
+#include <cstdlib>    // getenv: DTRAIN_CONV_ALGO
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -44,15 +47,42 @@ size_t workspace_limit() {
   return std::min(kCap, free_bytes / 4);
 }
 
+// The algorithms that compute in a transformed domain (FFT, non-fused Winograd). Their rounding
+// is far above the direct ones': on an H200 (cuDNN 9.19), AlexNet's 5x5 64->192 convolution
+// through non-fused Winograd or FFT was 4e-3 to 1.2e-2 off (relative to the largest output),
+// through the GEMM algorithms 1e-6. They are also much faster (ResNet-18 training 1.6x), and
+// PyTorch takes them with TF32 off too, so they are allowed unless DTRAIN_CONV_ALGO=direct.
+bool transforms(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool transforms(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool transforms(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+bool direct_only() {
+  const char* forced = std::getenv("DTRAIN_CONV_ALGO");
+  return forced != nullptr && std::string_view(forced) == "direct";
+}
+
 // The fastest measured algorithm that ran and fits `limit` (cudnnFind* lists its results
-// fastest first). With strict fp32 the descriptor keeps CUDNN_FMA_MATH whatever math type a
-// result reports (as PyTorch does), so no algorithm may use TF32.
+// fastest first), not a transform one when `direct`. With strict fp32 the descriptor keeps
+// CUDNN_FMA_MATH whatever math type a result reports (as PyTorch does), so no algorithm may use
+// TF32.
 template <typename Perf>
-Perf fastest(const std::vector<Perf>& perfs, int count, size_t limit, bool strict, const char* pass,
-             const ConvSpec& s) {
+Perf fastest(const std::vector<Perf>& perfs, int count, size_t limit, bool strict, bool direct,
+             const char* pass, const ConvSpec& s) {
   for (int i = 0; i < count; ++i) {
     Perf p = perfs[static_cast<size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
+    if (direct && transforms(p.algo)) continue;
     if (strict) p.mathType = CUDNN_FMA_MATH;
     return p;
   }
@@ -138,7 +168,7 @@ class CudaConv final : public ConvOp {
   void choose_algorithms() {
     cudnnHandle_t handle = ctx_.cudnn();
     const size_t limit = workspace_limit();
-    const bool strict = ctx_.conv_math() == CUDNN_FMA_MATH;
+    const bool strict = ctx_.conv_math() == CUDNN_FMA_MATH, direct = direct_only();
     size_t need = 0;
     int max_count = 0, count = 0;
 
@@ -147,7 +177,7 @@ class CudaConv final : public ConvOp {
     DTRAIN_CUDNN_CHECK(
         cudnnFindConvolutionForwardAlgorithm(handle, x_.get(), w_.get(), fwd_conv_.get(), y_.get(),
                                              static_cast<int>(fwd.size()), &count, fwd.data()));
-    const auto f = fastest(fwd, count, limit, strict, "forward", spec_);
+    const auto f = fastest(fwd, count, limit, strict, direct, "forward", spec_);
     fwd_algo_ = f.algo;
     DTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(fwd_conv_.get(), f.mathType));
     size_t bytes = 0;
@@ -160,7 +190,7 @@ class CudaConv final : public ConvOp {
     DTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
         handle, w_.get(), y_.get(), bwd_data_conv_.get(), x_.get(), static_cast<int>(bd.size()),
         &count, bd.data()));
-    const auto d = fastest(bd, count, limit, strict, "backward data", spec_);
+    const auto d = fastest(bd, count, limit, strict, direct, "backward data", spec_);
     bwd_data_algo_ = d.algo;
     DTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(bwd_data_conv_.get(), d.mathType));
     DTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -173,7 +203,7 @@ class CudaConv final : public ConvOp {
     DTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
         handle, x_.get(), y_.get(), bwd_filter_conv_.get(), w_.get(), static_cast<int>(bf.size()),
         &count, bf.data()));
-    const auto wf = fastest(bf, count, limit, strict, "backward filter", spec_);
+    const auto wf = fastest(bf, count, limit, strict, direct, "backward filter", spec_);
     bwd_filter_algo_ = wf.algo;
     DTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(bwd_filter_conv_.get(), wf.mathType));
     DTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
