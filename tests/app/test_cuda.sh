@@ -52,7 +52,8 @@ else
   done
 fi
 
-# compare NAME REL ACC ARGS...: trains with ARGS on the CPU and on the GPU and compares.
+# compare NAME REL ACC ARGS...: trains with ARGS on the CPU and on the GPU and compares. ACC "-":
+# the training loss only (see ResNet-20 below).
 compare() {
   local name=$1 rel=$2 acc=$3 dev rc
   shift 3
@@ -81,8 +82,8 @@ compare() {
         printf "  %s epoch %s (iteration %s): train loss %s / %s, test loss %s / %s, test acc %s / %s (cpu / cuda)\n",
                name, $1, $2, $4, $11, $6, $13, $7, $14
         if ($1 != $8 || $2 != $9) { print "    epoch or iteration differ"; bad = 1 }
-        if (!near($4, $11) || !near($6, $13)) { print "    a loss differs by more than " rel " relative"; bad = 1 }
-        if (abs($5 - $12) > acc || abs($7 - $14) > acc) { print "    an accuracy differs by more than " acc; bad = 1 }
+        if (!near($4, $11) || (acc != "-" && !near($6, $13))) { print "    a loss differs by more than " rel " relative"; bad = 1 }
+        if (acc != "-" && (abs($5 - $12) > acc || abs($7 - $14) > acc)) { print "    an accuracy differs by more than " acc; bad = 1 }
       }
       END { if (rows < 2) { print "    fewer than 2 evaluations"; bad = 1 } exit bad }' ||
     fail "$name: the GPU's per-epoch losses or accuracies differ from the CPU's (accuracy.csv)"
@@ -122,6 +123,25 @@ compare mlp 1e-3 0.01 --config "$configs/fashion_mlp_sync.yaml" \
   --set dataset.train_size=2000 --set dataset.test_size=1000 --set train.epochs=3
 compare lenet 1e-2 0.03 --config "$configs/fashion_lenet_sync.yaml" \
   --set dataset.train_size=1280 --set dataset.test_size=640 --set train.epochs=2
+# ResNet-20: batch norm with its fused ReLU, option-A channel padding, residual adds run in
+# place, global pooling; the CPU on its blocked layouts. Direct convolutions on both sides
+# (cuDNN's FFT and Winograd round far more, see README), 10 iterations: rounding differences
+# grow fast in a young ResNet (on an H200 at lr 0.05, 7e-5 apart after 10 iterations, 1 %
+# after 13; two GPU runs differ too, as cuDNN's choice of algorithms can). Training losses
+# only: so early the running statistics are far from the batch ones, and the evaluation in
+# inference mode amplifies the differences (test loss 13.0 / 14.7, accuracy 0.21 / 0.11, CPU /
+# GPU, after 20 iterations); the ops test compares inference-mode batch norm itself.
+cat > "$WORK/resnet20.yaml" <<YAML
+name: resnet20_cpu_vs_gpu
+seed: 1
+model: {name: resnet20}
+dataset: {name: synthetic, shape: [3, 32, 32], classes: 10, train_size: 320, test_size: 256, batch_size: 64}
+optimizer: {name: sgd, lr: 0.02, momentum: 0.9, weight_decay: 0.0001}
+train: {epochs: 2, eval_every_epochs: 1}
+YAML
+export DTRAIN_CONV_ALGO=direct
+compare resnet20 1e-2 - --config "$WORK/resnet20.yaml"
+unset DTRAIN_CONV_ALGO
 
 # ---- two ranks sharing the GPU ----
 if ! command -v mpirun > /dev/null; then

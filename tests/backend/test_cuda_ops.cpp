@@ -306,7 +306,7 @@ std::string name_of(const BatchNormSpec& s) {
   return "batchnorm " +
          (s.height == 1 && s.width == 1 ? dims({s.batch, s.channels})
                                         : dims({s.batch, s.channels, s.height, s.width})) +
-         " eps " + num(s.epsilon);
+         " eps " + num(s.epsilon) + (s.relu ? " +relu" : "");
 }
 
 // ---- Linear --------------------------------------------------------------------------------
@@ -655,48 +655,56 @@ TEST_CASE("cuda batchnorm: training forward with batch statistics, inference, ba
       {64, 100, 1, 1, 1e-5f},                          // [N, C]
       {3, 5, 1, 1, 1e-3f},  // three samples: the biased variance is 2/3 of the unbiased one
   };
-  for (const BatchNormSpec& s : specs) {
-    const std::string op = name_of(s);
-    run_case(op, [&] {
-      const int64_t C = s.channels, plane = s.height * s.width;
-      const Shape shape = plane == 1 ? Shape{s.batch, C} : s.shape();
-      auto cop = cpu().make_batchnorm(s);
-      auto gop = gpu().make_batchnorm(s);
-      // Per-channel means away from 0 (the variance must not come from E[x²] − mean² badly).
-      Tensor x = host_normal(shape, 2.0f);
-      for (int64_t i = 0; i < x.numel(); ++i)
-        x.data<float>()[i] += 0.37f * static_cast<float>(i / plane % C) - 1.0f;
-      const Tensor scale = host_normal({C}, 0.5f, 1.0f), shift = host_normal({C}, 0.5f);
-      const Tensor gx = to_gpu(x), gscale = to_gpu(scale), gshift = to_gpu(shift);
+  for (BatchNormSpec s : specs)
+    for (const bool relu : {false, true}) {
+      s.relu = relu;  // fused: y = max(bn(x), 0), dy masked by it
+      const std::string op = name_of(s);
+      run_case(op, [&] {
+        const int64_t C = s.channels, plane = s.height * s.width;
+        const Shape shape = plane == 1 ? Shape{s.batch, C} : s.shape();
+        auto cop = cpu().make_batchnorm(s);
+        auto gop = gpu().make_batchnorm(s);
+        // Per-channel means away from 0 (the variance must not come from E[x²] − mean² badly).
+        Tensor x = host_normal(shape, 2.0f);
+        for (int64_t i = 0; i < x.numel(); ++i)
+          x.data<float>()[i] += 0.37f * static_cast<float>(i / plane % C) - 1.0f;
+        const Tensor scale = host_normal({C}, 0.5f, 1.0f), shift = host_normal({C}, 0.5f);
+        const Tensor gx = to_gpu(x), gscale = to_gpu(scale), gshift = to_gpu(shift);
 
-      Tensor y = Tensor::zeros(shape), mean = Tensor::zeros({C}), var = Tensor::zeros({C});
-      Tensor gy = gpu_nans(shape), gmean = gpu_nans({C}), gvar = gpu_nans({C});
-      cop->forward_training(x, scale, shift, y, mean, var, {});
-      gop->forward_training(gx, gscale, gshift, gy, gmean, gvar, {});
-      expect_close(op, "y", gy, y, tol::bn);
-      expect_close(op, "batch mean", gmean, mean, tol::bn);
-      expect_close(op, "batch variance (biased)", gvar, var, tol::bn);
+        // Each backend's own per-forward state (a fused ReLU's mask, where it keeps one).
+        const auto workspace = [](BatchNormOp& o, Backend& b) {
+          const auto bytes = static_cast<int64_t>(o.workspace_bytes());
+          return bytes > 0 ? b.empty({bytes}, DType::u8) : Tensor();
+        };
+        const Tensor cws = workspace(*cop, cpu()), gws = workspace(*gop, gpu());
+        Tensor y = Tensor::zeros(shape), mean = Tensor::zeros({C}), var = Tensor::zeros({C});
+        Tensor gy = gpu_nans(shape), gmean = gpu_nans({C}), gvar = gpu_nans({C});
+        cop->forward_training(x, scale, shift, y, mean, var, cws);
+        gop->forward_training(gx, gscale, gshift, gy, gmean, gvar, gws);
+        expect_close(op, "y", gy, y, tol::bn);
+        expect_close(op, "batch mean", gmean, mean, tol::bn);
+        expect_close(op, "batch variance (biased)", gvar, var, tol::bn);
 
-      // Each backend from its own batch statistics, as in training.
-      const Tensor dy = host_normal(shape), gdy = to_gpu(dy);
-      Tensor dx = Tensor::zeros(shape), dscale = Tensor::zeros({C}), dshift = Tensor::zeros({C});
-      Tensor gdx = gpu_nans(shape), gdscale = gpu_nans({C}), gdshift = gpu_nans({C});
-      cop->backward(x, y, dy, scale, mean, var, {}, dx, dscale, dshift);
-      gop->backward(gx, gy, gdy, gscale, gmean, gvar, {}, gdx, gdscale, gdshift);
-      expect_close(op, "dx", gdx, dx, tol::bn_grad);
-      expect_close(op, "dscale", gdscale, dscale, tol::bn_grad);
-      expect_close(op, "dshift", gdshift, dshift, tol::bn_grad);
+        // Each backend from its own batch statistics, as in training.
+        const Tensor dy = host_normal(shape), gdy = to_gpu(dy);
+        Tensor dx = Tensor::zeros(shape), dscale = Tensor::zeros({C}), dshift = Tensor::zeros({C});
+        Tensor gdx = gpu_nans(shape), gdscale = gpu_nans({C}), gdshift = gpu_nans({C});
+        cop->backward(x, y, dy, scale, mean, var, cws, dx, dscale, dshift);
+        gop->backward(gx, gy, gdy, gscale, gmean, gvar, gws, gdx, gdscale, gdshift);
+        expect_close(op, "dx", gdx, dx, tol::bn_grad);
+        expect_close(op, "dscale", gdscale, dscale, tol::bn_grad);
+        expect_close(op, "dshift", gdshift, dshift, tol::bn_grad);
 
-      Tensor running_mean = host_normal({C}, 0.5f), running_var = host_normal({C}, 1.0f);
-      for (int64_t c = 0; c < C; ++c)
-        running_var.data<float>()[c] = 0.25f + std::fabs(running_var.data<float>()[c]);
-      const Tensor grm = to_gpu(running_mean), grv = to_gpu(running_var);
-      Tensor yi = Tensor::zeros(shape), gyi = gpu_nans(shape);
-      cop->forward_inference(x, scale, shift, running_mean, running_var, yi);
-      gop->forward_inference(gx, gscale, gshift, grm, grv, gyi);
-      expect_close(op, "y (inference)", gyi, yi, tol::bn);
-    });
-  }
+        Tensor running_mean = host_normal({C}, 0.5f), running_var = host_normal({C}, 1.0f);
+        for (int64_t c = 0; c < C; ++c)
+          running_var.data<float>()[c] = 0.25f + std::fabs(running_var.data<float>()[c]);
+        const Tensor grm = to_gpu(running_mean), grv = to_gpu(running_var);
+        Tensor yi = Tensor::zeros(shape), gyi = gpu_nans(shape);
+        cop->forward_inference(x, scale, shift, running_mean, running_var, yi);
+        gop->forward_inference(gx, gscale, gshift, grm, grv, gyi);
+        expect_close(op, "y (inference)", gyi, yi, tol::bn);
+      });
+    }
 }
 
 // ---- Softmax + cross-entropy ---------------------------------------------------------------
@@ -925,6 +933,33 @@ TEST_CASE("cuda copy_rows: strided rows like the CPU's, nothing else written") {
                       src.slice(c.src_off, {src_span}), c.src_stride, c.rows, c.row_elems);
       gpu().copy_rows(gdst.slice(c.dst_off, {dst_span}), c.dst_stride,
                       gsrc.slice(c.src_off, {src_span}), c.src_stride, c.rows, c.row_elems);
+      expect_equal(op, "buffer", gdst, dst);
+    });
+  }
+}
+
+TEST_CASE("cuda copy_channels: option-A padding's copies like the CPU's, nothing else written") {
+  std::cout << "[copy_channels] identical buffers\n";
+  struct Case {
+    Shape src, dst;
+    int64_t src_first, dst_first, channels;
+  };
+  const Case cases[] = {
+      {{4, 16, 8, 8}, {4, 32, 8, 8}, 0, 8, 16},  // ResNet-20's 16 → 32 padding, forward
+      {{4, 32, 8, 8}, {4, 16, 8, 8}, 8, 0, 16},  // and its backward
+      {{3, 5, 7, 3}, {3, 9, 7, 3}, 1, 4, 3},     // nothing aligned
+      {{2, 4, 1, 1}, {2, 4, 1, 1}, 0, 0, 4},     // a whole [N, C, 1, 1]
+  };
+  for (const Case& c : cases) {
+    const std::string op = "copy_channels " + std::to_string(c.channels) + " of " + c.src.str() +
+                           " from " + std::to_string(c.src_first) + " to " + c.dst.str() + " at " +
+                           std::to_string(c.dst_first);
+    run_case(op, [&] {
+      const Tensor src = host_normal(c.src), gsrc = to_gpu(src);
+      Tensor dst = host_normal(c.dst);
+      const Tensor gdst = to_gpu(dst);
+      cpu().copy_channels(dst, c.dst_first, src, c.src_first, c.channels, 1);
+      gpu().copy_channels(gdst, c.dst_first, gsrc, c.src_first, c.channels, 1);
       expect_equal(op, "buffer", gdst, dst);
     });
   }
