@@ -83,7 +83,10 @@ class Backend {
   // (row r at dst.data + r·dst_stride), same device: channel padding, concatenation, slicing.
   virtual void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src,
                          int64_t src_stride, int64_t rows, int64_t row_elems) = 0;
-  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;          // out = a + b
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
+  // out = max(a + b, 0) (a residual add with the ReLU after it); out may be a or b. The base
+  // class adds, then applies a ReLU op in place.
+  virtual void add_relu(const Tensor& a, const Tensor& b, const Tensor& out);
   virtual void axpy(float alpha, const Tensor& x, const Tensor& y) = 0;               // y += αx
   virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = αx + βy
   virtual void scale(const Tensor& x, float alpha) = 0;                               // x *= α

@@ -13,8 +13,9 @@ namespace dtrain {
 class Backend;
 
 // What the host code and the plugin must agree on: bump with any change of an entry table
-// (here and in comm/cuda/plugin_entry.h). A plugin of another ABI is refused at load.
-inline constexpr int kCudaPluginAbi = 2;
+// (here and in comm/cuda/plugin_entry.h) or of the Backend class (its virtual functions). A
+// plugin of another ABI is refused at load.
+inline constexpr int kCudaPluginAbi = 3;
 
 // The plugin's backend (backend/cuda/cuda_backend.h), from its dtrain_cuda_backend_entry().
 struct CudaBackendEntry {

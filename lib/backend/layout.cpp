@@ -5,6 +5,13 @@
 
 namespace dtrain {
 
+// Not a layout operation, but a default kept with the others: two passes where a backend's own
+// kernel makes one.
+void Backend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  add(a, b, out);
+  make_relu(Shape{out.numel()})->forward(out, out);
+}
+
 void Backend::reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
                       ChannelBlock src_block) {
   DTRAIN_CHECK(dst_block == 1 && src_block == 1)

@@ -131,9 +131,21 @@ Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape, bool fuse_r
 }
 
 // A ReLU whose producer is read by nothing else is folded into that producer when it can
-// apply it (Linear, Conv2d): one pass over the activation instead of two in each direction,
-// and one activation buffer less. The ReLU node stays, as a view.
+// apply it (Linear, Conv2d, Add): one pass over the activation instead of two in each
+// direction, and one activation buffer less. The ReLU node stays, as a view.
 void Graph::fuse_activations() {
+  // Whether node i's output gradient is the caller's buffer: i is the output, or its single
+  // reader passes the gradient through to one that is (the graph then shares the buffer, see
+  // allocate_activations).
+  auto gradient_is_callers = [&](size_t i) {
+    while (i + 1 < nodes_.size()) {
+      if (nodes_[i].consumers.size() != 1) return false;
+      auto [c, k] = nodes_[i].consumers[0];
+      if (!nodes_[c].layer->gradient_passes_through(k)) return false;
+      i = static_cast<size_t>(c);
+    }
+    return true;
+  };
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     if (!node.layer->is_relu() || node.inputs.size() != 1) continue;
@@ -148,6 +160,8 @@ void Graph::fuse_activations() {
       if (!before.layer || before.consumers.size() != 1) continue;
       producer = &before;
     }
+    if (producer->layer->absorbed_relu_masks_gradient_in_place() && gradient_is_callers(i))
+      continue;
     if (producer->layer->absorb_relu()) node.layer->mark_absorbed();
   }
 }

@@ -71,6 +71,10 @@ class Layer {
   // max(y, 0) and masks its output gradient by that output itself (ops.h, fused ReLU).
   // Returns false when the layer cannot.
   virtual bool absorb_relu() { return false; }
+  // Its backward would mask its output gradient in place (Add: the inputs share that buffer
+  // and must read the masked values), so the graph lets it absorb only a ReLU whose gradient
+  // is not the caller's.
+  virtual bool absorbed_relu_masks_gradient_in_place() const { return false; }
   // The ReLU's producer absorbed it: it becomes a view of its input whose gradient passes
   // straight through, and does no work.
   virtual void mark_absorbed() {}

@@ -56,6 +56,7 @@ class FakeDevice final : public Backend {
     unused();
   }
   void add(const Tensor&, const Tensor&, const Tensor&) override { unused(); }
+  void add_relu(const Tensor&, const Tensor&, const Tensor&) override { unused(); }
   void axpy(float, const Tensor&, const Tensor&) override { unused(); }
   void axpby(float, const Tensor&, float, const Tensor&) override { unused(); }
   void scale(const Tensor&, float) override { unused(); }

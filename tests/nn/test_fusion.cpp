@@ -94,6 +94,26 @@ TEST_CASE("fused and unfused graphs compute the same outputs and gradients") {
     {name: f, type: flatten},
     {name: fc, type: linear, out_features: 3}])",
                         {2, 16, 6, 6});
+  // ResNet's block: the ReLU after the add fuses into it (one pass forward, the gradient masked
+  // in place where the branch and the shortcut read it); blocked and plain, and the shortcut
+  // also read by the next block.
+  for (const int channels : {16, 3})
+    check_same_as_unfused(R"([
+      {name: c0, type: conv2d, out_channels: )" +
+                              std::to_string(channels) + R"(, kernel: 3, padding: 1},
+      {name: r0, type: relu},
+      {name: c1, type: conv2d, out_channels: )" +
+                              std::to_string(channels) + R"(, kernel: 3, padding: 1},
+      {name: b1, type: batchnorm2d},
+      {name: s1, type: add, inputs: [b1, r0]},
+      {name: r1, type: relu},
+      {name: c2, type: conv2d, out_channels: )" +
+                              std::to_string(channels) + R"(, kernel: 3, padding: 1},
+      {name: s2, type: add, inputs: [c2, r1]},
+      {name: r2, type: relu},
+      {name: f, type: flatten},
+      {name: fc, type: linear, out_features: 3}])",
+                          {2, 5, 6, 6});
   // A producer read twice is not fused: the add needs the pre-activation.
   check_same_as_unfused(R"([
     {name: fc1, type: linear, out_features: 6},
@@ -132,7 +152,23 @@ TEST_CASE("the summary marks fused ReLUs; only single-reader producers fuse") {
   };
   CHECK(line("r1").find("relu (fused)") != std::string::npos);
   CHECK(line("r2").find("fused") == std::string::npos);  // fc1 is also read by the add
-  CHECK(line("r3").find("fused") == std::string::npos);  // an add cannot absorb it
+  // The add may not absorb it: its gradient is the caller's, which the add would mask in place.
+  CHECK(line("r3").find("fused") == std::string::npos);
+  Graph block(nodes(R"([
+    {name: c1, type: conv2d, out_channels: 4, kernel: 3, padding: 1},
+    {name: s, type: add, inputs: [c1, input]},
+    {name: r, type: relu},
+    {name: f, type: flatten},
+    {name: fc, type: linear, out_features: 2}])"),
+              {2, 4, 5, 5});
+  CHECK(block.summary().find("r                      relu (fused)") != std::string::npos);
+  Graph passed(nodes(R"([
+    {name: c1, type: conv2d, out_channels: 4, kernel: 3, padding: 1},
+    {name: s, type: add, inputs: [c1, input]},
+    {name: r, type: relu},
+    {name: s2, type: add, inputs: [r, input]}])"),
+               {2, 4, 5, 5});  // r's gradient is s2's, which passes it through: the caller's
+  CHECK(passed.summary().find("relu (fused)") == std::string::npos);
   // Through a max pool into the convolution before it; not through an average pool.
   Graph pooled(nodes(R"([
     {name: c1, type: conv2d, out_channels: 4, kernel: 3},

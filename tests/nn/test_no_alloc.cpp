@@ -118,6 +118,7 @@ class NopBackend final : public Backend {
   void copy(const Tensor&, const Tensor&) override {}
   void copy_rows(const Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override {}
   void add(const Tensor&, const Tensor&, const Tensor&) override {}
+  void add_relu(const Tensor&, const Tensor&, const Tensor&) override {}
   void axpy(float, const Tensor&, const Tensor&) override {}
   void axpby(float, const Tensor&, float, const Tensor&) override {}
   void scale(const Tensor&, float) override {}

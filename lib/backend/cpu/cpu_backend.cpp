@@ -126,6 +126,21 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
 }
 
+void CpuBackend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_f32(a, "add_relu");
+  check_same_size(a, b, "add_relu");
+  check_same_size(a, out, "add_relu");
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  float* z = out.data<float>();
+  const int64_t n = a.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] + y[i];
+    z[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
 void CpuBackend::axpy(float alpha, const Tensor& x, const Tensor& y) {
   check_f32(x, "axpy");
   check_same_size(x, y, "axpy");

@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src, int64_t src_stride,
                  int64_t rows, int64_t row_elems) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void axpy(float alpha, const Tensor& x, const Tensor& y) override;
   void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
   void scale(const Tensor& x, float alpha) override;

@@ -149,6 +149,13 @@ class CudaBackend final : public Backend {
     check_same_size(a, out, "add");
     cuda::add_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), ctx_->stream());
   }
+  void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    check_f32(a, "add_relu");
+    check_same_size(a, b, "add_relu");
+    check_same_size(a, out, "add_relu");
+    cuda::add_relu_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(),
+                       ctx_->stream());
+  }
   void axpy(float alpha, const Tensor& x, const Tensor& y) override {
     check_f32(x, "axpy");
     check_same_size(x, y, "axpy");

@@ -14,6 +14,12 @@ __global__ void fill_kernel(float* x, int64_t n, float value) {
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
+__global__ void add_relu_kernel(const float* a, const float* b, float* out, int64_t n) {
+  DTRAIN_GRID_STRIDE(i, n) {
+    const float v = a[i] + b[i];
+    out[i] = v > 0.0f ? v : 0.0f;
+  }
+}
 __global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) y[i] = alpha * x[i] + beta * y[i];
 }
@@ -125,6 +131,12 @@ void fill_f32(float* x, int64_t n, float value, cudaStream_t stream) {
 void add_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void add_relu_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_relu_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@ namespace dtrain::cuda {
 // ---- element-wise (elementwise.cu) ----
 void fill_f32(float* x, int64_t n, float value, cudaStream_t stream);
 void add_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void add_relu_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void axpy_f32(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
 void axpby_f32(float alpha, const float* x, float beta, float* y, int64_t n, cudaStream_t stream);
 void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream);
