@@ -157,6 +157,7 @@ class Graph {
   void fuse_activations();
   void choose_layouts();
   bool runs_in_place(int node) const;
+  void share_first_gradients();
   void plan_memory();
   void update_needs();
   void update_targets(Plan& plan);

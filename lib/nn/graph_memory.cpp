@@ -1,6 +1,7 @@
 // Graph::materialize: flat buffers, parameter initialisation, activation and gradient memory
 // (which buffers are shared, where gradients accumulate) and the per-batch tensor plans.
 #include <algorithm>  // max, sort, fill
+#include <climits>    // INT_MAX
 
 #include "core/rng.h"  // random_uniform, random_normal, stream_id
 #include "nn/graph.h"
@@ -98,6 +99,37 @@ void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
   allocate_activations();
 }
 
+// A producer read by several layers (a ResNet block's output: the next block's convolution
+// and its shortcut) gets its gradient written by the reader that runs backward first and
+// accumulated by the others. When that first reader passes the gradient through (Add), the
+// producer may share its buffer instead of receiving a copy, provided every layer that reads
+// the buffer as its own gradient runs backward before the first accumulation changes it.
+// Once per buffer, highest producers first (backward order).
+void Graph::share_first_gradients() {
+  std::vector<bool> taken(nodes_.size(), false);
+  for (size_t p = nodes_.size(); p-- > 0;) {
+    Node& producer = nodes_[p];
+    if (producer.consumers.size() < 2 || producer.grad_owner != static_cast<int>(p)) continue;
+    auto edges = producer.consumers;
+    std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    auto [first, slot] = edges[0];
+    const int owner = nodes_[first].grad_owner;
+    if (!nodes_[first].layer->gradient_passes_through(slot) || taken[owner]) continue;
+    int last_accumulator = -1, first_reader = INT_MAX;
+    for (size_t e = 1; e < edges.size(); ++e)
+      last_accumulator = std::max(last_accumulator, edges[e].first);
+    for (size_t j = 0; j < nodes_.size(); ++j)
+      if (nodes_[j].grad_owner == owner) first_reader = std::min(first_reader, static_cast<int>(j));
+    if (first_reader <= last_accumulator) continue;
+    for (Node& node : nodes_)
+      if (node.grad_owner == static_cast<int>(p)) node.grad_owner = owner;
+    nodes_[first].routes[slot] = Route::shared;
+    taken[owner] = true;
+  }
+}
+
 void Graph::allocate_activations() {
   Backend& backend = *backend_;
   bind_layers();
@@ -139,6 +171,7 @@ void Graph::allocate_activations() {
     for (size_t e = 1; e < edges.size(); ++e)
       nodes_[edges[e].first].routes[edges[e].second] = Route::accumulate;
   }
+  share_first_gradients();
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     node.scratch_offset.assign(node.inputs.size(), 0);

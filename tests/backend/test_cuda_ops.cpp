@@ -965,8 +965,8 @@ TEST_CASE("cuda copy_channels: option-A padding's copies like the CPU's, nothing
   }
 }
 
-TEST_CASE("cuda add, axpy, axpby, scale: the CPU's results") {
-  std::cout << "[add, scale] identical; [axpy, axpby] within 4 ulps of the terms\n";
+TEST_CASE("cuda add, add_relu, axpy, axpby, scale: the CPU's results") {
+  std::cout << "[add, add_relu, scale] identical; [axpy, axpby] within 4 ulps of the terms\n";
   for (int64_t n : {1, 7, 1000003})
     for (int64_t off : {0, 1}) {
       const std::string at = " n " + std::to_string(n) + " at +" + std::to_string(off);
@@ -980,6 +980,11 @@ TEST_CASE("cuda add, axpy, axpby, scale: the CPU's results") {
         cpu().add(view(a), view(b), view(out));
         gpu().add(view(ga), view(gb), view(gout));
         expect_equal("add" + at, "out", view(gout), view(out));
+        Tensor relu_out = Tensor::zeros({n + off});
+        const Tensor grelu_out = gpu_nans({n + off});
+        cpu().add_relu(view(a), view(b), view(relu_out));
+        gpu().add_relu(view(ga), view(gb), view(grelu_out));
+        expect_equal("add_relu" + at, "out", view(grelu_out), view(relu_out));
 
         for (float alpha : {1.0f, 0.37f}) {
           Tensor y = copy_of(b);

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
-#include <cstring>  // memcmp
+#include <algorithm>  // max
+#include <cstring>    // memcmp
 
 #include "backend/backend.h"
 
@@ -78,6 +79,25 @@ TEST_CASE("axpy, axpby, scale, add, fill, copy_rows") {
   CHECK(a.data<float>()[2] == 7.0f);
   CHECK(a.data<float>()[3] == 0.0f);
   CHECK(a.data<float>()[9] == 7.0f);
+}
+
+TEST_CASE("add_relu: max(a + b, 0), in place too; the base class's two passes agree") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200003;  // above the threading threshold, odd
+  Tensor a = be->empty({n}), b = be->empty({n}), out = be->empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    a.data<float>()[i] = static_cast<float>(i % 11) - 5.0f;
+    b.data<float>()[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  }
+  be->add_relu(a, b, out);
+  int wrong = 0;
+  for (int64_t i = 0; i < n; ++i)
+    wrong += out.data<float>()[i] != std::max(a.data<float>()[i] + b.data<float>()[i], 0.0f);
+  CHECK(wrong == 0);
+  CHECK(out.data<float>()[0] == 0.0f);    // −5.5
+  CHECK(out.data<float>()[10] == 5.25f);  // 5 + 0.25
+  be->Backend::add_relu(a, b, a);         // the default (add, then a ReLU op), in place
+  CHECK(std::memcmp(a.data<float>(), out.data<float>(), n * sizeof(float)) == 0);
 }
 
 TEST_CASE("sgd_predict writes what sgd_step would, bit for bit, and changes nothing else") {

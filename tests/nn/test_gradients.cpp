@@ -89,6 +89,22 @@ TEST_CASE("residual graph with batch norm: shared producers accumulate gradients
                         {3, 2, 6, 6}, opt);
 }
 
+// A producer read by an add and by a layer that runs backward later may share the add's
+// gradient buffer (the others accumulate into it) only if every layer reading that buffer as
+// its own gradient runs backward before the first accumulation: not here, where b reads it
+// after c1 has accumulated (b comes before c1).
+TEST_CASE("a shared gradient buffer is not changed before its last reader") {
+  check_graph_gradients(R"([
+    {name: c0, type: conv2d, out_channels: 2, kernel: 3, padding: 1},
+    {name: b, type: conv2d, out_channels: 2, kernel: 3, padding: 1, inputs: [input]},
+    {name: c1, type: conv2d, out_channels: 2, kernel: 3, padding: 1, inputs: [c0]},
+    {name: s, type: add, inputs: [b, c0]},
+    {name: t, type: add, inputs: [s, c1]},
+    {name: f, type: flatten},
+    {name: fc, type: linear, out_features: 2}])",
+                        {2, 2, 4, 4});
+}
+
 TEST_CASE("a node read twice by one layer, and flatten of a shared producer") {
   check_graph_gradients(R"([
     {name: fc1, type: linear, out_features: 5},
