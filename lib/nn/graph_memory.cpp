@@ -99,6 +99,17 @@ void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
   allocate_activations();
 }
 
+namespace {
+// A producer's readers (node, input slot) in the order their backward passes write its gradient:
+// backward runs in reverse topological order, a node's slots in increasing order.
+std::vector<std::pair<int, int>> in_backward_order(std::vector<std::pair<int, int>> edges) {
+  std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  return edges;
+}
+}  // namespace
+
 // A producer read by several layers (a ResNet block's output: the next block's convolution
 // and its shortcut) gets its gradient written by the reader that runs backward first and
 // accumulated by the others. When that first reader passes the gradient through (Add), the
@@ -110,10 +121,7 @@ void Graph::share_first_gradients() {
   for (size_t p = nodes_.size(); p-- > 0;) {
     Node& producer = nodes_[p];
     if (producer.consumers.size() < 2 || producer.grad_owner != static_cast<int>(p)) continue;
-    auto edges = producer.consumers;
-    std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
+    const auto edges = in_backward_order(producer.consumers);
     auto [first, slot] = edges[0];
     const int owner = nodes_[first].grad_owner;
     if (!nodes_[first].layer->gradient_passes_through(slot) || taken[owner]) continue;
@@ -163,11 +171,7 @@ void Graph::allocate_activations() {
     nodes_[i].routes.resize(nodes_[i].inputs.size(), Route::write);
   for (Node& producer : nodes_) {
     if (producer.consumers.size() < 2) continue;
-    // Backward runs in reverse topological order, slots in increasing order.
-    auto edges = producer.consumers;
-    std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
+    const auto edges = in_backward_order(producer.consumers);
     for (size_t e = 1; e < edges.size(); ++e)
       nodes_[edges[e].first].routes[edges[e].second] = Route::accumulate;
   }

@@ -114,22 +114,11 @@ void CpuBackend::copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& 
     std::memcpy(d + r * dst_stride * esize, s + r * src_stride * esize, row_elems * esize);
 }
 
-void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
-  check_f32(a, "add");
-  check_same_size(a, b, "add");
-  check_same_size(a, out, "add");
-  const float* x = a.data<float>();
-  const float* y = b.data<float>();
-  float* z = out.data<float>();
-  const int64_t n = a.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
-}
-
-void CpuBackend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
-  check_f32(a, "add_relu");
-  check_same_size(a, b, "add_relu");
-  check_same_size(a, out, "add_relu");
+template <bool kRelu>
+void CpuBackend::add_into(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  check_f32(a, what);
+  check_same_size(a, b, what);
+  check_same_size(a, out, what);
   const float* x = a.data<float>();
   const float* y = b.data<float>();
   float* z = out.data<float>();
@@ -137,8 +126,16 @@ void CpuBackend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
 #pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] + y[i];
-    z[i] = v > 0.0f ? v : 0.0f;
+    z[i] = !kRelu || v > 0.0f ? v : 0.0f;
   }
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  add_into<false>(a, b, out, "add");
+}
+
+void CpuBackend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  add_into<true>(a, b, out, "add_relu");
 }
 
 void CpuBackend::axpy(float alpha, const Tensor& x, const Tensor& y) {

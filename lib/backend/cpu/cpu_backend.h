@@ -57,6 +57,10 @@ class CpuBackend final : public Backend {
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
 
  private:
+  // out = a + b, or max(a + b, 0) with kRelu: one loop for add and add_relu.
+  template <bool kRelu>
+  void add_into(const Tensor& a, const Tensor& b, const Tensor& out, const char* what);
+
   std::unique_ptr<cpu::DnnlContext> ctx_;
   int threads_ = 1;
 };
