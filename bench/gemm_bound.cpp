@@ -1,8 +1,11 @@
 // GEMM-only bound of an MLP training step: runs exactly the matrix products one step needs
 // (per layer: forward y = x·Wᵀ, weight gradient dW = dyᵀ·x, and — except for the first
 // layer — input gradient dx = dy·W) with dnnl_sgemm and nothing else, and prints the samples/s
-// that would give. bench/mlp_vs_pytorch.py compares dtrain's training throughput with it.
-//   dtrain_gemm_bound --batch 100 --layers 784,500,500,10 --threads 1 --seconds 3
+// that would give. bench/engine_vs_pytorch.py compares dtrain's training throughput with it.
+// With --sgd, each layer's weights also take the momentum-SGD step (momentum 0.9, weight decay:
+// the loop of CpuBackend::sgd_step) right after their gradient's GEMM, as dtrain's one-rank
+// training does: the bound of any engine whose optimizer step is a pass of its own.
+//   dtrain_gemm_bound --batch 100 --layers 784,500,500,10 --threads 1 --seconds 3 [--sgd]
 #include <omp.h>               // omp_set_num_threads
 #include <oneapi/dnnl/dnnl.h>  // dnnl_sgemm
 
@@ -19,10 +22,12 @@ int main(int argc, char** argv) {
   std::string layers_text = "784,500,500,10";
   int threads = 1;
   double seconds = 3.0;
+  bool sgd = false;
   app.add_option("--batch", batch, "batch size");
   app.add_option("--layers", layers_text, "layer widths, input first");
   app.add_option("--threads", threads, "intra-op threads");
   app.add_option("--seconds", seconds, "measurement time");
+  app.add_flag("--sgd", sgd, "also the momentum-SGD step of every layer's weights");
   CLI11_PARSE(app, argc, argv);
   omp_set_num_threads(threads);
 
@@ -31,7 +36,7 @@ int main(int argc, char** argv) {
   for (std::string item; std::getline(ss, item, ',');) widths.push_back(std::stoll(item));
   const size_t n_layers = widths.size() - 1;
   std::vector<std::vector<float>> acts(widths.size()), grads(widths.size()), w(n_layers),
-      dw(n_layers);
+      dw(n_layers), v(n_layers);
   for (size_t i = 0; i < widths.size(); ++i) {
     acts[i].assign(batch * widths[i], 0.01f);
     grads[i].assign(batch * widths[i], 0.01f);
@@ -39,7 +44,23 @@ int main(int argc, char** argv) {
   for (size_t l = 0; l < n_layers; ++l) {
     w[l].assign(widths[l] * widths[l + 1], 0.01f);
     dw[l].assign(widths[l] * widths[l + 1], 0.0f);
+    v[l].assign(widths[l] * widths[l + 1], 0.0f);
   }
+  // sgd_step's loop (momentum, no dampening, not Nesterov); a tiny lr keeps w finite.
+  auto sgd_step = [&](size_t l) {
+    float* wl = w[l].data();
+    float* vl = v[l].data();
+    const float* g = dw[l].data();
+    const int64_t n = static_cast<int64_t>(w[l].size());
+    const float lr = 1e-6f, wd = 1e-4f, mu = 0.9f;
+#pragma omp parallel for simd if (n > (1 << 16))
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] + wd * wl[i];
+      float vi = mu * vl[i] + gi;
+      vl[i] = vi;
+      wl[i] -= lr * vi;
+    }
+  };
   int gemms_per_step = 0;
   auto step = [&] {
     gemms_per_step = 0;
@@ -50,6 +71,7 @@ int main(int argc, char** argv) {
       dnnl_sgemm('T', 'N', widths[l + 1], widths[l], batch, 1.f, grads[l + 1].data(), widths[l + 1],
                  acts[l].data(), widths[l], 0.f, dw[l].data(), widths[l]);
       ++gemms_per_step;
+      if (sgd) sgd_step(l);
       if (l == 0) continue;  // nobody needs the gradient of the input images
       dnnl_sgemm('N', 'N', batch, widths[l], widths[l + 1], 1.f, grads[l + 1].data(), widths[l + 1],
                  w[l].data(), widths[l], 0.f, grads[l].data(), widths[l]);
@@ -67,9 +89,9 @@ int main(int argc, char** argv) {
     elapsed = std::chrono::duration<double>(clock::now() - start).count();
   }
   std::printf(
-      "gemm_bound batch=%lld layers=%s threads=%d gemms_per_step=%d step_ms=%.4f "
+      "gemm_bound batch=%lld layers=%s threads=%d gemms_per_step=%d sgd=%d step_ms=%.4f "
       "samples_per_s=%.1f\n",
-      static_cast<long long>(batch), layers_text.c_str(), threads, gemms_per_step,
+      static_cast<long long>(batch), layers_text.c_str(), threads, gemms_per_step, sgd ? 1 : 0,
       1e3 * elapsed / steps, steps * batch / elapsed);
   return 0;
 }
