@@ -7,8 +7,9 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/cpu/cpu_ops.h"      // make_conv with a forced path
-#include "backend/cpu/direct_conv.h"  // direct_conv_suits
+#include "backend/cpu/blocked_weight_grad.h"  // blocked_weight_grad_suits
+#include "backend/cpu/cpu_ops.h"              // make_conv with a forced path
+#include "backend/cpu/direct_conv.h"          // direct_conv_suits
 #include "core/rng.h"
 #include "reference_ops.h"
 
@@ -107,6 +108,65 @@ TEST_CASE("conv2d: oneDNN and direct kernels each match the reference") {
       auto direct = cpu::make_conv(ctx, s, cpu::ConvPath::direct);
       check_conv(*direct, s);
     }
+}
+
+// The op on activations in blocks of 16 channels: x, y, dy and dx reordered at the boundary,
+// weights and their gradient plain (as the layers pass them), against the same references.
+void check_blocked_conv(Backend& be, ConvOp& op, const ConvSpec& s) {
+  Tensor x = random_tensor(s.input_shape(), 1), w = random_tensor(s.weight_shape(), 2);
+  Tensor b = random_tensor({s.out_channels}, 3), g = random_tensor(s.output_shape(), 4);
+  Tensor xb = Tensor::empty(s.input_shape()), gb = Tensor::empty(s.output_shape());
+  be.reorder(xb, 16, x, 1);
+  be.reorder(gb, 16, g, 1);
+  Tensor yb = Tensor::empty(s.output_shape()), y = Tensor::empty(s.output_shape());
+  op.forward(xb, w, b, yb);
+  be.reorder(y, 1, yb, 16);
+  std::vector<double> gm(g.numel());
+  for (int64_t i = 0; i < g.numel(); ++i)
+    gm[i] = !s.relu || y.data<float>()[i] > 0 ? g.data<float>()[i] : 0.0;
+  const auto expect = test::ref_conv_grads(s, x.data<float>(), w.data<float>(), gm);
+  Tensor dw = Tensor::empty(s.weight_shape()), db = Tensor::empty({s.out_channels});
+  Tensor dxb = Tensor::empty(s.input_shape()), dx = Tensor::empty(s.input_shape());
+  op.backward_weights(xb, yb, gb, dw, s.bias ? db : Tensor());
+  op.backward_data(yb, gb, w, dxb);
+  be.reorder(dx, 1, dxb, 16);
+  CHECK(rel_error(dw, expect.dw) < 1e-5);
+  if (s.bias) CHECK(rel_error(db, expect.db) < 1e-5);
+  CHECK(rel_error(dx, expect.dx) < 1e-5);
+}
+
+TEST_CASE("conv2d on blocks of 16 channels: the own weight-gradient kernel matches the reference") {
+  // Rows of 32+ outputs, stride 1: the shapes BlockedWeightGrad takes.
+  const ConvSpec specs[] = {
+      {3, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1, false},  // ResNet-20's first stage
+      {2, 32, 5, 34, 16, 3, 3, 1, 1, 0, 1, true},    // two input blocks, asymmetric padding
+      {2, 16, 6, 34, 32, 5, 3, 1, 1, 2, 0, true},    // two output blocks, 5×3, no column pad
+      {2, 16, 3, 40, 16, 1, 1, 1, 1, 0, 0, false},   // 1×1
+      {5, 16, 7, 36, 16, 3, 3, 1, 1, 1, 1, true},    // more images than threads evenly share
+  };
+  for (int threads : {1, 2}) {
+    auto be = make_backend({DeviceChoice::cpu, threads, 0});
+    for (ConvSpec s : specs)
+      for (bool relu : {false, true}) {
+        s.relu = relu;
+        s.src_block = s.dst_block = 16;
+        CAPTURE(threads);
+        CAPTURE(describe(s));
+        REQUIRE(cpu::blocked_weight_grad_suits(s));
+        auto op = be->make_conv(s);
+        check_blocked_conv(*be, *op, s);
+      }
+  }
+  // Where it does not suit: rows under 32 outputs, strides, plain activations.
+  ConvSpec s{2, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1, false};
+  s.src_block = s.dst_block = 16;
+  CHECK_FALSE(cpu::blocked_weight_grad_suits(s));
+  s.width = 64, s.stride_w = 2;
+  CHECK_FALSE(cpu::blocked_weight_grad_suits(s));
+  s.stride_w = 1;
+  CHECK(cpu::blocked_weight_grad_suits(s));
+  s.src_block = s.dst_block = 1;
+  CHECK_FALSE(cpu::blocked_weight_grad_suits(s));
 }
 
 TEST_CASE("direct kernels take small channel counts and full-vector rows") {

@@ -13,12 +13,14 @@
 // 4×4 outputs and twice as slow forward on its 2×2 ones. DTRAIN_CONV_ALGO=direct or
 // winograd forces one. A fused ReLU is a post-op of the oneDNN forward; the oneDNN backward
 // passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU
-// fused into a convolution's backward).
+// fused into a convolution's backward). The weight gradient of stride-1 convolutions on blocks of
+// 16 channels with rows of 32 or more outputs is our own kernel (blocked_weight_grad.h).
 #include <omp.h>  // omp_get_max_threads: the direct kernels' scratch
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO
 #include <string_view>
 
+#include "backend/cpu/blocked_weight_grad.h"  // BlockedWeightGrad
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/direct_conv.h"  // DirectConv
 #include "backend/cpu/relu_mask.h"    // relu_mask
@@ -48,6 +50,8 @@ class CpuConv final : public ConvOp {
     switch (path) {
       case ConvPath::automatic:
         if (plain) direct_ = direct_conv_suits(s);
+        blocked_weights_ = blocked_weight_grad_suits(s) &&
+                           choose_algorithms(s).backward_weights == algorithm::convolution_direct;
         break;
       case ConvPath::direct:
         DTRAIN_CHECK(plain && direct_conv_supports(s)) << "no direct convolution for this shape";
@@ -58,6 +62,7 @@ class CpuConv final : public ConvOp {
     }
     if (direct_.forward || direct_.backward_data || direct_.backward_weights)
       kernels_ = DirectConv(s, omp_get_max_threads());
+    if (blocked_weights_) weight_grad_ = BlockedWeightGrad(s, omp_get_max_threads());
     make_primitives(ctx, s);
   }
 
@@ -99,6 +104,9 @@ class CpuConv final : public ConvOp {
     if (direct_.backward_weights)
       return kernels_.backward_weights(x.data<float>(), mask, dy.data<float>(), dw.data<float>(),
                                        dbias);
+    if (blocked_weights_)
+      return weight_grad_.run(x.data<float>(), masked(y, dy, /*reuse=*/false).data<float>(),
+                              dw.data<float>(), dbias);
     bw_src_.input(x);
     bw_ddst_.input(masked(y, dy, /*reuse=*/false));
     bw_dwei_.output(dw);
@@ -182,7 +190,7 @@ class CpuConv final : public ConvOp {
                   {DNNL_ARG_WEIGHTS, bd_wei_.internal()},
                   {DNNL_ARG_DIFF_SRC, bd_dsrc_.internal()}};
     }
-    if (!direct_.backward_weights) {
+    if (!direct_.backward_weights && !blocked_weights_) {
       auto make = [&](const memory::desc& x, const memory::desc& y) {
         return convolution_backward_weights::primitive_desc(
             {algo.backward_weights, x, wei, s.bias ? bia : no_bias, y, strides, pad, pad_r},
@@ -243,6 +251,8 @@ class CpuConv final : public ConvOp {
   ConvSpec spec_;
   DirectConvPasses direct_;
   DirectConv kernels_;
+  bool blocked_weights_ = false;  // the weight gradient by BlockedWeightGrad
+  BlockedWeightGrad weight_grad_;
   convolution_forward fwd_;
   convolution_backward_data bwd_data_;
   convolution_backward_weights bwd_weights_;
