@@ -3,7 +3,7 @@
 // layer — input gradient dx = dy·W) with dnnl_sgemm and nothing else, and prints the samples/s
 // that would give. bench/engine_vs_pytorch.py compares dtrain's training throughput with it.
 // With --sgd, each layer's weights also take the momentum-SGD step (momentum 0.9, weight decay:
-// the loop of CpuBackend::sgd_step) right after their gradient's GEMM, as dtrain's one-rank
+// the CPU backend's own sgd_step) right after their gradient's GEMM, as dtrain's one-rank
 // training does: the bound of any engine whose optimizer step is a pass of its own.
 //   dtrain_gemm_bound --batch 100 --layers 784,500,500,10 --threads 1 --seconds 3 [--sgd]
 #include <omp.h>               // omp_set_num_threads
@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "backend/backend.h"  // make_backend, Backend::sgd_step
 
 int main(int argc, char** argv) {
   CLI::App app{"GEMM-only bound of an MLP training step"};
@@ -46,21 +48,13 @@ int main(int argc, char** argv) {
     dw[l].assign(widths[l] * widths[l + 1], 0.0f);
     v[l].assign(widths[l] * widths[l + 1], 0.0f);
   }
-  // sgd_step's loop (momentum, no dampening, not Nesterov); a tiny lr keeps w finite.
-  auto sgd_step = [&](size_t l) {
-    float* wl = w[l].data();
-    float* vl = v[l].data();
-    const float* g = dw[l].data();
-    const int64_t n = static_cast<int64_t>(w[l].size());
-    const float lr = 1e-6f, wd = 1e-4f, mu = 0.9f;
-#pragma omp parallel for simd if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) {
-      float gi = g[i] + wd * wl[i];
-      float vi = mu * vl[i] + gi;
-      vl[i] = vi;
-      wl[i] -= lr * vi;
-    }
+  // dtrain's own step on views of the same buffers; a tiny lr keeps w finite.
+  auto backend = dtrain::make_backend({dtrain::DeviceChoice::cpu, threads, 0});
+  const dtrain::SgdHyper hyper{1e-6f, 0.9f, 0.0f, 1e-4f};
+  auto view = [](std::vector<float>& b) {
+    return dtrain::Tensor::borrow(b.data(), {static_cast<int64_t>(b.size())});
   };
+  auto sgd_step = [&](size_t l) { backend->sgd_step(view(w[l]), view(dw[l]), view(v[l]), hyper); };
   int gemms_per_step = 0;
   auto step = [&] {
     gemms_per_step = 0;
