@@ -14,8 +14,8 @@
 #include "run/run_options.h"           // nearest_batches
 #include "sched/algorithm.h"           // the registry's timing rows
 #include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
-#include "sched/pipedream_plan.h"      // choose_pipeline: the pipedream rows
-#include "sched/pipeline_profile.h"    // profile_pipeline_chain
+#include "sched/pipeline/pipedream_plan.h"      // choose_pipeline: the pipedream rows
+#include "sched/pipeline/profile.h"    // profile_pipeline_chain
 
 namespace dtrain {
 namespace {

@@ -8,7 +8,7 @@
 #include "comm/mpi_comm.h"  // make_mpi_comm
 #include "run/config.h"
 #include "run/run_builder.h"
-#include "sched/pipedream_scheduler.h"  // PipedreamOptions
+#include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 
 using namespace dtrain;
 

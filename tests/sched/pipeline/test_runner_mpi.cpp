@@ -10,7 +10,7 @@
 #include "comm/mpi_comm.h"
 #include "core/rng.h"
 #include "nn/model.h"
-#include "sched/pipeline_runner.h"
+#include "sched/pipeline/runner.h"
 
 using namespace dtrain;
 

@@ -1,4 +1,4 @@
-#include "sched/pipedream_plan.h"
+#include "sched/pipeline/pipedream_plan.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include "comm/stage_channel.h"  // kStagePollPeriod
 #include "core/error.h"
 #include "core/timer.h"               // Clock, seconds_since: the planning time
-#include "sched/pipeline_schedule.h"  // in_flight_bound: the stashed versions
+#include "sched/pipeline/schedule.h"  // in_flight_bound: the stashed versions
 
 namespace dtrain {
 

@@ -23,10 +23,10 @@
 #include "config/kinds.h"             // WordOr
 #include "optim/sgd.h"                // Sgd: the stage's optimizer
 #include "sched/algorithm.h"          // AlgorithmEntry
-#include "sched/pipeline_runner.h"    // PipelineRunner
-#include "sched/pipeline_schedule.h"  // PipelineShape, ScheduleSpec
+#include "sched/pipeline/runner.h"    // PipelineRunner
+#include "sched/pipeline/schedule.h"  // PipelineShape, ScheduleSpec
 #include "sched/scheduler.h"          // Scheduler
-#include "sched/stage_model.h"        // StageModel
+#include "sched/pipeline/stage_model.h"        // StageModel
 
 namespace dtrain {
 

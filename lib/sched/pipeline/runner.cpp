@@ -1,4 +1,4 @@
-#include "sched/pipeline_runner.h"
+#include "sched/pipeline/runner.h"
 
 #include <fmt/format.h>
 

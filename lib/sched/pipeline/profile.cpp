@@ -1,11 +1,11 @@
-#include "sched/pipeline_profile.h"
+#include "sched/pipeline/profile.h"
 
 #include <memory>
 
 #include "core/error.h"
 #include "core/timer.h"         // Clock, seconds_since
 #include "optim/sgd.h"          // Sgd: each piece's update
-#include "sched/stage_model.h"  // StageModel: each piece as a stage runs it
+#include "sched/pipeline/stage_model.h"  // StageModel: each piece as a stage runs it
 
 namespace dtrain {
 

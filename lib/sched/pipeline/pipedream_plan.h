@@ -10,7 +10,7 @@
 
 #include "plan/partitioner.h"           // LayerProfile, Partition
 #include "plan/profiler.h"              // TransportTimes
-#include "sched/pipedream_scheduler.h"  // PipedreamOptions
+#include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 
 namespace dtrain {
 

@@ -1,4 +1,4 @@
-#include "sched/pipedream_scheduler.h"
+#include "sched/pipeline/pipedream_scheduler.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 #include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
 #include "core/stop_request.h"       // stop_signal, request_stop
-#include "sched/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
-#include "sched/pipeline_profile.h"  // profile_pipeline_chain
+#include "sched/pipeline/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
+#include "sched/pipeline/profile.h"  // profile_pipeline_chain
 
 namespace dtrain {
 

@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "nn/model.h"
-#include "sched/stage_model.h"
+#include "sched/pipeline/stage_model.h"
 
 using namespace dtrain;
 

@@ -1,4 +1,4 @@
-#include "sched/stage_model.h"
+#include "sched/pipeline/stage_model.h"
 
 #include "core/error.h"
 #include "nn/layers/softmax_xent.h"  // SoftmaxCrossEntropy

@@ -1,4 +1,4 @@
-#include "sched/pipeline_schedule.h"
+#include "sched/pipeline/schedule.h"
 
 #include <fmt/format.h>
 

@@ -17,8 +17,8 @@
 #include "core/phase.h"                // PhaseTimes
 #include "data/loader.h"               // Batch
 #include "optim/sgd.h"                 // Sgd
-#include "sched/pipeline_schedule.h"   // PipelineShape, Instruction
-#include "sched/stage_model.h"         // StageModel
+#include "sched/pipeline/schedule.h"   // PipelineShape, Instruction
+#include "sched/pipeline/stage_model.h"         // StageModel
 
 namespace dtrain {
 

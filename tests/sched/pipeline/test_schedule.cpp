@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "sched/pipeline_schedule.h"
+#include "sched/pipeline/schedule.h"
 
 using namespace dtrain;
 using namespace dtrain::pipeline;
