@@ -7,6 +7,7 @@
 #include <cstring>  // memcpy, memset
 
 #include "backend/cpu/cpu_ops.h"  // op constructors
+#include "backend/sgd_update.h"
 #include "core/error.h"
 
 namespace dtrain {
@@ -81,6 +82,34 @@ void check_f32(const Tensor& t, const char* what) {
 void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
   DTRAIN_CHECK(a.numel() == b.numel())
       << what << ": sizes differ, " << a.shape().str() << " vs " << b.shape().str();
+}
+
+// body(i) for every i in [0, n), vectorised (the SGD loops: their arithmetic is in
+// backend/sgd_update.h, shared with the CUDA kernels).
+template <class Body>
+void for_each_index(int64_t n, int threads, Body body) {
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads) firstprivate(body)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// for_each_index over body(kind, i), with h's kind of update as a compile-time constant
+// (std::integral_constant), so that each kind gets a loop of its own without branches.
+template <class Body>
+void for_each_index_of_kind(const SgdHyper& h, int64_t n, int threads, const Body& body) {
+  sgd::with_kind(sgd::kind_of(h.momentum, h.nesterov),
+                 [&](auto kind) { for_each_index(n, threads, [=](int64_t i) { body(kind, i); }); });
+}
+
+sgd::Coeffs coeffs(const SgdHyper& h) {
+  return sgd::coeffs(h.lr, h.momentum, h.dampening, h.weight_decay);
+}
+
+// The momentum buffer's elements, or null without momentum (the buffer may then be undefined).
+float* momentum_data(const Tensor& weights, const Tensor& momentum_buf, const SgdHyper& h,
+                     const char* what) {
+  if (h.momentum == 0.0f) return nullptr;
+  check_same_size(weights, momentum_buf, what);
+  return momentum_buf.data<float>();
 }
 }  // namespace
 
@@ -172,32 +201,11 @@ void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tens
   check_same_size(weights, grads, "sgd_step");
   float* w = weights.data<float>();
   const float* g = grads.data<float>();
-  const int64_t n = weights.numel();
-  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
-  if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
-    return;
-  }
-  check_same_size(weights, momentum_buf, "sgd_step momentum");
-  float* v = momentum_buf.data<float>();
-  if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float gi = g[i] + wd * w[i];
-      float vi = mu * v[i] + damp * gi;
-      v[i] = vi;
-      w[i] -= lr * (gi + mu * vi);
-    }
-  } else {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float gi = g[i] + wd * w[i];
-      float vi = mu * v[i] + damp * gi;
-      v[i] = vi;
-      w[i] -= lr * vi;
-    }
-  }
+  float* v = momentum_data(weights, momentum_buf, h, "sgd_step momentum");
+  const sgd::Coeffs c = coeffs(h);
+  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
+    sgd::step<decltype(kind)::value>(i, w, g, v, c);
+  });
 }
 
 void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
@@ -209,35 +217,14 @@ void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads,
   const float* g = grads.data<float>();
   float* a = sum.data<float>();
   const int64_t n = weights.numel();
-  const float wd = weight_decay;
-  // Four variants, so that the branches stay out of the vectorised loops and ĝ is g exactly
-  // without weight decay.
-  if (wd == 0.0f && add) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) a[i] += g[i], w[i] -= lr * g[i];
-  } else if (wd == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) a[i] = g[i], w[i] -= lr * g[i];
-  } else if (add) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] + wd * w[i];
-      a[i] += gi;
-      w[i] -= lr * gi;
-    }
-  } else {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] + wd * w[i];
-      a[i] = gi;
-      w[i] -= lr * gi;
-    }
-  }
+  // A loop for each flag pair (backend/sgd_update.h), so that the branches stay out of them.
+  sgd::with_accumulate_flags(weight_decay, add, [&](auto decay, auto keep_adding) {
+    for_each_index(n, threads_, [=](int64_t i) {
+      sgd::step_accumulate<decltype(decay)::value, decltype(keep_adding)::value>(i, w, g, a, lr,
+                                                                                 weight_decay);
+    });
+  });
 }
-
-}  // namespace dtrain
-
-namespace dtrain {
 
 void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
                              const Tensor& momentum_buf, const SgdHyper& h) {
@@ -247,39 +234,11 @@ void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Ten
   const float* w = weights.data<float>();
   const float* g = grads.data<float>();
   float* x = out.data<float>();
-  const int64_t n = weights.numel();
-  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
-  // The loops of sgd_step with the stores of w and v replaced by one store of the result.
-  if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      wi -= lr * (g[i] + wd * wi);
-      x[i] = wi;
-    }
-    return;
-  }
-  check_same_size(weights, momentum_buf, "sgd_predict momentum");
-  const float* v = momentum_buf.data<float>();
-  if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      float gi = g[i] + wd * wi;
-      float vi = mu * v[i] + damp * gi;
-      wi -= lr * (gi + mu * vi);
-      x[i] = wi;
-    }
-  } else {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      float gi = g[i] + wd * wi;
-      float vi = mu * v[i] + damp * gi;
-      wi -= lr * vi;
-      x[i] = wi;
-    }
-  }
+  const float* v = momentum_data(weights, momentum_buf, h, "sgd_predict momentum");
+  const sgd::Coeffs c = coeffs(h);
+  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
+    sgd::predict<decltype(kind)::value>(i, x, w, g, v, c);
+  });
 }
 
 void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
@@ -293,51 +252,11 @@ void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
   const float* g = grads.data<float>();
   const float* p = ghat.data<float>();
   float* x = out.data<float>();
-  const int64_t n = weights.numel();
-  const float lr = h.lr, wd = h.weight_decay, mu = h.momentum, damp = 1.0f - h.dampening;
-  // sgd_step's loop, then sgd_predict's on the values just stored, term by term.
-  if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      wi -= lr * (g[i] + wd * wi);
-      w[i] = wi;
-      wi -= lr * (p[i] + wd * wi);
-      x[i] = wi;
-    }
-    return;
-  }
-  check_same_size(weights, momentum_buf, "sgd_step_predict momentum");
-  float* v = momentum_buf.data<float>();
-  if (h.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      float gi = g[i] + wd * wi;
-      float vi = mu * v[i] + damp * gi;
-      v[i] = vi;
-      wi -= lr * (gi + mu * vi);
-      w[i] = wi;
-      float pi = p[i] + wd * wi;
-      float ui = mu * vi + damp * pi;
-      wi -= lr * (pi + mu * ui);
-      x[i] = wi;
-    }
-  } else {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
-    for (int64_t i = 0; i < n; ++i) {
-      float wi = w[i];
-      float gi = g[i] + wd * wi;
-      float vi = mu * v[i] + damp * gi;
-      v[i] = vi;
-      wi -= lr * vi;
-      w[i] = wi;
-      float pi = p[i] + wd * wi;
-      float ui = mu * vi + damp * pi;
-      wi -= lr * ui;
-      x[i] = wi;
-    }
-  }
+  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_predict momentum");
+  const sgd::Coeffs c = coeffs(h);
+  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
+    sgd::step_predict<decltype(kind)::value>(i, w, g, v, p, x, c);
+  });
 }
 
 double CpuBackend::dot(const Tensor& a, const Tensor& b) {

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/sgd_update.h"
 
 namespace dtrain::cuda {
 namespace {
@@ -30,64 +31,25 @@ __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) x[i] *= alpha;
 }
 
-__global__ void sgd_plain_kernel(float* w, const float* g, int64_t n, float lr, float wd) {
-  DTRAIN_GRID_STRIDE(i, n) w[i] -= lr * (g[i] + wd * w[i]);
+// The SGD kernels run the arithmetic of backend/sgd_update.h, shared with the CPU loops.
+template <sgd::Kind K>
+__global__ void sgd_step_kernel(float* w, const float* g, float* v, int64_t n, sgd::Coeffs c) {
+  DTRAIN_GRID_STRIDE(i, n) sgd::step<K>(i, w, g, v, c);
 }
-template <bool kAdd>
+template <bool kDecay, bool kAdd>
 __global__ void sgd_accumulate_kernel(float* w, const float* g, float* sum, int64_t n, float lr,
                                       float wd) {
-  DTRAIN_GRID_STRIDE(i, n) {
-    const float gi = wd == 0.0f ? g[i] : g[i] + wd * w[i];
-    sum[i] = kAdd ? sum[i] + gi : gi;
-    w[i] -= lr * gi;
-  }
+  DTRAIN_GRID_STRIDE(i, n) sgd::step_accumulate<kDecay, kAdd>(i, w, g, sum, lr, wd);
 }
-template <bool kNesterov>
-__global__ void sgd_momentum_kernel(float* w, const float* g, float* v, int64_t n, float lr,
-                                    float mu, float damp, float wd) {
-  DTRAIN_GRID_STRIDE(i, n) {
-    const float gi = g[i] + wd * w[i];
-    const float vi = mu * v[i] + damp * gi;
-    v[i] = vi;
-    w[i] -= kNesterov ? lr * (gi + mu * vi) : lr * vi;
-  }
-}
-
-template <bool kNesterov>
+template <sgd::Kind K>
 __global__ void sgd_predict_kernel(float* out, const float* w, const float* g, const float* v,
-                                   int64_t n, float lr, float mu, float damp, float wd) {
-  DTRAIN_GRID_STRIDE(i, n) {
-    const float gi = g[i] + wd * w[i];
-    const float vi = mu * v[i] + damp * gi;
-    out[i] = w[i] - (kNesterov ? lr * (gi + mu * vi) : lr * vi);
-  }
+                                   int64_t n, sgd::Coeffs c) {
+  DTRAIN_GRID_STRIDE(i, n) sgd::predict<K>(i, out, w, g, v, c);
 }
-__global__ void sgd_predict_plain_kernel(float* out, const float* w, const float* g, int64_t n,
-                                         float lr, float wd) {
-  DTRAIN_GRID_STRIDE(i, n) out[i] = w[i] - lr * (g[i] + wd * w[i]);
-}
-template <bool kNesterov>
+template <sgd::Kind K>
 __global__ void sgd_step_predict_kernel(float* w, const float* g, float* v, const float* p,
-                                        float* out, int64_t n, float lr, float mu, float damp,
-                                        float wd) {
-  DTRAIN_GRID_STRIDE(i, n) {
-    const float gi = g[i] + wd * w[i];
-    const float vi = mu * v[i] + damp * gi;
-    v[i] = vi;
-    const float wi = w[i] - (kNesterov ? lr * (gi + mu * vi) : lr * vi);
-    w[i] = wi;
-    const float pi = p[i] + wd * wi;
-    const float ui = mu * vi + damp * pi;
-    out[i] = wi - (kNesterov ? lr * (pi + mu * ui) : lr * ui);
-  }
-}
-__global__ void sgd_step_predict_plain_kernel(float* w, const float* g, const float* p, float* out,
-                                              int64_t n, float lr, float wd) {
-  DTRAIN_GRID_STRIDE(i, n) {
-    const float wi = w[i] - lr * (g[i] + wd * w[i]);
-    w[i] = wi;
-    out[i] = wi - lr * (p[i] + wd * wi);
-  }
+                                        float* out, int64_t n, sgd::Coeffs c) {
+  DTRAIN_GRID_STRIDE(i, n) sgd::step_predict<K>(i, w, g, v, p, out, c);
 }
 __global__ void dc_diagonal_kernel(float* g, const float* d, int64_t n, float lambda) {
   DTRAIN_GRID_STRIDE(i, n) g[i] += lambda * g[i] * g[i] * d[i];
@@ -161,27 +123,20 @@ void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream) {
 void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
                   float dampening, float weight_decay, bool nesterov, cudaStream_t stream) {
   if (n <= 0) return;
-  const float damp = 1.0f - dampening;
-  if (momentum == 0.0f)
-    sgd_plain_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, n, lr, weight_decay);
-  else if (nesterov)
-    sgd_momentum_kernel<true>
-        <<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, lr, momentum, damp, weight_decay);
-  else
-    sgd_momentum_kernel<false>
-        <<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, lr, momentum, damp, weight_decay);
+  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
+  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
+    sgd_step_kernel<decltype(k)::value><<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, c);
+  });
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
 void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
                              float weight_decay, bool add, cudaStream_t stream) {
   if (n <= 0) return;
-  if (add)
-    sgd_accumulate_kernel<true>
+  sgd::with_accumulate_flags(weight_decay, add, [&](auto decay, auto keep_adding) {
+    sgd_accumulate_kernel<decltype(decay)::value, decltype(keep_adding)::value>
         <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
-  else
-    sgd_accumulate_kernel<false>
-        <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
+  });
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -193,15 +148,11 @@ void sgd_predict_f32(float* out, const float* w, const float* g, const float* v,
                      float lr, float momentum, float dampening, float weight_decay, bool nesterov,
                      cudaStream_t stream) {
   if (n <= 0) return;
-  const float damp = 1.0f - dampening;
-  if (momentum == 0.0f)
-    sgd_predict_plain_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, w, g, n, lr, weight_decay);
-  else if (nesterov)
-    sgd_predict_kernel<true>
-        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, lr, momentum, damp, weight_decay);
-  else
-    sgd_predict_kernel<false>
-        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, lr, momentum, damp, weight_decay);
+  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
+  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
+    sgd_predict_kernel<decltype(k)::value>
+        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, c);
+  });
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -209,16 +160,11 @@ void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat,
                           int64_t n, float lr, float momentum, float dampening, float weight_decay,
                           bool nesterov, cudaStream_t stream) {
   if (n <= 0) return;
-  const float damp = 1.0f - dampening;
-  if (momentum == 0.0f)
-    sgd_step_predict_plain_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, ghat, out, n, lr,
-                                                                        weight_decay);
-  else if (nesterov)
-    sgd_step_predict_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(
-        w, g, v, ghat, out, n, lr, momentum, damp, weight_decay);
-  else
-    sgd_step_predict_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(
-        w, g, v, ghat, out, n, lr, momentum, damp, weight_decay);
+  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
+  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
+    sgd_step_predict_kernel<decltype(k)::value>
+        <<<grid_for(n), kThreads, 0, stream>>>(w, g, v, ghat, out, n, c);
+  });
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -14,10 +14,11 @@ void add_relu_f32(const float* a, const float* b, float* out, int64_t n, cudaStr
 void axpy_f32(float alpha, const float* x, float* y, int64_t n, cudaStream_t stream);
 void axpby_f32(float alpha, const float* x, float beta, float* y, int64_t n, cudaStream_t stream);
 void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream);
-// The fused SGD pass of Backend::sgd_step (same arithmetic order as the CPU loop).
+// The fused SGD pass of Backend::sgd_step (the arithmetic of backend/sgd_update.h, as the CPU
+// loop).
 void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
                   float dampening, float weight_decay, bool nesterov, cudaStream_t stream);
-// Backend::sgd_step_accumulate (same arithmetic order as the CPU loop).
+// Backend::sgd_step_accumulate (backend/sgd_update.h, as the CPU loop).
 void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
                              float weight_decay, bool add, cudaStream_t stream);
 // Backend::sgd_predict: sgd_step's arithmetic into `out`, w and v unchanged (v may be null
