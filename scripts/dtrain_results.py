@@ -2,7 +2,8 @@
 
 A run folder (dtrain --out DIR) holds config.yaml (the resolved experiment), run.yaml,
 accuracy.csv (one row per evaluation) and timing.csv (one row per rank per epoch); a run made
-by sweep.py also holds sweep_status.json and log.txt. The column meanings are DESIGN.md §1.
+by sweep.py also holds sweep_status.json and log.txt. The columns are the README's
+("Outputs") and docs/architecture.md's ("The contract").
 
     from dtrain_results import load_run, run_metrics
     run = load_run("runs/sweep1/algorithm=sync,ranks=2")
