@@ -200,7 +200,7 @@ void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
   pipeline::ScheduleSpec spec = spec_;
   // `minibatches` counts the units admitted (microbatches of gpipe and 1f1b_flush, whose
   // schedules count steps).
-  spec.minibatches = spec.kind == "1f1b" ? minibatches : minibatches / spec.microbatches;
+  spec.minibatches = spec.iterations_of(minibatches);
   std::vector<Instruction> shorter =
       pipeline::build_schedule(shape_, spec)[static_cast<size_t>(comm_.rank())];
   DTRAIN_CHECK(at < shorter.size() &&
@@ -243,14 +243,14 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
         // different rates (1f1b: a step per round of R_s minibatches).
         if (in.op == Op::forward)
           admitted_version_[static_cast<size_t>(in.minibatch)] =
-              spec.kind == "1f1b" ? steps * shape_.replicas[0] : steps;
+              steps * spec.iterations_per_step(shape_.replicas[0]);
       }
     }
     keep_version();
   }
   // Several microbatches per step (gpipe, 1f1b_flush): each backward writes into a buffer of
   // its own, added to the step's sum; each microbatch's loss counts 1/m of the minibatch's.
-  const bool accumulate = spec.kind != "1f1b" && spec.microbatches > 1;
+  const bool accumulate = spec.accumulates();
   const Tensor sum = stage_.gradients();
   if (accumulate) {
     if (!micro_gradient_.defined()) micro_gradient_ = stage_.backend().zeros(sum.shape());
@@ -270,9 +270,8 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
   const int R0 = shape_.replicas.front();
   int max_replicas = 0;
   for (int r : shape_.replicas) max_replicas = std::max(max_replicas, r);
-  const bool can_end_early = spec_.kind == "1f1b" || max_replicas <= spec_.microbatches;
-  const int units =
-      spec_.kind == "1f1b" ? spec_.minibatches : spec_.minibatches * spec_.microbatches;
+  const bool can_end_early = !spec_.flushes() || max_replicas <= spec_.microbatches;
+  const int units = spec_.units();
   for (at_ = 0; at_ < list_.size(); ++at_) {
     const Instruction in = list_[at_];  // a copy: an early end replaces the list
     const int b = in.minibatch;
@@ -373,8 +372,7 @@ PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
         // The round's minibatches of this stage, one per replica (fewer in a last round): the
         // mean of their gradients; a replica without one adds zeros.
         const int R = shape_.replicas[static_cast<size_t>(stage_index_)];
-        const int count = spec_.kind == "1f1b" ? std::min(R, spec_.minibatches - b * R)
-                                               : std::min(R, spec_.microbatches);
+        const int count = spec_.replicas_in_round(b, R);
         if (!backward_in_round_) stage_.backend().fill_zero(sum);
         {
           PhaseTimer timer(totals_.phases, Phase::wait);
@@ -482,8 +480,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
 int PipelineRunner::version_step(int minibatch) const {
   // This stage's latest weights that incorporate no more minibatches than the admitted version.
   const int admitted = admitted_version_.at(static_cast<size_t>(minibatch));
-  return spec_.kind == "1f1b" ? admitted / shape_.replicas[static_cast<size_t>(stage_index_)]
-                              : admitted;
+  return admitted / spec_.iterations_per_step(shape_.replicas[static_cast<size_t>(stage_index_)]);
 }
 
 void PipelineRunner::keep_version() {

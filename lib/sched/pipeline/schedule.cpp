@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>  // lcm
 #include <tuple>
+#include <utility>  // pair: the kinds' words
 
 #include "core/error.h"
 
@@ -42,6 +43,37 @@ int PipelineShape::rank_of(int stage, int minibatch) const {
   return first_rank(stage) + minibatch % replicas[stage];
 }
 
+namespace {
+
+// algorithm.schedule's words, by kind.
+constexpr std::pair<ScheduleKind, const char*> kKindWords[] = {
+    {ScheduleKind::one_f_one_b, "1f1b"},
+    {ScheduleKind::gpipe, "gpipe"},
+    {ScheduleKind::one_f_one_b_flush, "1f1b_flush"},
+};
+
+}  // namespace
+
+std::string schedule_kind_name(ScheduleKind kind) {
+  for (const auto& [k, word] : kKindWords)
+    if (k == kind) return word;
+  DTRAIN_CHECK(false) << "schedule kind " << static_cast<int>(kind);
+  return "";
+}
+
+ScheduleKind schedule_kind_named(const std::string& word) {
+  for (const auto& [kind, w] : kKindWords)
+    if (word == w) return kind;
+  throw InputError("algorithm.schedule: unknown '" + word + "'");
+}
+
+int ScheduleSpec::replicas_in_round(int round, int replicas) const {
+  // The round's units: a step's microbatches, or one 1f1b minibatch per replica (fewer at the
+  // schedule's end).
+  const int per_round = units_per_iteration() * iterations_per_step(replicas);
+  return std::min({replicas, per_round, units() - round * per_round});
+}
+
 int noam(const PipelineShape& shape, int stage) {
   int downstream = 0;
   for (int s = stage; s < shape.stages(); ++s) downstream += shape.replicas[s];
@@ -50,7 +82,7 @@ int noam(const PipelineShape& shape, int stage) {
 }
 
 int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage) {
-  if (spec.kind == "gpipe") return spec.microbatches;  // all forwards first
+  if (spec.forwards_first()) return spec.microbatches;
   const int own = noam(shape, stage);
   if (spec.in_flight <= 0) return own;
   // `in_flight` is the input stage's count; later stages keep the paper's difference to it (a
@@ -86,7 +118,7 @@ std::vector<Sequence> compute_sequences(const PipelineShape& shape, const Schedu
     const int s = shape.stage_of(rank), r = shape.replica_of(rank), R = shape.replicas[s];
     const int bound = in_flight_bound(shape, spec, s);
     Sequence& seq = sequences[rank];
-    if (spec.kind == "1f1b") {
+    if (!spec.flushes()) {
       std::vector<int> mine;
       for (int b = r; b < spec.minibatches; b += R) mine.push_back(b);
       // Each backward is followed by the round's reduction among the replicas and a step.
@@ -112,7 +144,7 @@ std::vector<Sequence> compute_sequences(const PipelineShape& shape, const Schedu
       std::vector<int> mine;  // this replica's microbatches of the step, by global id
       for (int i = 0; i < m; ++i)
         if ((step * m + i) % R == r) mine.push_back(step * m + i);
-      if (spec.kind == "gpipe") {
+      if (spec.forwards_first()) {
         for (int q : mine) seq.push_back({Op::forward, q});
         for (int q : mine) seq.push_back({Op::backward, q});
       } else {
@@ -133,8 +165,6 @@ std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
   for (int s = 0; s < shape.stages(); ++s)
     DTRAIN_INPUT_CHECK(shape.replicas[s] >= 1)
         << "algorithm.replicas[" << s << "]: must be >= 1, got " << shape.replicas[s];
-  DTRAIN_INPUT_CHECK(spec.kind == "1f1b" || spec.kind == "gpipe" || spec.kind == "1f1b_flush")
-      << "algorithm.schedule: unknown '" << spec.kind << "'";
   DTRAIN_INPUT_CHECK(spec.minibatches >= 1) << "pipeline: no minibatch to schedule";
   DTRAIN_INPUT_CHECK(spec.microbatches >= 1) << "algorithm.microbatches: must be >= 1";
   DTRAIN_INPUT_CHECK(spec.in_flight >= 0) << "algorithm.in_flight: must be >= 1";
@@ -176,7 +206,7 @@ ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& 
     problem(fmt::format("{} lists for {} ranks", schedule.size(), ranks));
     return check;
   }
-  const int items = spec.kind == "1f1b" ? spec.minibatches : spec.minibatches * spec.microbatches;
+  const int items = spec.units();
   // Per (stage, item): forward and backward counts and ranks.
   std::map<std::pair<int, int>, std::pair<int, int>> passes;
   // Per directed channel: the minibatches sent and received, in order.

@@ -65,9 +65,10 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
   const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
 
   pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
-  for (const pipeline::ScheduleSpec& spec_ : {pipeline::ScheduleSpec{"gpipe", kSteps, 1, 0},
-                                              pipeline::ScheduleSpec{"1f1b_flush", kSteps, 1, 0},
-                                              pipeline::ScheduleSpec{"1f1b", kSteps, 1, 1}}) {
+  for (const pipeline::ScheduleSpec& spec_ :
+       {pipeline::ScheduleSpec{pipeline::ScheduleKind::gpipe, kSteps, 1, 0},
+        pipeline::ScheduleSpec{pipeline::ScheduleKind::one_f_one_b_flush, kSteps, 1, 0},
+        pipeline::ScheduleSpec{pipeline::ScheduleKind::one_f_one_b, kSteps, 1, 1}}) {
     CAPTURE(spec_.kind);
     const int slots = pipeline::in_flight_bound(shape, spec_, shape.stage_of(rank));
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
@@ -143,7 +144,7 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
   constexpr int kMinibatches = 9;
-  const pipeline::ScheduleSpec spec_{"1f1b", kMinibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, kMinibatches, 1, 0};
   const auto schedule = pipeline::build_schedule(shape, spec_);
   // The schedule admits as the paper says: b's forward comes after max(0, b − NOAM + 1) steps.
   int steps = 0;
@@ -180,7 +181,7 @@ TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each 
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const int minibatches = 3 * p + 1;  // a last round with one minibatch for p replicas
   const pipeline::PipelineShape shape{{p}};
-  const pipeline::ScheduleSpec spec_{"1f1b", minibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, minibatches, 1, 0};
   StageModel stage(*backend, stages[0], kInput, 4, pipeline::in_flight_bound(shape, spec_, 0), true,
                    true);
   Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -245,7 +246,7 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
   const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
   for (const char* kind : {"gpipe", "1f1b_flush"}) {
     CAPTURE(kind);
-    const pipeline::ScheduleSpec spec_{kind, kSteps, kMicro, 0};
+    const pipeline::ScheduleSpec spec_{pipeline::schedule_kind_named(kind), kSteps, kMicro, 0};
     StageModel stage(*backend, stages[rank], kInput, 4,
                      pipeline::in_flight_bound(shape, spec_, rank), rank == 0, rank == S - 1);
     Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -289,7 +290,7 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
     whole_sgd.step(0.1f);
     keep();
   }
-  const pipeline::ScheduleSpec spec_{"1f1b", kMinibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, kMinibatches, 1, 0};
   StageModel stage(*backend, stages[rank], kInput, 4, pipeline::in_flight_bound(shape, spec_, rank),
                    rank == 0, rank == S - 1);
   Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -321,7 +322,8 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
     const std::vector<ModelStage> stages = mlp_stages(S);
     for (const char* kind : {"1f1b", "gpipe"}) {
       CAPTURE(kind);
-      const pipeline::ScheduleSpec spec_{kind, 7, std::string(kind) == "gpipe" ? 2 : 1, 0};
+      const pipeline::ScheduleSpec spec_{pipeline::schedule_kind_named(kind), 7,
+                                         std::string(kind) == "gpipe" ? 2 : 1, 0};
       StageModel stage(*backend, stages[s], kInput, 4, pipeline::in_flight_bound(shape, spec_, s),
                        s == 0, s == S - 1);
       Sgd sgd(*backend, stage.parameters(), stage.gradients(), {0.9f, 0.0f, 1e-4f, false});
