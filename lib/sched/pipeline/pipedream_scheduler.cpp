@@ -30,12 +30,12 @@ int64_t units_multiple(const PipelineLayout& l) {
 
 // What each stage holds, one line per stage, and this configuration's schedule for a few
 // minibatches as a rank × step grid.
-std::string overview(const PipelineLayout& l, const std::vector<ModelStage>& stages) {
+std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& stages) {
   std::string text =
       fmt::format("pipeline {} ({} stage(s) on {} rank(s)), schedule {}", dashed(l.shape.replicas),
                   l.shape.stages(), l.shape.ranks(), pipeline::schedule_kind_name(l.spec.kind));
   for (int s = 0; s < l.shape.stages(); ++s) {
-    const ModelStage& st = stages[static_cast<size_t>(s)];
+    const StageSlice& st = stages[static_cast<size_t>(s)];
     text += fmt::format(
         "\n  stage {}: layers {}..{}, {} parameters, rank(s) {}..{}, up to {} in flight", s,
         st.first_layer, st.last_layer, st.parameters, l.shape.first_rank(s),
@@ -50,10 +50,10 @@ std::string overview(const PipelineLayout& l, const std::vector<ModelStage>& sta
   return text;
 }
 
-std::vector<ModelStage> split(const PipelineLayout& l, const ModelSource& source) {
+std::vector<StageSlice> split(const PipelineLayout& l, const ModelSource& source) {
   ModelInput input = source.input;
   input.batch = l.unit_rows;
-  std::vector<ModelStage> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
+  std::vector<StageSlice> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
   DTRAIN_CHECK(static_cast<int>(stages.size()) == l.shape.stages())
       << stages.size() << " stages for " << l.shape.stages() << " replica counts";
   return stages;
@@ -418,7 +418,7 @@ std::vector<std::pair<std::string, std::string>> PipedreamScheduler::own_results
       "activation_bytes_sent,gradient_bytes_sent,allreduce_bytes_sent\n";
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const int s = layout_.shape.stage_of(r);
-    const ModelStage& st = stages_[static_cast<size_t>(s)];
+    const StageSlice& st = stages_[static_cast<size_t>(s)];
     const auto& v = rows[static_cast<size_t>(r)];
     csv += fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f}\n", r, s,
                        layout_.shape.replica_of(r), st.first_layer, st.last_layer, st.parameters,

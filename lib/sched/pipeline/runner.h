@@ -1,12 +1,11 @@
 // PipelineRunner: runs one rank's instruction list of a pipeline schedule (schedule.h) on its
-// StageModel — the one interpreter of every schedule kind (DESIGN.md §2 decision 5). Each
-// instruction goes to the handler of its Op (a table, as DeepSpeed's pipeline engine maps its
-// instructions to _exec_* methods); a new Op is a new handler and a row of that table.
-// Minibatches take a free slot of the stage model at their forward and give it back after
-// their backward; which weights a slot computes with is WeightVersions' (weight_versions.h).
-// Activations and gradients travel through StageChannels whose headers are checked. The
-// replicas of a stage all-reduce their gradients (the `compression` codec applies) on a
-// communicator of their own.
+// StageModel — the one interpreter of every schedule kind. Each instruction goes to the handler
+// of its Op (a table, as DeepSpeed's pipeline engine maps its instructions to _exec_* methods);
+// a new Op is a new handler and a row of that table. Minibatches take a free slot of the stage
+// model at their forward and give it back after their backward; which weights a slot computes with
+// is WeightVersions' (weight_versions.h). Activations and gradients travel through StageChannels
+// whose headers are checked. The replicas of a stage all-reduce their gradients (the `compression`
+// codec applies) on a communicator of their own.
 #pragma once
 #include <functional>
 #include <map>
