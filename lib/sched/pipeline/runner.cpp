@@ -125,6 +125,15 @@ void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t
   staging_in_use_.push_back(host);
 }
 
+void PipelineRunner::wait_sends() {
+  {
+    PhaseTimer timer(totals_.phases, Phase::wait);
+    for (auto& [key, c] : channels_) c->wait_sends();
+  }
+  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+  staging_in_use_.clear();
+}
+
 std::vector<Tensor>& PipelineRunner::pool_of(StageMessage::Kind kind) {
   return kind == StageMessage::activation ? free_activations_ : free_gradients_;
 }
@@ -281,12 +290,7 @@ void PipelineRunner::start_run(const std::vector<Instruction>& instructions,
 }
 
 PipelineTotals PipelineRunner::finish_run() {
-  {
-    PhaseTimer timer(totals_.phases, Phase::wait);
-    for (auto& [key, c] : channels_) c->wait_sends();
-  }
-  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-  staging_in_use_.clear();
+  wait_sends();
   if (accumulate_) stage_.set_gradients(step_gradient_);
   args_ = {};
   step_gradient_ = Tensor();
@@ -457,12 +461,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
       input = buf.narrow_batch(rows);
       free_activations_.push_back(buf);
     }
-    {
-      PhaseTimer timer(totals_.phases, Phase::wait);
-      for (auto& [key, c] : channels_) c->wait_sends();
-    }
-    for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-    staging_in_use_.clear();
+    wait_sends();
     const Tensor& out = stage_.forward(slot, static_cast<uint64_t>(b), input,
                                        stage_.last() ? batches_[b].labels : Tensor());
     if (stage_.last()) {
@@ -476,9 +475,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
     }
     give_back_batch(b);
   }
-  for (auto& [key, c] : channels_) c->wait_sends();
-  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-  staging_in_use_.clear();
+  wait_sends();
   stage_.set_training(true);
   evaluation_bytes_ += activation_bytes_sent() - bytes_before;
   return totals_;

@@ -134,6 +134,8 @@ class PipelineRunner {
   // Sends `t` (on the stage's device) to `peer`: a GPU tensor through a host copy.
   // `slot`: whose buffer `t` is (the slot waits for the send before it computes again).
   void send(int peer, const StageMessage& message, const Tensor& t, int slot);
+  // Until every send has left; the host copies of a GPU stage's sends are free again.
+  void wait_sends();
   // Receives the message `expected` from `peer`: a pooled buffer of the kind's shape on the
   // stage's device, to be given back to pool_of(kind). `got`: the header that came.
   Tensor receive(int peer, const StageMessage& expected, StageMessage* got = nullptr);
