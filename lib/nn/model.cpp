@@ -157,7 +157,7 @@ std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelIn
   return make_graph(model, input)->cut_points();
 }
 
-std::vector<ModelStage> split_model(const YAML::Node& model, const ModelInput& input,
+std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& input,
                                     const std::vector<std::string>& starts,
                                     const std::string& key) {
   const std::unique_ptr<Graph> graph = make_graph(model, input);
@@ -191,9 +191,9 @@ std::vector<ModelStage> split_model(const YAML::Node& model, const ModelInput& i
     cuts.push_back(cut);
   }
   bounds.push_back(names.size());
-  std::vector<ModelStage> stages;
+  std::vector<StageSlice> stages;
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
-    ModelStage stage;
+    StageSlice stage;
     const size_t begin = bounds[s], end = bounds[s + 1];
     stage.first_layer = names[begin];
     stage.last_layer = names[end - 1];

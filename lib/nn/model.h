@@ -98,9 +98,10 @@ std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
                                    const ModelInput& input, uint64_t seed);
 std::vector<std::string> zoo_names();
 
-// A pipeline stage: a contiguous slice of the model's layers (DESIGN.md §2 decision 8), built
-// by the same builder from its own `layers:` list (the first layer reads "input").
-struct ModelStage {
+// The description of a pipeline stage: a contiguous slice of the model's layers, built by the
+// same builder from its own `layers:` list (the first layer reads "input"). Data only: the
+// pipeline's StageModel is the stage built from it.
+struct StageSlice {
   YAML::Node layers;
   Shape sample_shape;  // what the stage reads, per sample
   std::string first_layer, last_layer;
@@ -113,7 +114,7 @@ struct ModelStage {
 // naming `key` for a name that is not a layer, starts out of order or repeated (an empty
 // stage), or a cut where more than one tensor crosses (naming them) or a fused ReLU would be
 // split from its layer.
-std::vector<ModelStage> split_model(const YAML::Node& model, const ModelInput& input,
+std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& input,
                                     const std::vector<std::string>& starts,
                                     const std::string& key = "algorithm.stages");
 // The layers the model can be cut before, in order.

@@ -13,7 +13,6 @@
 #include "run/consistency.h"    // check_consistency
 #include "run/metrics.h"        // MetricsWriter
 #include "run/run_record.h"     // run.yaml
-#include "sched/algorithm.h"    // find_algorithm: how the ranks count updates
 
 namespace dtrain {
 
@@ -39,10 +38,6 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
   check_consistency(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  own_updates_ = algorithm && algorithm->own_data_stream;
-  // Rank 0's share of an epoch: where ranks draw their own batches, the epoch's N/M updates are
-  // shared by all ranks.
   stop_ = std::make_unique<StopVote>(comm_);
   scheduler_ = build_scheduler(
       *run_, comm_,
@@ -55,8 +50,8 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     checkpoints_ = std::make_unique<CheckpointStore>(
         comm_, CheckpointOptions{config.output.dir + "/checkpoints", to_yaml(config),
                                  config.checkpoint ? config.checkpoint->keep : 2});
-  const int64_t per_epoch = scheduler_->progress_iterations(
-      run_->train_loader->batches_per_epoch() / (own_updates_ ? comm.size() : 1));
+  const int64_t per_epoch =
+      scheduler_->progress_iterations(run_->train_loader->batches_per_epoch());
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
                                            tc.max_iterations, tc.log_every_iterations);
@@ -90,6 +85,19 @@ double from_bits(int64_t v) {
   return std::bit_cast<double>(v);
 }
 
+// The iterations of the next part of an epoch when `done` are done: up to the next checkpoint
+// (checkpoint.every_iterations) or the end of train.max_iterations; 0: to the epoch's end.
+int64_t part_length(const TrainConfig& tc, const std::optional<CheckpointConfig>& cc,
+                    int64_t done) {
+  int64_t count = 0;
+  if (cc && cc->every_iterations > 0) count = cc->every_iterations - done % cc->every_iterations;
+  if (tc.max_iterations > 0) {
+    const int64_t left = tc.max_iterations - done;
+    count = count > 0 ? std::min(count, left) : left;
+  }
+  return count;
+}
+
 void add(EpochStats& into, const EpochStats& part) {
   into.iterations += part.iterations;
   into.wall_s += part.wall_s;
@@ -101,8 +109,7 @@ void add(EpochStats& into, const EpochStats& part) {
 
 }  // namespace
 
-void Trainer::checkpoint(const Position& at, const RunResult& result,
-                         const MetricsWriter* metrics) {
+void Trainer::checkpoint(const Position& at, const RunResult& result) {
   TraceScope span(Region::checkpoint);
   const auto start = Clock::now();
   SchedulerState state;
@@ -118,9 +125,9 @@ void Trainer::checkpoint(const Position& at, const RunResult& result,
                          result.train_acc};
   for (size_t i = 0; i < std::size(sums); ++i)
     state.set_counter("trainer.result." + std::to_string(i), bits(sums[i]));
-  if (metrics) {
-    state.set_text("trainer.accuracy.csv", metrics->accuracy_csv());
-    state.set_text("trainer.timing.csv", metrics->timing_csv());
+  if (metrics_) {
+    state.set_text("trainer.accuracy.csv", metrics_->accuracy_csv());
+    state.set_text("trainer.timing.csv", metrics_->timing_csv());
   }
   checkpoints_->write(at.point, state);
   const auto seconds = comm_.gather({seconds_since(start)}, 0);
@@ -173,161 +180,160 @@ Stopped Trainer::stopped(const CheckpointPoint& at, bool saved) const {
 }
 
 RunResult Trainer::run() {
-  const ExperimentConfig& config = run_->config;
-  const bool root = comm_.rank() == 0;
   const std::vector<std::string> hosts = gather_hosts(comm_);
   const std::vector<int> local_ranks = gather_local_ranks(comm_);
   RunResult result;
   Position at;
   std::string accuracy_so_far, timing_so_far;
   if (options_.output == OutputMode::resume) at = resume(result, accuracy_so_far, timing_so_far);
-  std::unique_ptr<MetricsWriter> metrics;
-  if (root) {
-    // Every rank has checked the folder and built its part of the run: the old results go now.
-    if (options_.output == OutputMode::overwrite)
-      claim_output_dir(config.output.dir, options_.output, true);
-    std::filesystem::create_directories(config.output.dir);
-    std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
-    std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
-        {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
-         run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks});
-    metrics = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
-  }
-  const TrainConfig& tc = config.train;
-  const std::optional<CheckpointConfig>& cc = config.checkpoint;
+  if (comm_.rank() == 0) write_run_files(hosts, local_ranks, accuracy_so_far, timing_so_far);
+  const TrainConfig& tc = run_->config.train;
+  const std::optional<CheckpointConfig>& cc = run_->config.checkpoint;
   if (trace_) trace_->align_clocks(comm_);
   if (progress_) progress_->restart_clock();
 
-  Loader& loader = *run_->train_loader;
-  const int64_t epoch_length = scheduler_->epoch_iterations(loader.batches_per_epoch());
-  int64_t updates = at.updates;
+  const int64_t epoch_length =
+      scheduler_->epoch_iterations(run_->train_loader->batches_per_epoch());
   run_->model->set_training(true);
-  for (int epoch = at.point.epoch; epoch < tc.epochs; ++epoch) {
-    const bool resumed = epoch == at.point.epoch;
-    int64_t position = resumed ? at.point.iteration : 0;  // iterations done of this epoch
-    EpochStats mine = resumed ? at.epoch_so_far : EpochStats{};
-    bool budget_done = false, stopping = false;
-    if (trace_) trace_->epoch_starts(epoch);
-    {
-      TraceScope span(Region::epoch, epoch + 1);
-      scheduler_->seek(loader, epoch, position);
-      // The epoch in parts that end where a checkpoint is due (every_iterations) or the
-      // iteration budget (train.max_iterations) ends.
-      for (;;) {
-        int64_t count = 0;
-        if (cc && cc->every_iterations > 0)
-          count = cc->every_iterations - result.iterations % cc->every_iterations;
-        if (tc.max_iterations > 0) {
-          const int64_t left = tc.max_iterations - result.iterations;
-          count = count > 0 ? std::min(count, left) : left;
-        }
-        // Where each rank updates on its own (gossip), each does its share of the part.
-        if (own_updates_ && count > 0) count = (count + comm_.size() - 1) / comm_.size();
-        const EpochStats part = scheduler_->run_epoch(loader, EpochPart{epoch, position, count});
-        add(mine, part);
-        // Where each rank updates on its own batches (gossip) the part's length is the sum of
-        // the ranks' updates.
-        std::vector<double> done{static_cast<double>(part.iterations)};
-        if (own_updates_) comm_.allreduce_sum(done);
-        const auto advanced = static_cast<int64_t>(done[0]);
-        const int64_t before = result.iterations;
-        position += advanced;
-        result.iterations += advanced;
-        budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
-        // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
-        stopping = stop_->settle();
-        if (stopping && root) {
-          if (progress_) progress_->clear_line();
-          spdlog::warn("{}: stopping at {} (Ctrl-C again to end at once)",
-                       signal_name(stop_->signal()), CheckpointPoint{epoch, position}.describe());
-        }
-        if (stopping || count == 0 || advanced == 0 || position >= epoch_length || budget_done)
-          break;
-        if (cc && cc->every_iterations > 0 &&
-            before / cc->every_iterations != result.iterations / cc->every_iterations) {
-          at.point = {epoch, position};
-          at.epoch_so_far = mine;
-          at.updates = updates;  // the epoch's end adds all of its iterations
-          checkpoint(at, result, metrics.get());
-        }
-      }
-    }
-    if (stopping && position < epoch_length && !budget_done) {
+  while (at.point.epoch < tc.epochs) {
+    const int epoch = at.point.epoch;
+    const EpochEnd end = train_epoch(at, result, epoch_length);
+    const bool whole = at.point.iteration >= epoch_length;
+    if (end.stopping && !whole && !end.budget_done) {
       // Stopped within the epoch: its rows come when a resumed run finishes it.
-      at.point = {epoch, position};
-      at.epoch_so_far = mine;
-      at.updates = updates;
-      if (cc) checkpoint(at, result, metrics.get());
+      if (cc) checkpoint(at, result);
       throw stopped(at.point, cc.has_value());
     }
-    result.train_wall_s += mine.wall_s;
-
-    std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples),
-                                   static_cast<double>(mine.iterations)};
-    comm_.allreduce_sum(train_sums);
-    // accuracy.csv's iteration: the updates so far, over all ranks where each rank updates on
-    // its own (gossip), else the iterations every rank did.
-    updates += own_updates_ ? static_cast<int64_t>(train_sums[3]) : mine.iterations;
-    const auto rows = comm_.gather(to_row(mine), 0);
-    if (root) {
-      std::vector<EpochStats> per_rank;
-      for (const auto& r : rows) per_rank.push_back(from_row(r));
-      metrics->timing(epoch + 1, per_rank);
-    }
-    if (train_sums[2] > 0) {
-      result.train_loss = train_sums[0] / train_sums[2];
-      result.train_acc = train_sums[1] / train_sums[2];
-    }
-    const bool last = epoch + 1 == tc.epochs || budget_done;
-    if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
-      EvalResult e;
-      {
-        TraceScope span(Region::evaluate);
-        e = scheduler_->evaluate(*run_->test_loader);
-      }
-      result.test_loss = e.loss, result.test_acc = e.acc;
-      if (root) {
-        progress_->clear_line();
-        metrics->accuracy({epoch + 1, updates, result.train_wall_s, result.train_loss,
-                           result.train_acc, e.loss, e.acc});
-        spdlog::info(
-            "epoch {}/{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "
-            "{:.0f} samples/s",
-            epoch + 1, tc.epochs, result.train_loss, result.train_acc, e.loss, e.acc, mine.wall_s,
-            mine.wall_s > 0 ? train_sums[2] / mine.wall_s : 0.0);
-      }
-    } else if (root) {
-      progress_->clear_line();
-      spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f} | {:.1f} s", epoch + 1, tc.epochs,
-                   result.train_loss, result.train_acc, mine.wall_s);
-    }
-    if (root) {
-      const std::string summary = scheduler_->epoch_summary();
-      if (!summary.empty()) spdlog::info("{}", summary);
-    }
+    const bool last = epoch + 1 == tc.epochs || end.budget_done;
+    finish_epoch(at, result, last);
     // (A budget that ended the epoch early leaves no checkpoint: its rows are written.)
-    const bool whole = position >= epoch_length;
     const bool due = cc && cc->every_epochs > 0 && ((epoch + 1) % cc->every_epochs == 0 || last);
-    const bool save = cc && whole && (due || stopping);  // a stop saves where it is
-    if (save) {
-      at.point = {epoch + 1, 0};
-      at.epoch_so_far = EpochStats{};
-      at.updates = updates;
-      checkpoint(at, result, metrics.get());
-    }
-    if (budget_done) break;  // the run is over: a stop asked meanwhile has nothing left to stop
-    if (stopping) throw stopped(CheckpointPoint{epoch + 1, 0}, save);
+    const bool save = cc && whole && (due || end.stopping);  // a stop saves where it is
+    if (save) checkpoint(at, result);
+    if (end.budget_done) break;  // the run is over: a stop asked meanwhile has nothing left to stop
+    if (end.stopping) throw stopped(at.point, save);
   }
+  finish(result);
+  return result;
+}
+
+void Trainer::write_run_files(const std::vector<std::string>& hosts,
+                              const std::vector<int>& local_ranks,
+                              const std::string& accuracy_so_far,
+                              const std::string& timing_so_far) {
+  const ExperimentConfig& config = run_->config;
+  // Every rank has checked the folder and built its part of the run: the old results go now.
+  if (options_.output == OutputMode::overwrite)
+    claim_output_dir(config.output.dir, options_.output, true);
+  std::filesystem::create_directories(config.output.dir);
+  std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
+  std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
+      {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
+       run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks});
+  metrics_ = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
+}
+
+Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t epoch_length) {
+  const TrainConfig& tc = run_->config.train;
+  const std::optional<CheckpointConfig>& cc = run_->config.checkpoint;
+  const int epoch = at.point.epoch;
+  Loader& loader = *run_->train_loader;
+  EpochEnd end;
+  if (trace_) trace_->epoch_starts(epoch);
+  TraceScope span(Region::epoch, epoch + 1);
+  scheduler_->seek(loader, epoch, at.point.iteration);
+  for (;;) {
+    const int64_t count = part_length(tc, cc, result.iterations);
+    const EpochStats part = scheduler_->run_epoch(
+        loader, EpochPart{epoch, at.point.iteration, scheduler_->own_share(count)});
+    add(at.epoch_so_far, part);
+    const int64_t advanced = scheduler_->iterations_advanced(part.iterations);
+    const int64_t before = result.iterations;
+    at.point.iteration += advanced;
+    result.iterations += advanced;
+    end.budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+    // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
+    end.stopping = stop_->settle();
+    if (end.stopping && comm_.rank() == 0) {
+      if (progress_) progress_->clear_line();
+      spdlog::warn("{}: stopping at {} (Ctrl-C again to end at once)", signal_name(stop_->signal()),
+                   at.point.describe());
+    }
+    if (end.stopping || count == 0 || advanced == 0 || at.point.iteration >= epoch_length ||
+        end.budget_done)
+      return end;
+    if (cc && cc->every_iterations > 0 &&
+        before / cc->every_iterations != result.iterations / cc->every_iterations)
+      checkpoint(at, result);  // at.updates: the epoch's end adds all of its iterations
+  }
+}
+
+void Trainer::finish_epoch(Position& at, RunResult& result, bool last) {
+  const int epoch = at.point.epoch;
+  const EpochStats& mine = at.epoch_so_far;
+  result.train_wall_s += mine.wall_s;
+  // (The iterations are summed too, unused: the reduction stays the one earlier runs made.)
+  std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples),
+                                 static_cast<double>(mine.iterations)};
+  comm_.allreduce_sum(train_sums);
+  // accuracy.csv's iteration: the iterations of the epochs so far, each as the scheduler counts
+  // them (the ranks' updates together where each rank updates on its own: gossip).
+  const int64_t updates = at.updates + at.point.iteration;
+  const auto rows = comm_.gather(to_row(mine), 0);
+  if (comm_.rank() == 0) {
+    std::vector<EpochStats> per_rank;
+    for (const auto& r : rows) per_rank.push_back(from_row(r));
+    metrics_->timing(epoch + 1, per_rank);
+  }
+  if (train_sums[2] > 0) {
+    result.train_loss = train_sums[0] / train_sums[2];
+    result.train_acc = train_sums[1] / train_sums[2];
+  }
+  const TrainConfig& tc = run_->config.train;
+  if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
+    evaluate(epoch, updates, mine, train_sums[2], result);
+  } else if (comm_.rank() == 0) {
+    progress_->clear_line();
+    spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f} | {:.1f} s", epoch + 1, tc.epochs,
+                 result.train_loss, result.train_acc, mine.wall_s);
+  }
+  if (comm_.rank() == 0) {
+    const std::string summary = scheduler_->epoch_summary();
+    if (!summary.empty()) spdlog::info("{}", summary);
+  }
+  at = Position{{epoch + 1, 0}, EpochStats{}, updates};
+}
+
+void Trainer::evaluate(int epoch, int64_t updates, const EpochStats& mine, double samples,
+                       RunResult& result) {
+  EvalResult e;
+  {
+    TraceScope span(Region::evaluate);
+    e = scheduler_->evaluate(*run_->test_loader);
+  }
+  result.test_loss = e.loss, result.test_acc = e.acc;
+  if (comm_.rank() != 0) return;
+  progress_->clear_line();
+  metrics_->accuracy({epoch + 1, updates, result.train_wall_s, result.train_loss, result.train_acc,
+                      e.loss, e.acc});
+  spdlog::info(
+      "epoch {}/{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "
+      "{:.0f} samples/s",
+      epoch + 1, run_->config.train.epochs, result.train_loss, result.train_acc, e.loss, e.acc,
+      mine.wall_s, mine.wall_s > 0 ? samples / mine.wall_s : 0.0);
+}
+
+void Trainer::finish(const RunResult& result) {
+  const ExperimentConfig& config = run_->config;
   scheduler_->flush();
   for (const auto& [name, content] : scheduler_->own_results())
-    if (root) std::ofstream(config.output.dir + "/" + name) << content;
+    if (comm_.rank() == 0) std::ofstream(config.output.dir + "/" + name) << content;
   if (trace_) trace_->write(comm_, config.output.dir + "/trace.json");
-  if (root)
+  if (comm_.rank() == 0)
     spdlog::info(
         "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, "
         "config.yaml, run.yaml{})",
         result.test_acc, config.output.dir, trace_ ? ", trace.json" : "");
-  return result;
 }
 
 }  // namespace dtrain

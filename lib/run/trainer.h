@@ -57,17 +57,39 @@ class Trainer {
  private:
   // Where training continues, and what the epoch in progress has done so far.
   struct Position {
-    CheckpointPoint point;
+    CheckpointPoint point;    // the epoch, and its iterations done (the scheduler's units)
     EpochStats epoch_so_far;  // this rank's, of point.epoch before point.iteration
-    int64_t updates = 0;      // accuracy.csv's iteration
+    int64_t updates = 0;      // accuracy.csv's iteration: the epochs' before point.epoch
+  };
+  // How the training of an epoch ended.
+  struct EpochEnd {
+    bool budget_done = false;  // train.max_iterations reached
+    bool stopping = false;     // the ranks agreed to stop (a signal)
   };
   // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
-  // position; `metrics` gets the rows written so far.
+  // position; `accuracy_csv` and `timing_csv` get the rows written so far.
   Position resume(RunResult& result, std::string& accuracy_csv, std::string& timing_csv);
+  // run()'s steps, in order.
+  // Rank 0: output.dir (what --overwrite replaces goes now), config.yaml, run.yaml and the
+  // metrics writer, which continues the rows of a resumed run.
+  void write_run_files(const std::vector<std::string>& hosts, const std::vector<int>& local_ranks,
+                       const std::string& accuracy_so_far, const std::string& timing_so_far);
+  // Trains the epoch of `at` from its iteration on, in parts that end where a checkpoint is due
+  // (checkpoint.every_iterations, written here) or train.max_iterations ends; `at` and
+  // `result.iterations` advance.
+  EpochEnd train_epoch(Position& at, RunResult& result, int64_t epoch_length);
+  // The epoch of `at` is over: timing.csv's rows, the training loss, the evaluation when due
+  // (`last`: the run's last epoch) and the log line; `at` moves to the next epoch's start.
+  void finish_epoch(Position& at, RunResult& result, bool last);
+  // Evaluates the scheduler's model and writes accuracy.csv's row of `epoch`.
+  void evaluate(int epoch, int64_t updates, const EpochStats& mine, double samples,
+                RunResult& result);
+  // Training is over: flush, the scheduler's own result files, trace.json, the last line.
+  void finish(const RunResult& result);
+  // Writes the checkpoint of `at` (a collective): the one place a checkpoint is written.
+  void checkpoint(const Position& at, const RunResult& result);
   // The stop at `at` (a signal), for main; `saved`: a checkpoint of `at` was written.
   Stopped stopped(const CheckpointPoint& at, bool saved) const;
-  // Writes the checkpoint of `at` (a collective).
-  void checkpoint(const Position& at, const RunResult& result, const MetricsWriter* metrics);
 
   Comm& comm_;
   TrainerOptions options_;
@@ -76,8 +98,8 @@ class Trainer {
   // First: the threads of the run and the scheduler record into it until they are gone.
   std::unique_ptr<RunTrace> trace_;  // output.trace on
   std::unique_ptr<Run> run_;
-  std::unique_ptr<Progress> progress_;  // rank 0 only
-  bool own_updates_ = false;  // each rank updates on its own batches (gossip): counts add up
+  std::unique_ptr<Progress> progress_;      // rank 0 only
+  std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only, once run() has started
   std::unique_ptr<Scheduler> scheduler_;
 };
 

@@ -211,7 +211,7 @@ void GossipScheduler::update(float lr, EpochStats& stats) {
 EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const int epoch = part.epoch;
   // This part ends once the ranks' updates reach the epoch's N/M, or each rank has done
-  // `part.count` of its own (the trainer gives each rank its share of a part).
+  // `part.count` of its own (the trainer gives each rank its share of a part: own_share).
   target_ = std::max<int64_t>(ctx_.iterations_per_epoch - part.first, 1);
   EpochStats stats;
   const auto epoch_start = Clock::now();
@@ -306,6 +306,17 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   answer_s_ = 0;
   server_.take_busy_seconds();
   return stats;
+}
+
+int64_t GossipScheduler::own_share(int64_t count) const {
+  const int p = ctx_.comm.size();
+  return count > 0 ? (count + p - 1) / p : count;
+}
+
+int64_t GossipScheduler::iterations_advanced(int64_t done) {
+  std::vector<double> sum{static_cast<double>(done)};
+  ctx_.comm.allreduce_sum(sum);
+  return static_cast<int64_t>(sum[0]);
 }
 
 void GossipScheduler::seek(Loader& loader, int epoch, int64_t first) {

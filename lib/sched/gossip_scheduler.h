@@ -52,6 +52,13 @@ class GossipScheduler final : public Scheduler {
   // An epoch's iterations are its updates over all ranks (N/M); a part's count is each
   // rank's own.
   int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }
+  // Each rank runs ⌈1/ranks⌉ of a part; what it advanced is the ranks' updates together.
+  int64_t own_share(int64_t count) const override;
+  int64_t iterations_advanced(int64_t done) override;
+  // Rank 0 reports its own updates: 1/ranks of an epoch's.
+  int64_t progress_iterations(int64_t loader_batches) const override {
+    return loader_batches / ctx_.comm.size();
+  }
   // Each rank continues its own pass over the data where it was.
   void seek(Loader& loader, int epoch, int64_t first) override;
   void save(SchedulerState& state) override;

@@ -131,6 +131,13 @@ class Scheduler {
   // one per batch (data parallel); the epoch's updates over all ranks where each rank updates on
   // its own batches (gossip); minibatches or steps through the pipeline (pipedream).
   virtual int64_t epoch_iterations(int64_t loader_batches) const { return loader_batches; }
+  // How the trainer counts those iterations where each rank updates on its own batches and the
+  // ranks' updates together make them (gossip). own_share: of a part of `count` iterations
+  // (0: to the epoch's end), the ones this rank runs — all of them by default.
+  // iterations_advanced: what a part advanced the run by, from the iterations this rank `done`
+  // of it — `done` by default; the ranks' sum where they share (a collective: every rank calls).
+  virtual int64_t own_share(int64_t count) const { return count; }
+  virtual int64_t iterations_advanced(int64_t done) { return done; }
   // Starts `epoch` of `loader` at iteration `first` of it (a resumed run).
   virtual void seek(Loader& loader, int epoch, int64_t first);
   // Leaves the parameters in the state to evaluate or save (pipelined algorithms apply what is

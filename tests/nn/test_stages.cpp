@@ -12,12 +12,12 @@ namespace {
 
 // The stages' parameters, each built from its own layer list and initialised from its first
 // parameter stream, concatenated; checks that each stage reads what the previous one gives.
-std::vector<float> stage_parameters(Backend& backend, const std::vector<ModelStage>& stages,
+std::vector<float> stage_parameters(Backend& backend, const std::vector<StageSlice>& stages,
                                     int64_t batch) {
   std::vector<float> all;
   Shape previous_output;
   for (size_t s = 0; s < stages.size(); ++s) {
-    const ModelStage& stage = stages[s];
+    const StageSlice& stage = stages[s];
     std::vector<int64_t> dims{batch};
     for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
     Graph graph(make_nodes(stage.layers), Shape(dims));
@@ -138,7 +138,7 @@ TEST_CASE("graphs sharing one stage's weights keep each minibatch in flight apar
       "{layers: [{name: c1, type: conv2d, out_channels: 4, kernel: 3, padding: 1}, "
       "{name: bn1, type: batchnorm2d}, {name: r1, type: relu}, {name: flat, type: flatten}, "
       "{name: drop, type: dropout, p: 0.3}, {name: fc, type: linear, out_features: 10}]}");
-  const ModelStage stage = split_model(model, input, {})[0];
+  const StageSlice stage = split_model(model, input, {})[0];
   auto graph = [&] {
     auto g = std::make_unique<Graph>(make_nodes(stage.layers), Shape{4, 3, 8, 8});
     g->materialize(*backend, 9);

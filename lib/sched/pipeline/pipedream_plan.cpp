@@ -60,7 +60,7 @@ namespace {
 // The schedule the options ask for (minibatches left to the caller).
 pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
   pipeline::ScheduleSpec spec;
-  spec.kind = o.schedule;
+  spec.kind = pipeline::schedule_kind_named(o.schedule);
   spec.microbatches = o.microbatches;
   spec.in_flight = o.in_flight.is("auto") ? 0 : o.in_flight.value;
   return spec;

@@ -7,9 +7,9 @@
 
 #include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
-#include "core/stop_request.h"       // stop_signal, request_stop
-#include "sched/pipeline/pipedream_plan.h"    // choose_pipeline: stages and replicas left to auto
-#include "sched/pipeline/profile.h"  // profile_pipeline_chain
+#include "core/stop_request.h"              // stop_signal, request_stop
+#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: stages and replicas left to auto
+#include "sched/pipeline/profile.h"         // profile_pipeline_chain
 
 namespace dtrain {
 
@@ -24,19 +24,18 @@ std::string dashed(const std::vector<int>& replicas) {
 // The lcm of the replicas of the stages that read data, and of the microbatches of a step: an
 // epoch's units are a multiple of it.
 int64_t units_multiple(const PipelineLayout& l) {
-  int64_t m = std::lcm(l.shape.replicas.front(), l.shape.replicas.back());
-  if (l.spec.kind != "1f1b") m = std::lcm(m, static_cast<int64_t>(l.spec.microbatches));
-  return m;
+  const int64_t m = std::lcm(l.shape.replicas.front(), l.shape.replicas.back());
+  return std::lcm(m, static_cast<int64_t>(l.spec.units_per_iteration()));
 }
 
 // What each stage holds, one line per stage, and this configuration's schedule for a few
 // minibatches as a rank × step grid.
-std::string overview(const PipelineLayout& l, const std::vector<ModelStage>& stages) {
+std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& stages) {
   std::string text =
       fmt::format("pipeline {} ({} stage(s) on {} rank(s)), schedule {}", dashed(l.shape.replicas),
-                  l.shape.stages(), l.shape.ranks(), l.spec.kind);
+                  l.shape.stages(), l.shape.ranks(), pipeline::schedule_kind_name(l.spec.kind));
   for (int s = 0; s < l.shape.stages(); ++s) {
-    const ModelStage& st = stages[static_cast<size_t>(s)];
+    const StageSlice& st = stages[static_cast<size_t>(s)];
     text += fmt::format(
         "\n  stage {}: layers {}..{}, {} parameters, rank(s) {}..{}, up to {} in flight", s,
         st.first_layer, st.last_layer, st.parameters, l.shape.first_rank(s),
@@ -44,17 +43,17 @@ std::string overview(const PipelineLayout& l, const std::vector<ModelStage>& sta
         pipeline::in_flight_bound(l.shape, l.spec, s));
   }
   pipeline::ScheduleSpec sample = l.spec;
-  sample.minibatches = l.spec.kind == "1f1b" ? 2 * l.shape.ranks() + 2 : 2;
+  sample.minibatches = l.spec.flushes() ? 2 : 2 * l.shape.ranks() + 2;
   text += fmt::format("\nschedule of {} {} (F forward, B backward, R all-reduce, S step):\n",
-                      sample.minibatches, l.spec.kind == "1f1b" ? "minibatches" : "steps");
+                      sample.minibatches, l.spec.flushes() ? "steps" : "minibatches");
   text += pipeline::schedule_grid(l.shape, pipeline::build_schedule(l.shape, sample));
   return text;
 }
 
-std::vector<ModelStage> split(const PipelineLayout& l, const ModelSource& source) {
+std::vector<StageSlice> split(const PipelineLayout& l, const ModelSource& source) {
   ModelInput input = source.input;
   input.batch = l.unit_rows;
-  std::vector<ModelStage> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
+  std::vector<StageSlice> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
   DTRAIN_CHECK(static_cast<int>(stages.size()) == l.shape.stages())
       << stages.size() << " stages for " << l.shape.stages() << " replica counts";
   return stages;
@@ -156,10 +155,10 @@ PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t bat
         << "algorithm.replicas: " << dashed(l.shape.replicas) << " needs " << l.shape.ranks()
         << " rank(s), but the job has " << world << " (mpirun -np)";
   }
-  l.spec.kind = o.schedule;
+  l.spec.kind = pipeline::schedule_kind_named(o.schedule);
   l.spec.microbatches = o.microbatches;
   l.spec.in_flight = o.in_flight.is("auto") ? 0 : o.in_flight.value;
-  DTRAIN_INPUT_CHECK(o.schedule != "1f1b" || o.microbatches == 1)
+  DTRAIN_INPUT_CHECK(l.spec.flushes() || o.microbatches == 1)
       << "algorithm.microbatches: " << o.microbatches
       << " — 1f1b steps after every minibatch; gpipe and 1f1b_flush split a step's minibatch "
          "into microbatches";
@@ -305,8 +304,7 @@ int PipedreamScheduler::units_per_epoch(int64_t max_iterations) const {
 }
 
 int64_t PipedreamScheduler::units_per_iteration() const {
-  // An iteration is a minibatch through the pipeline (1f1b) or an optimizer step.
-  return layout_.spec.kind == "1f1b" ? 1 : layout_.spec.microbatches;
+  return layout_.spec.units_per_iteration();
 }
 
 int64_t PipedreamScheduler::epoch_iterations(int64_t) const {
@@ -321,9 +319,9 @@ void PipedreamScheduler::seek(Loader& loader, int epoch, int64_t first) {
 
 int64_t PipedreamScheduler::progress_iterations(int64_t) const {
   // Rank 0 (stage 0, replica 0) reports each of its steps.
-  const int units = units_per_epoch(0);
-  const int R = layout_.shape.replicas.front();
-  return layout_.spec.kind == "1f1b" ? (units + R - 1) / R : units / layout_.spec.microbatches;
+  const int iterations = layout_.spec.iterations_of(units_per_epoch(0));
+  const int per_step = layout_.spec.iterations_per_step(layout_.shape.replicas.front());
+  return (iterations + per_step - 1) / per_step;
 }
 
 EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) {
@@ -340,7 +338,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   if (part_units <= 0) return stats;
   const int units = static_cast<int>(part_units);
   pipeline::ScheduleSpec spec = layout_.spec;
-  spec.minibatches = spec.kind == "1f1b" ? units : units / spec.microbatches;
+  spec.minibatches = spec.iterations_of(units);
   const std::vector<pipeline::Instruction> mine =
       pipeline::build_schedule(layout_.shape, spec)[static_cast<size_t>(ctx_.comm.rank())];
   int steps = 0;
@@ -363,9 +361,9 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
                       static_cast<double>(steps * epoch_units);
     return static_cast<float>(ctx_.schedule.lr_at(epoch + at));
   };
-  const int64_t samples_per_step = layout_.spec.kind == "1f1b"
-                                       ? layout_.unit_rows * layout_.shape.replicas.front()
-                                       : ctx_.source.batch_size;
+  // Rank 0's steps: each takes in a round of its replicas' minibatches (1f1b) or a minibatch.
+  const int64_t samples_per_step =
+      layout_.unit_rows * per * spec.iterations_per_step(layout_.shape.replicas.front());
   runner_->on_step([&](int step) {
     if (!ctx_.on_iteration || ctx_.comm.rank() != 0) return;
     ctx_.on_iteration({epoch, step, std::nan(""), samples_per_step});
@@ -373,11 +371,9 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
   runner_->set_step_base(minibatches_done_);
   const PipelineTotals totals =
       runner_->run(mine, spec, batch_of, lr, 1.0f / static_cast<float>(layout_.unit_rows));
-  // A signal may have ended the run early: it ran totals.minibatches of them (steps of gpipe
-  // and 1f1b_flush).
-  const int ran =
-      spec.kind == "1f1b" ? totals.minibatches : totals.minibatches * layout_.spec.microbatches;
-  minibatches_done_ += static_cast<uint64_t>(ran);
+  // A signal may have ended the run early: it ran totals.minibatches iterations (steps of gpipe
+  // and 1f1b_flush) of `per` units each.
+  minibatches_done_ += static_cast<uint64_t>(totals.minibatches * per);
   if (!std::isfinite(totals.loss_sum))
     throw Error(
         fmt::format("training diverged: the loss is {} in epoch {} on rank {} (lower "
@@ -422,7 +418,7 @@ std::vector<std::pair<std::string, std::string>> PipedreamScheduler::own_results
       "activation_bytes_sent,gradient_bytes_sent,allreduce_bytes_sent\n";
   for (int r = 0; r < static_cast<int>(rows.size()); ++r) {
     const int s = layout_.shape.stage_of(r);
-    const ModelStage& st = stages_[static_cast<size_t>(s)];
+    const StageSlice& st = stages_[static_cast<size_t>(s)];
     const auto& v = rows[static_cast<size_t>(r)];
     csv += fmt::format("{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f}\n", r, s,
                        layout_.shape.replica_of(r), st.first_layer, st.last_layer, st.parameters,

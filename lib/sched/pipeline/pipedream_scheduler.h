@@ -79,7 +79,7 @@ class PipedreamScheduler : public Scheduler {
 
   PipedreamOptions options_;
   PipelineLayout layout_;
-  std::vector<ModelStage> stages_;  // every stage's layers (pipeline.csv, describe)
+  std::vector<StageSlice> stages_;  // every stage's layers (pipeline.csv, describe)
   int stage_ = 0, replica_ = 0;     // this rank's
   std::unique_ptr<StageModel> model_;
   std::unique_ptr<Comm> inputs_;          // the input stage's replicas (and the others apart)

@@ -14,7 +14,7 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
                                                  const ChainProfileOptions& options) {
   ModelInput input = source.input;
   input.batch = source.batch_size;
-  const std::vector<ModelStage> pieces =
+  const std::vector<StageSlice> pieces =
       split_model(source.spec, input, model_cut_points(source.spec, input));
   const size_t n = pieces.size();
   std::vector<std::unique_ptr<StageModel>> models;

@@ -4,6 +4,8 @@
 
 #include <algorithm>  // max
 #include <cmath>      // isfinite: a diverged minibatch ends the run at once
+#include <iterator>   // size: the handler table
+#include <utility>    // pair, move
 
 #include "compress/codec.h"  // make_codec: the all-reduce's bytes per element
 #include "core/error.h"
@@ -22,11 +24,8 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
       sgd_(sgd),
       rows_(rows),
       stage_index_(shape.stage_of(comm.rank())),
-      stashing_(weight_stashing),
-      vertical_(vertical_sync),
+      versions_(stage, shape, comm.rank(), weight_stashing, vertical_sync),
       on_host_(stage.backend().device() == Device::cpu) {
-  DTRAIN_INPUT_CHECK(!vertical_ || stashing_)
-      << "algorithm.vertical_sync: needs weight_stashing (the versions are stashed weights)";
   DTRAIN_CHECK(shape.ranks() == comm.size())
       << "pipeline of " << shape.ranks() << " ranks on " << comm.size();
   // Messages advance while this rank computes: the sender thread, when idle, lets MPI progress
@@ -48,11 +47,6 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
         static_cast<double>(make_codec(codec)->encoded_bytes(stage.num_parameters()));
     allreduce_message_bytes_ = static_cast<int64_t>(2.0 * (R - 1) / R * encoded);
   }
-  // The stash ring, allocated once: one version per slot, never more than in flight. A stage
-  // with one minibatch in flight needs none: no step comes between its forward and backward.
-  if (stashing_ && (slots > 1 || vertical_))
-    for (size_t s = 0; s < slots; ++s)
-      stash_.push_back(stage.backend().zeros({stage.num_parameters()}));
 }
 
 StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
@@ -90,8 +84,11 @@ int PipelineRunner::slot_of(int minibatch) const {
 
 StageMessage PipelineRunner::header(StageMessage::Kind kind, int minibatch,
                                     const Shape& shape) const {
-  const int version = vertical_ ? admitted_version_.at(static_cast<size_t>(minibatch)) : 0;
-  return {kind, minibatch, static_cast<int32_t>(rows_), version, shape.numel() / shape[0] * rows_,
+  return {kind,
+          minibatch,
+          static_cast<int32_t>(rows_),
+          versions_.message_version(minibatch),
+          shape.numel() / shape[0] * rows_,
           end_};
 }
 
@@ -126,6 +123,15 @@ void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t
   stage_.backend().synchronize();
   c.send(message, host);
   staging_in_use_.push_back(host);
+}
+
+void PipelineRunner::wait_sends() {
+  {
+    PhaseTimer timer(totals_.phases, Phase::wait);
+    for (auto& [key, c] : channels_) c->wait_sends();
+  }
+  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
+  staging_in_use_.clear();
 }
 
 std::vector<Tensor>& PipelineRunner::pool_of(StageMessage::Kind kind) {
@@ -200,7 +206,7 @@ void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
   pipeline::ScheduleSpec spec = spec_;
   // `minibatches` counts the units admitted (microbatches of gpipe and 1f1b_flush, whose
   // schedules count steps).
-  spec.minibatches = spec.kind == "1f1b" ? minibatches : minibatches / spec.microbatches;
+  spec.minibatches = spec.iterations_of(minibatches);
   std::vector<Instruction> shorter =
       pipeline::build_schedule(shape_, spec)[static_cast<size_t>(comm_.rank())];
   DTRAIN_CHECK(at < shorter.size() &&
@@ -216,207 +222,210 @@ void PipelineRunner::end_early(int minibatches, size_t at, bool receiving) {
   list_ = std::move(shorter);
   spec_ = spec;
   end_ = minibatches + 1;
-  if (vertical_ && admitted_version_.size() > static_cast<size_t>(minibatches))
-    admitted_version_.resize(static_cast<size_t>(minibatches));
+  versions_.end_early(minibatches);
+}
+
+PipelineRunner::Handler PipelineRunner::handler_of(Op op) {
+  // A row per Op, in the order of its enumerators (schedule.h): a new Op needs its row, which
+  // the static_assert below asks for.
+  static constexpr std::pair<Op, Handler> kHandlers[] = {
+      {Op::receive_activation, &PipelineRunner::exec_receive_activation},
+      {Op::forward, &PipelineRunner::exec_forward},
+      {Op::send_activation, &PipelineRunner::exec_send_activation},
+      {Op::receive_gradient, &PipelineRunner::exec_receive_gradient},
+      {Op::backward, &PipelineRunner::exec_backward},
+      {Op::send_gradient, &PipelineRunner::exec_send_gradient},
+      {Op::reduce_gradients, &PipelineRunner::exec_reduce_gradients},
+      {Op::step, &PipelineRunner::exec_step},
+  };
+  static_assert([] {
+    for (size_t i = 0; i < std::size(kHandlers); ++i)
+      if (static_cast<size_t>(kHandlers[i].first) != i) return false;
+    return std::size(kHandlers) == static_cast<size_t>(Op::step) + 1;
+  }());
+  return kHandlers[static_cast<size_t>(op)].second;
 }
 
 PipelineTotals PipelineRunner::run(const std::vector<Instruction>& instructions,
                                    const pipeline::ScheduleSpec& spec,
                                    const std::function<Batch(int)>& batch_of,
                                    const std::function<float(int)>& lr, float grad_scale) {
+  start_run(instructions, spec, {&batch_of, &lr, grad_scale});
+  for (at_ = 0; at_ < list_.size(); ++at_) {
+    const Instruction in = list_[at_];  // a copy: an early end replaces the list
+    if (in.op == Op::forward && ends_at_admission(in)) {
+      --at_;  // this index again, in the shorter list (the same forward)
+      continue;
+    }
+    (this->*handler_of(in.op))(in);
+  }
+  return finish_run();
+}
+
+void PipelineRunner::start_run(const std::vector<Instruction>& instructions,
+                               const pipeline::ScheduleSpec& spec, RunArguments arguments) {
   totals_ = {};
   spec_ = spec;
   list_ = instructions;
   end_ = 0;
   steps_ = 0;
-  forwarded_.clear();
-  if (vertical_) {
-    // When the input stage admits each minibatch: the steps before its forward, from the
-    // input stage's own lists (the schedule is data).
-    const auto all = pipeline::build_schedule(shape_, spec);
-    admitted_version_.assign(static_cast<size_t>(spec.minibatches * spec.microbatches), 0);
-    for (int r = 0; r < shape_.replicas[0]; ++r) {
-      int steps = 0;
-      for (const Instruction& in : all[static_cast<size_t>(r)]) {
-        if (in.op == Op::step) ++steps;
-        // The version as minibatches incorporated: stages whose replica counts differ step at
-        // different rates (1f1b: a step per round of R_s minibatches).
-        if (in.op == Op::forward)
-          admitted_version_[static_cast<size_t>(in.minibatch)] =
-              spec.kind == "1f1b" ? steps * shape_.replicas[0] : steps;
-      }
-    }
-    keep_version();
-  }
+  versions_.start_run(spec);
+  args_ = std::move(arguments);
   // Several microbatches per step (gpipe, 1f1b_flush): each backward writes into a buffer of
   // its own, added to the step's sum; each microbatch's loss counts 1/m of the minibatch's.
-  const bool accumulate = spec.kind != "1f1b" && spec.microbatches > 1;
-  const Tensor sum = stage_.gradients();
-  if (accumulate) {
-    if (!micro_gradient_.defined()) micro_gradient_ = stage_.backend().zeros(sum.shape());
+  accumulate_ = spec.accumulates();
+  step_gradient_ = stage_.gradients();
+  if (accumulate_) {
+    if (!micro_gradient_.defined())
+      micro_gradient_ = stage_.backend().zeros(step_gradient_.shape());
     stage_.set_gradients(micro_gradient_);
-    stage_.backend().fill_zero(sum);
-    grad_scale /= static_cast<float>(spec.microbatches);
+    stage_.backend().fill_zero(step_gradient_);
+    args_.grad_scale /= static_cast<float>(spec.microbatches);
   }
   // The receives each channel will complete in this run; the first of each is posted now.
   receives_due_.clear();
   for (const Instruction& in : instructions) count_receive(in);
   for (const auto& [key, due] : receives_due_)
     post_next(key.first, static_cast<StageMessage::Kind>(key.second));
+}
+
+PipelineTotals PipelineRunner::finish_run() {
+  wait_sends();
+  if (accumulate_) stage_.set_gradients(step_gradient_);
+  args_ = {};
+  step_gradient_ = Tensor();
+  totals_.minibatches = spec_.minibatches;
+  return totals_;
+}
+
+bool PipelineRunner::ends_at_admission(const Instruction& in) {
   // The input stage's replicas admit minibatch (or microbatch) q, q + R, ...: the k-th forward of
   // each is in the same round, where they decide alike whether to end early. gpipe and
   // 1f1b_flush can end so only where every replica has a microbatch in every step (otherwise an
   // idle replica reduces and steps before it could learn of the end): else at the part's end.
+  // The other stages ask too: their answer passes a signal on to the input stage.
   const int R0 = shape_.replicas.front();
   int max_replicas = 0;
   for (int r : shape_.replicas) max_replicas = std::max(max_replicas, r);
-  const bool can_end_early = spec_.kind == "1f1b" || max_replicas <= spec_.microbatches;
-  const int units =
-      spec_.kind == "1f1b" ? spec_.minibatches : spec_.minibatches * spec_.microbatches;
-  for (at_ = 0; at_ < list_.size(); ++at_) {
-    const Instruction in = list_[at_];  // a copy: an early end replaces the list
-    const int b = in.minibatch;
-    if (in.op == Op::forward && can_end_early && end_ == 0 && end_early_ && end_early_() &&
-        stage_.first()) {
-      // The round's last minibatch, then enough for every replica of every stage to receive one
-      // that carries the end, rounded up to a multiple the schedule accepts.
-      const int round_last = b - b % R0 + R0 - 1;
-      const int m =
-          ((round_last + 1 + max_replicas + end_multiple_ - 1) / end_multiple_) * end_multiple_;
-      if (m < units && at_ > 0) {
-        end_early(m, at_ - 1, false);
-        --at_;  // this index again, in the shorter list (the same forward)
-        continue;
-      }
-    }
-    switch (in.op) {
-      case Op::receive_activation: {
-        // Receives come as early as the schedule allows, before a slot is free: into a buffer
-        // of their own (a pool that stops growing at its peak), kept until the backward.
-        activations_in_[b] =
-            receive(in.peer, header(StageMessage::activation, b, stage_.input_shape()));
-        break;
-      }
-      case Op::forward: {
-        const int slot = take_slot(b);
-        if (stage_.first() || stage_.last()) {
-          Batch batch;
-          {
-            PhaseTimer timer(totals_.phases, Phase::data);
-            batch = batch_of(b);
-          }
-          DTRAIN_CHECK(batch.labels.numel() == rows_)
-              << "pipeline: minibatch " << b << " has " << batch.labels.numel() << " rows, not "
-              << rows_;
-          keep_batch(b, batch);
-        }
-        const Tensor& input =
-            stage_.first() ? batches_[b].images : activations_in_.at(b).narrow_batch(rows_);
-        if (stashing_ && !stash_.empty()) {
-          // This minibatch's version — the latest weights now, or with vertical sync the
-          // version the input stage admitted it at — kept until its backward.
-          const Tensor& version = vertical_ ? versions_.at(version_step(b)) : stage_.parameters();
-          stage_.backend().copy(stash_[static_cast<size_t>(slot)], version);
-          stage_.set_slot_parameters(slot, stash_[static_cast<size_t>(slot)]);
-          int in_use = 0;
-          for (int m : slot_of_) in_use += m >= 0;
-          versions_max_ = std::max(versions_max_, in_use);
-        } else if (stashing_) {
-          versions_max_ = 1;  // the latest weights are the forward's version at its backward
-        }
-        forwarded_.insert(b);
-        PhaseTimer timer(totals_.phases, Phase::forward);
-        stage_.forward(slot, step_base_ + static_cast<uint64_t>(b), input,
-                       stage_.last() ? batches_[b].labels : Tensor());
-        if (stage_.last()) {
-          const LossStats stats = stage_.last_stats(slot);
-          if (!std::isfinite(stats.loss_sum))
-            throw Error(
-                fmt::format("training diverged: the loss of minibatch {} is {} on rank "
-                            "{} (the last stage) (lower optimizer.lr?)",
-                            step_base_ + static_cast<uint64_t>(b), stats.loss_sum, comm_.rank()));
-          totals_.loss_sum += stats.loss_sum;
-          totals_.correct += stats.correct;
-          totals_.samples += stats.count;
-        }
-        break;
-      }
-      case Op::send_activation: {
-        const Tensor& out = stage_.output(slot_of(b));
-        send(in.peer, header(StageMessage::activation, b, out.shape()), out, slot_of(b));
-        break;
-      }
-      case Op::receive_gradient: {
-        gradients_in_[b] =
-            receive(in.peer, header(StageMessage::gradient, b, stage_.output_shape()));
-        break;
-      }
-      case Op::backward: {
-        const int slot = slot_of(b);
-        const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b).narrow_batch(rows_);
-        PhaseTimer timer(totals_.phases, Phase::backward);
-        input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, grad_scale);
-        if (accumulate) stage_.backend().axpy(1.0f, micro_gradient_, sum);
-        backward_in_round_ = true;
-        ++totals_.backwards;
-        if (stage_.first()) release(b);  // nothing more to send for it
-        break;
-      }
-      case Op::send_gradient: {
-        const int slot = slot_of(b);
-        const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
-        send(in.peer, header(StageMessage::gradient, b, dx.shape()), dx, slot);
-        release(b);
-        break;
-      }
-      case Op::reduce_gradients: {
-        // The round's minibatches of this stage, one per replica (fewer in a last round): the
-        // mean of their gradients; a replica without one adds zeros.
-        const int R = shape_.replicas[static_cast<size_t>(stage_index_)];
-        const int count = spec_.kind == "1f1b" ? std::min(R, spec_.minibatches - b * R)
-                                               : std::min(R, spec_.microbatches);
-        if (!backward_in_round_) stage_.backend().fill_zero(sum);
-        {
-          PhaseTimer timer(totals_.phases, Phase::wait);
-          allreducer_->start(sum).get();
-        }
-        allreduce_bytes_ += allreduce_message_bytes_;
-        // 1f1b: the mean over the round's minibatches; a flush step: the microbatches were
-        // already scaled to the step's mean, and the replicas hold disjoint parts of it.
-        if (!accumulate) stage_.backend().scale(sum, 1.0f / static_cast<float>(count));
-        backward_in_round_ = false;
-        break;
-      }
-      case Op::step: {
-        {
-          PhaseTimer timer(totals_.phases, Phase::update);
-          // A stage's gradient is applied while later minibatches are in flight: checked here,
-          // a divergence ends the run at this step.
-          if (!std::isfinite(stage_.backend().dot(stage_.gradients(), stage_.gradients())))
-            throw Error(
-                fmt::format("training diverged: the gradient of step {} is not finite "
-                            "(NaN or inf) on rank {} (lower optimizer.lr?)",
-                            steps_ + 1, comm_.rank()));
-          sgd_.step(lr(steps_));
-          ++steps_;
-          if (vertical_) keep_version();
-          if (accumulate) stage_.backend().fill_zero(sum);
-        }
-        ++totals_.steps;
-        if (on_step_) on_step_(steps_);
-        break;
-      }
-    }
+  const bool can_end_early = !spec_.flushes() || max_replicas <= spec_.microbatches;
+  if (!(can_end_early && end_ == 0 && end_early_ && end_early_() && stage_.first())) return false;
+  // The round's last minibatch, then enough for every replica of every stage to receive one
+  // that carries the end, rounded up to a multiple the schedule accepts.
+  const int b = in.minibatch;
+  const int round_last = b - b % R0 + R0 - 1;
+  const int m =
+      ((round_last + 1 + max_replicas + end_multiple_ - 1) / end_multiple_) * end_multiple_;
+  if (m >= spec_.units() || at_ == 0) return false;
+  end_early(m, at_ - 1, false);
+  return true;
+}
+
+void PipelineRunner::exec_receive_activation(const Instruction& in) {
+  // Receives come as early as the schedule allows, before a slot is free: into a buffer of
+  // their own (a pool that stops growing at its peak), kept until the backward.
+  activations_in_[in.minibatch] =
+      receive(in.peer, header(StageMessage::activation, in.minibatch, stage_.input_shape()));
+}
+
+void PipelineRunner::fetch_batch(int minibatch) {
+  Batch batch;
+  {
+    PhaseTimer timer(totals_.phases, Phase::data);
+    batch = (*args_.batch_of)(minibatch);
   }
+  DTRAIN_CHECK(batch.labels.numel() == rows_) << "pipeline: minibatch " << minibatch << " has "
+                                              << batch.labels.numel() << " rows, not " << rows_;
+  keep_batch(minibatch, batch);
+}
+
+void PipelineRunner::exec_forward(const Instruction& in) {
+  const int b = in.minibatch;
+  const int slot = take_slot(b);
+  if (stage_.first() || stage_.last()) fetch_batch(b);
+  const Tensor& input =
+      stage_.first() ? batches_[b].images : activations_in_.at(b).narrow_batch(rows_);
+  int in_use = 0;
+  for (int m : slot_of_) in_use += m >= 0;
+  versions_.forward(b, slot, in_use);
+  PhaseTimer timer(totals_.phases, Phase::forward);
+  stage_.forward(slot, step_base_ + static_cast<uint64_t>(b), input,
+                 stage_.last() ? batches_[b].labels : Tensor());
+  if (!stage_.last()) return;
+  const LossStats stats = stage_.last_stats(slot);
+  if (!std::isfinite(stats.loss_sum))
+    throw Error(
+        fmt::format("training diverged: the loss of minibatch {} is {} on rank "
+                    "{} (the last stage) (lower optimizer.lr?)",
+                    step_base_ + static_cast<uint64_t>(b), stats.loss_sum, comm_.rank()));
+  totals_.loss_sum += stats.loss_sum;
+  totals_.correct += stats.correct;
+  totals_.samples += stats.count;
+}
+
+void PipelineRunner::exec_send_activation(const Instruction& in) {
+  const int slot = slot_of(in.minibatch);
+  const Tensor& out = stage_.output(slot);
+  send(in.peer, header(StageMessage::activation, in.minibatch, out.shape()), out, slot);
+}
+
+void PipelineRunner::exec_receive_gradient(const Instruction& in) {
+  gradients_in_[in.minibatch] =
+      receive(in.peer, header(StageMessage::gradient, in.minibatch, stage_.output_shape()));
+}
+
+void PipelineRunner::exec_backward(const Instruction& in) {
+  const int b = in.minibatch;
+  const int slot = slot_of(b);
+  const Tensor dy = stage_.last() ? Tensor() : gradients_in_.at(b).narrow_batch(rows_);
+  PhaseTimer timer(totals_.phases, Phase::backward);
+  input_gradient_[static_cast<size_t>(slot)] = stage_.backward(slot, dy, args_.grad_scale);
+  if (accumulate_) stage_.backend().axpy(1.0f, micro_gradient_, step_gradient_);
+  backward_in_round_ = true;
+  ++totals_.backwards;
+  if (stage_.first()) release(b);  // nothing more to send for it
+}
+
+void PipelineRunner::exec_send_gradient(const Instruction& in) {
+  const int slot = slot_of(in.minibatch);
+  const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
+  send(in.peer, header(StageMessage::gradient, in.minibatch, dx.shape()), dx, slot);
+  release(in.minibatch);
+}
+
+void PipelineRunner::exec_reduce_gradients(const Instruction& in) {
+  // The round's minibatches of this stage, one per replica (fewer in a last round): the mean of
+  // their gradients; a replica without one adds zeros.
+  const int R = shape_.replicas[static_cast<size_t>(stage_index_)];
+  const int count = spec_.replicas_in_round(in.minibatch, R);
+  if (!backward_in_round_) stage_.backend().fill_zero(step_gradient_);
   {
     PhaseTimer timer(totals_.phases, Phase::wait);
-    for (auto& [key, c] : channels_) c->wait_sends();
+    allreducer_->start(step_gradient_).get();
   }
-  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-  staging_in_use_.clear();
-  if (accumulate) stage_.set_gradients(sum);
-  totals_.minibatches = spec_.minibatches;
-  return totals_;
+  allreduce_bytes_ += allreduce_message_bytes_;
+  // 1f1b: the mean over the round's minibatches; a flush step: the microbatches were already
+  // scaled to the step's mean, and the replicas hold disjoint parts of it.
+  if (!accumulate_) stage_.backend().scale(step_gradient_, 1.0f / static_cast<float>(count));
+  backward_in_round_ = false;
+}
+
+void PipelineRunner::exec_step(const Instruction&) {
+  {
+    PhaseTimer timer(totals_.phases, Phase::update);
+    // A stage's gradient is applied while later minibatches are in flight: checked here, a
+    // divergence ends the run at this step.
+    if (!std::isfinite(stage_.backend().dot(stage_.gradients(), stage_.gradients())))
+      throw Error(
+          fmt::format("training diverged: the gradient of step {} is not finite "
+                      "(NaN or inf) on rank {} (lower optimizer.lr?)",
+                      steps_ + 1, comm_.rank()));
+    sgd_.step((*args_.lr)(steps_));
+    ++steps_;
+    versions_.stepped(steps_);
+    if (accumulate_) stage_.backend().fill_zero(step_gradient_);
+  }
+  ++totals_.steps;
+  if (on_step_) on_step_(steps_);
 }
 
 PipelineTotals PipelineRunner::evaluate(int minibatches,
@@ -452,12 +461,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
       input = buf.narrow_batch(rows);
       free_activations_.push_back(buf);
     }
-    {
-      PhaseTimer timer(totals_.phases, Phase::wait);
-      for (auto& [key, c] : channels_) c->wait_sends();
-    }
-    for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-    staging_in_use_.clear();
+    wait_sends();
     const Tensor& out = stage_.forward(slot, static_cast<uint64_t>(b), input,
                                        stage_.last() ? batches_[b].labels : Tensor());
     if (stage_.last()) {
@@ -471,35 +475,10 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
     }
     give_back_batch(b);
   }
-  for (auto& [key, c] : channels_) c->wait_sends();
-  for (Tensor& t : staging_in_use_) free_staging_.push_back(t);
-  staging_in_use_.clear();
+  wait_sends();
   stage_.set_training(true);
   evaluation_bytes_ += activation_bytes_sent() - bytes_before;
   return totals_;
-}
-
-int PipelineRunner::version_step(int minibatch) const {
-  // This stage's latest weights that incorporate no more minibatches than the admitted version.
-  const int admitted = admitted_version_.at(static_cast<size_t>(minibatch));
-  return spec_.kind == "1f1b" ? admitted / shape_.replicas[static_cast<size_t>(stage_index_)]
-                              : admitted;
-}
-
-void PipelineRunner::keep_version() {
-  // The weights after steps_ steps; versions no later minibatch will use go back to the pool.
-  Tensor t = take_buffer(free_versions_, stage_.parameters().shape());
-  stage_.backend().copy(t, stage_.parameters());
-  versions_[steps_] = t;
-  int oldest_needed = steps_;
-  for (size_t b = 0; b < admitted_version_.size(); ++b)
-    if (shape_.rank_of(stage_index_, static_cast<int>(b)) == comm_.rank() &&
-        !forwarded_.count(static_cast<int>(b)))
-      oldest_needed = std::min(oldest_needed, version_step(static_cast<int>(b)));
-  for (auto it = versions_.begin(); it != versions_.end() && it->first < oldest_needed;) {
-    free_versions_.push_back(it->second);
-    it = versions_.erase(it);
-  }
 }
 
 Tensor PipelineRunner::take_buffer(std::vector<Tensor>& pool, const Shape& shape, DType dtype,

@@ -1,24 +1,26 @@
-// PipelineRunner: runs one rank's instruction list of a pipeline schedule (pipeline_schedule.h)
-// on its StageModel — the one interpreter of every schedule kind (DESIGN.md §2 decision 5).
-// Minibatches take a free slot of the stage model at their forward and give it back after
-// their backward; activations and gradients travel through StageChannels whose headers are
-// checked. The replicas of a stage all-reduce their gradients (the `compression` codec applies)
-// on a communicator of their own.
+// PipelineRunner: runs one rank's instruction list of a pipeline schedule (schedule.h) on its
+// StageModel — the one interpreter of every schedule kind. Each instruction goes to the handler
+// of its Op (a table, as DeepSpeed's pipeline engine maps its instructions to _exec_* methods);
+// a new Op is a new handler and a row of that table. Minibatches take a free slot of the stage
+// model at their forward and give it back after their backward; which weights a slot computes with
+// is WeightVersions' (weight_versions.h). Activations and gradients travel through StageChannels
+// whose headers are checked. The replicas of a stage all-reduce their gradients (the `compression`
+// codec applies) on a communicator of their own.
 #pragma once
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <vector>
 
-#include "comm/comm.h"                 // Comm
-#include "comm/gradient_allreducer.h"  // GradientAllreducer: replicas' gradients
-#include "comm/stage_channel.h"        // StageChannel
-#include "core/phase.h"                // PhaseTimes
-#include "data/loader.h"               // Batch
-#include "optim/sgd.h"                 // Sgd
-#include "sched/pipeline/schedule.h"   // PipelineShape, Instruction
-#include "sched/pipeline/stage_model.h"         // StageModel
+#include "comm/comm.h"                       // Comm
+#include "comm/gradient_allreducer.h"        // GradientAllreducer: replicas' gradients
+#include "comm/stage_channel.h"              // StageChannel
+#include "core/phase.h"                      // PhaseTimes
+#include "data/loader.h"                     // Batch
+#include "optim/sgd.h"                       // Sgd
+#include "sched/pipeline/schedule.h"         // PipelineShape, Instruction
+#include "sched/pipeline/stage_model.h"      // StageModel
+#include "sched/pipeline/weight_versions.h"  // WeightVersions: stashing, vertical sync
 
 namespace dtrain {
 
@@ -44,7 +46,7 @@ class PipelineRunner {
                  int64_t rows, bool weight_stashing = true, const std::string& codec = "none",
                  bool vertical_sync = false);
   // Weight versions stashed at once, at most: pipeline.csv's versions_max.
-  int versions_max() const { return versions_max_; }
+  int versions_max() const { return versions_.versions_max(); }
   // Minibatches forwarded and not yet backwarded here, at most: pipeline.csv's in_flight_max.
   int in_flight_max() const { return in_flight_max_; }
   // Bytes this rank sent in training (evaluations not counted): activations and gradients
@@ -95,6 +97,33 @@ class PipelineRunner {
   PipelineTotals evaluate(int minibatches, const std::function<Batch(int)>& batch_of);
 
  private:
+  // run()'s arguments, for its handlers.
+  struct RunArguments {
+    const std::function<Batch(int)>* batch_of = nullptr;
+    const std::function<float(int)>* lr = nullptr;
+    float grad_scale = 1;  // per microbatch where the step accumulates
+  };
+  using Handler = void (PipelineRunner::*)(const pipeline::Instruction&);
+  // The handler of `op`: one per Op, from a table.
+  static Handler handler_of(pipeline::Op op);
+  // The handlers: each runs one instruction of the list.
+  void exec_receive_activation(const pipeline::Instruction& in);
+  void exec_forward(const pipeline::Instruction& in);
+  void exec_send_activation(const pipeline::Instruction& in);
+  void exec_receive_gradient(const pipeline::Instruction& in);
+  void exec_backward(const pipeline::Instruction& in);
+  void exec_send_gradient(const pipeline::Instruction& in);
+  void exec_reduce_gradients(const pipeline::Instruction& in);
+  void exec_step(const pipeline::Instruction& in);
+  // run()'s set-up (the list, the gradient sum, the receives posted ahead) and its end.
+  void start_run(const std::vector<pipeline::Instruction>& instructions,
+                 const pipeline::ScheduleSpec& spec, RunArguments arguments);
+  PipelineTotals finish_run();
+  // Before the forward `in`: whether the run now ends early (a signal, on_admission); true when
+  // the list was replaced by the shorter schedule's, to go on at the same index.
+  bool ends_at_admission(const pipeline::Instruction& in);
+  // Minibatch b from batch_of, checked to have a unit's rows, copied (keep_batch).
+  void fetch_batch(int minibatch);
   StageChannel& channel(int peer, StageMessage::Kind kind);
   int take_slot(int minibatch);
   int slot_of(int minibatch) const;
@@ -105,6 +134,8 @@ class PipelineRunner {
   // Sends `t` (on the stage's device) to `peer`: a GPU tensor through a host copy.
   // `slot`: whose buffer `t` is (the slot waits for the send before it computes again).
   void send(int peer, const StageMessage& message, const Tensor& t, int slot);
+  // Until every send has left; the host copies of a GPU stage's sends are free again.
+  void wait_sends();
   // Receives the message `expected` from `peer`: a pooled buffer of the kind's shape on the
   // stage's device, to be given back to pool_of(kind). `got`: the header that came.
   Tensor receive(int peer, const StageMessage& expected, StageMessage* got = nullptr);
@@ -137,26 +168,18 @@ class PipelineRunner {
   std::map<int, Tensor> activations_in_, gradients_in_;
   std::vector<Tensor> free_activations_, free_gradients_;
   std::vector<Tensor> input_gradient_;  // per slot: what its last backward gives back
-  bool stashing_;
-  std::vector<Tensor> stash_;  // per slot: the weights its minibatch's forward used
-  int versions_max_ = 0;
+  pipeline::WeightVersions versions_;   // the weights each slot computes with
   pipeline::ScheduleSpec spec_;
+  RunArguments args_;        // of the run in progress
+  bool accumulate_ = false;  // the run sums microbatches into a step (ScheduleSpec::accumulates)
+  Tensor step_gradient_;     // the run's step gradient: the stage's gradient buffer
   std::vector<pipeline::Instruction> list_;  // this run's instructions (shorter after an end)
   size_t at_ = 0;                            // the one running
   int end_ = 0;                              // M + 1 once an early end is known, else 0
   std::function<bool()> end_early_;
   int end_multiple_ = 1;
   Tensor micro_gradient_;  // a microbatch's gradient, before it joins the step's sum
-  bool vertical_;
-  // Vertical sync: per minibatch, the minibatches the input stage's weights incorporated when it
-  // admitted it (1f1b: its steps × its replicas; flush schedules: its steps).
-  std::vector<int> admitted_version_;
-  std::map<int, Tensor> versions_;  // vertical sync: this stage's weights by step count
-  std::vector<Tensor> free_versions_;
   int steps_ = 0;
-  std::set<int> forwarded_;               // this run's minibatches forwarded here
-  void keep_version();                    // vertical sync: the weights after steps_ steps
-  int version_step(int minibatch) const;  // vertical sync: this stage's steps for b's version
   bool backward_in_round_ = false;
   std::map<int, Batch> batches_;  // per minibatch in flight: its own copy of images and labels
   std::map<int, Batch> batch_buffers_;  // the pooled buffers those copies are views of

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>  // lcm
 #include <tuple>
+#include <utility>  // pair: the kinds' words
 
 #include "core/error.h"
 
@@ -42,6 +43,37 @@ int PipelineShape::rank_of(int stage, int minibatch) const {
   return first_rank(stage) + minibatch % replicas[stage];
 }
 
+namespace {
+
+// algorithm.schedule's words, by kind.
+constexpr std::pair<ScheduleKind, const char*> kKindWords[] = {
+    {ScheduleKind::one_f_one_b, "1f1b"},
+    {ScheduleKind::gpipe, "gpipe"},
+    {ScheduleKind::one_f_one_b_flush, "1f1b_flush"},
+};
+
+}  // namespace
+
+std::string schedule_kind_name(ScheduleKind kind) {
+  for (const auto& [k, word] : kKindWords)
+    if (k == kind) return word;
+  DTRAIN_CHECK(false) << "schedule kind " << static_cast<int>(kind);
+  return "";
+}
+
+ScheduleKind schedule_kind_named(const std::string& word) {
+  for (const auto& [kind, w] : kKindWords)
+    if (word == w) return kind;
+  throw InputError("algorithm.schedule: unknown '" + word + "'");
+}
+
+int ScheduleSpec::replicas_in_round(int round, int replicas) const {
+  // The round's units: a step's microbatches, or one 1f1b minibatch per replica (fewer at the
+  // schedule's end).
+  const int per_round = units_per_iteration() * iterations_per_step(replicas);
+  return std::min({replicas, per_round, units() - round * per_round});
+}
+
 int noam(const PipelineShape& shape, int stage) {
   int downstream = 0;
   for (int s = stage; s < shape.stages(); ++s) downstream += shape.replicas[s];
@@ -50,7 +82,7 @@ int noam(const PipelineShape& shape, int stage) {
 }
 
 int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage) {
-  if (spec.kind == "gpipe") return spec.microbatches;  // all forwards first
+  if (spec.forwards_first()) return spec.microbatches;
   const int own = noam(shape, stage);
   if (spec.in_flight <= 0) return own;
   // `in_flight` is the input stage's count; later stages keep the paper's difference to it (a
@@ -86,7 +118,7 @@ std::vector<Sequence> compute_sequences(const PipelineShape& shape, const Schedu
     const int s = shape.stage_of(rank), r = shape.replica_of(rank), R = shape.replicas[s];
     const int bound = in_flight_bound(shape, spec, s);
     Sequence& seq = sequences[rank];
-    if (spec.kind == "1f1b") {
+    if (!spec.flushes()) {
       std::vector<int> mine;
       for (int b = r; b < spec.minibatches; b += R) mine.push_back(b);
       // Each backward is followed by the round's reduction among the replicas and a step.
@@ -112,7 +144,7 @@ std::vector<Sequence> compute_sequences(const PipelineShape& shape, const Schedu
       std::vector<int> mine;  // this replica's microbatches of the step, by global id
       for (int i = 0; i < m; ++i)
         if ((step * m + i) % R == r) mine.push_back(step * m + i);
-      if (spec.kind == "gpipe") {
+      if (spec.forwards_first()) {
         for (int q : mine) seq.push_back({Op::forward, q});
         for (int q : mine) seq.push_back({Op::backward, q});
       } else {
@@ -133,8 +165,6 @@ std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
   for (int s = 0; s < shape.stages(); ++s)
     DTRAIN_INPUT_CHECK(shape.replicas[s] >= 1)
         << "algorithm.replicas[" << s << "]: must be >= 1, got " << shape.replicas[s];
-  DTRAIN_INPUT_CHECK(spec.kind == "1f1b" || spec.kind == "gpipe" || spec.kind == "1f1b_flush")
-      << "algorithm.schedule: unknown '" << spec.kind << "'";
   DTRAIN_INPUT_CHECK(spec.minibatches >= 1) << "pipeline: no minibatch to schedule";
   DTRAIN_INPUT_CHECK(spec.microbatches >= 1) << "algorithm.microbatches: must be >= 1";
   DTRAIN_INPUT_CHECK(spec.in_flight >= 0) << "algorithm.in_flight: must be >= 1";
@@ -167,108 +197,147 @@ std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
   return schedule;
 }
 
-ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& spec,
-                                const std::vector<std::vector<Instruction>>& schedule) {
-  ScheduleCheck check;
-  auto problem = [&](std::string text) { check.problems.push_back(std::move(text)); };
-  const int ranks = shape.ranks(), S = shape.stages();
-  if (static_cast<int>(schedule.size()) != ranks) {
-    problem(fmt::format("{} lists for {} ranks", schedule.size(), ranks));
-    return check;
+namespace {
+
+// validate_schedule's findings: each rank's list read once, what must match across ranks
+// gathered on the way and compared at the end.
+class Validation {
+ public:
+  Validation(const PipelineShape& shape, const ScheduleSpec& spec)
+      : shape_(shape), spec_(spec), items_(spec.units()) {
+    check_.peak_in_flight.assign(static_cast<size_t>(shape.ranks()), 0);
   }
-  const int items = spec.kind == "1f1b" ? spec.minibatches : spec.minibatches * spec.microbatches;
-  // Per (stage, item): forward and backward counts and ranks.
-  std::map<std::pair<int, int>, std::pair<int, int>> passes;
-  // Per directed channel: the minibatches sent and received, in order.
-  std::map<std::tuple<int, int, bool>, std::vector<int>> sends, receives;
-  std::map<int, std::vector<std::vector<int>>> rounds;  // stage → per replica, reduce rounds
-  check.peak_in_flight.assign(ranks, 0);
-  for (int rank = 0; rank < ranks; ++rank) {
-    const int s = shape.stage_of(rank);
-    const int bound = in_flight_bound(shape, spec, s);
-    std::map<int, int> forwarded;  // item → forwarded, not yet backwarded
-    int in_flight = 0;
-    bool stepped_after_reduce = true;
-    for (const Instruction& in : schedule[rank]) {
+
+  // One rank's list: its passes in order and within the in-flight bound, its reductions each
+  // followed by a step; its messages and reductions noted for the comparison across ranks.
+  void read(int rank, const std::vector<Instruction>& list) {
+    const int stage = shape_.stage_of(rank);
+    RankState r{rank, stage, in_flight_bound(shape_, spec_, stage), {}};
+    for (const Instruction& in : list) {
       switch (in.op) {
         case Op::forward:
-        case Op::backward: {
-          const bool fwd = in.op == Op::forward;
-          if (in.minibatch < 0 || in.minibatch >= items) {
-            problem(fmt::format("rank {}: {} of minibatch {} outside 0..{}", rank,
-                                fwd ? "forward" : "backward", in.minibatch, items - 1));
-            break;
-          }
-          if (shape.rank_of(s, in.minibatch) != rank)
-            problem(fmt::format("rank {}: minibatch {} belongs to rank {} of stage {}", rank,
-                                in.minibatch, shape.rank_of(s, in.minibatch), s));
-          auto& p = passes[{s, in.minibatch}];
-          if (fwd) {
-            ++p.first;
-            ++forwarded[in.minibatch];
-            check.peak_in_flight[rank] = std::max(check.peak_in_flight[rank], ++in_flight);
-            if (in_flight > bound)
-              problem(fmt::format("rank {}: {} minibatches in flight, bound {}", rank, in_flight,
-                                  bound));
-          } else {
-            ++p.second;
-            if (forwarded[in.minibatch]-- <= 0)
-              problem(fmt::format("rank {}: backward of minibatch {} before its forward", rank,
-                                  in.minibatch));
-            --in_flight;
-          }
+        case Op::backward:
+          pass(r, in);
           break;
-        }
         case Op::send_activation:
         case Op::send_gradient:
-          sends[{rank, in.peer, in.op == Op::send_activation}].push_back(in.minibatch);
+          sends_[{rank, in.peer, in.op == Op::send_activation}].push_back(in.minibatch);
           break;
         case Op::receive_activation:
         case Op::receive_gradient:
-          receives[{in.peer, rank, in.op == Op::receive_activation}].push_back(in.minibatch);
+          receives_[{in.peer, rank, in.op == Op::receive_activation}].push_back(in.minibatch);
           break;
         case Op::reduce_gradients: {
-          auto& per_replica = rounds[s];
-          per_replica.resize(static_cast<size_t>(shape.replicas[s]));
-          per_replica[shape.replica_of(rank)].push_back(in.minibatch);
-          if (!stepped_after_reduce)
+          auto& per_replica = rounds_[r.stage];
+          per_replica.resize(static_cast<size_t>(shape_.replicas[r.stage]));
+          per_replica[shape_.replica_of(rank)].push_back(in.minibatch);
+          if (!r.stepped_after_reduce)
             problem(fmt::format("rank {}: two reductions without a step between", rank));
-          stepped_after_reduce = false;
+          r.stepped_after_reduce = false;
           break;
         }
         case Op::step:
-          stepped_after_reduce = true;
+          r.stepped_after_reduce = true;
           break;
       }
     }
-    if (in_flight != 0)
-      problem(fmt::format("rank {}: {} minibatches never backwarded", rank, in_flight));
+    if (r.in_flight != 0)
+      problem(fmt::format("rank {}: {} minibatches never backwarded", rank, r.in_flight));
   }
-  for (int s = 0; s < S; ++s)
-    for (int item = 0; item < items; ++item) {
-      const auto it = passes.find({s, item});
-      const std::pair<int, int> p = it == passes.end() ? std::pair{0, 0} : it->second;
-      if (p.first != 1 || p.second != 1)
-        problem(fmt::format("stage {}: minibatch {} has {} forward(s) and {} backward(s)", s, item,
-                            p.first, p.second));
+
+  // Across ranks: each item's passes, each channel's two sides, each stage's reduction rounds.
+  ScheduleCheck finish() {
+    for (int s = 0; s < shape_.stages(); ++s)
+      for (int item = 0; item < items_; ++item) {
+        const auto it = passes_.find({s, item});
+        const std::pair<int, int> p = it == passes_.end() ? std::pair{0, 0} : it->second;
+        if (p.first != 1 || p.second != 1)
+          problem(fmt::format("stage {}: minibatch {} has {} forward(s) and {} backward(s)", s,
+                              item, p.first, p.second));
+      }
+    if (sends_ != receives_)
+      for (const auto& [channel, order] : sends_) {
+        const auto it = receives_.find(channel);
+        if (it == receives_.end() || it->second != order)
+          problem(fmt::format("channel {} → {} ({}): sends and receives differ",
+                              std::get<0>(channel), std::get<1>(channel),
+                              std::get<2>(channel) ? "activations" : "gradients"));
+      }
+    for (const auto& [channel, order] : receives_)
+      if (!sends_.count(channel))
+        problem(fmt::format("channel {} → {}: receives with no send", std::get<0>(channel),
+                            std::get<1>(channel)));
+    for (const auto& [s, per_replica] : rounds_)
+      for (const auto& r : per_replica)
+        if (r != per_replica.front())
+          problem(fmt::format("stage {}: its replicas reduce different rounds", s));
+    return std::move(check_);
+  }
+
+ private:
+  struct RankState {
+    int rank, stage, bound;
+    std::map<int, int> forwarded;  // item → forwarded, not yet backwarded
+    int in_flight = 0;
+    bool stepped_after_reduce = true;
+  };
+
+  void problem(std::string text) { check_.problems.push_back(std::move(text)); }
+
+  // A forward or backward of rank r.rank.
+  void pass(RankState& r, const Instruction& in) {
+    const bool fwd = in.op == Op::forward;
+    const int rank = r.rank, s = r.stage;
+    if (in.minibatch < 0 || in.minibatch >= items_) {
+      problem(fmt::format("rank {}: {} of minibatch {} outside 0..{}", rank,
+                          fwd ? "forward" : "backward", in.minibatch, items_ - 1));
+      return;
     }
-  if (sends != receives)
-    for (const auto& [channel, order] : sends) {
-      const auto it = receives.find(channel);
-      if (it == receives.end() || it->second != order)
-        problem(fmt::format("channel {} → {} ({}): sends and receives differ", std::get<0>(channel),
-                            std::get<1>(channel),
-                            std::get<2>(channel) ? "activations" : "gradients"));
+    if (shape_.rank_of(s, in.minibatch) != rank)
+      problem(fmt::format("rank {}: minibatch {} belongs to rank {} of stage {}", rank,
+                          in.minibatch, shape_.rank_of(s, in.minibatch), s));
+    auto& p = passes_[{s, in.minibatch}];
+    if (fwd) {
+      ++p.first;
+      ++r.forwarded[in.minibatch];
+      int& peak = check_.peak_in_flight[static_cast<size_t>(rank)];
+      peak = std::max(peak, ++r.in_flight);
+      if (r.in_flight > r.bound)
+        problem(
+            fmt::format("rank {}: {} minibatches in flight, bound {}", rank, r.in_flight, r.bound));
+    } else {
+      ++p.second;
+      if (r.forwarded[in.minibatch]-- <= 0)
+        problem(fmt::format("rank {}: backward of minibatch {} before its forward", rank,
+                            in.minibatch));
+      --r.in_flight;
     }
-  for (const auto& [channel, order] : receives)
-    if (!sends.count(channel))
-      problem(fmt::format("channel {} → {}: receives with no send", std::get<0>(channel),
-                          std::get<1>(channel)));
-  for (const auto& [s, per_replica] : rounds)
-    for (const auto& r : per_replica)
-      if (r != per_replica.front())
-        problem(fmt::format("stage {}: its replicas reduce different rounds", s));
-  return check;
+  }
+
+  const PipelineShape& shape_;
+  const ScheduleSpec& spec_;
+  const int items_;
+  ScheduleCheck check_;
+  // Per (stage, item): forward and backward counts.
+  std::map<std::pair<int, int>, std::pair<int, int>> passes_;
+  // Per directed channel: the minibatches sent and received, in order.
+  std::map<std::tuple<int, int, bool>, std::vector<int>> sends_, receives_;
+  std::map<int, std::vector<std::vector<int>>> rounds_;  // stage → per replica, reduce rounds
+};
+
+}  // namespace
+
+ScheduleCheck validate_schedule(const PipelineShape& shape, const ScheduleSpec& spec,
+                                const std::vector<std::vector<Instruction>>& schedule) {
+  if (static_cast<int>(schedule.size()) != shape.ranks()) {
+    ScheduleCheck check;
+    check.problems.push_back(fmt::format("{} lists for {} ranks", schedule.size(), shape.ranks()));
+    return check;
+  }
+  Validation v(shape, spec);
+  for (int rank = 0; rank < shape.ranks(); ++rank)
+    v.read(rank, schedule[static_cast<size_t>(rank)]);
+  return v.finish();
 }
 
 std::vector<std::vector<double>> simulate_schedule(
@@ -281,107 +350,141 @@ std::vector<std::vector<double>> simulate_schedule(
        std::vector<double>(S, 0), std::vector<double>(S > 0 ? S - 1 : 0, 0)});
 }
 
+namespace {
+
+// simulate_schedule's state: per rank its clock, its next instruction and each instruction's
+// start; per channel the messages in flight.
+class Simulation {
+ public:
+  Simulation(const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
+             const SimulationTimes& times)
+      : shape_(shape),
+        schedule_(schedule),
+        times_(times),
+        sender_free_(static_cast<size_t>(shape.ranks()), 0),
+        next_(static_cast<size_t>(shape.ranks()), 0),
+        clock_(static_cast<size_t>(shape.ranks()), 0),
+        start_(static_cast<size_t>(shape.ranks())) {
+    for (int rank = 0; rank < shape.ranks(); ++rank) start_[rank].resize(schedule[rank].size());
+  }
+
+  // Moves every rank on as far as it can, in rounds over the ranks, until none can move.
+  std::vector<std::vector<double>> run() {
+    bool moved = true;
+    while (moved) {
+      moved = false;
+      for (int rank = 0; rank < shape_.ranks(); ++rank)
+        if (const Instruction* in = at(rank)) moved = step(rank, *in) || moved;
+    }
+    std::string stuck;
+    for (int rank = 0; rank < shape_.ranks(); ++rank)
+      if (const Instruction* in = at(rank))
+        stuck += fmt::format(" rank {} at instruction {} (op {}, minibatch {}, peer {});", rank,
+                             next_[rank], static_cast<int>(in->op), in->minibatch, in->peer);
+    if (!stuck.empty()) throw Error("pipeline schedule deadlocks:" + stuck);
+    return std::move(start_);
+  }
+
+ private:
+  const Instruction* at(int rank) const {
+    return next_[rank] < schedule_[rank].size() ? &schedule_[rank][next_[rank]] : nullptr;
+  }
+  void advance(int rank, double when, double duration) {
+    start_[rank][next_[rank]] = when;
+    clock_[rank] = when + duration;
+    ++next_[rank];
+  }
+
+  // Runs `in`, rank's next instruction, when it can run now: whether it did.
+  bool step(int rank, const Instruction& in) {
+    switch (in.op) {
+      case Op::forward:
+        advance(rank, clock_[rank], times_.forward_s[shape_.stage_of(rank)]);
+        return true;
+      case Op::backward:
+        advance(rank, clock_[rank], times_.backward_s[shape_.stage_of(rank)]);
+        return true;
+      case Op::step:
+        advance(rank, clock_[rank], 0);
+        return true;
+      case Op::send_activation:
+      case Op::send_gradient:
+        send(rank, in);
+        return true;
+      case Op::receive_activation:
+      case Op::receive_gradient:
+        return receive(rank, in);
+      case Op::reduce_gradients:
+        return reduce(rank, in);
+    }
+    return false;
+  }
+
+  void send(int rank, const Instruction& in) {
+    // Non-blocking: the message leaves on the rank's sender thread, after the messages before
+    // it, into a receive posted ahead.
+    const int cut = std::min(shape_.stage_of(rank), shape_.stage_of(in.peer));
+    const double leaves = std::max(clock_[rank], sender_free_[rank]);
+    sender_free_[rank] = leaves + times_.transfer_s[cut];
+    in_transit_[{rank, in.peer, in.op == Op::send_activation}].push_back(
+        {in.minibatch, sender_free_[rank]});
+    advance(rank, clock_[rank], 0);
+  }
+
+  bool receive(int rank, const Instruction& in) {
+    auto& channel = in_transit_[{in.peer, rank, in.op == Op::receive_activation}];
+    if (channel.empty()) return false;  // not sent yet
+    // Messages of a channel arrive in the order sent: another minibatch first is the runtime's
+    // header mismatch.
+    if (channel.front().first != in.minibatch)
+      throw Error(
+          fmt::format("pipeline schedule: rank {} expects the {} of minibatch {} from rank {}, but "
+                      "minibatch {} comes first",
+                      rank, in.op == Op::receive_activation ? "activation" : "gradient",
+                      in.minibatch, in.peer, channel.front().first));
+    advance(rank, std::max(clock_[rank], channel.front().second), 0);
+    channel.pop_front();
+    return true;
+  }
+
+  // A reduction starts once every replica of the stage has reached it.
+  bool reduce(int rank, const Instruction& in) {
+    const int s = shape_.stage_of(rank);
+    const int first = shape_.first_rank(s);
+    bool all = true;
+    double when = 0;
+    for (int r = first; r < first + shape_.replicas[s]; ++r) {
+      const Instruction* other = at(r);
+      all = all && other && other->op == Op::reduce_gradients && other->minibatch == in.minibatch;
+      when = std::max(when, clock_[r]);
+    }
+    if (!all) return false;
+    for (int r = first; r < first + shape_.replicas[s]; ++r) advance(r, when, times_.reduce_s[s]);
+    return true;
+  }
+
+  const PipelineShape& shape_;
+  const std::vector<std::vector<Instruction>>& schedule_;
+  const SimulationTimes& times_;
+  std::vector<double> sender_free_;  // when each rank's sender thread is idle again
+  std::vector<size_t> next_;
+  std::vector<double> clock_;
+  std::vector<std::vector<double>> start_;
+  // Per directed channel (from, to, activation?): minibatches sent, not yet received, and when.
+  std::map<std::tuple<int, int, bool>, std::deque<std::pair<int, double>>> in_transit_;
+};
+
+}  // namespace
+
 std::vector<std::vector<double>> simulate_schedule(
     const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,
     const SimulationTimes& times) {
-  const int ranks = shape.ranks();
   DTRAIN_CHECK(static_cast<int>(times.forward_s.size()) == shape.stages() &&
                static_cast<int>(times.backward_s.size()) == shape.stages() &&
                static_cast<int>(times.reduce_s.size()) == shape.stages() &&
                static_cast<int>(times.transfer_s.size()) == shape.stages() - 1)
       << "simulation times for " << shape.stages() << " stages";
-  std::vector<double> sender_free(ranks, 0);  // when each rank's sender thread is idle again
-  std::vector<size_t> next(ranks, 0);
-  std::vector<double> clock(ranks, 0);
-  std::vector<std::vector<double>> start(ranks);
-  for (int rank = 0; rank < ranks; ++rank) start[rank].resize(schedule[rank].size());
-  auto at = [&](int rank) -> const Instruction* {
-    return next[rank] < schedule[rank].size() ? &schedule[rank][next[rank]] : nullptr;
-  };
-  auto advance = [&](int rank, double when, double duration) {
-    start[rank][next[rank]] = when;
-    clock[rank] = when + duration;
-    ++next[rank];
-  };
-  // Per directed channel (from, to, activation?): minibatches sent, not yet received, and when.
-  std::map<std::tuple<int, int, bool>, std::deque<std::pair<int, double>>> in_transit;
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    for (int rank = 0; rank < ranks; ++rank) {
-      const Instruction* in = at(rank);
-      if (!in) continue;
-      switch (in->op) {
-        case Op::forward:
-          advance(rank, clock[rank], times.forward_s[shape.stage_of(rank)]);
-          moved = true;
-          break;
-        case Op::backward:
-          advance(rank, clock[rank], times.backward_s[shape.stage_of(rank)]);
-          moved = true;
-          break;
-        case Op::step:
-          advance(rank, clock[rank], 0);
-          moved = true;
-          break;
-        case Op::send_activation:
-        case Op::send_gradient: {
-          // Non-blocking: the message leaves on the rank's sender thread, after the messages
-          // before it, into a receive posted ahead.
-          const int cut = std::min(shape.stage_of(rank), shape.stage_of(in->peer));
-          const double leaves = std::max(clock[rank], sender_free[rank]);
-          sender_free[rank] = leaves + times.transfer_s[cut];
-          in_transit[{rank, in->peer, in->op == Op::send_activation}].push_back(
-              {in->minibatch, sender_free[rank]});
-          advance(rank, clock[rank], 0);
-          moved = true;
-          break;
-        }
-        case Op::receive_activation:
-        case Op::receive_gradient: {
-          auto& channel = in_transit[{in->peer, rank, in->op == Op::receive_activation}];
-          if (channel.empty()) break;  // not sent yet
-          // Messages of a channel arrive in the order sent: another minibatch first is the
-          // runtime's header mismatch.
-          if (channel.front().first != in->minibatch)
-            throw Error(fmt::format(
-                "pipeline schedule: rank {} expects the {} of minibatch {} from rank {}, but "
-                "minibatch {} comes first",
-                rank, in->op == Op::receive_activation ? "activation" : "gradient", in->minibatch,
-                in->peer, channel.front().first));
-          advance(rank, std::max(clock[rank], channel.front().second), 0);
-          channel.pop_front();
-          moved = true;
-          break;
-        }
-        case Op::reduce_gradients: {
-          const int s = shape.stage_of(rank);
-          const int first = shape.first_rank(s);
-          bool all = true;
-          double when = 0;
-          for (int r = first; r < first + shape.replicas[s]; ++r) {
-            const Instruction* other = at(r);
-            all = all && other && other->op == Op::reduce_gradients &&
-                  other->minibatch == in->minibatch;
-            when = std::max(when, clock[r]);
-          }
-          if (all) {
-            for (int r = first; r < first + shape.replicas[s]; ++r)
-              advance(r, when, times.reduce_s[s]);
-            moved = true;
-          }
-          break;
-        }
-      }
-    }
-  }
-  std::string stuck;
-  for (int rank = 0; rank < ranks; ++rank)
-    if (const Instruction* in = at(rank))
-      stuck += fmt::format(" rank {} at instruction {} (op {}, minibatch {}, peer {});", rank,
-                           next[rank], static_cast<int>(in->op), in->minibatch, in->peer);
-  if (!stuck.empty()) throw Error("pipeline schedule deadlocks:" + stuck);
-  return start;
+  return Simulation(shape, schedule, times).run();
 }
 
 std::string schedule_grid(const PipelineShape& shape,

@@ -55,12 +55,48 @@ struct PipelineShape {
   int rank_of(int stage, int minibatch) const;
 };
 
+// The kinds above; the config's words (algorithm.schedule) are converted at the edge
+// (schedule_kind_named), and what the code asks of a kind are ScheduleSpec's methods.
+enum class ScheduleKind : uint8_t {
+  one_f_one_b,        // 1f1b
+  gpipe,              // gpipe
+  one_f_one_b_flush,  // 1f1b_flush
+};
+// algorithm.schedule's word for `kind`, and back: InputError naming the key for another word.
+std::string schedule_kind_name(ScheduleKind kind);
+ScheduleKind schedule_kind_named(const std::string& word);
+
+// Units are what passes through the pipeline one at a time: a minibatch of 1f1b, a microbatch
+// of gpipe and 1f1b_flush. Iterations are what `minibatches` counts: minibatches of 1f1b,
+// optimizer steps of gpipe and 1f1b_flush (pipedream's EpochPart units, epoch_iterations).
 struct ScheduleSpec {
-  std::string kind = "1f1b";  // 1f1b | gpipe | 1f1b_flush
-  int minibatches = 1;        // 1f1b: of the epoch; gpipe, 1f1b_flush: optimizer steps
-  int microbatches = 1;       // per optimizer step (gpipe, 1f1b_flush)
+  ScheduleKind kind = ScheduleKind::one_f_one_b;
+  int minibatches = 1;   // 1f1b: of the epoch; gpipe, 1f1b_flush: optimizer steps
+  int microbatches = 1;  // per optimizer step (gpipe, 1f1b_flush)
   // The input stage's replicas' bound, later stages' follow (in_flight_bound); 0: NOAM.
   int in_flight = 0;
+
+  // Whether the pipeline drains for every optimizer step (gpipe, 1f1b_flush: a step's minibatch
+  // split into microbatches, their gradients summed into one step); 1f1b streams minibatches and
+  // each replica steps after each of its backwards.
+  bool flushes() const { return kind != ScheduleKind::one_f_one_b; }
+  // Whether a stage runs all forwards of a step before its backwards (gpipe), not 1F1B.
+  bool forwards_first() const { return kind == ScheduleKind::gpipe; }
+  // Whether a replica sums several backwards into one step: a flush of more than one microbatch.
+  bool accumulates() const { return flushes() && microbatches > 1; }
+  // Units per iteration: 1 (a 1f1b minibatch) or a step's microbatches.
+  int units_per_iteration() const { return flushes() ? microbatches : 1; }
+  // The schedule's units: its iterations' units.
+  int units() const { return minibatches * units_per_iteration(); }
+  // The iterations `units` units make (flushes: whole steps).
+  int iterations_of(int units) const { return units / units_per_iteration(); }
+  // Iterations one optimizer step of a stage of `replicas` replicas takes in, which its weight
+  // versions count: 1f1b: a round of one minibatch per replica; flushes: the step.
+  int iterations_per_step(int replicas) const { return flushes() ? 1 : replicas; }
+  // The replicas of a stage of `replicas` replicas whose gradient joins reduction round `round`:
+  // each has a unit of the round's, except in a last 1f1b round, or where a step has fewer
+  // microbatches than the stage has replicas.
+  int replicas_in_round(int round, int replicas) const;
 };
 
 // NOAM_s = ⌈(Σ_{s'≥s} R_s') / R_s⌉: minibatches a replica of stage s admits to keep the
@@ -70,7 +106,7 @@ int noam(const PipelineShape& shape, int stage);
 int in_flight_bound(const PipelineShape& shape, const ScheduleSpec& spec, int stage);
 
 // One instruction list per rank. Throws InputError for an impossible request (no stage, a
-// replica count < 1, no minibatch, an unknown kind).
+// replica count < 1, no minibatch).
 std::vector<std::vector<Instruction>> build_schedule(const PipelineShape& shape,
                                                      const ScheduleSpec& spec);
 

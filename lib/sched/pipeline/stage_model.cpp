@@ -6,7 +6,7 @@
 
 namespace dtrain {
 
-StageModel::StageModel(Backend& backend, const ModelStage& stage, const ModelInput& input,
+StageModel::StageModel(Backend& backend, const StageSlice& stage, const ModelInput& input,
                        uint64_t seed, int slots, bool first, bool last)
     : backend_(backend), first_(first), last_(last) {
   DTRAIN_CHECK(slots >= 1) << "a stage needs a slot";

@@ -13,7 +13,7 @@
 #include "backend/backend.h"  // Backend
 #include "core/tensor.h"
 #include "nn/graph.h"  // Graph
-#include "nn/model.h"  // ModelStage, ModelInput, LossStats
+#include "nn/model.h"  // StageSlice, ModelInput, LossStats
 
 namespace dtrain {
 
@@ -24,7 +24,7 @@ class StageModel {
   // `input`: the dataset's classes and the build batch (the minibatch, or microbatch, size).
   // `slots` >= 1 graphs; parameters initialised from `seed` exactly as the same layers of the
   // whole model. `first`: reads images (no input gradient); `last`: computes the loss.
-  StageModel(Backend& backend, const ModelStage& stage, const ModelInput& input, uint64_t seed,
+  StageModel(Backend& backend, const StageSlice& stage, const ModelInput& input, uint64_t seed,
              int slots, bool first, bool last);
   ~StageModel();
 

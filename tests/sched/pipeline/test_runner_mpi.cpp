@@ -35,7 +35,7 @@ Batch batch_of(int b) {
 YAML::Node mlp() {
   return YAML::Load("{name: mlp, hidden: [16, 16]}");
 }
-std::vector<ModelStage> mlp_stages(int S) {
+std::vector<StageSlice> mlp_stages(int S) {
   const std::vector<std::string> points = model_cut_points(mlp(), kInput);  // fc1, fc2, fc3
   REQUIRE(static_cast<int>(points.size()) >= S - 1);
   return split_model(mlp(), kInput, {points.end() - (S - 1), points.end()});
@@ -48,7 +48,7 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   const YAML::Node spec = mlp();
-  const std::vector<ModelStage> stages = mlp_stages(S);
+  const std::vector<StageSlice> stages = mlp_stages(S);
   const SgdOptions sgd_options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kSteps = 5;
   constexpr float kLr = 0.1f;
@@ -65,9 +65,10 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
   const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
 
   pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
-  for (const pipeline::ScheduleSpec& spec_ : {pipeline::ScheduleSpec{"gpipe", kSteps, 1, 0},
-                                              pipeline::ScheduleSpec{"1f1b_flush", kSteps, 1, 0},
-                                              pipeline::ScheduleSpec{"1f1b", kSteps, 1, 1}}) {
+  for (const pipeline::ScheduleSpec& spec_ :
+       {pipeline::ScheduleSpec{pipeline::ScheduleKind::gpipe, kSteps, 1, 0},
+        pipeline::ScheduleSpec{pipeline::ScheduleKind::one_f_one_b_flush, kSteps, 1, 0},
+        pipeline::ScheduleSpec{pipeline::ScheduleKind::one_f_one_b, kSteps, 1, 1}}) {
     CAPTURE(spec_.kind);
     const int slots = pipeline::in_flight_bound(shape, spec_, shape.stage_of(rank));
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
@@ -88,7 +89,7 @@ namespace {
 // minibatches whose backward came before b's forward), and applies b's gradient to its latest
 // weights. Without stashing, the backward runs on the latest weights instead. Returns stage
 // `wanted`'s final weights.
-std::vector<float> one_f_one_b_reference(Backend& backend, const std::vector<ModelStage>& stages,
+std::vector<float> one_f_one_b_reference(Backend& backend, const std::vector<StageSlice>& stages,
                                          const pipeline::PipelineShape& shape, int minibatches,
                                          bool stashing, int wanted, float lr,
                                          const SgdOptions& options) {
@@ -139,11 +140,11 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   const YAML::Node spec = mlp();
-  const std::vector<ModelStage> stages = mlp_stages(S);
+  const std::vector<StageSlice> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
   constexpr int kMinibatches = 9;
-  const pipeline::ScheduleSpec spec_{"1f1b", kMinibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, kMinibatches, 1, 0};
   const auto schedule = pipeline::build_schedule(shape, spec_);
   // The schedule admits as the paper says: b's forward comes after max(0, b − NOAM + 1) steps.
   int steps = 0;
@@ -176,11 +177,11 @@ TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each 
   const int p = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   const YAML::Node spec = mlp();
-  const std::vector<ModelStage> stages = mlp_stages(1);
+  const std::vector<StageSlice> stages = mlp_stages(1);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   const int minibatches = 3 * p + 1;  // a last round with one minibatch for p replicas
   const pipeline::PipelineShape shape{{p}};
-  const pipeline::ScheduleSpec spec_{"1f1b", minibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, minibatches, 1, 0};
   StageModel stage(*backend, stages[0], kInput, 4, pipeline::in_flight_bound(shape, spec_, 0), true,
                    true);
   Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -224,7 +225,7 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   const YAML::Node spec = mlp();
-  const std::vector<ModelStage> stages = mlp_stages(S);
+  const std::vector<StageSlice> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kSteps = 3, kMicro = 3;
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
@@ -245,7 +246,7 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
   const float* expected = whole->parameters().data<float>() + stages[rank].first_parameter;
   for (const char* kind : {"gpipe", "1f1b_flush"}) {
     CAPTURE(kind);
-    const pipeline::ScheduleSpec spec_{kind, kSteps, kMicro, 0};
+    const pipeline::ScheduleSpec spec_{pipeline::schedule_kind_named(kind), kSteps, kMicro, 0};
     StageModel stage(*backend, stages[rank], kInput, 4,
                      pipeline::in_flight_bound(shape, spec_, rank), rank == 0, rank == S - 1);
     Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -263,7 +264,7 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
   const int S = world->size(), rank = world->rank();
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   const YAML::Node spec = mlp();
-  const std::vector<ModelStage> stages = mlp_stages(S);
+  const std::vector<StageSlice> stages = mlp_stages(S);
   const SgdOptions options{0.9f, 0.0f, 1e-4f, false};
   constexpr int kMinibatches = 9;
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
@@ -289,7 +290,7 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
     whole_sgd.step(0.1f);
     keep();
   }
-  const pipeline::ScheduleSpec spec_{"1f1b", kMinibatches, 1, 0};
+  const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, kMinibatches, 1, 0};
   StageModel stage(*backend, stages[rank], kInput, 4, pipeline::in_flight_bound(shape, spec_, rank),
                    rank == 0, rank == S - 1);
   Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
@@ -318,10 +319,11 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
     CAPTURE(replicas.front());
     const pipeline::PipelineShape shape{replicas};
     const int S = shape.stages(), s = shape.stage_of(rank);
-    const std::vector<ModelStage> stages = mlp_stages(S);
+    const std::vector<StageSlice> stages = mlp_stages(S);
     for (const char* kind : {"1f1b", "gpipe"}) {
       CAPTURE(kind);
-      const pipeline::ScheduleSpec spec_{kind, 7, std::string(kind) == "gpipe" ? 2 : 1, 0};
+      const pipeline::ScheduleSpec spec_{pipeline::schedule_kind_named(kind), 7,
+                                         std::string(kind) == "gpipe" ? 2 : 1, 0};
       StageModel stage(*backend, stages[s], kInput, 4, pipeline::in_flight_bound(shape, spec_, s),
                        s == 0, s == S - 1);
       Sgd sgd(*backend, stage.parameters(), stage.gradients(), {0.9f, 0.0f, 1e-4f, false});

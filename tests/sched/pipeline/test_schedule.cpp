@@ -53,7 +53,7 @@ TEST_CASE("schedules validate and never deadlock, for every shape and kind") {
             CAPTURE(kind);
             CAPTURE(minibatches);
             CAPTURE(micro);
-            ScheduleSpec spec{kind, minibatches, micro, 0};
+            ScheduleSpec spec{schedule_kind_named(kind), minibatches, micro, 0};
             const auto schedule = build_schedule(shape, spec);
             const ScheduleCheck check = validate_schedule(shape, spec, schedule);
             INFO(schedule_grid(shape, schedule));
@@ -77,21 +77,22 @@ TEST_CASE("1f1b admits NOAM minibatches per replica, or in_flight") {
   CHECK(noam({{2, 1, 1}}, 0) == 2);
   CHECK(noam({{1, 2}}, 1) == 1);
   const PipelineShape straight{{1, 1, 1}};
-  const auto schedule = build_schedule(straight, {"1f1b", 12, 1, 0});
-  const ScheduleCheck check = validate_schedule(straight, {"1f1b", 12, 1, 0}, schedule);
+  const auto schedule = build_schedule(straight, {ScheduleKind::one_f_one_b, 12, 1, 0});
+  const ScheduleCheck check =
+      validate_schedule(straight, {ScheduleKind::one_f_one_b, 12, 1, 0}, schedule);
   CHECK(check.peak_in_flight == std::vector<int>{3, 2, 1});
   // in_flight: 1 is plain model parallelism: one minibatch in the pipeline at a time.
-  const auto serial = build_schedule(straight, {"1f1b", 6, 1, 1});
-  CHECK(validate_schedule(straight, {"1f1b", 6, 1, 1}, serial).peak_in_flight ==
+  const auto serial = build_schedule(straight, {ScheduleKind::one_f_one_b, 6, 1, 1});
+  CHECK(validate_schedule(straight, {ScheduleKind::one_f_one_b, 6, 1, 1}, serial).peak_in_flight ==
         std::vector<int>{1, 1, 1});
   // More than NOAM (slack for slow links): the input stage's count, later stages keep their
   // difference to it, the output stage stays at one.
-  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 0) == 5);
-  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 1) == 4);
-  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 5}, 2) == 1);
-  CHECK(in_flight_bound(straight, {"1f1b", 6, 1, 2}, 1) == 1);
-  const auto slack = build_schedule(straight, {"1f1b", 12, 1, 5});
-  CHECK(validate_schedule(straight, {"1f1b", 12, 1, 5}, slack).peak_in_flight ==
+  CHECK(in_flight_bound(straight, {ScheduleKind::one_f_one_b, 6, 1, 5}, 0) == 5);
+  CHECK(in_flight_bound(straight, {ScheduleKind::one_f_one_b, 6, 1, 5}, 1) == 4);
+  CHECK(in_flight_bound(straight, {ScheduleKind::one_f_one_b, 6, 1, 5}, 2) == 1);
+  CHECK(in_flight_bound(straight, {ScheduleKind::one_f_one_b, 6, 1, 2}, 1) == 1);
+  const auto slack = build_schedule(straight, {ScheduleKind::one_f_one_b, 12, 1, 5});
+  CHECK(validate_schedule(straight, {ScheduleKind::one_f_one_b, 12, 1, 5}, slack).peak_in_flight ==
         std::vector<int>{5, 4, 1});
   // The first stage's order: warm-up, then one backward, one forward.
   std::string first;
@@ -106,7 +107,7 @@ TEST_CASE("with unit times a straight 1F1B pipeline has no idle step in steady s
     CAPTURE(stages);
     const PipelineShape shape{std::vector<int>(static_cast<size_t>(stages), 1)};
     const int minibatches = 6 * stages;
-    const auto schedule = build_schedule(shape, {"1f1b", minibatches, 1, 0});
+    const auto schedule = build_schedule(shape, {ScheduleKind::one_f_one_b, minibatches, 1, 0});
     const auto start = simulate_schedule(shape, schedule);
     for (int rank = 0; rank < stages; ++rank) {
       // Compute start times of this rank; steady state: between the first backward of the
@@ -127,8 +128,9 @@ TEST_CASE("with unit times a straight 1F1B pipeline has no idle step in steady s
 }
 
 TEST_CASE("replicated stages: replica b mod R runs minibatch b, every replica steps every round") {
-  const PipelineShape shape{{3, 1}};         // 3-1 on 4 ranks
-  const ScheduleSpec spec{"1f1b", 7, 1, 0};  // the last round has one minibatch for 3 replicas
+  const PipelineShape shape{{3, 1}};  // 3-1 on 4 ranks
+  const ScheduleSpec spec{ScheduleKind::one_f_one_b, 7, 1,
+                          0};  // the last round has one minibatch for 3 replicas
   const auto schedule = build_schedule(shape, spec);
   CHECK(validate_schedule(shape, spec, schedule).problems.empty());
   for (int replica = 0; replica < 3; ++replica) {
@@ -146,7 +148,7 @@ TEST_CASE("replicated stages: replica b mod R runs minibatch b, every replica st
 
 TEST_CASE("the validator and the simulation catch broken schedules") {
   const PipelineShape shape{{1, 1}};
-  const ScheduleSpec spec{"1f1b", 4, 1, 0};
+  const ScheduleSpec spec{ScheduleKind::one_f_one_b, 4, 1, 0};
   auto schedule = build_schedule(shape, spec);
   {
     auto broken = schedule;  // a backward lost
@@ -172,19 +174,20 @@ TEST_CASE("the validator and the simulation catch broken schedules") {
   }
   CHECK_THROWS_AS(build_schedule({{}}, spec), InputError);
   CHECK_THROWS_AS(build_schedule({{1, 0}}, spec), InputError);
-  CHECK_THROWS_AS(build_schedule(shape, {"zigzag", 4, 1, 0}), InputError);
+  CHECK_THROWS_AS(build_schedule(shape, {schedule_kind_named("zigzag"), 4, 1, 0}), InputError);
 }
 
 TEST_CASE("the grid shows each rank's passes in order") {
   const PipelineShape shape{{1, 1}};
-  const std::string grid = schedule_grid(shape, build_schedule(shape, {"1f1b", 3, 1, 0}));
+  const std::string grid =
+      schedule_grid(shape, build_schedule(shape, {ScheduleKind::one_f_one_b, 3, 1, 0}));
   CHECK(grid ==
         "rank 0  stage 0 replica 0 | F0 F1 B0 S F2 B1 S B2 S\n"
         "rank 1  stage 1 replica 0 | F0 B0 S F1 B1 S F2 B2 S\n");
 }
 
 TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulated schedule") {
-  const ScheduleSpec f1b1{"1f1b", 0, 1, 0};
+  const ScheduleSpec f1b1{ScheduleKind::one_f_one_b, 0, 1, 0};
   // A straight pipeline on a fast link: the slowest stage's forward + backward.
   const PipelineShape two{{1, 1}};
   CHECK(simulated_minibatch_seconds(two, f1b1, {{1, 0.5}, {2, 1}, {0, 0}, {0}}) ==
@@ -195,8 +198,8 @@ TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulat
   CHECK(simulated_minibatch_seconds(two, f1b1, {{1, 0.5}, {2, 1}, {0, 0}, {2}}) ==
         doctest::Approx(4.25));
   // With in_flight 1 (plain model parallelism) nothing overlaps: 4 + 1.5 + 3.
-  CHECK(simulated_minibatch_seconds(two, {"1f1b", 0, 1, 1}, {{1, 0.5}, {2, 1}, {0, 0}, {2}}) ==
-        doctest::Approx(8.5));
+  CHECK(simulated_minibatch_seconds(two, {ScheduleKind::one_f_one_b, 0, 1, 1},
+                                    {{1, 0.5}, {2, 1}, {0, 0}, {2}}) == doctest::Approx(8.5));
   // One stage on three replicas: each round, every replica's passes, then their all-reduce.
   CHECK(simulated_minibatch_seconds({{3}}, f1b1, {{1}, {2}, {0.5}, {}}) ==
         doctest::Approx(3.5 / 3));
@@ -220,16 +223,18 @@ TEST_CASE("1f1b: the schedule of M minibatches is the one of N until a minibatch
         CAPTURE(M);
         CAPTURE(shape.replicas.size());
         CAPTURE(shape.replicas.front());
-        const auto long_lists = build_schedule(shape, {kind, kind == "1f1b" ? N : N / m, m, 0});
-        const auto short_lists = build_schedule(shape, {kind, kind == "1f1b" ? M : M / m, m, 0});
+        const auto long_lists =
+            build_schedule(shape, {schedule_kind_named(kind), kind == "1f1b" ? N : N / m, m, 0});
+        const auto short_lists =
+            build_schedule(shape, {schedule_kind_named(kind), kind == "1f1b" ? M : M / m, m, 0});
         for (int r = 0; r < shape.ranks(); ++r) {
           const auto& a = long_lists[static_cast<size_t>(r)];
           const auto& b = short_lists[static_cast<size_t>(r)];
           const bool input = shape.stage_of(r) == 0;
           size_t p = 0;
-          while (p < a.size() && !((input ? a[p].op == Op::forward
-                                          : a[p].op == Op::receive_activation) &&
-                                   a[p].minibatch >= M))
+          while (p < a.size() &&
+                 !((input ? a[p].op == Op::forward : a[p].op == Op::receive_activation) &&
+                   a[p].minibatch >= M))
             ++p;
           CAPTURE(r);
           REQUIRE(p <= b.size());

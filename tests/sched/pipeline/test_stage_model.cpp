@@ -49,7 +49,7 @@ TEST_CASE("stages run one after the other compute the whole model's gradient, bi
     for (const auto& starts :
          std::vector<std::vector<std::string>>{{points.front()}, {points.back()}, points}) {
       CAPTURE(starts.size());
-      const std::vector<ModelStage> stages = split_model(spec, c.input, starts);
+      const std::vector<StageSlice> stages = split_model(spec, c.input, starts);
       std::vector<std::unique_ptr<StageModel>> models;
       for (size_t s = 0; s < stages.size(); ++s)
         models.push_back(std::make_unique<StageModel>(*backend, stages[s], c.input, 3, 2, s == 0,
