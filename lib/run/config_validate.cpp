@@ -111,7 +111,7 @@ void check_trace_window(const ExperimentConfig& c, Reader& r) {
 
 }  // namespace
 
-void check_consistency(const ExperimentConfig& config, Reader& reader) {
+void check_cross_setting_rules(const ExperimentConfig& config, Reader& reader) {
   check_trace_window(config, reader);
   check_dataset(config.dataset, reader);
   check_stragglers(config.cluster, reader);
