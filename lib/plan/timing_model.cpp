@@ -10,18 +10,6 @@ namespace {
 
 constexpr double kFloatBytes = 4;
 
-// A sleep of `s` seconds in PacedComm, with the timer's overshoot.
-double paced_wait(const TimingInputs& in, double s) {
-  return s + in.overshoot_s + in.overshoot_per_s * s;
-}
-
-// One message of `bytes` (a ring step's sendrecv, a push, a pull): the sender waits α + bytes·β
-// (asleep when the link is emulated), then the bytes really move (copy).
-CommCost message(const TimingInputs& in, double bytes) {
-  const double sleep = in.alpha_s + bytes * in.beta_s_per_byte;
-  return {in.beta_s_per_byte > 0 ? paced_wait(in, sleep) : in.alpha_s, bytes * in.copy_s_per_byte};
-}
-
 // The iteration time speedups are measured against: sync + none, else the first sync row.
 double reference_seconds(const std::vector<Prediction>& rows) {
   double reference = 0;
@@ -73,9 +61,10 @@ CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double e
     // dtrain runs MPI_Allreduce here; PacedComm charges the ring's 2(p−1)(α + (n/p)·β) in one
     // sleep (one overshoot), then MPI moves 2((p−1)/p)·n bytes for real and sums (γ).
     const double bytes = kFloatBytes * elements;
-    const double link = steps * (in.alpha_s + bytes / p * in.beta_s_per_byte);
-    return {in.beta_s_per_byte > 0 ? paced_wait(in, link) : steps * in.alpha_s,
-            2.0 * share * bytes * in.copy_s_per_byte + share * bytes * in.gamma_s_per_byte};
+    const LinkCost& l = in.link;
+    const double link = steps * (l.latency_s + bytes / p * l.sleep_s_per_byte());
+    return {l.emulated() ? l.paced_s(link) : steps * l.latency_s,
+            2.0 * share * bytes * l.copy_s_per_byte + share * bytes * in.gamma_s_per_byte};
   }
   // dtrain's ring with the codec inside (ring_allreduce.cpp). Per rank, for blocks of n/p:
   //   reduce-scatter, p−1 steps: encode, sendrecv of the encoded block, decode_add;
@@ -84,7 +73,7 @@ CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double e
   // So p encodes, p−1 decode_adds and p decodes where Eq. 5 has ((p−1)/p)·n·γ, and each of the
   // 2(p−1) messages carries the encoded block instead of n/p floats.
   const double block = elements / p;
-  const CommCost one = message(in, codec.wire_bytes(block));
+  const CommCost one = in.link.message(codec.wire_bytes(block));
   const double codec_s =
       block * (p * codec.encode_s + (p - 1) * codec.decode_add_s + p * codec.decode_s);
   return {steps * one.wait_s, steps * one.cpu_s + codec_s};
@@ -120,12 +109,13 @@ Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
   const double n = static_cast<double>(in.n);
   const double workers = in.p - 1;
   const double w = codec.wire_bytes(n);
-  const CommCost first = message(in, w);
+  const LinkCost& link = in.link;
+  const CommCost first = link.message(w);
   const double ingress =
-      in.beta_s_per_byte > 0 ? paced_wait(in, w * in.beta_s_per_byte) : w * in.copy_s_per_byte;
+      link.emulated() ? link.paced_s(w * link.sleep_s_per_byte()) : w * link.copy_s_per_byte;
   const double push = codec.encode_s * n + first.total() + (workers - 1) * ingress +
                       workers * codec.decode_add_s * n;
-  const double pull = workers * message(in, kFloatBytes * n).total();
+  const double pull = workers * link.message(kFloatBytes * n).total();
   const double comm = push + pull + in.sync_s;
   const double compute = compute_seconds(in) + idle_penalty(in, comm);
   return make_prediction(in, "ps_sync", codec, compute, comm, compute + comm);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/link_cost.h"  // LinkCost, CommCost
+
 namespace dtrain {
 
 // Measured cost of one codec, per element of the block it works on, and its wire format
@@ -31,14 +33,9 @@ struct TimingInputs {
   int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
   int p = 1;      // data-parallel ranks
   int64_t global_batch = 1;
-  // A message of b bytes costs α + b·(β + copy) (+ the overshoot below). With cluster.link, α
-  // and β are the emulated link's latency and 1/bandwidth, which PacedComm spends sleeping
-  // before the real shared-memory transfer (copy). Without it, β = 0: the transfer is the copy.
-  double alpha_s = 0;
-  double beta_s_per_byte = 0;
-  double copy_s_per_byte = 0;
-  // Each of PacedComm's sleeps returns late by overshoot_s + overshoot_per_s · its length.
-  double overshoot_s = 0, overshoot_per_s = 0;
+  // A message of b bytes costs α + b·(β + copy) (+ the overshoot of the emulated link's sleep):
+  // plan/link_cost.h.
+  LinkCost link;
   double gamma_s_per_byte = 0;  // γ: summing two f32 buffers, per byte of one of them
   double sync_s = 0;            // S: starting one collective on the comm thread and seeing it end
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
@@ -72,10 +69,6 @@ struct Prediction {
 // One all-reduce of `elements` as GradientAllreducer runs it (MPI_Allreduce for `none`, dtrain's
 // ring with the codec inside otherwise), split into waiting (latency, the emulated link's
 // sleeps) and CPU work (codecs, copies, sums). Excludes S.
-struct CommCost {
-  double wait_s = 0, cpu_s = 0;
-  double total() const { return wait_s + cpu_s; }
-};
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements);
 inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
   return allreduce_cost(in, codec, elements).total();

@@ -6,16 +6,16 @@
 #include <fstream>
 #include <memory>
 
-#include "compress/codec.h"            // codec_names
-#include "core/error.h"                // DTRAIN_INPUT_CHECK
-#include "plan/layer_profile.h"        // --write-profile, --profile
-#include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
-#include "run/run_builder.h"           // build_run: the rank as training builds it
-#include "run/run_options.h"           // nearest_batches
-#include "sched/algorithm.h"           // the registry's timing rows
-#include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
-#include "sched/pipeline/pipedream_plan.h"      // choose_pipeline: the pipedream rows
-#include "sched/pipeline/profile.h"    // profile_pipeline_chain
+#include "compress/codec.h"                 // codec_names
+#include "core/error.h"                     // DTRAIN_INPUT_CHECK
+#include "plan/layer_profile.h"             // --write-profile, --profile
+#include "plan/profiler.h"                  // profile_compute, profile_transport, profile_codec
+#include "run/run_builder.h"                // build_run: the rank as training builds it
+#include "run/run_options.h"                // nearest_batches
+#include "sched/algorithm.h"                // the registry's timing rows
+#include "sched/pipe_sgd_scheduler.h"       // PipeSgdOptions: K and L of the recommendation
+#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: the pipedream rows
+#include "sched/pipeline/profile.h"         // profile_pipeline_chain
 
 namespace dtrain {
 namespace {
@@ -130,23 +130,14 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
-  in.copy_s_per_byte = transport.copy_s_per_byte;
-  if (const std::optional<LinkConfig>& link = config.cluster.link) {
-    // PacedComm: sleep α + bytes·β (late by the timer's overshoot), then the real transfer.
-    in.alpha_s = link->latency.seconds;
-    in.beta_s_per_byte = 1.0 / link->bandwidth.bytes_per_s;
-    in.overshoot_s = transport.overshoot_s;
-    in.overshoot_per_s = transport.overshoot_per_s;
+  in.link = link_cost(emulated_link(config), transport);
+  if (const std::optional<LinkConfig>& link = config.cluster.link)
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
                          link->bandwidth.text, link->latency.text);
-  } else {
-    // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
-    // hand-off and the transfer a memory copy, both measured here.
-    in.alpha_s = transport.handoff_s;
+  else
     r.link =
         "the local shared-memory transport (no cluster.link): alpha and beta measured on this "
         "machine; set cluster.link to plan for a network";
-  }
   return r;
 }
 
@@ -189,14 +180,14 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   line("n", std::to_string(in.n), "",
        fmt::format("floats communicated per iteration ({:.2f} MB)", 4e-6 * in.n));
   line("p", std::to_string(p), "", "");
-  line("alpha", fmt::format("{:.2f}", in.alpha_s * 1e6), "us",
+  line("alpha", fmt::format("{:.2f}", in.link.latency_s * 1e6), "us",
        link ? fmt::format("per message (+ {:.1f} us + {:.2f}% timer overshoot per paced sleep)",
-                          in.overshoot_s * 1e6, in.overshoot_per_s * 100)
+                          in.link.overshoot_s * 1e6, in.link.overshoot_per_s * 100)
             : std::string("per message (core-to-core hand-off)"));
-  const double beta = link ? in.beta_s_per_byte : in.copy_s_per_byte;
+  const double beta = link ? in.link.sleep_s_per_byte() : in.link.copy_s_per_byte;
   line("beta", fmt::format("{:.4f}", beta * 1e9), "ns/B",
        link ? fmt::format("{:.3g} GB/s link, then {:.4f} ns/B real copy", 1e-9 / beta,
-                          in.copy_s_per_byte * 1e9)
+                          in.link.copy_s_per_byte * 1e9)
             : fmt::format("{:.3g} GB/s memory copy", 1e-9 / beta));
   line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
@@ -306,9 +297,7 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
   // This machine's timers and copies, for what the runtime would pay besides the link.
   const PipelineChoice c =
       plan_pipedream(config, chain, options.ranks,
-                     measured_pipeline_link(link.bandwidth.bytes_per_s, link.latency.seconds, chain,
-                                            options.ranks),
-                     note);
+                     measured_pipeline_link(emulated_link(config), chain, options.ranks), note);
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
@@ -345,12 +334,9 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   // PipeDream's row: its partition of the stretched chain for these ranks, over the link the
   // other rows see.
   std::string note;
-  const PipelineChoice pipedream = plan_pipedream(
-      config, measured.chain_stretched, p,
-      pipeline_link(config.cluster.link ? config.cluster.link->bandwidth.bytes_per_s : 0,
-                    config.cluster.link ? config.cluster.link->latency.seconds : 0,
-                    measured.transport),
-      note);
+  const PipelineChoice pipedream =
+      plan_pipedream(config, measured.chain_stretched, p,
+                     pipeline_link(emulated_link(config), measured.transport), note);
   rows.push_back(pipedream_row(pipedream, batch));
   set_speedups(rows);
 

@@ -8,6 +8,7 @@
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
 #include <memory>
+#include <optional>  // PlannerContext::link
 #include <string>
 #include <vector>
 
@@ -52,8 +53,7 @@ struct PlannerContext {
   // A loader of the training set in minibatches of source.batch_size rows, as rank 0 of one.
   std::function<std::unique_ptr<Loader>()> minibatch_loader;
   int world = 1;
-  double link_bytes_per_s = 0;  // cluster.link's bandwidth; 0: none (measure the transport)
-  double link_latency_s = 0;    // and its latency
+  std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // Every rank gets rank 0's `text` back (a broadcast), so that noisy timings never split a job.
   std::function<std::string(const std::string& text)> agree;
 };

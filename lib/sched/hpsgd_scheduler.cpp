@@ -32,11 +32,11 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
   const double n = static_cast<double>(in.n);
   const double bytes = 4.0 * n;
-  const double local = compute + 3 * bytes * in.copy_s_per_byte;
+  const double local = compute + 3 * bytes * in.link.copy_s_per_byte;
   const CommCost cost = allreduce_cost(in, codec, n);
   const double round = cost.total() + in.sync_s;
   const double every = period > 0 ? period : std::max(1.0, std::ceil(round / local));
-  double iteration = local + 2 * bytes * in.copy_s_per_byte / every;
+  double iteration = local + 2 * bytes * in.link.copy_s_per_byte / every;
   // The comm thread's own CPU work is done by the cores that compute when it has none.
   if (in.comm_shares_core) iteration += cost.cpu_s / every;
   const double late = std::max(0.0, round - every * iteration);

@@ -16,7 +16,7 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   if (in.p <= 1) return make_prediction(in, "local_sgd", codec, compute, 0, compute);
   const double n = static_cast<double>(in.n);
   const double average =
-      allreduce_seconds(in, codec, n) + in.sync_s + 2 * 4.0 * n * in.copy_s_per_byte;
+      allreduce_seconds(in, codec, n) + in.sync_s + 2 * 4.0 * n * in.link.copy_s_per_byte;
   const double comm = average / period;
   const double iteration = compute + comm + idle_penalty(in, average) / period;
   return make_prediction(in, "local_sgd", codec, iteration - comm, comm, iteration);

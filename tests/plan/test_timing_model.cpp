@@ -32,8 +32,8 @@ TimingInputs four_ranks() {
   in.n = 1'000'000;
   in.p = 4;
   in.global_batch = 128;
-  in.alpha_s = 10e-6;
-  in.beta_s_per_byte = 1e-9;
+  in.link.latency_s = 10e-6;
+  in.link.bandwidth_bytes_per_s = 1e9;  // β = 1 ns/B
   in.gamma_s_per_byte = 0.5e-9;
   in.sync_s = 20e-6;
   in.codecs = {none(), quantize8()};
@@ -120,9 +120,9 @@ TEST_CASE("ps_sync: pushes through the server's link one after another, weights 
 TEST_CASE("link emulation: every sleep overshoots, then the bytes are really copied") {
   TimingInputs in;
   in.p = 2, in.n = 1000;
-  in.alpha_s = 50e-6, in.beta_s_per_byte = 8e-9;
-  in.copy_s_per_byte = 0.1e-9;
-  in.overshoot_s = 60e-6, in.overshoot_per_s = 0.01;
+  in.link.latency_s = 50e-6, in.link.bandwidth_bytes_per_s = 125e6;  // β = 8 ns/B
+  in.link.copy_s_per_byte = 0.1e-9;
+  in.link.overshoot_s = 60e-6, in.link.overshoot_per_s = 0.01;
   auto late = [](double s) { return s + 60e-6 + 0.01 * s; };
   // MPI_Allreduce: one sleep of 2(α + 2000 B·β), then 2·(1/2)·4000 B copied.
   const CommCost mpi = allreduce_cost(in, none(), 1000);
@@ -137,9 +137,9 @@ TEST_CASE("link emulation: every sleep overshoots, then the bytes are really cop
 
 TEST_CASE("without emulation the transfer is CPU work (a copy), not a sleep") {
   TimingInputs in = four_ranks();
-  in.copy_s_per_byte = in.beta_s_per_byte;
-  in.beta_s_per_byte = 0;
-  in.overshoot_s = 1;  // no sleeps: never charged
+  in.link.copy_s_per_byte = in.link.sleep_s_per_byte();
+  in.link.bandwidth_bytes_per_s = 0;
+  in.link.overshoot_s = 1;  // no sleeps: never charged
   const CommCost c = allreduce_cost(in, none(), 1e6);
   CHECK(c.wait_s == doctest::Approx(60e-6));
   CHECK(c.cpu_s == doctest::Approx(6e-3 + 1.5e-3));
@@ -159,7 +159,7 @@ TEST_CASE("a comm thread without a core of its own slows Pipe-SGD by its CPU wor
   CHECK(shared.iteration_s == doctest::Approx(std::max(shared.compute_s, shared.comm_s)));
   CHECK(shared.iteration_s > own.iteration_s);
   // A slower link: computation covers 3.5 ms of the communication, so does that part of W.
-  in.beta_s_per_byte = 10e-9;
+  in.link.bandwidth_bytes_per_s = 100e6;  // β = 10 ns/B
   const Prediction slow = predict_pipe_sgd(in, quantize8(), 2, 1);
   in.comm_shares_core = false;
   const double comm = predict_pipe_sgd(in, quantize8(), 2, 1).comm_s;
@@ -216,14 +216,14 @@ TEST_CASE("recommendation: K = 2, the least compression that is compute-bound, L
   CHECK(rec.text.find("quantize8") != std::string::npos);
 
   // A 100x slower link: nothing makes it compute-bound; the fastest codec is recommended.
-  in.beta_s_per_byte = 100e-9;
+  in.link.bandwidth_bytes_per_s = 10e6;  // β = 100 ns/B
   rec = recommend(in, predict_all(in));
   CHECK(rec.fastest_pipe.compression == "quantize8");
   CHECK_FALSE(rec.compute_bound);
   CHECK(rec.text.find("communication-bound") != std::string::npos);
 
   // A fast link: already compute-bound without compression, so no codec is needed.
-  in.beta_s_per_byte = 0.01e-9;
+  in.link.bandwidth_bytes_per_s = 100e9;  // β = 0.01 ns/B
   in.gamma_s_per_byte = 0.01e-9;
   rec = recommend(in, predict_all(in));
   CHECK(rec.fastest_pipe.compression == "none");

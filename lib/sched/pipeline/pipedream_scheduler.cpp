@@ -129,7 +129,7 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   // transport costs here besides.
   const PipelineChoice choice = choose_pipeline(
       layers, o, ctx.world,
-      measured_pipeline_link(ctx.link_bytes_per_s, ctx.link_latency_s, layers, ctx.world));
+      measured_pipeline_link(ctx.link, layers, ctx.world));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
