@@ -27,7 +27,7 @@
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
 #include "run/run_record.h"        // dtrain_version, dtrain_commit
 #include "run/trainer.h"           // Trainer
-#include "sched/algorithm.h"       // built_algorithms, algorithms_help: --help
+#include "sched/algorithm.h"       // algorithm_names, algorithms_help: --help
 
 namespace {
 
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S %v");
   CLI::App app{fmt::format("dtrain: distributed deep-net training on one engine; this build "
                            "trains with {}",
-                           fmt::join(dtrain::built_algorithms(), ", ")),
+                           fmt::join(dtrain::algorithm_names(), ", ")),
                "dtrain"};
   app.set_version_flag("--version",
                        "dtrain " + dtrain::dtrain_version() + " (" + dtrain::dtrain_commit() + ")");

@@ -323,10 +323,10 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
       << " must be divisible by --ranks " << p << " (nearest: " << nearest_batches(batch, p) << ")";
   const Profile measured = profile(config, p, std::max(options.iterations, 1));
   const TimingInputs& in = measured.in;
-  // Every built algorithm with a timing row (the registry's), with each codec.
+  // Every algorithm with a timing row (the registry's), with each codec.
   std::vector<Prediction> rows;
   for (const AlgorithmEntry& a : algorithms()) {
-    if (!a.built() || !a.predict) continue;
+    if (!a.predict) continue;
     const AlgorithmConfig options = options_of(config, a.name);
     for (const CodecCost& codec : in.codecs) rows.push_back(a.predict(in, codec, options));
   }

@@ -58,15 +58,28 @@ struct PlannerContext {
   std::function<std::string(const std::string& text)> agree;
 };
 
+// Makes an algorithm's scheduler from the job's context and its options.
+using SchedulerFactory =
+    std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)>;
+
+// The factory of a scheduler class S constructed from (SchedulerContext, const Options&).
+template <class S, class Options>
+SchedulerFactory scheduler_factory() {
+  return [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<S>(std::move(ctx), a.get<Options>());
+  };
+}
+
+// One row of the registry; each algorithm's file writes its row with designated initializers,
+// naming only the fields it needs.
 struct AlgorithmEntry {
   std::string name;                               // algorithm.name
   std::string summary;                            // one line: what it is, and its paper
   std::shared_ptr<const config::AnySchema> keys;  // its keys besides `name`
-  // Null while the scheduler is not built: the name is then refused at validation.
-  std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)> make;
-  std::string coming;  // when not built: where it arrives ("the AD-PSGD issue")
+  SchedulerFactory make;                          // scheduler_factory<S, Options>()
   // The Pipe-SGD timing model's row for this algorithm (null: `dtrain plan` has none).
-  std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)> predict;
+  std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)>
+      predict{};
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
@@ -85,30 +98,28 @@ struct AlgorithmEntry {
   // replicas) for a job of context.world ranks, before anything else is built; returns what to
   // tell the user (empty when nothing was left open). InputError for what cannot be planned.
   std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
-
-  bool built() const { return static_cast<bool>(make); }
 };
 
-// Every registered algorithm, built or not, in the order of the documentation.
+// Every registered algorithm, in the order of the documentation.
 const std::vector<AlgorithmEntry>& algorithms();
 // Null when no algorithm has that name.
 const AlgorithmEntry* find_algorithm(const std::string& name);
-// The algorithms that train in this build ("sync, ps_sync, ...").
-std::vector<std::string> built_algorithms();
+// Their names ("sync, ps_sync, ...").
+std::vector<std::string> algorithm_names();
 
-// Reads the `algorithm:` section: the name (built ones only; an unbuilt one is refused naming
-// when it arrives) and that algorithm's keys; a key of another algorithm is reported naming
-// both. Problems go to the section's Reader.
+// Reads the `algorithm:` section: the name (a registered one; else the nearest is suggested)
+// and that algorithm's keys; a key of another algorithm is reported naming both. Problems go to
+// the section's Reader.
 void read_algorithm(config::Section& section, AlgorithmConfig& out);
 YAML::Node write_algorithm(const AlgorithmConfig& algorithm, config::Style style);
 // The algorithm keys for the reference (each algorithm's own, marked with it).
 std::vector<config::KeyDoc> algorithm_reference();
-// For `dtrain --help`: each built algorithm with its keys and defaults, then what is coming.
+// For `dtrain --help`: each algorithm with its keys and defaults.
 std::string algorithms_help();
-// For the README (`dtrain keys`): a Markdown table of every algorithm, built or coming.
+// For the README (`dtrain keys`): a Markdown table of every algorithm.
 std::string algorithms_markdown();
 
-// The scheduler of `algorithm` (built, as validation ensured).
+// The scheduler of `algorithm` (registered, as validation ensured).
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx);
 
 }  // namespace dtrain

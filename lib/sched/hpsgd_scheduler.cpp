@@ -57,15 +57,13 @@ AlgorithmEntry hpsgd_algorithm() {
       "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
       "iterations between synchronisations (auto: as soon as the previous one finished on every "
       "rank)");
-  return {"hpsgd",
-          "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on a "
-          "replica, each merged into the global model exactly once (plain SGD)",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<HpsgdScheduler>(std::move(ctx), a.get<HpsgdOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "hpsgd",
+          .summary =
+              "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on "
+              "a replica, each merged into the global model exactly once (plain SGD)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<HpsgdScheduler, HpsgdOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             const auto& period = a.get<HpsgdOptions>().sync_period;
             return predict(in, codec, period.is("auto") ? 0 : period.value);
           }};

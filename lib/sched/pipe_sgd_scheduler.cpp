@@ -17,15 +17,13 @@ AlgorithmEntry pipe_sgd_algorithm() {
                "epochs of D-Sync before pipelining starts")
           .key("segments", &PipeSgdOptions::segments, integer(Bounds::at_least(1)),
                "gradient segments, each all-reduced as soon as backward has produced it");
-  return {"pipe_sgd",
-          "Pipe-SGD (Li et al., NeurIPS 2018): the update at t uses the all-reduced gradient of "
-          "t − K, so communication and its codec overlap the next iterations",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<PipeSgdScheduler>(std::move(ctx), a.get<PipeSgdOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "pipe_sgd",
+          .summary =
+              "Pipe-SGD (Li et al., NeurIPS 2018): the update at t uses the all-reduced "
+              "gradient of t − K, so communication and its codec overlap the next iterations",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<PipeSgdScheduler, PipeSgdOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             const auto& o = a.get<PipeSgdOptions>();
             return predict_pipe_sgd(in, codec, o.K, o.segments);
           }};

@@ -7,20 +7,18 @@
 namespace dtrain {
 
 AlgorithmEntry ps_sync_algorithm() {
-  return {"ps_sync",
-          "parameter server on rank 0 (the Pipe-SGD paper's centralised baseline): workers push "
-          "gradients, the server updates and sends the weights back",
-          config::erase(config::Schema<PsSyncOptions>("ps_sync")),
-          [](SchedulerContext ctx, const AlgorithmConfig&) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<PsSyncScheduler>(std::move(ctx));
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig&) {
+  return {.name = "ps_sync",
+          .summary =
+              "parameter server on rank 0 (the Pipe-SGD paper's centralised baseline): "
+              "workers push gradients, the server updates and sends the weights back",
+          .keys = config::erase(config::Schema<PsSyncOptions>("ps_sync")),
+          .make = scheduler_factory<PsSyncScheduler, PsSyncOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig&) {
             return predict_ps_sync(in, codec);
           }};
 }
 
-PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx)
+PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions&)
     : Scheduler(std::move(ctx)),
       codec_(make_codec(ctx_.compression)),
       grads_(ctx_.model.backend(), trainable_gradients()),

@@ -22,7 +22,7 @@ AlgorithmEntry ps_sync_algorithm();
 
 class PsSyncScheduler final : public Scheduler {
  public:
-  explicit PsSyncScheduler(SchedulerContext ctx);
+  PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions& options = {});
   std::string name() const override { return "ps_sync"; }
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;

@@ -93,15 +93,13 @@ AlgorithmEntry sapipe_algorithm() {
                "segments of the fresh layers' gradient, each all-reduced as soon as final")
           .key("warmup_epochs", &SapipeOptions::warmup_epochs, integer(Bounds::at_least(0)),
                "epochs of D-Sync first");
-  return {"sapipe",
-          "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the first layers, "
-          "delay compensation and weight prediction",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<SapipeScheduler>(std::move(ctx), a.get<SapipeOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "sapipe",
+          .summary =
+              "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the "
+              "first layers, delay compensation and weight prediction",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<SapipeScheduler, SapipeOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             return predict_sapipe(in, codec, a.get<SapipeOptions>());
           }};
 }

@@ -17,15 +17,13 @@ AlgorithmEntry sync_algorithm() {
   auto keys = Schema<SyncOptions>("sync").key(
       "segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
       "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)");
-  return {"sync",
-          "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with backward "
-          "in segments (Pipe-SGD paper's baseline)",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<SyncScheduler>(std::move(ctx), a.get<SyncOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "sync",
+          .summary =
+              "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
+              "backward in segments (Pipe-SGD paper's baseline)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<SyncScheduler, SyncOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             return predict_sync(in, codec,
                                 static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
           }};

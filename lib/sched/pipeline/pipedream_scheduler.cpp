@@ -127,9 +127,8 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   const std::vector<LayerProfile> layers = profile_pipeline_chain(ctx.backend, ctx.source, *loader);
   // The link: cluster.link's, or this machine's transport (a memory copy), with what the
   // transport costs here besides.
-  const PipelineChoice choice = choose_pipeline(
-      layers, o, ctx.world,
-      measured_pipeline_link(ctx.link, layers, ctx.world));
+  const PipelineChoice choice =
+      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
@@ -199,33 +198,34 @@ AlgorithmEntry pipedream_algorithm() {
                "the partitioner's cost: paper (§3.2: compute and weight sync as a max, the "
                "activations at each cut) or runtime (the public optimizer: their sum, no "
                "activations)");
-  AlgorithmEntry e;
-  e.name = "pipedream";
-  e.summary =
-      "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight stashing, "
-      "replicated stages";
-  e.keys = erase(std::move(keys));
-  e.make = [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<PipedreamScheduler>(std::move(ctx), a.get<PipedreamOptions>());
-  };
-  e.place_batches = place_batches;
-  e.ranks_needed = [](const AlgorithmConfig& a) {
-    const auto& o = a.get<PipedreamOptions>();
-    if (!o.replicas.is("auto"))
-      return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
-    return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
-  };
-  e.plan = plan;
-  e.preview = [](const AlgorithmConfig& a, const ModelSource& source, int world) {
-    if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
-      return std::string(
-          "pipeline: stages and replicas left to PipeDream's planner, which profiles the model "
-          "on every rank when the job starts and trains with rank 0's choice; `dtrain plan "
-          "--config FILE --ranks N` shows the choice for N ranks without training");
-    const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
-    return overview(l, split(l, source));
-  };
-  return e;
+  return {
+      .name = "pipedream",
+      .summary =
+          "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
+          "stashing, replicated stages",
+      .keys = erase(std::move(keys)),
+      .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
+      .place_batches = place_batches,
+      .ranks_needed =
+          [](const AlgorithmConfig& a) {
+            const auto& o = a.get<PipedreamOptions>();
+            if (!o.replicas.is("auto"))
+              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
+          },
+      .preview =
+          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
+              return std::string(
+                  "pipeline: stages and replicas left to PipeDream's planner, which profiles the "
+                  "model on every rank when the job starts and trains with rank 0's choice; "
+                  "`dtrain plan --config FILE --ranks N` shows the choice for N ranks without "
+                  "training");
+            const PipelineLayout l =
+                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
+            return overview(l, split(l, source));
+          },
+      .plan = plan};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
