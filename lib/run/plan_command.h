@@ -1,7 +1,9 @@
 // `dtrain plan`: profiles the experiment's model on one rank, measures what the timing model
-// needs (lib/plan/profiler.h), and prints the predicted iteration time and speedup of sync,
-// ps_sync and pipe_sgd with each codec, plus the Pipe-SGD paper's recommendation for this
-// model and cluster. No training, nothing written except the optional CSV.
+// needs (lib/plan/profiler.h), and prints the predicted iteration time and speedup of every
+// algorithm with a timing row with each codec, what the algorithms recommend for this model and
+// cluster (the Pipe-SGD paper's rule), and the model-parallel planner's choice. Everything
+// algorithm-specific comes from the registry's rows (sched/algorithm.h). No training, nothing
+// written except the optional CSV and layer profile.
 #pragma once
 #include <ostream>
 #include <string>

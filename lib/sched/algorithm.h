@@ -1,9 +1,10 @@
 // The algorithm registry: each distributed algorithm registers its name, a one-line summary,
-// its own keys (a declarative schema over its options struct), its scheduler factory and its
-// timing-model row. The config reader, `dtrain --help`, the README's key reference, the run
-// builder and `dtrain plan` all take the algorithms from here; adding one is a file in
-// lib/sched/ (its options struct, schema, scheduler and `..._algorithm()` entry) plus one line
-// in registry.cpp.
+// its own keys (a declarative schema over its options struct), its scheduler factory, its
+// timing-model row and whatever else is its own (its validation rule, what `dtrain plan` says
+// of it, its planner). The config reader and validation, `dtrain --help`, the README's key
+// reference, the run builder and `dtrain plan` all take the algorithms from here and include no
+// scheduler of their own; adding one is a file in lib/sched/ (its options struct, schema,
+// scheduler and `..._algorithm()` row) plus one line in registry.cpp.
 #pragma once
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
@@ -12,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "config/reader.h"      // Reader: an algorithm's validation rule reports there
 #include "config/schema.h"      // AnySchema, Section, Style
 #include "core/error.h"         // DTRAIN_CHECK
+#include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
 #include "plan/timing_model.h"  // TimingInputs, CodecCost, Prediction
 #include "sched/scheduler.h"    // Scheduler, SchedulerContext
 
@@ -58,6 +61,28 @@ struct PlannerContext {
   std::function<std::string(const std::string& text)> agree;
 };
 
+// The experiment's settings outside `algorithm:` that an algorithm's own validation rule judges
+// (AlgorithmEntry::check); config_validate.cpp fills them in.
+struct CheckedSettings {
+  double momentum = 0;  // optimizer.momentum
+};
+
+// What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
+struct ChainPlanInputs {
+  // The layer profile of the model's partitionable chain, per minibatch of `batch` rows.
+  const std::vector<LayerProfile>& chain;
+  int ranks = 1;
+  int64_t batch = 1;
+  std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
+  // This machine's transport as the plan measured it; null: the planner measures its own.
+  const TransportTimes* transport = nullptr;
+};
+// Its answer: the plan's row and the text that explains the choice.
+struct ChainPlan {
+  Prediction row;
+  std::string text;
+};
+
 // Makes an algorithm's scheduler from the job's context and its options.
 using SchedulerFactory =
     std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)>;
@@ -80,6 +105,16 @@ struct AlgorithmEntry {
   // The Pipe-SGD timing model's row for this algorithm (null: `dtrain plan` has none).
   std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)>
       predict{};
+  // `dtrain plan`: a paragraph recommending a configuration, from the timing rows of every
+  // algorithm (before any model-parallel row); and a remark for when this is the chosen
+  // algorithm (empty: none).
+  std::function<std::string(const TimingInputs&, const std::vector<Prediction>& rows,
+                            const AlgorithmConfig&)>
+      recommend{};
+  std::function<std::string(const AlgorithmConfig&)> plan_note{};
+  // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
+  // SGD); problems go to the Reader, naming the key.
+  std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
@@ -98,6 +133,14 @@ struct AlgorithmEntry {
   // replicas) for a job of context.world ranks, before anything else is built; returns what to
   // tell the user (empty when nothing was left open). InputError for what cannot be planned.
   std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
+  // Model-parallel, for `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of
+  // the model's partitionable chain (per minibatch of source.batch_size rows, measured on this
+  // rank's backend and the loader's minibatches), and its row planned on such a profile. The
+  // algorithm with these is the one `dtrain plan --profile P.csv` plans.
+  std::string title{};
+  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches)>
+      profile_chain{};
+  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
 };
 
 // Every registered algorithm, in the order of the documentation.
@@ -106,6 +149,8 @@ const std::vector<AlgorithmEntry>& algorithms();
 const AlgorithmEntry* find_algorithm(const std::string& name);
 // Their names ("sync, ps_sync, ...").
 std::vector<std::string> algorithm_names();
+// The algorithm that plans from a layer profile (plan_chain: pipedream); null when none does.
+const AlgorithmEntry* chain_planning_algorithm();
 
 // Reads the `algorithm:` section: the name (a registered one; else the nearest is suggested)
 // and that algorithm's keys; a key of another algorithm is reported naming both. Problems go to

@@ -45,6 +45,19 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   return make_prediction(in, "hpsgd", codec, iteration, comm, iteration);
 }
 
+// HPSGD merges every gradient into the global model exactly once, as plain SGD (its Eq. 1):
+// a momentum buffer on the replica would re-apply gradients that w already received.
+void check_plain_sgd(const AlgorithmConfig&, const CheckedSettings& s, config::Reader& r) {
+  if (r.has_problem("optimizer.momentum")) return;
+  if (s.momentum != 0)
+    r.add("optimizer.momentum",
+          fmt::format("must be 0 for algorithm hpsgd, got {}: HPSGD is plain SGD (the paper's "
+                      "Eq. 1 applies every gradient to the global model exactly once, and a "
+                      "momentum buffer on the replica would apply them again); set "
+                      "optimizer.momentum: 0",
+                      s.momentum));
+}
+
 Tensor model_sized_zeros(Model& model) {
   return model.backend().zeros({model.num_parameters()});
 }
@@ -63,10 +76,12 @@ AlgorithmEntry hpsgd_algorithm() {
               "a replica, each merged into the global model exactly once (plain SGD)",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<HpsgdScheduler, HpsgdOptions>(),
-          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            const auto& period = a.get<HpsgdOptions>().sync_period;
-            return predict(in, codec, period.is("auto") ? 0 : period.value);
-          }};
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                const auto& period = a.get<HpsgdOptions>().sync_period;
+                return predict(in, codec, period.is("auto") ? 0 : period.value);
+              },
+          .check = check_plain_sgd};
 }
 
 HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)

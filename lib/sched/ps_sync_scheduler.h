@@ -19,6 +19,9 @@ namespace dtrain {
 struct PsSyncOptions {};  // no keys of its own
 
 AlgorithmEntry ps_sync_algorithm();
+// Its timing row: the parameter-server baseline as this scheduler runs it (rank 0 serves and
+// computes).
+Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
 
 class PsSyncScheduler final : public Scheduler {
  public:

@@ -37,6 +37,12 @@ std::vector<std::string> algorithm_names() {
   return names;
 }
 
+const AlgorithmEntry* chain_planning_algorithm() {
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.plan_chain) return &a;
+  return nullptr;
+}
+
 // ---- AlgorithmConfig ------------------------------------------------------------------------
 
 AlgorithmConfig::AlgorithmConfig() : AlgorithmConfig("sync") {}

@@ -66,8 +66,8 @@ Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
   const double all_comm = stale_comm_seconds(layers, k, fixed);
   Prediction p =
       make_prediction(in, "sapipe", codec, compute, all_comm, std::max(compute, all_comm) + stall);
-  p.stall_s = stall;
   p.configuration = "k=" + std::to_string(k);
+  p.detail = fmt::format("stall {:.3f} ms", stall * 1e3);
   return p;
 }
 

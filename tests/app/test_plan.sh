@@ -7,7 +7,7 @@ header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,confi
 check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
-  # Every built algorithm with a timing row (the registry's), with every codec, and PipeDream's.
+  # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
   [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
