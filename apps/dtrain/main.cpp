@@ -119,16 +119,13 @@ int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::str
 
 // Every rank profiles (under mpirun they share the machine as training would); rank 0 prints.
 // Without --ranks it predicts for the mpirun world, or for 2 ranks.
-// With --profile and no --config, the defaults (and --set) give the link and pipedream's keys.
+// With --profile and no --config, the defaults (and --set) give the link and pipedream's keys
+// (profile_plan_config).
 int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
   if (o.config.empty() && o.profile.empty())
     throw dtrain::InputError("dtrain plan: --config FILE is required (or --profile P.csv)");
   const dtrain::ExperimentConfig config =
-      o.config.empty() ? dtrain::parse_config(
-                             "name: plan_from_profile\nmodel: {name: mlp}\n"
-                             "dataset: {name: fashion_mnist}\n",
-                             "dtrain plan --profile " + o.profile + " (no --config)", o.overrides)
-                       : load(o, comm);
+      o.config.empty() ? dtrain::profile_plan_config(o.profile, o.overrides) : load(o, comm);
   dtrain::PlanOptions options;
   options.ranks = ranks_given ? o.ranks : std::max(comm.size(), 2);
   options.profile = o.profile;

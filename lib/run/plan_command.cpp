@@ -197,6 +197,16 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
 
 }  // namespace
 
+ExperimentConfig profile_plan_config(const std::string& profile,
+                                     const std::vector<std::string>& overrides) {
+  const AlgorithmEntry* planner = chain_planning_algorithm();
+  DTRAIN_CHECK(planner != nullptr) << "no algorithm plans from a layer profile";
+  return parse_config(fmt::format("name: plan_from_profile\nmodel: {{name: mlp}}\n"
+                                  "dataset: {{name: fashion_mnist}}\nalgorithm: {{name: {}}}\n",
+                                  planner->name),
+                      "dtrain plan --profile " + profile + " (no --config)", overrides);
+}
+
 std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // The plan profiles the whole model on one rank's share of the global batch, for every
   // data-parallel row: a model-parallel configuration (pipedream) is profiled as the

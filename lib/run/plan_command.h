@@ -27,6 +27,12 @@ struct PlanOptions {
   int iterations = 15;
 };
 
+// The experiment `dtrain plan --profile P.csv` plans without --config: the defaults, with the
+// algorithm that plans from a layer profile (pipedream) so that its keys need no algorithm.name
+// (--set algorithm.partition_cost=runtime), then the --set `overrides`.
+ExperimentConfig profile_plan_config(const std::string& profile,
+                                     const std::vector<std::string>& overrides);
+
 // The rank `dtrain plan` profiles for `ranks` data-parallel ranks: rank 0 as training builds it
 // (run_builder.h), with a stand-in of the dataset's shape when its files are missing.
 std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks);

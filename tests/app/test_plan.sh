@@ -92,6 +92,16 @@ out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ra
       --set dataset.path="$WORK/no-cifar" 2>&1) || fail "plan without the dataset files failed: $out"
 echo "$out" | grep -q "STAND-IN" || fail "plan without the files does not say it stands in: $out"
 
+# --profile plans PipeDream, the algorithm that plans from a layer profile: its keys need no
+# algorithm.name.
+printf 'layer,forward_ms,backward_ms,activation_bytes,parameter_bytes\nfc1,1,2,4096,400000\nfc2,2,4,4096,800000\nfc3,1,2,40,4000\n' \
+  > "$WORK/profile.csv"
+out=$("$DTRAIN" plan --profile "$WORK/profile.csv" --ranks 4 --set cluster.link.bandwidth=25Gbps \
+      --set algorithm.partition_cost=runtime --csv "$WORK/profile_plan.csv" 2>&1) ||
+  fail "plan --profile with a pipedream key and no algorithm.name: $out"
+echo "$out" | grep -q "partition_cost: runtime" || fail "plan --profile ignored algorithm.partition_cost: $out"
+grep -q "^pipedream,none," "$WORK/profile_plan.csv" || fail "plan --profile: no pipedream row"
+
 expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
   local what=$1 pattern=$2; shift 2
   local msg rc

@@ -7,8 +7,10 @@
 
 #include "core/error.h"
 #include "run/config.h"
+#include "run/plan_command.h"  // profile_plan_config
 #include "sched/algorithm.h"
-#include "sched/hpsgd_scheduler.h"  // HpsgdOptions
+#include "sched/hpsgd_scheduler.h"               // HpsgdOptions
+#include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 #include "sched/sync_scheduler.h"
 
 using namespace dtrain;
@@ -107,6 +109,17 @@ TEST_CASE("hpsgd: sync_period auto | N, and plain SGD only (momentum is refused,
         std::string::npos);
   CHECK(msg.find("exactly once") != std::string::npos);
   CHECK(msg.find("set optimizer.momentum: 0") != std::string::npos);
+}
+
+TEST_CASE("dtrain plan --profile without --config plans pipedream: its keys need no name") {
+  ExperimentConfig c = profile_plan_config("p.csv", {"algorithm.partition_cost=runtime"});
+  CHECK(c.algorithm.name == "pipedream");
+  CHECK(c.algorithm.get<PipedreamOptions>().partition_cost == "runtime");
+  // Naming the algorithm as before still works, and so does naming another one.
+  c = profile_plan_config("p.csv",
+                          {"algorithm.name=pipedream", "algorithm.partition_cost=runtime"});
+  CHECK(c.algorithm.get<PipedreamOptions>().partition_cost == "runtime");
+  CHECK(profile_plan_config("p.csv", {"algorithm.name=sync"}).algorithm.name == "sync");
 }
 
 TEST_CASE("keys that do not apply are errors; the resolved file holds what applies") {
