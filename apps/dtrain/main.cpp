@@ -27,7 +27,7 @@
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
 #include "run/run_record.h"        // dtrain_version, dtrain_commit
 #include "run/trainer.h"           // Trainer
-#include "sched/algorithm.h"       // built_algorithms, algorithms_help: --help
+#include "sched/algorithm.h"       // algorithm_names, algorithms_help: --help
 
 namespace {
 
@@ -119,16 +119,13 @@ int bench_comm_main(const dtrain::AllreduceBenchOptions& options, const std::str
 
 // Every rank profiles (under mpirun they share the machine as training would); rank 0 prints.
 // Without --ranks it predicts for the mpirun world, or for 2 ranks.
-// With --profile and no --config, the defaults (and --set) give the link and pipedream's keys.
+// With --profile and no --config, the defaults (and --set) give the link and pipedream's keys
+// (profile_plan_config).
 int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
   if (o.config.empty() && o.profile.empty())
     throw dtrain::InputError("dtrain plan: --config FILE is required (or --profile P.csv)");
   const dtrain::ExperimentConfig config =
-      o.config.empty() ? dtrain::parse_config(
-                             "name: plan_from_profile\nmodel: {name: mlp}\n"
-                             "dataset: {name: fashion_mnist}\n",
-                             "dtrain plan --profile " + o.profile + " (no --config)", o.overrides)
-                       : load(o, comm);
+      o.config.empty() ? dtrain::profile_plan_config(o.profile, o.overrides) : load(o, comm);
   dtrain::PlanOptions options;
   options.ranks = ranks_given ? o.ranks : std::max(comm.size(), 2);
   options.profile = o.profile;
@@ -144,7 +141,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%H:%M:%S %v");
   CLI::App app{fmt::format("dtrain: distributed deep-net training on one engine; this build "
                            "trains with {}",
-                           fmt::join(dtrain::built_algorithms(), ", ")),
+                           fmt::join(dtrain::algorithm_names(), ", ")),
                "dtrain"};
   app.set_version_flag("--version",
                        "dtrain " + dtrain::dtrain_version() + " (" + dtrain::dtrain_commit() + ")");

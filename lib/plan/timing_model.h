@@ -1,11 +1,15 @@
-// The Pipe-SGD timing model (paper §3.1–3.2, Eq. 2–7) for what dtrain actually runs: D-Sync,
-// the parameter-server baseline and Pipe-SGD, each with every codec. Pure functions of measured
-// inputs (the profiler supplies them), no I/O, so that the formulas can be checked against
-// hand-computed numbers. Times are seconds; sizes are f32 elements unless a name says bytes.
+// The Pipe-SGD timing model (paper §3.1–3.2, Eq. 2–7) for what dtrain actually runs: its inputs,
+// its rows and the building blocks the rows are made of (an all-reduce, the compute time, the
+// cost of idling). Each algorithm's own row lives beside its registry row (sched/*_scheduler.cpp,
+// AlgorithmEntry::predict). Pure functions of measured inputs (the profiler supplies them), no
+// I/O, so that the formulas can be checked against hand-computed numbers. Times are seconds;
+// sizes are f32 elements unless a name says bytes.
 #pragma once
 #include <cstdint>  // int64_t
 #include <string>
 #include <vector>
+
+#include "plan/link_cost.h"  // LinkCost, CommCost
 
 namespace dtrain {
 
@@ -31,14 +35,9 @@ struct TimingInputs {
   int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
   int p = 1;      // data-parallel ranks
   int64_t global_batch = 1;
-  // A message of b bytes costs α + b·(β + copy) (+ the overshoot below). With cluster.link, α
-  // and β are the emulated link's latency and 1/bandwidth, which PacedComm spends sleeping
-  // before the real shared-memory transfer (copy). Without it, β = 0: the transfer is the copy.
-  double alpha_s = 0;
-  double beta_s_per_byte = 0;
-  double copy_s_per_byte = 0;
-  // Each of PacedComm's sleeps returns late by overshoot_s + overshoot_per_s · its length.
-  double overshoot_s = 0, overshoot_per_s = 0;
+  // A message of b bytes costs α + b·(β + copy) (+ the overshoot of the emulated link's sleep):
+  // plan/link_cost.h.
+  LinkCost link;
   double gamma_s_per_byte = 0;  // γ: summing two f32 buffers, per byte of one of them
   double sync_s = 0;            // S: starting one collective on the comm thread and seeing it end
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
@@ -48,8 +47,6 @@ struct TimingInputs {
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;
   std::vector<int64_t> layer_elements;
-  int K = 2;  // Pipe-SGD iteration dependency
-  int L = 1;  // Pipe-SGD gradient segments
   std::vector<CodecCost> codecs;
 };
 
@@ -61,33 +58,22 @@ struct Prediction {
   double iteration_s = 0;
   bool compute_bound = false;  // compute_s >= comm_s
   double samples_per_s = 0;
-  double stall_s = 0;             // SAPipe: the forward's wait for the fresh layers
   double speedup = 1;             // vs sync + none
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
   // How the ranks are used (plan.csv's last column): empty means data parallel on all of them;
   // PipeDream writes its stages ("3-1"), SAPipe its stale layers ("k=5").
   std::string configuration;
+  // What the plan's table adds after the configuration (SAPipe: "stall 0.120 ms"); empty: none.
+  std::string detail;
 };
 
 // One all-reduce of `elements` as GradientAllreducer runs it (MPI_Allreduce for `none`, dtrain's
 // ring with the codec inside otherwise), split into waiting (latency, the emulated link's
 // sleeps) and CPU work (codecs, copies, sums). Excludes S.
-struct CommCost {
-  double wait_s = 0, cpu_s = 0;
-  double total() const { return wait_s + cpu_s; }
-};
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements);
 inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
   return allreduce_cost(in, codec, elements).total();
 }
-
-// Eq. 2: D-Sync, forward + backward + exposed all-reduce + update; with L > 1 segments the
-// all-reduces of the first L − 1 start during backward (Eq. 6 with K = 1).
-Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L = 1);
-// The parameter-server baseline as ps_sync_scheduler.cpp runs it (rank 0 serves and computes).
-Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
-// Eq. 4–6: Pipe-SGD with iteration dependency K and L gradient segments (K = 1 is D-Sync).
-Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int K, int L);
 
 // Building blocks of the algorithms' own rows (their registry entries):
 // the paper's l_up + l_comp, plus what dtrain's compute thread also waits for each iteration —
@@ -98,6 +84,8 @@ Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
                            const CodecCost& codec, double compute_s, double comm_s,
                            double iteration_s);
 
+// The iteration time speedups are measured against: sync + none, else the first sync row.
+double reference_seconds(const std::vector<Prediction>& rows);
 // Sets each row's speedup against sync + none (or the first sync row when `none` is absent).
 void set_speedups(std::vector<Prediction>& rows);
 
@@ -106,20 +94,5 @@ double idle_penalty(const TimingInputs& in, double idle);
 
 // Eq. 7: SE = (l_up + l_comp) / max(l_up + l_comp, l_comm) for a pipelined iteration.
 double scaling_efficiency(double compute_s, double comm_s);
-
-// sync, ps_sync, pipe_sgd (in.K, in.L) × in.codecs in that order, with speedups against
-// sync + none (or the first sync row when `none` is not among the codecs).
-std::vector<Prediction> predict_all(const TimingInputs& in);
-
-// The paper's rule (§3.1): "Pipe-SGD is optimal for K = 2, system is compute bound (after
-// compression), and sequential gradient communication is used", applied to the inputs.
-struct Recommendation {
-  Prediction best;             // the fastest candidate of predict_all
-  Prediction fastest_pipe;     // the fastest pipe_sgd with K = 2, L = 1
-  int L = 1;                   // segments: 1 unless more are predicted faster
-  bool compute_bound = false;  // of fastest_pipe: communication fully hidden
-  std::string text;            // one or two lines for the user
-};
-Recommendation recommend(const TimingInputs& in, const std::vector<Prediction>& predictions);
 
 }  // namespace dtrain

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"        // Comm: the ranks write and choose together
-#include "sched/scheduler.h"  // SchedulerState: what a rank saves
+#include "comm/comm.h"              // Comm: the ranks write and choose together
+#include "sched/scheduler_state.h"  // SchedulerState: what a rank saves
 
 namespace dtrain {
 

@@ -38,7 +38,7 @@ std::string to_yaml(const ExperimentConfig& config);
 // A two-column "key  value" table of every resolved setting, for rank 0 to print at start.
 std::string to_table(const ExperimentConfig& config);
 
-// The algorithms (built and coming), then every key of an experiment file as a Markdown table
+// The algorithms, then every key of an experiment file as a Markdown table
 // (key, value, default, meaning), the algorithms' and the model's keys included: `dtrain keys`
 // and the README's reference.
 std::string config_reference();

@@ -15,7 +15,7 @@
 #include "core/error.h"           // InputError, DTRAIN_INPUT_CHECK
 #include "run/config.h"           // the API implemented here
 #include "run/config_schema.h"    // experiment_schema
-#include "run/config_validate.h"  // check_consistency
+#include "run/config_validate.h"  // check_cross_setting_rules
 
 namespace dtrain {
 
@@ -69,7 +69,7 @@ ExperimentConfig read_experiment(YAML::Node root, const std::string& origin,
     config.output.dir = "runs/" + config.name;
   }
 
-  config::check_consistency(config, reader);
+  config::check_cross_setting_rules(config, reader);
   reader.report_unknown_keys();
   if (!reader.problems().empty()) throw InputError(reader.render());
   for (const auto& w : reader.warnings()) config.warnings.push_back(reader.format(w));

@@ -7,6 +7,8 @@
 
 #include <map>  // straggler ranks seen
 
+#include "sched/algorithm.h"  // find_algorithm: the chosen algorithm's own rules
+
 namespace dtrain::config {
 
 namespace {
@@ -76,17 +78,11 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
         fmt::format("must be <= optimizer.lr ({}) for schedule 'cosine', got {}", o.lr, s.min_lr));
 }
 
-// HPSGD merges every gradient into the global model exactly once, as plain SGD (its Eq. 1):
-// a momentum buffer on the replica would re-apply gradients that w already received.
-void check_hpsgd(const ExperimentConfig& c, Reader& r) {
-  if (c.algorithm.name != "hpsgd" || r.has_problem("optimizer.momentum")) return;
-  if (c.optimizer.momentum != 0)
-    r.add("optimizer.momentum",
-          fmt::format("must be 0 for algorithm hpsgd, got {}: HPSGD is plain SGD (the paper's "
-                      "Eq. 1 applies every gradient to the global model exactly once, and a "
-                      "momentum buffer on the replica would apply them again); set "
-                      "optimizer.momentum: 0",
-                      c.optimizer.momentum));
+// The chosen algorithm's own rules (its registry row's `check`).
+void check_algorithm(const ExperimentConfig& c, Reader& r) {
+  const AlgorithmEntry* algorithm = find_algorithm(c.algorithm.name);
+  if (algorithm && algorithm->check)
+    algorithm->check(c.algorithm, {.momentum = c.optimizer.momentum}, r);
 }
 
 // Settings that are valid but will have no effect here.
@@ -111,13 +107,13 @@ void check_trace_window(const ExperimentConfig& c, Reader& r) {
 
 }  // namespace
 
-void check_consistency(const ExperimentConfig& config, Reader& reader) {
+void check_cross_setting_rules(const ExperimentConfig& config, Reader& reader) {
   check_trace_window(config, reader);
   check_dataset(config.dataset, reader);
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);
   check_optimizer(config.optimizer, reader);
-  check_hpsgd(config, reader);
+  check_algorithm(config, reader);
 }
 
 }  // namespace dtrain::config

@@ -8,6 +8,6 @@ namespace dtrain::config {
 // Rules between settings (nesterov needs momentum, multistep needs milestones, ...). Values that
 // already have a problem of their own are skipped, so one mistake is reported once. Settings
 // that will have no effect (tf32 on the CPU, more threads than cores) are warnings.
-void check_consistency(const ExperimentConfig& config, Reader& reader);
+void check_cross_setting_rules(const ExperimentConfig& config, Reader& reader);
 
 }  // namespace dtrain::config

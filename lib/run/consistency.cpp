@@ -37,7 +37,7 @@ std::string first_difference(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-void check_consistency(Comm& comm, const RankFacts& mine) {
+void check_ranks_agree(Comm& comm, const RankFacts& mine) {
   if (comm.size() == 1) return;
   const std::string ours = serialise(mine);
   std::string reference = ours;

@@ -17,6 +17,6 @@ struct RankFacts {
 };
 
 // Collective: throws InputError on every rank when any rank differs from rank 0.
-void check_consistency(Comm& comm, const RankFacts& mine);
+void check_ranks_agree(Comm& comm, const RankFacts& mine);
 
 }  // namespace dtrain

@@ -6,16 +6,13 @@
 #include <fstream>
 #include <memory>
 
-#include "compress/codec.h"            // codec_names
-#include "core/error.h"                // DTRAIN_INPUT_CHECK
-#include "plan/layer_profile.h"        // --write-profile, --profile
-#include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
-#include "run/run_builder.h"           // build_run: the rank as training builds it
-#include "run/run_options.h"           // nearest_batches
-#include "sched/algorithm.h"           // the registry's timing rows
-#include "sched/pipe_sgd_scheduler.h"  // PipeSgdOptions: K and L of the recommendation
-#include "sched/pipeline/pipedream_plan.h"      // choose_pipeline: the pipedream rows
-#include "sched/pipeline/profile.h"    // profile_pipeline_chain
+#include "compress/codec.h"      // codec_names
+#include "core/error.h"          // DTRAIN_INPUT_CHECK
+#include "plan/layer_profile.h"  // --write-profile, --profile
+#include "plan/profiler.h"       // profile_compute, profile_transport, profile_codec
+#include "run/run_builder.h"     // build_run: the rank as training builds it
+#include "run/run_options.h"     // nearest_batches, emulated_link
+#include "sched/algorithm.h"     // the registry's timing rows, recommendations and planner
 
 namespace dtrain {
 namespace {
@@ -40,13 +37,12 @@ std::string table(const std::vector<Prediction>& rows) {
                               "algorithm", "compression", "compute_ms", "comm_ms", "iteration_ms",
                               "samples/s", "speedup", "SE", "bound");
   for (const Prediction& r : rows) {
-    t += fmt::format(
-        "{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n", r.algorithm,
-        r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s), r.samples_per_s, r.speedup,
-        r.scaling_efficiency,
-        std::string(r.compute_bound ? "compute" : "communication") +
-            (r.configuration.empty() ? "" : "  " + r.configuration) +
-            (r.algorithm == "sapipe" ? fmt::format(", stall {} ms", ms(r.stall_s)) : ""));
+    t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n",
+                     r.algorithm, r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s),
+                     r.samples_per_s, r.speedup, r.scaling_efficiency,
+                     std::string(r.compute_bound ? "compute" : "communication") +
+                         (r.configuration.empty() ? "" : "  " + r.configuration) +
+                         (r.detail.empty() ? "" : ", " + r.detail));
   }
   return t;
 }
@@ -54,8 +50,8 @@ std::string table(const std::vector<Prediction>& rows) {
 // What the profile measured, turned into the timing model's inputs, and how to describe them.
 struct Profile {
   TimingInputs in;
-  // PipeDream's layer profile at the whole minibatch: as measured, and stretched as the
-  // compute times are (ranks sharing cores, stragglers).
+  // The model-parallel planner's layer profile at the whole minibatch (pipedream's): as
+  // measured, and stretched as the compute times are (ranks sharing cores, stragglers).
   std::vector<LayerProfile> chain, chain_stretched;
   TransportTimes transport;
   int iterations = 0, cores = 1;
@@ -79,12 +75,12 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
       profile_compute(model, *run->optimizer, *run->train_loader, p, kWarmup, iterations);
   const std::vector<LayerCost> layers =
       profile_layers(model, *run->train_loader, p, std::max(3, iterations / 2));
-  // PipeDream's: each piece of the partitionable chain for the whole minibatch (a stage sees
-  // every row of it).
+  // The model-parallel planner's: each piece of the partitionable chain for the whole minibatch
+  // (a stage sees every row of it).
   std::vector<LayerProfile> chain;
-  {
+  if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
     const std::unique_ptr<Loader> minibatches = minibatch_loader(*run);
-    chain = profile_pipeline_chain(*run->backend, model_source(*run), *minibatches);
+    chain = planner->profile_chain(*run->backend, model_source(*run), *minibatches);
   }
 
   Profile r;
@@ -121,32 +117,20 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     if (l.offset >= model.trainable_offset() && l.count > 0) in.layer_elements.push_back(l.count);
   in.p = p;
   in.global_batch = batch;
-  const PipeSgdOptions pipe = options_of(config, "pipe_sgd").get<PipeSgdOptions>();
-  in.K = pipe.K;
-  in.L = pipe.segments;
 
   const TransportTimes transport = profile_transport((in.n + p - 1) / p);
   r.transport = transport;
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
-  in.copy_s_per_byte = transport.copy_s_per_byte;
-  if (const std::optional<LinkConfig>& link = config.cluster.link) {
-    // PacedComm: sleep α + bytes·β (late by the timer's overshoot), then the real transfer.
-    in.alpha_s = link->latency.seconds;
-    in.beta_s_per_byte = 1.0 / link->bandwidth.bytes_per_s;
-    in.overshoot_s = transport.overshoot_s;
-    in.overshoot_per_s = transport.overshoot_per_s;
+  in.link = link_cost(emulated_link(config), transport);
+  if (const std::optional<LinkConfig>& link = config.cluster.link)
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
                          link->bandwidth.text, link->latency.text);
-  } else {
-    // No emulation: the ranks of one machine talk over shared memory; α is a core-to-core
-    // hand-off and the transfer a memory copy, both measured here.
-    in.alpha_s = transport.handoff_s;
+  else
     r.link =
         "the local shared-memory transport (no cluster.link): alpha and beta measured on this "
         "machine; set cluster.link to plan for a network";
-  }
   return r;
 }
 
@@ -189,14 +173,14 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   line("n", std::to_string(in.n), "",
        fmt::format("floats communicated per iteration ({:.2f} MB)", 4e-6 * in.n));
   line("p", std::to_string(p), "", "");
-  line("alpha", fmt::format("{:.2f}", in.alpha_s * 1e6), "us",
+  line("alpha", fmt::format("{:.2f}", in.link.latency_s * 1e6), "us",
        link ? fmt::format("per message (+ {:.1f} us + {:.2f}% timer overshoot per paced sleep)",
-                          in.overshoot_s * 1e6, in.overshoot_per_s * 100)
+                          in.link.overshoot_s * 1e6, in.link.overshoot_per_s * 100)
             : std::string("per message (core-to-core hand-off)"));
-  const double beta = link ? in.beta_s_per_byte : in.copy_s_per_byte;
+  const double beta = link ? in.link.sleep_s_per_byte() : in.link.copy_s_per_byte;
   line("beta", fmt::format("{:.4f}", beta * 1e9), "ns/B",
        link ? fmt::format("{:.3g} GB/s link, then {:.4f} ns/B real copy", 1e-9 / beta,
-                          in.copy_s_per_byte * 1e9)
+                          in.link.copy_s_per_byte * 1e9)
             : fmt::format("{:.3g} GB/s memory copy", 1e-9 / beta));
   line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
@@ -213,6 +197,16 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
 
 }  // namespace
 
+ExperimentConfig profile_plan_config(const std::string& profile,
+                                     const std::vector<std::string>& overrides) {
+  const AlgorithmEntry* planner = chain_planning_algorithm();
+  DTRAIN_CHECK(planner != nullptr) << "no algorithm plans from a layer profile";
+  return parse_config(fmt::format("name: plan_from_profile\nmodel: {{name: mlp}}\n"
+                                  "dataset: {{name: fashion_mnist}}\nalgorithm: {{name: {}}}\n",
+                                  planner->name),
+                      "dtrain plan --profile " + profile + " (no --config)", overrides);
+}
+
 std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // The plan profiles the whole model on one rank's share of the global batch, for every
   // data-parallel row: a model-parallel configuration (pipedream) is profiled as the
@@ -220,7 +214,7 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
   if (algorithm && algorithm->place_batches) {
     ExperimentConfig data_parallel = config;
-    data_parallel.algorithm = AlgorithmConfig("sync");
+    data_parallel.algorithm = AlgorithmConfig();  // the default, data parallel
     return build_run(data_parallel, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
   }
   return build_run(config, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
@@ -239,87 +233,39 @@ std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {
 
 namespace {
 
-// PipeDream's planner for `ranks` over the link: with the config's pipedream keys when that is
-// the chosen algorithm (an explicit partition that does not fit these ranks is planned as auto,
-// and said), else its defaults.
-PipelineChoice plan_pipedream(const ExperimentConfig& config,
-                              const std::vector<LayerProfile>& chain, int ranks,
-                              const PipelineLink& link, std::string& note) {
-  PipedreamOptions o = options_of(config, "pipedream").get<PipedreamOptions>();
-  try {
-    return choose_pipeline(chain, o, ranks, link);
-  } catch (const InputError& e) {
-    note = fmt::format(
-        "(the configured partition does not fit {} rank(s): {}; planned with "
-        "stages: auto, replicas: auto)\n",
-        ranks, e.what());
-    o.stages = PipedreamOptions{}.stages;
-    o.replicas = PipedreamOptions{}.replicas;
-    return choose_pipeline(chain, o, ranks, link);
-  }
-}
-
-// The pipedream row: dtrain's predicted time per minibatch of the chosen partition, the slowest
-// stage's compute and communication.
-Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
-  Prediction r;
-  r.algorithm = "pipedream";
-  r.compression = "none";
-  const Partition& p = c.chosen;
-  for (int s = 0; s < p.stages(); ++s)
-    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
-      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
-      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
-    }
-  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
-  r.iteration_s = c.chosen_s;
-  r.compute_bound = p.compute_bound();
-  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
-  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
-  r.configuration = p.configuration();
-  return r;
-}
-
-std::string pipedream_text(const ExperimentConfig& config, const PipelineChoice& c) {
-  return "\n" + describe_choice(c, options_of(config, "pipedream").get<PipedreamOptions>()) +
-         "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of timing.csv "
-         "(a later epoch: the first creates the stages' compute primitives)\n";
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream file(path);
   file << text;
   if (!file) throw Error("cannot write " + path);
 }
 
-// `dtrain plan --profile P.csv`: PipeDream's rows from a profile taken elsewhere, for the
-// config's cluster.link; no model is built.
+// `dtrain plan --profile P.csv`: the model-parallel planner's row from a profile taken
+// elsewhere, for the config's cluster.link; no model is built.
 void plan_from_profile(const ExperimentConfig& config, const PlanOptions& options,
                        std::ostream& out) {
+  const AlgorithmEntry* planner = chain_planning_algorithm();
+  DTRAIN_CHECK(planner != nullptr) << "no algorithm plans from a layer profile";
   DTRAIN_INPUT_CHECK(config.cluster.link.has_value())
       << "--profile " << options.profile
       << ": plans for a network, and cluster.link is not set (e.g. --set "
          "cluster.link.bandwidth=25Gbps)";
   const LinkConfig& link = *config.cluster.link;
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
-  std::string note;
   // This machine's timers and copies, for what the runtime would pay besides the link.
-  const PipelineChoice c =
-      plan_pipedream(config, chain, options.ranks,
-                     measured_pipeline_link(link.bandwidth.bytes_per_s, link.latency.seconds, chain,
-                                            options.ranks),
-                     note);
+  const ChainPlan plan =
+      planner->plan_chain(options_of(config, planner->name), {.chain = chain,
+                                                              .ranks = options.ranks,
+                                                              .batch = config.dataset.batch_size,
+                                                              .link = emulated_link(config)});
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
-      "dtrain plan: PipeDream from the layer profile {} ({} layers, {:.3f} ms per minibatch on one "
+      "dtrain plan: {} from the layer profile {} ({} layers, {:.3f} ms per minibatch on one "
       "device), {} rank(s), link {} + {}\n",
-      options.profile, chain.size(), total * 1e3, options.ranks, link.bandwidth.text,
-      link.latency.text);
-  o += note + pipedream_text(config, c);
-  out << o;
-  if (!options.csv.empty())
-    write_text(options.csv, plan_csv({pipedream_row(c, config.dataset.batch_size)}, options.ranks));
+      planner->title, options.profile, chain.size(), total * 1e3, options.ranks,
+      link.bandwidth.text, link.latency.text);
+  out << o + plan.text;
+  if (!options.csv.empty()) write_text(options.csv, plan_csv({plan.row}, options.ranks));
 }
 
 }  // namespace
@@ -334,41 +280,41 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
       << " must be divisible by --ranks " << p << " (nearest: " << nearest_batches(batch, p) << ")";
   const Profile measured = profile(config, p, std::max(options.iterations, 1));
   const TimingInputs& in = measured.in;
-  // Every built algorithm with a timing row (the registry's), with each codec.
+  // Every algorithm with a timing row (the registry's), with each codec, and what they
+  // recommend from these rows.
   std::vector<Prediction> rows;
   for (const AlgorithmEntry& a : algorithms()) {
-    if (!a.built() || !a.predict) continue;
+    if (!a.predict) continue;
     const AlgorithmConfig options = options_of(config, a.name);
     for (const CodecCost& codec : in.codecs) rows.push_back(a.predict(in, codec, options));
   }
-  const Recommendation rec = recommend(in, rows);
-  // PipeDream's row: its partition of the stretched chain for these ranks, over the link the
+  std::string recommendations;
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.recommend)
+      recommendations.append("\n").append(a.recommend(in, rows, options_of(config, a.name)));
+  // The model-parallel row: its plan of the stretched chain for these ranks, over the link the
   // other rows see.
-  std::string note;
-  const PipelineChoice pipedream = plan_pipedream(
-      config, measured.chain_stretched, p,
-      pipeline_link(config.cluster.link ? config.cluster.link->bandwidth.bytes_per_s : 0,
-                    config.cluster.link ? config.cluster.link->latency.seconds : 0,
-                    measured.transport),
-      note);
-  rows.push_back(pipedream_row(pipedream, batch));
+  std::string planned;
+  if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
+    const ChainPlan plan =
+        planner->plan_chain(options_of(config, planner->name), {.chain = measured.chain_stretched,
+                                                                .ranks = p,
+                                                                .batch = batch,
+                                                                .link = emulated_link(config),
+                                                                .transport = &measured.transport});
+    rows.push_back(plan.row);
+    planned = plan.text;
+  }
   set_speedups(rows);
 
   std::string o = describe(config, measured);
   o += "\npredicted per iteration (each algorithm with the config's keys when it is the chosen "
        "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
-  o += table(rows);
-  o += "\nrecommendation (Pipe-SGD: K = 2, compute-bound after compression, sequential "
-       "communication):\n  " +
-       rec.text + "\n";
+  o += table(rows) + recommendations;
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
-  const PipeSgdOptions pipe = options_of(config, "pipe_sgd").get<PipeSgdOptions>();
-  if (config.algorithm.name == "pipe_sgd" && pipe.K > 1 && pipe.warmup_epochs > 0)
-    o += fmt::format(
-        "(algorithm.warmup_epochs={}: those epochs of pipe_sgd run as D-Sync, the sync "
-        "rows)\n",
-        pipe.warmup_epochs);
-  o += note + pipedream_text(config, pipedream);
+  const AlgorithmEntry* chosen = find_algorithm(config.algorithm.name);
+  if (chosen && chosen->plan_note) o += chosen->plan_note(config.algorithm);
+  o += planned;
   out << o;
 
   if (!options.csv.empty()) write_text(options.csv, plan_csv(rows, p));

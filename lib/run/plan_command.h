@@ -1,7 +1,9 @@
 // `dtrain plan`: profiles the experiment's model on one rank, measures what the timing model
-// needs (lib/plan/profiler.h), and prints the predicted iteration time and speedup of sync,
-// ps_sync and pipe_sgd with each codec, plus the Pipe-SGD paper's recommendation for this
-// model and cluster. No training, nothing written except the optional CSV.
+// needs (lib/plan/profiler.h), and prints the predicted iteration time and speedup of every
+// algorithm with a timing row with each codec, what the algorithms recommend for this model and
+// cluster (the Pipe-SGD paper's rule), and the model-parallel planner's choice. Everything
+// algorithm-specific comes from the registry's rows (sched/algorithm.h). No training, nothing
+// written except the optional CSV and layer profile.
 #pragma once
 #include <ostream>
 #include <string>
@@ -24,6 +26,12 @@ struct PlanOptions {
   // Profiled iterations after the warm-up; fewer when they would take longer than ~2 s.
   int iterations = 15;
 };
+
+// The experiment `dtrain plan --profile P.csv` plans without --config: the defaults, with the
+// algorithm that plans from a layer profile (pipedream) so that its keys need no algorithm.name
+// (--set algorithm.partition_cost=runtime), then the --set `overrides`.
+ExperimentConfig profile_plan_config(const std::string& profile,
+                                     const std::vector<std::string>& overrides);
 
 // The rank `dtrain plan` profiles for `ranks` data-parallel ranks: rank 0 as training builds it
 // (run_builder.h), with a stand-in of the dataset's shape when its files are missing.

@@ -58,8 +58,7 @@ void plan_model_parallel(const AlgorithmEntry& algorithm, Run& run) {
       source_of(run, {train.sample_shape(), train.num_classes(), c.dataset.batch_size}),
       [&run] { return minibatch_loader(run); },
       run.place.world,
-      c.cluster.link ? c.cluster.link->bandwidth.bytes_per_s : 0,
-      c.cluster.link ? c.cluster.link->latency.seconds : 0,
+      emulated_link(c),
       run.place.agree ? run.place.agree : [](const std::string& text) { return text; }};
   try {
     run.planned = algorithm.plan(run.config.algorithm, ctx);
@@ -166,9 +165,8 @@ void check_stragglers(const ExperimentConfig& config, int world) {
 }
 
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm) {
-  if (!config.cluster.link) return comm;
-  const LinkConfig& link = *config.cluster.link;
-  return make_paced_comm(std::move(comm), {link.bandwidth.bytes_per_s, link.latency.seconds});
+  const std::optional<LinkModel> link = emulated_link(config);
+  return link ? make_paced_comm(std::move(comm), *link) : std::move(comm);
 }
 
 std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,

@@ -83,6 +83,11 @@ LrScheduleOptions schedule_options(const ExperimentConfig& c) {
   return o;
 }
 
+std::optional<LinkModel> emulated_link(const ExperimentConfig& c) {
+  if (!c.cluster.link) return std::nullopt;
+  return LinkModel{c.cluster.link->bandwidth.bytes_per_s, c.cluster.link->latency.seconds};
+}
+
 void freeze_layers(const ExperimentConfig& c, Model& model) {
   const int frozen = c.optimizer.freeze_layers;
   if (frozen <= 0) return;

@@ -1,7 +1,10 @@
 // Maps the validated experiment settings onto the options structs of the modules below run/,
 // which know nothing of the config format.
 #pragma once
+#include <optional>  // emulated_link: none without cluster.link
+
 #include "backend/backend.h"    // BackendOptions
+#include "comm/paced_comm.h"    // LinkModel
 #include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
 #include "nn/model.h"           // Model: optimizer.freeze_layers
@@ -22,6 +25,8 @@ SgdOptions sgd_options(const ExperimentConfig& c);
 // the ranks do not divide.
 std::string nearest_batches(int64_t batch, int ranks);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
+// cluster.link: the network PacedComm emulates, and the predictions plan for; none without it.
+std::optional<LinkModel> emulated_link(const ExperimentConfig& c);
 // Applies optimizer.freeze_layers to `model`; InputError if it would freeze every layer.
 void freeze_layers(const ExperimentConfig& c, Model& model);
 

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/stop_request.h"  // signal_name
-#include "run/consistency.h"    // check_consistency
+#include "run/consistency.h"    // check_ranks_agree
 #include "run/metrics.h"        // MetricsWriter
 #include "run/run_record.h"     // run.yaml
 
@@ -36,7 +36,7 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
                    options.data);
   if (trace_)
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
-  check_consistency(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
+  check_ranks_agree(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});
   stop_ = std::make_unique<StopVote>(comm_);
   scheduler_ = build_scheduler(

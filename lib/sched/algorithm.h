@@ -1,18 +1,22 @@
 // The algorithm registry: each distributed algorithm registers its name, a one-line summary,
-// its own keys (a declarative schema over its options struct), its scheduler factory and its
-// timing-model row. The config reader, `dtrain --help`, the README's key reference, the run
-// builder and `dtrain plan` all take the algorithms from here; adding one is a file in
-// lib/sched/ (its options struct, schema, scheduler and `..._algorithm()` entry) plus one line
-// in registry.cpp.
+// its own keys (a declarative schema over its options struct), its scheduler factory, its
+// timing-model row and whatever else is its own (its validation rule, what `dtrain plan` says
+// of it, its planner). The config reader and validation, `dtrain --help`, the README's key
+// reference, the run builder and `dtrain plan` all take the algorithms from here and include no
+// scheduler of their own; adding one is a file in lib/sched/ (its options struct, schema,
+// scheduler and `..._algorithm()` row) plus one line in registry.cpp.
 #pragma once
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
 #include <memory>
+#include <optional>  // PlannerContext::link
 #include <string>
 #include <vector>
 
+#include "config/reader.h"      // Reader: an algorithm's validation rule reports there
 #include "config/schema.h"      // AnySchema, Section, Style
 #include "core/error.h"         // DTRAIN_CHECK
+#include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
 #include "plan/timing_model.h"  // TimingInputs, CodecCost, Prediction
 #include "sched/scheduler.h"    // Scheduler, SchedulerContext
 
@@ -52,21 +56,65 @@ struct PlannerContext {
   // A loader of the training set in minibatches of source.batch_size rows, as rank 0 of one.
   std::function<std::unique_ptr<Loader>()> minibatch_loader;
   int world = 1;
-  double link_bytes_per_s = 0;  // cluster.link's bandwidth; 0: none (measure the transport)
-  double link_latency_s = 0;    // and its latency
+  std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // Every rank gets rank 0's `text` back (a broadcast), so that noisy timings never split a job.
   std::function<std::string(const std::string& text)> agree;
 };
 
+// The experiment's settings outside `algorithm:` that an algorithm's own validation rule judges
+// (AlgorithmEntry::check); config_validate.cpp fills them in.
+struct CheckedSettings {
+  double momentum = 0;  // optimizer.momentum
+};
+
+// What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
+struct ChainPlanInputs {
+  // The layer profile of the model's partitionable chain, per minibatch of `batch` rows.
+  const std::vector<LayerProfile>& chain;
+  int ranks = 1;
+  int64_t batch = 1;
+  std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
+  // This machine's transport as the plan measured it; null: the planner measures its own.
+  const TransportTimes* transport = nullptr;
+};
+// Its answer: the plan's row and the text that explains the choice.
+struct ChainPlan {
+  Prediction row;
+  std::string text;
+};
+
+// Makes an algorithm's scheduler from the job's context and its options.
+using SchedulerFactory =
+    std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)>;
+
+// The factory of a scheduler class S constructed from (SchedulerContext, const Options&).
+template <class S, class Options>
+SchedulerFactory scheduler_factory() {
+  return [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<S>(std::move(ctx), a.get<Options>());
+  };
+}
+
+// One row of the registry; each algorithm's file writes its row with designated initializers,
+// naming only the fields it needs.
 struct AlgorithmEntry {
   std::string name;                               // algorithm.name
   std::string summary;                            // one line: what it is, and its paper
   std::shared_ptr<const config::AnySchema> keys;  // its keys besides `name`
-  // Null while the scheduler is not built: the name is then refused at validation.
-  std::function<std::unique_ptr<Scheduler>(SchedulerContext, const AlgorithmConfig&)> make;
-  std::string coming;  // when not built: where it arrives ("the AD-PSGD issue")
+  SchedulerFactory make;                          // scheduler_factory<S, Options>()
   // The Pipe-SGD timing model's row for this algorithm (null: `dtrain plan` has none).
-  std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)> predict;
+  std::function<Prediction(const TimingInputs&, const CodecCost&, const AlgorithmConfig&)>
+      predict{};
+  // `dtrain plan`: a paragraph recommending a configuration, from the timing rows of every
+  // algorithm (before any model-parallel row); and a remark for when this is the chosen
+  // algorithm (empty: none).
+  std::function<std::string(const TimingInputs&, const std::vector<Prediction>& rows,
+                            const AlgorithmConfig&)>
+      recommend{};
+  std::function<std::string(const AlgorithmConfig&)> plan_note{};
+  // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
+  // SGD); problems go to the Reader, naming the key.
+  std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
@@ -85,30 +133,38 @@ struct AlgorithmEntry {
   // replicas) for a job of context.world ranks, before anything else is built; returns what to
   // tell the user (empty when nothing was left open). InputError for what cannot be planned.
   std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
-
-  bool built() const { return static_cast<bool>(make); }
+  // Model-parallel, for `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of
+  // the model's partitionable chain (per minibatch of source.batch_size rows, measured on this
+  // rank's backend and the loader's minibatches), and its row planned on such a profile. The
+  // algorithm with these is the one `dtrain plan --profile P.csv` plans.
+  std::string title{};
+  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches)>
+      profile_chain{};
+  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
 };
 
-// Every registered algorithm, built or not, in the order of the documentation.
+// Every registered algorithm, in the order of the documentation.
 const std::vector<AlgorithmEntry>& algorithms();
 // Null when no algorithm has that name.
 const AlgorithmEntry* find_algorithm(const std::string& name);
-// The algorithms that train in this build ("sync, ps_sync, ...").
-std::vector<std::string> built_algorithms();
+// Their names ("sync, ps_sync, ...").
+std::vector<std::string> algorithm_names();
+// The algorithm that plans from a layer profile (plan_chain: pipedream); null when none does.
+const AlgorithmEntry* chain_planning_algorithm();
 
-// Reads the `algorithm:` section: the name (built ones only; an unbuilt one is refused naming
-// when it arrives) and that algorithm's keys; a key of another algorithm is reported naming
-// both. Problems go to the section's Reader.
+// Reads the `algorithm:` section: the name (a registered one; else the nearest is suggested)
+// and that algorithm's keys; a key of another algorithm is reported naming both. Problems go to
+// the section's Reader.
 void read_algorithm(config::Section& section, AlgorithmConfig& out);
 YAML::Node write_algorithm(const AlgorithmConfig& algorithm, config::Style style);
 // The algorithm keys for the reference (each algorithm's own, marked with it).
 std::vector<config::KeyDoc> algorithm_reference();
-// For `dtrain --help`: each built algorithm with its keys and defaults, then what is coming.
+// For `dtrain --help`: each algorithm with its keys and defaults.
 std::string algorithms_help();
-// For the README (`dtrain keys`): a Markdown table of every algorithm, built or coming.
+// For the README (`dtrain keys`): a Markdown table of every algorithm.
 std::string algorithms_markdown();
 
-// The scheduler of `algorithm` (built, as validation ensured).
+// The scheduler of `algorithm` (registered, as validation ensured).
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx);
 
 }  // namespace dtrain

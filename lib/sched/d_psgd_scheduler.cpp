@@ -10,15 +10,12 @@ AlgorithmEntry d_psgd_algorithm() {
   auto keys = Schema<DPsgdOptions>("d_psgd").key("topology", &DPsgdOptions::topology,
                                                  choice({"ring", "exponential", "complete"}),
                                                  "the neighbours each rank averages with");
-  return {"d_psgd",
-          "D-PSGD (Lian et al., 2017): each iteration every rank averages its model with its "
-          "neighbours' (uniform weights) and steps with its own gradient",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<DPsgdScheduler>(std::move(ctx), a.get<DPsgdOptions>());
-          },
-          "",
-          {}};
+  return {.name = "d_psgd",
+          .summary =
+              "D-PSGD (Lian et al., 2017): each iteration every rank averages its model with "
+              "its neighbours' (uniform weights) and steps with its own gradient",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<DPsgdScheduler, DPsgdOptions>()};
 }
 
 DPsgdScheduler::DPsgdScheduler(SchedulerContext ctx, const DPsgdOptions& options)

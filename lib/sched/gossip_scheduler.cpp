@@ -33,18 +33,13 @@ AlgorithmEntry gossip_algorithm() {
   auto keys = Schema<GossipOptions>("gossip").key("topology", &GossipOptions::topology,
                                                   choice({"ring", "exponential"}),
                                                   "neighbours: i ± 1, or hops {1} ∪ {2^k + 1}");
-  AlgorithmEntry entry{
-      "gossip",
-      "AD-PSGD (Lian et al., ICML 2018): each rank averages its model with one random neighbour "
-      "per update, asynchronously, no global barrier",
-      erase(std::move(keys)),
-      [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-        return std::make_unique<GossipScheduler>(std::move(ctx), a.get<GossipOptions>());
-      },
-      "",
-      {}};
-  entry.own_data_stream = true;
-  return entry;
+  return {.name = "gossip",
+          .summary =
+              "AD-PSGD (Lian et al., ICML 2018): each rank averages its model with one "
+              "random neighbour per update, asynchronously, no global barrier",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<GossipScheduler, GossipOptions>(),
+          .own_data_stream = true};
 }
 
 GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& options)

@@ -32,17 +32,30 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
   const double n = static_cast<double>(in.n);
   const double bytes = 4.0 * n;
-  const double local = compute + 3 * bytes * in.copy_s_per_byte;
+  const double local = compute + 3 * bytes * in.link.copy_s_per_byte;
   const CommCost cost = allreduce_cost(in, codec, n);
   const double round = cost.total() + in.sync_s;
   const double every = period > 0 ? period : std::max(1.0, std::ceil(round / local));
-  double iteration = local + 2 * bytes * in.copy_s_per_byte / every;
+  double iteration = local + 2 * bytes * in.link.copy_s_per_byte / every;
   // The comm thread's own CPU work is done by the cores that compute when it has none.
   if (in.comm_shares_core) iteration += cost.cpu_s / every;
   const double late = std::max(0.0, round - every * iteration);
   iteration += (late + idle_penalty(in, late)) / every;
   const double comm = round / every;
   return make_prediction(in, "hpsgd", codec, iteration, comm, iteration);
+}
+
+// HPSGD merges every gradient into the global model exactly once, as plain SGD (its Eq. 1):
+// a momentum buffer on the replica would re-apply gradients that w already received.
+void check_plain_sgd(const AlgorithmConfig&, const CheckedSettings& s, config::Reader& r) {
+  if (r.has_problem("optimizer.momentum")) return;
+  if (s.momentum != 0)
+    r.add("optimizer.momentum",
+          fmt::format("must be 0 for algorithm hpsgd, got {}: HPSGD is plain SGD (the paper's "
+                      "Eq. 1 applies every gradient to the global model exactly once, and a "
+                      "momentum buffer on the replica would apply them again); set "
+                      "optimizer.momentum: 0",
+                      s.momentum));
 }
 
 Tensor model_sized_zeros(Model& model) {
@@ -57,18 +70,18 @@ AlgorithmEntry hpsgd_algorithm() {
       "sync_period", &HpsgdOptions::sync_period, word_or({"auto"}, integer(Bounds::at_least(1))),
       "iterations between synchronisations (auto: as soon as the previous one finished on every "
       "rank)");
-  return {"hpsgd",
-          "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on a "
-          "replica, each merged into the global model exactly once (plain SGD)",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<HpsgdScheduler>(std::move(ctx), a.get<HpsgdOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            const auto& period = a.get<HpsgdOptions>().sync_period;
-            return predict(in, codec, period.is("auto") ? 0 : period.value);
-          }};
+  return {.name = "hpsgd",
+          .summary =
+              "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on "
+              "a replica, each merged into the global model exactly once (plain SGD)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<HpsgdScheduler, HpsgdOptions>(),
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                const auto& period = a.get<HpsgdOptions>().sync_period;
+                return predict(in, codec, period.is("auto") ? 0 : period.value);
+              },
+          .check = check_plain_sgd};
 }
 
 HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)

@@ -16,7 +16,7 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   if (in.p <= 1) return make_prediction(in, "local_sgd", codec, compute, 0, compute);
   const double n = static_cast<double>(in.n);
   const double average =
-      allreduce_seconds(in, codec, n) + in.sync_s + 2 * 4.0 * n * in.copy_s_per_byte;
+      allreduce_seconds(in, codec, n) + in.sync_s + 2 * 4.0 * n * in.link.copy_s_per_byte;
   const double comm = average / period;
   const double iteration = compute + comm + idle_penalty(in, average) / period;
   return make_prediction(in, "local_sgd", codec, iteration - comm, comm, iteration);
@@ -29,15 +29,13 @@ AlgorithmEntry local_sgd_algorithm() {
   auto keys = Schema<LocalSgdOptions>("local_sgd")
                   .key("sync_period", &LocalSgdOptions::sync_period, integer(Bounds::at_least(1)),
                        "local steps between two model averagings (1: every step)");
-  return {"local_sgd",
-          "Local SGD: each rank steps its own model; every sync_period iterations the models "
-          "(parameters and BatchNorm statistics) are averaged (HPSGD's baseline)",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<LocalSgdScheduler>(std::move(ctx), a.get<LocalSgdOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "local_sgd",
+          .summary =
+              "Local SGD: each rank steps its own model; every sync_period iterations the "
+              "models (parameters and BatchNorm statistics) are averaged (HPSGD's baseline)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<LocalSgdScheduler, LocalSgdOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             return predict(in, codec, a.get<LocalSgdOptions>().sync_period);
           }};
 }

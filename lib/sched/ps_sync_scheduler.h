@@ -19,10 +19,13 @@ namespace dtrain {
 struct PsSyncOptions {};  // no keys of its own
 
 AlgorithmEntry ps_sync_algorithm();
+// Its timing row: the parameter-server baseline as this scheduler runs it (rank 0 serves and
+// computes).
+Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
 
 class PsSyncScheduler final : public Scheduler {
  public:
-  explicit PsSyncScheduler(SchedulerContext ctx);
+  PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions& options = {});
   std::string name() const override { return "ps_sync"; }
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;

@@ -2,15 +2,15 @@
 #include <fmt/format.h>  // fmt::format, fmt::join
 
 #include "sched/algorithm.h"
-#include "sched/d_psgd_scheduler.h"     // d_psgd_algorithm
-#include "sched/gossip_scheduler.h"     // gossip_algorithm
-#include "sched/hpsgd_scheduler.h"      // hpsgd_algorithm
-#include "sched/local_sgd_scheduler.h"  // local_sgd_algorithm
-#include "sched/pipe_sgd_scheduler.h"   // pipe_sgd_algorithm
+#include "sched/d_psgd_scheduler.h"              // d_psgd_algorithm
+#include "sched/gossip_scheduler.h"              // gossip_algorithm
+#include "sched/hpsgd_scheduler.h"               // hpsgd_algorithm
+#include "sched/local_sgd_scheduler.h"           // local_sgd_algorithm
+#include "sched/pipe_sgd_scheduler.h"            // pipe_sgd_algorithm
 #include "sched/pipeline/pipedream_scheduler.h"  // pipedream_algorithm
-#include "sched/ps_sync_scheduler.h"    // ps_sync_algorithm
-#include "sched/sapipe_scheduler.h"     // sapipe_algorithm
-#include "sched/sync_scheduler.h"       // sync_algorithm
+#include "sched/ps_sync_scheduler.h"             // ps_sync_algorithm
+#include "sched/sapipe_scheduler.h"              // sapipe_algorithm
+#include "sched/sync_scheduler.h"                // sync_algorithm
 
 namespace dtrain {
 
@@ -31,11 +31,16 @@ const AlgorithmEntry* find_algorithm(const std::string& name) {
   return nullptr;
 }
 
-std::vector<std::string> built_algorithms() {
+std::vector<std::string> algorithm_names() {
   std::vector<std::string> names;
-  for (const AlgorithmEntry& a : algorithms())
-    if (a.built()) names.push_back(a.name);
+  for (const AlgorithmEntry& a : algorithms()) names.push_back(a.name);
   return names;
+}
+
+const AlgorithmEntry* chain_planning_algorithm() {
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.plan_chain) return &a;
+  return nullptr;
 }
 
 // ---- AlgorithmConfig ------------------------------------------------------------------------
@@ -58,7 +63,6 @@ bool AlgorithmConfig::operator==(const AlgorithmConfig& other) const {
 
 void read_algorithm(config::Section& s, AlgorithmConfig& out) {
   config::Reader& r = s.reader();
-  const std::vector<std::string> built = built_algorithms();
   std::string name = "sync";
   if (s.has("name")) {
     const YAML::Node node = s.get("name");
@@ -66,18 +70,12 @@ void read_algorithm(config::Section& s, AlgorithmConfig& out) {
       s.accept_all();
       return;
     }
-    const AlgorithmEntry* entry = find_algorithm(name);
-    if (!entry || !entry->built()) {
-      std::string message;
-      if (entry)
-        message =
-            fmt::format("'{}' is not built yet: it arrives with {} (this build trains with {})",
-                        name, entry->coming, fmt::join(built, ", "));
-      else
-        message = fmt::format("expected one of {}, got '{}'", fmt::join(built, ", "), name);
-      if (!entry)
-        if (auto near = config::closest(name, built))
-          message += fmt::format("; did you mean '{}'?", *near);
+    if (!find_algorithm(name)) {
+      const std::vector<std::string> names = algorithm_names();
+      std::string message =
+          fmt::format("expected one of {}, got '{}'", fmt::join(names, ", "), name);
+      if (auto near = config::closest(name, names))
+        message += fmt::format("; did you mean '{}'?", *near);
       r.add(s.path_of("name"), std::move(message), node);
       s.accept_all();  // its keys cannot be judged
       return;
@@ -123,13 +121,12 @@ YAML::Node write_algorithm(const AlgorithmConfig& a, config::Style style) {
 std::vector<config::KeyDoc> algorithm_reference() {
   std::vector<config::KeyDoc> rows;
   rows.push_back({.path = "algorithm.name",
-                  .type = fmt::format("{}", fmt::join(built_algorithms(), " | ")),
+                  .type = fmt::format("{}", fmt::join(algorithm_names(), " | ")),
                   .default_text = "sync",
                   .default_is_value = true,
                   .doc = "the distributed algorithm (its keys follow)",
                   .applies = ""});
   for (const AlgorithmEntry& a : algorithms()) {
-    if (!a.built()) continue;
     for (config::KeyDoc row : a.keys->reference("algorithm")) {
       row.applies = "algorithm " + a.name;
       rows.push_back(std::move(row));
@@ -141,29 +138,23 @@ std::vector<config::KeyDoc> algorithm_reference() {
 std::string algorithms_help() {
   std::string text = "Algorithms (algorithm.name, with their keys and defaults):\n";
   for (const AlgorithmEntry& a : algorithms()) {
-    if (!a.built()) continue;
     const YAML::Node defaults = write_algorithm(AlgorithmConfig(a.name), config::Style::file);
     text += fmt::format("  {}\n      {}\n      algorithm: {}\n", a.name, a.summary,
                         config::one_line(defaults));
   }
-  text += "Coming (registered, refused until built):\n";
-  for (const AlgorithmEntry& a : algorithms())
-    if (!a.built()) text += fmt::format("  {:<10} {} — with {}\n", a.name, a.summary, a.coming);
   return text;
 }
 
 std::string algorithms_markdown() {
-  std::string md = "| algorithm.name | in this build | what it is |\n| --- | --- | --- |\n";
+  std::string md = "| algorithm.name | what it is |\n| --- | --- |\n";
   for (const AlgorithmEntry& a : algorithms())
-    md += fmt::format("| `{}` | {} | {} |\n", a.name,
-                      a.built() ? "trains" : "coming with " + a.coming, a.summary);
+    md += fmt::format("| `{}` | {} |\n", a.name, a.summary);
   return md;
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx) {
   const AlgorithmEntry* entry = find_algorithm(algorithm.name);
-  DTRAIN_CHECK(entry != nullptr && entry->built())
-      << "algorithm '" << algorithm.name << "' has no scheduler in this build";
+  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << algorithm.name << "' is registered";
   return entry->make(std::move(ctx), algorithm);
 }
 

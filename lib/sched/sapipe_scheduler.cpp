@@ -66,8 +66,8 @@ Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
   const double all_comm = stale_comm_seconds(layers, k, fixed);
   Prediction p =
       make_prediction(in, "sapipe", codec, compute, all_comm, std::max(compute, all_comm) + stall);
-  p.stall_s = stall;
   p.configuration = "k=" + std::to_string(k);
+  p.detail = fmt::format("stall {:.3f} ms", stall * 1e3);
   return p;
 }
 
@@ -93,15 +93,13 @@ AlgorithmEntry sapipe_algorithm() {
                "segments of the fresh layers' gradient, each all-reduced as soon as final")
           .key("warmup_epochs", &SapipeOptions::warmup_epochs, integer(Bounds::at_least(0)),
                "epochs of D-Sync first");
-  return {"sapipe",
-          "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the first layers, "
-          "delay compensation and weight prediction",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<SapipeScheduler>(std::move(ctx), a.get<SapipeOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "sapipe",
+          .summary =
+              "SAPipe (Chen et al., NeurIPS 2022): Pipe-SGD with staleness only in the "
+              "first layers, delay compensation and weight prediction",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<SapipeScheduler, SapipeOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             return predict_sapipe(in, codec, a.get<SapipeOptions>());
           }};
 }

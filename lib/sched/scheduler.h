@@ -17,6 +17,7 @@
 #include "nn/model.h"                  // Model
 #include "optim/lr_schedule.h"         // LrSchedule
 #include "optim/sgd.h"                 // Sgd
+#include "sched/scheduler_state.h"     // SchedulerState: save() and load()
 
 namespace dtrain {
 
@@ -52,35 +53,6 @@ struct EpochPart {
 // Loss and accuracy over a test set (all ranks' samples).
 struct EvalResult {
   double loss = 0, acc = 0;
-};
-
-// What a scheduler needs to continue exactly where it was: named flat buffers (host copies,
-// wherever the originals live) and named counters. The reliability issue writes it to disk.
-class SchedulerState {
- public:
-  // Copies `flat` (f32, on `backend`'s device or the host) under `name`.
-  void put(const std::string& name, const Tensor& flat, Backend& backend);
-  // Copies the buffer `name` into `flat`; its size must match.
-  void get(const std::string& name, const Tensor& flat, Backend& backend) const;
-  void set_counter(const std::string& name, int64_t value);
-  int64_t counter(const std::string& name) const;
-  // Anything else, as text (a random generator's state).
-  void set_text(const std::string& name, std::string value);
-  const std::string& text(const std::string& name) const;
-  bool has(const std::string& name) const;
-
-  const std::vector<std::pair<std::string, std::vector<float>>>& buffers() const {
-    return buffers_;
-  }
-  const std::vector<std::pair<std::string, int64_t>>& counters() const { return counters_; }
-  const std::vector<std::pair<std::string, std::string>>& texts() const { return texts_; }
-  // Adds a buffer read back from a checkpoint.
-  void put_values(const std::string& name, std::vector<float> values);
-
- private:
-  std::vector<std::pair<std::string, std::vector<float>>> buffers_;
-  std::vector<std::pair<std::string, int64_t>> counters_;
-  std::vector<std::pair<std::string, std::string>> texts_;
 };
 
 // What a model-parallel algorithm (pipedream) builds its own part of the model from: the whole

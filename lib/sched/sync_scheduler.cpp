@@ -1,6 +1,7 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
+#include "sched/pipe_sgd_scheduler.h"  // predict_pipe_sgd: D-Sync in segments is Eq. 6, K = 1
 
 namespace dtrain {
 
@@ -12,20 +13,33 @@ int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
 
 }  // namespace
 
+Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L) {
+  if (L > 1) {
+    Prediction r = predict_pipe_sgd(in, codec, 1, L);
+    r.algorithm = "sync";
+    r.K = 0;
+    return r;
+  }
+  // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path:
+  // the scheduler below waits for it before the update, and computes again cold.
+  const double comm =
+      in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
+  const double compute = compute_seconds(in) + idle_penalty(in, comm);
+  return make_prediction(in, "sync", codec, compute, comm, compute + comm);
+}
+
 AlgorithmEntry sync_algorithm() {
   using namespace config;
   auto keys = Schema<SyncOptions>("sync").key(
       "segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
       "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)");
-  return {"sync",
-          "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with backward "
-          "in segments (Pipe-SGD paper's baseline)",
-          erase(std::move(keys)),
-          [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-            return std::make_unique<SyncScheduler>(std::move(ctx), a.get<SyncOptions>());
-          },
-          "",
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+  return {.name = "sync",
+          .summary =
+              "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
+              "backward in segments (Pipe-SGD paper's baseline)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<SyncScheduler, SyncOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
             return predict_sync(in, codec,
                                 static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
           }};

@@ -7,7 +7,7 @@ header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,confi
 check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
-  # Every built algorithm with a timing row (the registry's), with every codec, and PipeDream's.
+  # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
   [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
@@ -91,6 +91,16 @@ awk -v h="$(predicted "$WORK/slow.csv" hpsgd none)" -v l="$(predicted "$WORK/slo
 out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \
       --set dataset.path="$WORK/no-cifar" 2>&1) || fail "plan without the dataset files failed: $out"
 echo "$out" | grep -q "STAND-IN" || fail "plan without the files does not say it stands in: $out"
+
+# --profile plans PipeDream, the algorithm that plans from a layer profile: its keys need no
+# algorithm.name.
+printf 'layer,forward_ms,backward_ms,activation_bytes,parameter_bytes\nfc1,1,2,4096,400000\nfc2,2,4,4096,800000\nfc3,1,2,40,4000\n' \
+  > "$WORK/profile.csv"
+out=$("$DTRAIN" plan --profile "$WORK/profile.csv" --ranks 4 --set cluster.link.bandwidth=25Gbps \
+      --set algorithm.partition_cost=runtime --csv "$WORK/profile_plan.csv" 2>&1) ||
+  fail "plan --profile with a pipedream key and no algorithm.name: $out"
+echo "$out" | grep -q "partition_cost: runtime" || fail "plan --profile ignored algorithm.partition_cost: $out"
+grep -q "^pipedream,none," "$WORK/profile_plan.csv" || fail "plan --profile: no pipedream row"
 
 expect_2() {  # expect_2 DESCRIPTION PATTERN ARGS...
   local what=$1 pattern=$2; shift 2

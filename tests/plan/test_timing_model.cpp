@@ -1,71 +1,13 @@
-// The timing model against hand-computed numbers: Eq. 2, 4, 5, 6, 7, the ring's codec calls,
-// ps_sync, and where the bound flips.
+// The timing model's building blocks against hand-computed numbers: Eq. 7, the ring's codec
+// calls, and the link with and without emulation (the algorithms' rows:
+// tests/sched/test_timing_rows.cpp).
 #include <doctest/doctest.h>
 
-#include <algorithm>  // max
-
 #include "plan/timing_model.h"
+#include "timing_fixtures.h"  // four_ranks, none, quantize8
 
 using namespace dtrain;
-
-namespace {
-
-CodecCost none() {
-  CodecCost c;
-  c.name = "none";
-  c.encode_s = c.decode_s = c.decode_add_s = 0.25e-9;
-  return c;
-}
-
-CodecCost quantize8() {
-  CodecCost c;
-  c.name = "quantize8";
-  c.encode_s = 1e-9, c.decode_s = 0.5e-9, c.decode_add_s = 0.5e-9;
-  c.bytes_per_element = 1, c.header_bytes = 4;
-  return c;
-}
-
-// p = 4 ranks on a 10 us, 1 ns/B link (no emulation terms); 1M floats; 3.5 ms of compute.
-TimingInputs four_ranks() {
-  TimingInputs in;
-  in.l_for = 1e-3, in.l_back = 2e-3, in.l_up = 0.5e-3;
-  in.n = 1'000'000;
-  in.p = 4;
-  in.global_batch = 128;
-  in.alpha_s = 10e-6;
-  in.beta_s_per_byte = 1e-9;
-  in.gamma_s_per_byte = 0.5e-9;
-  in.sync_s = 20e-6;
-  in.codecs = {none(), quantize8()};
-  return in;
-}
-
-// Eq. 5's communication term for `none`: 2·3·10us + 2·(3/4)·4 MB·1 ns + (3/4)·4 MB·0.5 ns + S.
-constexpr double kCommNone = 60e-6 + 6e-3 + 1.5e-3 + 20e-6;  // 7.58 ms
-
-}  // namespace
-
-TEST_CASE("Eq. 2: D-Sync adds update, compute and the whole all-reduce") {
-  const TimingInputs in = four_ranks();
-  const Prediction r = predict_sync(in, none());
-  CHECK(r.compute_s == doctest::Approx(3.5e-3));
-  CHECK(r.comm_s == doctest::Approx(kCommNone));
-  CHECK(r.iteration_s == doctest::Approx(3.5e-3 + kCommNone));
-  CHECK_FALSE(r.compute_bound);
-  CHECK(r.samples_per_s == doctest::Approx(128 / (3.5e-3 + kCommNone)));
-}
-
-TEST_CASE("Eq. 4/5: Pipe-SGD with K >= 2 is bound by the longer of compute and communication") {
-  const TimingInputs in = four_ranks();
-  for (int K : {2, 3}) {
-    const Prediction r = predict_pipe_sgd(in, none(), K, 1);
-    CHECK(r.iteration_s == doctest::Approx(kCommNone));
-    CHECK_FALSE(r.compute_bound);
-  }
-  // K = 1 is D-Sync.
-  CHECK(predict_pipe_sgd(in, none(), 1, 1).iteration_s ==
-        doctest::Approx(predict_sync(in, none()).iteration_s));
-}
+using namespace dtrain::test;
 
 TEST_CASE("the ring with a codec: p encodes, p-1 decode_adds, p decodes, 2(p-1) encoded blocks") {
   const TimingInputs in = four_ranks();
@@ -75,54 +17,18 @@ TEST_CASE("the ring with a codec: p encodes, p-1 decode_adds, p decodes, 2(p-1) 
   CHECK(allreduce_seconds(in, quantize8(), 1e6) == doctest::Approx(messages + codec));
 }
 
-TEST_CASE("compression flips Pipe-SGD from communication- to compute-bound (Eq. 7: SE = 1)") {
-  const TimingInputs in = four_ranks();
-  const Prediction plain = predict_pipe_sgd(in, none(), 2, 1);
-  const Prediction q8 = predict_pipe_sgd(in, quantize8(), 2, 1);
-  CHECK_FALSE(plain.compute_bound);
-  CHECK(q8.compute_bound);  // 3.455 ms of communication < 3.5 ms of compute
-  CHECK(q8.iteration_s == doctest::Approx(3.5e-3));
-  CHECK(q8.scaling_efficiency == doctest::Approx(1.0));
-  CHECK(plain.scaling_efficiency == doctest::Approx(3.5e-3 / kCommNone));
-  // D-Sync pays the communication, codec included, on the critical path.
-  const Prediction sync = predict_sync(in, quantize8());
-  CHECK(sync.iteration_s == doctest::Approx(3.5e-3 + q8.comm_s));
-  CHECK(sync.iteration_s > q8.iteration_s);
-}
-
-TEST_CASE("Eq. 6: when communication-bound, L > 1 segments are slower than sequential L = 1") {
-  const TimingInputs in = four_ranks();
-  const Prediction l1 = predict_pipe_sgd(in, none(), 2, 1);
-  const Prediction l4 = predict_pipe_sgd(in, none(), 2, 4);
-  // 2·3·4·10us + 6 ms + 1.5 ms + 4·20us
-  CHECK(l4.comm_s == doctest::Approx(240e-6 + 7.5e-3 + 80e-6));
-  CHECK(l4.iteration_s > l1.iteration_s);
-}
-
 TEST_CASE("Eq. 7: scaling efficiency") {
   CHECK(scaling_efficiency(3.5e-3, kCommNone) == doctest::Approx(3.5e-3 / kCommNone));
   CHECK(scaling_efficiency(2.0, 1.0) == doctest::Approx(1.0));
   CHECK(scaling_efficiency(0, 0) == doctest::Approx(1.0));
 }
 
-TEST_CASE("ps_sync: pushes through the server's link one after another, weights back likewise") {
-  const TimingInputs in = four_ranks();
-  const Prediction r = predict_ps_sync(in, none());
-  // encode 0.25 ms; α; 3 gradients of 4 MB through the server's link; 3 decode_adds of 0.25 ms;
-  // then 3 weight copies of 4 MB, each α + 4 ms; plus S.
-  const double push = 0.25e-3 + 10e-6 + 3 * 4e-3 + 3 * 0.25e-3;
-  const double pull = 3 * (10e-6 + 4e-3);
-  CHECK(r.comm_s == doctest::Approx(push + pull + 20e-6));
-  CHECK(r.iteration_s == doctest::Approx(3.5e-3 + push + pull + 20e-6));
-  CHECK(r.iteration_s > predict_sync(in, none()).iteration_s);
-}
-
 TEST_CASE("link emulation: every sleep overshoots, then the bytes are really copied") {
   TimingInputs in;
   in.p = 2, in.n = 1000;
-  in.alpha_s = 50e-6, in.beta_s_per_byte = 8e-9;
-  in.copy_s_per_byte = 0.1e-9;
-  in.overshoot_s = 60e-6, in.overshoot_per_s = 0.01;
+  in.link.latency_s = 50e-6, in.link.bandwidth_bytes_per_s = 125e6;  // β = 8 ns/B
+  in.link.copy_s_per_byte = 0.1e-9;
+  in.link.overshoot_s = 60e-6, in.link.overshoot_per_s = 0.01;
   auto late = [](double s) { return s + 60e-6 + 0.01 * s; };
   // MPI_Allreduce: one sleep of 2(α + 2000 B·β), then 2·(1/2)·4000 B copied.
   const CommCost mpi = allreduce_cost(in, none(), 1000);
@@ -137,95 +43,11 @@ TEST_CASE("link emulation: every sleep overshoots, then the bytes are really cop
 
 TEST_CASE("without emulation the transfer is CPU work (a copy), not a sleep") {
   TimingInputs in = four_ranks();
-  in.copy_s_per_byte = in.beta_s_per_byte;
-  in.beta_s_per_byte = 0;
-  in.overshoot_s = 1;  // no sleeps: never charged
+  in.link.copy_s_per_byte = in.link.sleep_s_per_byte();
+  in.link.bandwidth_bytes_per_s = 0;
+  in.link.overshoot_s = 1;  // no sleeps: never charged
   const CommCost c = allreduce_cost(in, none(), 1e6);
   CHECK(c.wait_s == doctest::Approx(60e-6));
   CHECK(c.cpu_s == doctest::Approx(6e-3 + 1.5e-3));
   CHECK(c.total() == doctest::Approx(kCommNone - 20e-6));
-}
-
-TEST_CASE("a comm thread without a core of its own slows Pipe-SGD by its CPU work") {
-  TimingInputs in = four_ranks();
-  const Prediction own = predict_pipe_sgd(in, quantize8(), 2, 1);
-  in.comm_shares_core = true;
-  const Prediction shared = predict_pipe_sgd(in, quantize8(), 2, 1);
-  const double w = allreduce_cost(in, quantize8(), 1e6).cpu_s;  // the codec work, 1.875 ms
-  CHECK(w == doctest::Approx(1.875e-3));
-  CHECK(shared.compute_s == doctest::Approx(own.compute_s + w));
-  // Computing 3.5 ms of the 3.455 ms of communication: all of W meets it.
-  CHECK(shared.comm_s == doctest::Approx(own.comm_s + w));
-  CHECK(shared.iteration_s == doctest::Approx(std::max(shared.compute_s, shared.comm_s)));
-  CHECK(shared.iteration_s > own.iteration_s);
-  // A slower link: computation covers 3.5 ms of the communication, so does that part of W.
-  in.beta_s_per_byte = 10e-9;
-  const Prediction slow = predict_pipe_sgd(in, quantize8(), 2, 1);
-  in.comm_shares_core = false;
-  const double comm = predict_pipe_sgd(in, quantize8(), 2, 1).comm_s;
-  CHECK(slow.comm_s == doctest::Approx(comm + w * 3.5e-3 / comm));
-  in.comm_shares_core = true;
-  // D-Sync does not overlap the two: unchanged.
-  TimingInputs own_core = in;
-  own_core.comm_shares_core = false;
-  CHECK(predict_sync(in, quantize8()).iteration_s ==
-        doctest::Approx(predict_sync(own_core, quantize8()).iteration_s));
-}
-
-TEST_CASE("the loader's wait and the slowest rank's lag count as compute, with p > 1 only") {
-  TimingInputs in = four_ranks();
-  in.l_data = 0.1e-3, in.l_skew = 0.2e-3;
-  CHECK(predict_sync(in, none()).compute_s == doctest::Approx(3.8e-3));
-  in.p = 1;
-  CHECK(predict_sync(in, none()).compute_s == doctest::Approx(3.6e-3));
-}
-
-TEST_CASE("one rank communicates nothing") {
-  TimingInputs in = four_ranks();
-  in.p = 1;
-  for (const Prediction& r : predict_all(in)) {
-    CHECK(r.comm_s == 0);
-    CHECK(r.iteration_s == doctest::Approx(3.5e-3));
-    CHECK(r.compute_bound);
-  }
-}
-
-TEST_CASE("predict_all: 3 algorithms x codecs, speedups against sync + none") {
-  const TimingInputs in = four_ranks();
-  const auto rows = predict_all(in);
-  REQUIRE(rows.size() == 6);
-  CHECK(rows[0].algorithm == "sync");
-  CHECK(rows[0].compression == "none");
-  CHECK(rows[0].speedup == doctest::Approx(1.0));
-  CHECK(rows[2].algorithm == "ps_sync");
-  CHECK(rows[5].algorithm == "pipe_sgd");
-  CHECK(rows[5].compression == "quantize8");
-  CHECK(rows[5].speedup == doctest::Approx(rows[0].iteration_s / rows[5].iteration_s));
-}
-
-TEST_CASE("recommendation: K = 2, the least compression that is compute-bound, L = 1") {
-  TimingInputs in = four_ranks();
-  in.L = 4;
-  Recommendation rec = recommend(in, predict_all(in));
-  CHECK(rec.fastest_pipe.algorithm == "pipe_sgd");
-  CHECK(rec.fastest_pipe.K == 2);
-  CHECK(rec.fastest_pipe.compression == "quantize8");
-  CHECK(rec.compute_bound);
-  CHECK(rec.L == 1);
-  CHECK(rec.best.algorithm == "pipe_sgd");
-  CHECK(rec.text.find("quantize8") != std::string::npos);
-
-  // A 100x slower link: nothing makes it compute-bound; the fastest codec is recommended.
-  in.beta_s_per_byte = 100e-9;
-  rec = recommend(in, predict_all(in));
-  CHECK(rec.fastest_pipe.compression == "quantize8");
-  CHECK_FALSE(rec.compute_bound);
-  CHECK(rec.text.find("communication-bound") != std::string::npos);
-
-  // A fast link: already compute-bound without compression, so no codec is needed.
-  in.beta_s_per_byte = 0.01e-9;
-  in.gamma_s_per_byte = 0.01e-9;
-  rec = recommend(in, predict_all(in));
-  CHECK(rec.fastest_pipe.compression == "none");
-  CHECK(rec.compute_bound);
 }

@@ -70,39 +70,30 @@ pipeline::ScheduleSpec schedule_spec(const PipedreamOptions& o) {
 
 double PipelineLink::transfer_seconds(double bytes) const {
   constexpr double kHeaderBytes = 32;  // StageMessage
-  const double paced = 2 * (latency_s + overshoot_s) +
-                       (bytes + kHeaderBytes) * (1 + overshoot_per_s) / bandwidth_bytes_per_s;
-  return paced + bytes * copy_s_per_byte + poll_s;
+  const double latency = 2 * (cost.latency_s + cost.overshoot_s);
+  const double sent =
+      (bytes + kHeaderBytes) * (1 + cost.overshoot_per_s) / cost.transfer_bytes_per_s();
+  // Without emulation the transfer is the copy, already paid at its bandwidth.
+  return latency + sent + (cost.emulated() ? bytes * cost.copy_s_per_byte : 0) + poll_s;
 }
 
-PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
-                           const TransportTimes& t) {
+PipelineLink pipeline_link(const std::optional<LinkModel>& emulated, const TransportTimes& t) {
   PipelineLink link;
+  link.cost = link_cost(emulated, t);
   // Both ends test their transfers every kStagePollPeriod (each sleep late by the overshoot): a
   // large message's hand-shake waits for the sender's next test (a period: its first test,
   // right after starting, is too early), the receiver sees the arrival half a period late on
   // average, and the sender thread wakes for each message.
   const double poll = std::chrono::duration<double>(kStagePollPeriod).count() + t.overshoot_s;
   link.poll_s = 1.5 * poll + 0.5 * t.sync_s;
-  if (link_bytes_per_s > 0) {
-    link.bandwidth_bytes_per_s = link_bytes_per_s;
-    link.latency_s = link_latency_s;
-    link.overshoot_s = t.overshoot_s;
-    link.overshoot_per_s = t.overshoot_per_s;
-    link.copy_s_per_byte = t.copy_s_per_byte;
-  } else {
-    link.bandwidth_bytes_per_s = 1 / t.copy_s_per_byte;
-    link.latency_s = t.handoff_s;
-  }
   return link;
 }
 
-PipelineLink measured_pipeline_link(double link_bytes_per_s, double link_latency_s,
+PipelineLink measured_pipeline_link(const std::optional<LinkModel>& emulated,
                                     const std::vector<LayerProfile>& layers, int ranks) {
   double params = 0;
   for (const LayerProfile& l : layers) params += l.parameter_bytes;
-  return pipeline_link(link_bytes_per_s, link_latency_s,
-                       profile_transport(static_cast<int64_t>(params / 4 / ranks) + 1));
+  return pipeline_link(emulated, profile_transport(static_cast<int64_t>(params / 4 / ranks) + 1));
 }
 
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
@@ -125,11 +116,10 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
     t.backward_s.push_back(backward * share);
     const double R = p.replicas[static_cast<size_t>(s)];
     // A ring all-reduce: 2(R − 1) paced messages of 1/R of the stage's weights.
-    t.reduce_s.push_back(
-        R > 1 ? 2 * (R - 1) *
-                    (link.latency_s + link.overshoot_s +
-                     params / R * (1 + link.overshoot_per_s) / link.bandwidth_bytes_per_s)
-              : 0);
+    const LinkCost& cost = link.cost;
+    const double message = cost.latency_s + cost.overshoot_s +
+                           params / R * (1 + cost.overshoot_per_s) / cost.transfer_bytes_per_s();
+    t.reduce_s.push_back(R > 1 ? 2 * (R - 1) * message : 0);
     if (s + 1 < p.stages())
       t.transfer_s.push_back(
           link.transfer_seconds(layers[static_cast<size_t>(end - 1)].activation_bytes * share));
@@ -143,7 +133,8 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
   PipelineChoice c;
   c.link = link;
   c.layers = layers;
-  c.problem = {layers, ranks, link.bandwidth_bytes_per_s, partition_cost_named(o.partition_cost)};
+  c.problem = {layers, ranks, link.cost.transfer_bytes_per_s(),
+               partition_cost_named(o.partition_cost)};
   c.problem.tie_tolerance = 0.01;  // measured times: partitions within 1 % are a tie
   const int N = static_cast<int>(layers.size());
   if (!o.stages.is("auto")) {
@@ -197,8 +188,8 @@ std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) 
       "PipeDream's planner ({}) for {} rank(s), link {:.3g} Gbit/s + {:.3g} us; per minibatch: "
       "the partitioner's cost (partition_cost: {}) and dtrain's prediction (the schedule "
       "simulated with activations and latency)\n",
-      c.reason, c.problem.machines, c.problem.bandwidth_bytes_per_s * 8e-9, c.link.latency_s * 1e6,
-      partition_cost_name(c.problem.cost));
+      c.reason, c.problem.machines, c.problem.bandwidth_bytes_per_s * 8e-9,
+      c.link.cost.latency_s * 1e6, partition_cost_name(c.problem.cost));
   text += fmt::format("  {:<32} {:<13} {:>10} {:>13}  {}\n", "candidate", "configuration",
                       "cost_ms", "predicted_ms", "bound");
   text += row("data parallel", c.data_parallel, c.data_parallel_s);

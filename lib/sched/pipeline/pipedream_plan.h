@@ -5,37 +5,35 @@
 // only evaluated — an explicit partition always wins over auto. The decision fills in the same
 // two lists a user writes, so the runtime never sees `auto`.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "plan/partitioner.h"           // LayerProfile, Partition
-#include "plan/profiler.h"              // TransportTimes
+#include "plan/link_cost.h"                      // LinkCost, LinkModel
+#include "plan/partitioner.h"                    // LayerProfile, Partition
+#include "plan/profiler.h"                       // TransportTimes
 #include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 
 namespace dtrain {
 
-// The link between stages as dtrain's runtime pays it: the partitioner sees only the bandwidth;
-// dtrain's prediction also the latency and what each transfer really costs.
+// The link between stages as dtrain's runtime pays it: the partitioner sees only the bandwidth
+// a transfer sees; dtrain's prediction also the latency and what each transfer really costs.
 struct PipelineLink {
-  double bandwidth_bytes_per_s = 1e9;
-  double latency_s = 0;
-  // An emulated link's sleeps return late by overshoot_s + overshoot_per_s · their length.
-  double overshoot_s = 0, overshoot_per_s = 0;
-  double copy_s_per_byte = 0;  // the real transfer after the emulated one
-  double poll_s = 0;           // a waiting rank sees an arrival this late on average
+  LinkCost cost;
+  double poll_s = 0;  // a waiting rank sees an arrival this late on average
   // One activation or gradient: a header and a payload message (each paced: latency + bytes / B,
   // late by the overshoot), the real copy, then the receiver's polling.
   double transfer_seconds(double bytes) const;
 };
 
-// The link of a job of this machine's ranks: cluster.link's bandwidth and latency (bandwidth 0:
-// none, the transport is a memory copy) with the transport's measured timer overshoot, copy
-// speed and hand-off (plan/profiler.h).
-PipelineLink pipeline_link(double link_bytes_per_s, double link_latency_s,
+// The link of a job of this machine's ranks: cluster.link's (none: the transport is a memory
+// copy) with the transport's measured timer overshoot, copy speed and hand-off
+// (plan/link_cost.h).
+PipelineLink pipeline_link(const std::optional<LinkModel>& emulated,
                            const TransportTimes& transport);
 // The same with the transport measured here, on blocks of one rank's share of the chain's
 // parameters over `ranks` (what a replicated stage's all-reduce moves at most).
-PipelineLink measured_pipeline_link(double link_bytes_per_s, double link_latency_s,
+PipelineLink measured_pipeline_link(const std::optional<LinkModel>& emulated,
                                     const std::vector<LayerProfile>& layers, int ranks);
 
 struct PipelineChoice {

@@ -126,9 +126,8 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   const std::vector<LayerProfile> layers = profile_pipeline_chain(ctx.backend, ctx.source, *loader);
   // The link: cluster.link's, or this machine's transport (a memory copy), with what the
   // transport costs here besides.
-  const PipelineChoice choice = choose_pipeline(
-      layers, o, ctx.world,
-      measured_pipeline_link(ctx.link_bytes_per_s, ctx.link_latency_s, layers, ctx.world));
+  const PipelineChoice choice =
+      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
@@ -171,6 +170,59 @@ PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t bat
   return l;
 }
 
+namespace {
+
+// `dtrain plan`'s row: dtrain's predicted time per minibatch of the chosen partition, the
+// slowest stage's compute and communication.
+Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
+  Prediction r;
+  r.algorithm = "pipedream";
+  r.compression = "none";
+  const Partition& p = c.chosen;
+  for (int s = 0; s < p.stages(); ++s)
+    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
+      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
+      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
+    }
+  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
+  r.iteration_s = c.chosen_s;
+  r.compute_bound = p.compute_bound();
+  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
+  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
+  r.configuration = p.configuration();
+  return r;
+}
+
+// PipeDream's planner in `dtrain plan`, for in.ranks over the link, with the options given (an
+// explicit partition that does not fit these ranks is planned as auto, and said); the link's
+// transport as the plan measured it, else measured here for the chain.
+ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
+  const PipedreamOptions& given = a.get<PipedreamOptions>();
+  const PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
+                                         : measured_pipeline_link(in.link, in.chain, in.ranks);
+  std::string note;
+  const PipelineChoice c = [&] {
+    try {
+      return choose_pipeline(in.chain, given, in.ranks, link);
+    } catch (const InputError& e) {
+      note = fmt::format(
+          "(the configured partition does not fit {} rank(s): {}; planned with "
+          "stages: auto, replicas: auto)\n",
+          in.ranks, e.what());
+      PipedreamOptions o = given;
+      o.stages = PipedreamOptions{}.stages;
+      o.replicas = PipedreamOptions{}.replicas;
+      return choose_pipeline(in.chain, o, in.ranks, link);
+    }
+  }();
+  return {pipedream_row(c, in.batch),
+          note + "\n" + describe_choice(c, given) +
+              "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of "
+              "timing.csv (a later epoch: the first creates the stages' compute primitives)\n"};
+}
+
+}  // namespace
+
 AlgorithmEntry pipedream_algorithm() {
   using namespace config;
   auto keys =
@@ -198,33 +250,40 @@ AlgorithmEntry pipedream_algorithm() {
                "the partitioner's cost: paper (§3.2: compute and weight sync as a max, the "
                "activations at each cut) or runtime (the public optimizer: their sum, no "
                "activations)");
-  AlgorithmEntry e;
-  e.name = "pipedream";
-  e.summary =
-      "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight stashing, "
-      "replicated stages";
-  e.keys = erase(std::move(keys));
-  e.make = [](SchedulerContext ctx, const AlgorithmConfig& a) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<PipedreamScheduler>(std::move(ctx), a.get<PipedreamOptions>());
-  };
-  e.place_batches = place_batches;
-  e.ranks_needed = [](const AlgorithmConfig& a) {
-    const auto& o = a.get<PipedreamOptions>();
-    if (!o.replicas.is("auto"))
-      return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
-    return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
-  };
-  e.plan = plan;
-  e.preview = [](const AlgorithmConfig& a, const ModelSource& source, int world) {
-    if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
-      return std::string(
-          "pipeline: stages and replicas left to PipeDream's planner, which profiles the model "
-          "on every rank when the job starts and trains with rank 0's choice; `dtrain plan "
-          "--config FILE --ranks N` shows the choice for N ranks without training");
-    const PipelineLayout l = pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
-    return overview(l, split(l, source));
-  };
-  return e;
+  return {
+      .name = "pipedream",
+      .summary =
+          "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
+          "stashing, replicated stages",
+      .keys = erase(std::move(keys)),
+      .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
+      .place_batches = place_batches,
+      .ranks_needed =
+          [](const AlgorithmConfig& a) {
+            const auto& o = a.get<PipedreamOptions>();
+            if (!o.replicas.is("auto"))
+              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
+          },
+      .preview =
+          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
+              return std::string(
+                  "pipeline: stages and replicas left to PipeDream's planner, which profiles the "
+                  "model on every rank when the job starts and trains with rank 0's choice; "
+                  "`dtrain plan --config FILE --ranks N` shows the choice for N ranks without "
+                  "training");
+            const PipelineLayout l =
+                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
+            return overview(l, split(l, source));
+          },
+      .plan = plan,
+      .title = "PipeDream",
+      .profile_chain =
+          [](Backend& backend, const ModelSource& source, Loader& minibatches) {
+            return profile_pipeline_chain(backend, source, minibatches);
+          },
+      .plan_chain = plan_chain};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
