@@ -88,14 +88,16 @@ kill -KILL -- "-$sweep_pid" 2> /dev/null
 wait "$sweep_pid" 2> /dev/null
 # mpirun's ranks have process groups of their own; they end when mpirun dies (within a second:
 # the minute is only there to report a hang rather than wait for CTest's timeout).
-ranks_left() { pgrep -f -- "--out resume/" > /dev/null; }
+# Only this test's: its config's path is in their command lines.
+mine="$WORK/base.yaml --out resume/"
+ranks_left() { pgrep -f -- "$mine" > /dev/null; }
 for _ in $(seq 1200); do
   ranks_left || break
   sleep 0.05
 done
 if ranks_left; then
-  fail "dtrain processes of the killed sweep still run: $(pgrep -af -- '--out resume/')"
-  for pid in $(pgrep -f -- "--out resume/"); do kill -KILL "$pid"; done
+  fail "dtrain processes of the killed sweep still run: $(pgrep -af -- "$mine")"
+  for pid in $(pgrep -f -- "$mine"); do kill -KILL "$pid"; done
 fi
 completed=$(grep -ls '"status": "ok"' resume/*/sweep_status.json | wc -l)
 [ "$completed" -ge 1 ] || fail "resume: no run completed before the kill: $(cat killed.out)"
