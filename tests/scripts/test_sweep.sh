@@ -79,7 +79,7 @@ resume_args=(--config base.yaml --ranks 2 --grid algorithm.name=sync,pipe_sgd,lo
              --set cluster.link.latency=50ms --out resume)
 first_done_second_begun() {
   [ "$(grep -ls '"status": "ok"' resume/*/sweep_status.json | wc -l)" -ge 1 ] &&
-    [ "$(find resume -mindepth 2 -maxdepth 2 -name sweep_status.json | wc -l)" -ge 2 ]
+    [ "$(find resume -mindepth 2 -maxdepth 2 -name sweep_status.json 2> /dev/null | wc -l)" -ge 2 ]
 }
 setsid "$PY" "$SWEEP" --dtrain "$DTRAIN" "${resume_args[@]}" > killed.out 2>&1 &
 sweep_pid=$!
