@@ -6,11 +6,16 @@
    dtrain `sync` vs PyTorch DDP (gloo), samples/s (goal >= 3x) and test accuracy after the same
    epochs.
 3. Same MLP under an emulated 1 Gbit/s link: `sync` + quantize8 vs `sync` + none (goal >= 2.5x).
+PyTorch's OpenBLAS runs as a user of this CPU would run it (bench/openblas_core.py: the core type
+for the CPU's vector extension, one thread per rank as torchrun gives each worker, unless set
+already); the output's `Core:` is what OpenBLAS reports on rank 0.
 
     /usr/bin/python3 bench/comm_vs_peers.py [--build build] [--iterations 300] [--epochs 2]
 Needs scripts/setup.sh --bench and a release build.
 """
-import argparse, csv, os, subprocess, sys, tempfile, time
+import argparse, csv, json, os, subprocess, sys, tempfile, time
+
+import openblas_core  # PyTorch's BLAS as a user would run it (beside this script)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -43,8 +48,10 @@ def dtrain_rate(dtrain, iterations, *sets):
 
 
 DDP = r'''
-import os, sys, time, gzip, struct, numpy as np, torch, torch.nn as nn, torch.distributed as dist
+import os, sys, time, gzip, struct, json, numpy as np, torch, torch.nn as nn, torch.distributed as dist
 rank, epochs = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(sys.argv[1])
+sys.path.insert(0, sys.argv[2])  # bench/: openblas_core
+import openblas_core
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29517", rank=rank, world_size=2)
 raw = gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()
@@ -70,18 +77,22 @@ tx = (torch.from_numpy(np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 784).
 ty = torch.from_numpy(np.frombuffer(gzip.open("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz").read(), np.uint8, offset=8).astype(np.int64))
 with torch.no_grad():
     acc = (model(tx).argmax(1) == ty).float().mean().item()
-if rank == 0: print(rate, acc)
+if rank == 0: print(rate, acc, json.dumps(openblas_core.loaded()))
 '''
 
 
-def ddp_rate_and_accuracy(epochs):
+def ddp_rate_and_accuracy(epochs, env):
+    """samples/s, test accuracy and rank 0's OpenBLAS (openblas_core.loaded) of the DDP run."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(DDP)
     try:
-        out = subprocess.run(MPIRUN + ["2", "/usr/bin/python3", f.name, str(epochs)], check=True,
-                             env=ENV, capture_output=True, text=True).stdout
-        rate, acc = out.strip().splitlines()[-1].split()
-        return float(rate), float(acc)
+        exports = [a for v in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS") if v in env
+                   for a in ("-x", v)]
+        out = subprocess.run(MPIRUN + ["2"] + exports + ["/usr/bin/python3", f.name, str(epochs),
+                                                         os.path.dirname(os.path.abspath(__file__))],
+                             check=True, env=env, capture_output=True, text=True).stdout
+        rate, acc, blas = out.strip().splitlines()[-1].split(maxsplit=2)
+        return float(rate), float(acc), json.loads(blas)
     finally:
         os.unlink(f.name)
 
@@ -98,7 +109,10 @@ def main():
         print(f"busbw 16 MiB, {ranks} ranks: ring {ring:.3f} GB/s, MPI_Allreduce {mpi:.3f} GB/s, "
               f"ratio {ring / mpi:.2f} (goal >= 0.9: {'met' if ring / mpi >= 0.9 else 'NOT met'})")
     ours, our_acc = dtrain_rate(dtrain, 0, f"train.epochs={a.epochs}", "train.eval_every_epochs=100")
-    ddp, ddp_acc = ddp_rate_and_accuracy(a.epochs)
+    peer_env = dict(ENV)
+    setting = openblas_core.peer_env(peer_env, 1)
+    ddp, ddp_acc, blas = ddp_rate_and_accuracy(a.epochs, peer_env)
+    print(f"PyTorch DDP's OpenBLAS {openblas_core.describe(blas)}; {setting}")
     print(f"MLP 2 ranks x 1 thread, {a.epochs} epochs: dtrain sync {ours:.0f} samples/s (test acc "
           f"{our_acc:.4f}), PyTorch DDP (gloo) {ddp:.0f} samples/s (test acc {ddp_acc:.4f}), ratio "
           f"{ours / ddp:.2f} (goal >= 3: {'met' if ours / ddp >= 3 else 'NOT met'}; accuracy "

@@ -36,17 +36,25 @@ is its own.
     with --threads N, of N times it).
 With --threads 1 dtrain's loader thread (synthetic images, prefetch 2) may use a second core;
 PyTorch's batches are made before the clock starts.
+PyTorch runs as a user of this CPU would run it (bench/openblas_core.py): OPENBLAS_CORETYPE for
+the CPU's vector extension (Debian's OpenBLAS falls back to SSE3 kernels on CPUs it does not
+know) and OPENBLAS_NUM_THREADS = --threads, unless set already; the output's `Core:` is what
+OpenBLAS itself reports in the PyTorch processes. Where the CPU has AMX-BF16 (or with --bf16),
+part 1 also shows, for information, lean PyTorch under torch.autocast("cpu", bfloat16) — what a
+user of such a CPU tries first — against dtrain's fp32 (no goal).
 
     /usr/bin/python3 bench/engine_vs_pytorch.py   (Debian's python, which has python3-torch)
         [--build build] [--threads 1] [--epochs 2] [--repeats 2]
         [--models mlp,lenet,resnet20,cifar_cnn,vgg16,resnet18_64]   (default: all)
         [--quick]   (a few iterations of everything: a smoke test, not a measurement)
+        [--bf16]    (the bfloat16 autocast column also where the CPU lacks AMX-BF16)
 Needs: scripts/setup.sh --bench, and a release build (dtrain, dtrain_gemm_bound, dtrain_cpu_peak).
 About 10 minutes on one core of a 2-core machine.
 """
 import argparse, csv, gzip, importlib.metadata, importlib.util, json, os, re, struct, subprocess
 import sys, tempfile, time
 
+import openblas_core  # PyTorch's BLAS as a user would run it (beside this script)
 from dtrain_runs import flow  # YAML flow values (beside this script)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,7 +99,7 @@ def verdict(ok):
 
 # ---- measuring a child process -----------------------------------------------------------------
 
-def run_measured(cmd, what):
+def run_measured(cmd, what, env=None):
     """Runs `cmd`; returns (its output, its peak RSS in MB). Exits with the output's tail when it
     fails. The peak comes from GNU time (%M: ru_maxrss of its child): os.wait4 on a child of this
     process could report this process's own peak instead, because Linux carries the RSS high-water
@@ -101,7 +109,7 @@ def run_measured(cmd, what):
     with tempfile.TemporaryFile("w+") as log, tempfile.NamedTemporaryFile("r") as peak:
         timed = os.access(TIME, os.X_OK)
         argv = [TIME, "-f", "%M", "-o", peak.name, *cmd] if timed else cmd
-        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         log.seek(0)
@@ -191,13 +199,18 @@ def load_idx(name):
 
 def torch_worker(spec):
     """Runs one PyTorch measurement described by `spec` (a dict, see torch_run) and prints
-    `RESULT {json}`: lean samples/s and, for Fashion-MNIST, the DataLoader loop's."""
+    `RESULT {json}`: lean samples/s and, for Fashion-MNIST, the DataLoader loop's; `blas`: the
+    core and threads OpenBLAS reports. spec `probe`: only `blas`. spec `autocast`: the lean loop
+    only, its forward and loss under bfloat16 autocast."""
     import numpy as np
     import torch
     import torch.nn as nn
     import torch_models  # beside this script
 
     torch.set_num_threads(spec["threads"])
+    if spec.get("probe"):
+        print("RESULT " + json.dumps({"blas": openblas_core.loaded()}), flush=True)
+        return
     m, batch = MODELS[spec["model"]], spec["batch"]
     torch.manual_seed(1)
     if spec["model"] in ("mlp", "lenet"):  # 784-500-500-10 and 1x28x28, out-of-place ReLUs
@@ -208,10 +221,12 @@ def torch_worker(spec):
     opt = torch.optim.SGD(model.parameters(), lr=m["lr"], momentum=0.9,
                           weight_decay=m["weight_decay"])
     loss_fn = nn.CrossEntropyLoss()
+    autocast = spec.get("autocast", False)
 
     def step(xb, yb):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(xb), yb)
         loss.backward()
         opt.step()
 
@@ -242,7 +257,8 @@ def torch_worker(spec):
             return best
 
         result["lean"] = epochs(False)
-        result["loader"] = epochs(True)
+        if not autocast:
+            result["loader"] = epochs(True)
     else:
         # Two pre-made batches (dtrain's loader holds two prefetched ones).
         xs = [torch.randn(batch, *m["shape"]) for _ in range(2)]
@@ -257,19 +273,33 @@ def torch_worker(spec):
                 step(xs[i % 2], ys[i % 2])
             best = max(best, iterations * batch / (time.perf_counter() - start))
         result["lean"] = best
+    result["blas"] = openblas_core.loaded()
     print("RESULT " + json.dumps(result), flush=True)
+
+
+# The PyTorch workers' environment: OpenBLAS as a user would set it (main fills it).
+PEER_ENV = dict(os.environ)
 
 
 def torch_run(name, batch, threads, **spec):
     """One PyTorch measurement in a fresh python process: (its result dict, its peak RSS in MB)."""
     spec = dict(spec, model=name, batch=batch, threads=threads)
     out, rss = run_measured([sys.executable, os.path.abspath(__file__), "--torch-worker",
-                             json.dumps(spec)], f"PyTorch training {name} at batch {batch}")
+                             json.dumps(spec)], f"PyTorch training {name} at batch {batch}",
+                            env=PEER_ENV)
     found = re.findall(r"^RESULT (.*)$", out, re.M)
     if not found:
         sys.exit(f"engine_vs_pytorch: the PyTorch worker for {name} printed no result:\n"
                  f"{out[-2000:]}")
     return json.loads(found[-1]), rss
+
+
+def check_core(expected, result, what):
+    """Every PyTorch process must run the OpenBLAS core the header printed."""
+    if result.get("blas") != expected:
+        sys.exit(f"engine_vs_pytorch: the PyTorch run of {what} had OpenBLAS "
+                 f"{openblas_core.describe(result.get('blas'))}, the first one "
+                 f"{openblas_core.describe(expected)}")
 
 
 # ---- the C++ helpers ---------------------------------------------------------------------------
@@ -311,6 +341,9 @@ def main():
                    help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--quick", action="store_true",
                    help="a few iterations of everything: a smoke test, not a measurement")
+    p.add_argument("--bf16", action="store_true",
+                   help="PyTorch under bfloat16 autocast (information) also where the CPU lacks "
+                   "AMX-BF16")
     p.add_argument("--torch-worker", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
@@ -332,6 +365,8 @@ def main():
                 "(python3-torch; scripts/setup.sh --bench)")
     # Only the workers import torch: this process stays small (see run_measured).
     torch_version = importlib.metadata.version("torch")
+    blas_setting = openblas_core.peer_env(PEER_ENV, a.threads)
+    bf16 = a.bf16 or openblas_core.has_amx_bf16()
     repeats = 1 if a.quick else a.repeats
     fashion_epochs = 1 if a.quick else a.epochs
     memory_runs = 1 if a.quick else MEMORY_RUNS
@@ -349,10 +384,12 @@ def main():
         peak, peak_isa, isas = cpu_peak(a.build, 0.2 if a.quick else 1.0)
         summaries = {n: dtrain_summary(a.build, tmp, n, MODELS[n], a.threads) for n in names}
         backend = next(iter(summaries.values()))[2]
+        blas = torch_run("probe", 0, a.threads, probe=True)[0]["blas"]
         load = os.getloadavg()[0]
         print(f"dtrain: {backend}; PyTorch {torch_version} (OpenBLAS), {a.threads} "
               f"thread(s); load average {load:.2f} on {os.cpu_count()} cores at the start"
               + ("; --quick: NOT a measurement" if a.quick else ""))
+        print(f"PyTorch's OpenBLAS {openblas_core.describe(blas)}; {blas_setting}")
         print("core peak fp32 (bench/cpu_peak.cpp): "
               + ", ".join(f"{isa} {float(g):.1f}" for isa, g in isas.items())
               + f" GFLOP/s; peak = {peak:.1f} ({peak_isa})")
@@ -367,8 +404,10 @@ def main():
         speed, rss = {}, {}
         print("\n1. Training throughput, samples/s (ratio = dtrain / lean PyTorch; input: "
               "Fashion-MNIST or synthetic CxHxW; iters: per epoch / timed run)")
+        bf16_head = f" {'bf16/s':>9} {'ratio':>6}" if bf16 else ""
         print(f"{'model':12} {'input':10} {'batch':>5} {'iters':>5} {'parameters':>11} "
-              f"{'dtrain/s':>9} {'torch/s':>9} {'ratio':>6} {'torch+DL/s':>10} {'ratio':>6}  goal")
+              f"{'dtrain/s':>9} {'torch/s':>9} {'ratio':>6} {'torch+DL/s':>10} {'ratio':>6}"
+              f"{bf16_head}  goal")
         for n in names:
             m = MODELS[n]
             params = summaries[n][0]
@@ -378,13 +417,20 @@ def main():
                 its = (train_size or 60000) // m["batch"]
                 ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads,
                                           fashion_epochs, train_size, False)
-                theirs, _ = torch_run(n, m["batch"], a.threads, epochs=fashion_epochs,
-                                      train_size=train_size)
+                peer = dict(epochs=fashion_epochs, train_size=train_size)
             else:
                 its = iterations(m)
                 ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, 1 + repeats,
                                           its * m["batch"], True)
-                theirs, _ = torch_run(n, m["batch"], a.threads, iterations=its, repeats=repeats)
+                peer = dict(iterations=its, repeats=repeats)
+            theirs, _ = torch_run(n, m["batch"], a.threads, **peer)
+            check_core(blas, theirs, n)
+            if bf16:
+                half, _ = torch_run(n, m["batch"], a.threads, autocast=True, **peer)
+                check_core(blas, half, n + " (bf16)")
+                bf16_cols = f" {half['lean']:9.1f} {ours / half['lean']:6.2f}"
+            else:
+                bf16_cols = ""
             speed[n] = (ours, theirs["lean"])
             if n == "mlp":  # right after the MLP's runs, under the same conditions
                 bound, bound_line = gemm_bound(a.build, a.threads, 0.5 if a.quick else 1,
@@ -400,7 +446,11 @@ def main():
             warn = ("" if theirs["params"] == params else
                     f"  PARAMETERS DIFFER: torch {theirs['params']}")
             print(f"{n:12} {data:10} {m['batch']:5d} {its:5d} {params:11,d} {ours:9.1f} "
-                  f"{theirs['lean']:9.1f} {ratio:6.2f} {dl}  {goal}{warn}", flush=True)
+                  f"{theirs['lean']:9.1f} {ratio:6.2f} {dl}{bf16_cols}  {goal}{warn}", flush=True)
+        if bf16:
+            print("bf16/s: lean PyTorch with forward and loss under torch.autocast(\"cpu\", "
+                  "bfloat16), the first thing a user of a CPU with AMX-BF16 tries; ratio: dtrain "
+                  "(fp32) / that (for information, no goal)")
         if "mlp" in names:
             frac = speed["mlp"][0] / bound
             print(f"  {bound_line} (best of {1 if a.quick else 3})")

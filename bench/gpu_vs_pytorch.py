@@ -23,6 +23,9 @@ The goal is dtrain ≥ 1.0x lean PyTorch per model.
 same parameter count (`parameters: N`), the same sequence of convolution, linear, batch-norm,
 LRN, pooling and dropout layers with the same output shapes, and the SGD settings of the paper
 configs; exit 77 when PyTorch is missing (the CTest app_bench_models skips then).
+The benchmark (not --check-models, a test) loads PyTorch with OpenBLAS as a user of this CPU
+would set it (bench/openblas_core.py; the host side of PyTorch on a GPU barely uses it) and
+prints the `Core:` OpenBLAS reports.
 Needs: a GPU, a CUDA build of dtrain (cmake --preset release), PyTorch with CUDA.
 """
 import argparse
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 
+import openblas_core  # PyTorch's BLAS as a user would run it (beside this script)
 from dtrain_runs import flow  # YAML flow values (beside this script)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -250,10 +254,13 @@ def torch_samples_per_s(args, name, m):
 
 
 def benchmark(args, names):
+    # Before torch loads OpenBLAS: it reads the variables once, as it loads.
+    blas_setting = openblas_core.peer_env(os.environ)
     try:
         import torch
     except ImportError as e:
         fail(f"PyTorch is not installed ({e})")
+    print(f"PyTorch's OpenBLAS {openblas_core.describe(openblas_core.loaded())}; {blas_setting}")
     if not torch.cuda.is_available():
         fail(f"PyTorch sees no CUDA GPU (torch {torch.__version__}, built for CUDA "
              f"{torch.version.cuda or 'none'}): this benchmark needs one "

@@ -10,6 +10,21 @@ finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
   echo "all passed"
 }
+# wait_until PID CHECK... — poll CHECK (a command) until it succeeds; status 1 when process PID
+# ended first without it. No time limit, so no machine is too slow for it: a test that races a
+# job waits for something the job writes, the job is held until then by its run length or an
+# emulated link (cluster.link), and CTest's TIMEOUT ends a hang.
+wait_until() {
+  local pid=$1
+  shift
+  until "$@"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      "$@"  # one last look: it may have come just before the end
+      return
+    fi
+    sleep 0.05
+  done
+}
 # A small, fast experiment on synthetic data (no files needed).
 write_synthetic_config() {
   cat > "$1" <<YAML

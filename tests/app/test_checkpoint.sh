@@ -83,32 +83,40 @@ done
 
 # SIGTERM to rank 0 mid-run, for the pipelined and the periodically averaging algorithms: exit
 # 143 with a checkpoint where the ranks agreed to stop; --resume ends where the uninterrupted
-# run ends, bit for bit.
+# run ends, bit for bit. The signalled run is asked for far more epochs than it can reach, so
+# only the signal ends it however fast the machine; where it stopped (its newest checkpoint)
+# sets the length of the resumed run and of the uninterrupted run it is compared with.
 rank0_pid() {  # the dtrain process of rank 0 writing into $1
   for p in $(pgrep -f -- "--out $1"); do
     grep -qa "OMPI_COMM_WORLD_RANK=0" "/proc/$p/environ" 2>/dev/null && echo "$p" && return
   done
+  return 1
 }
+# Epoch 2 done on both ranks (header + 4 rows): a checkpoint exists (rows only grow, folders rotate).
+two_epochs_done() { [ "$({ wc -l < "$1/timing.csv"; } 2>/dev/null || echo 0)" -ge 5 ]; }
 for signalled in "pipe_sgd {name: pipe_sgd, K: 2}" "local_sgd {name: local_sgd, sync_period: 3}" \
                  "hpsgd {name: hpsgd, sync_period: 2}"; do
   name=${signalled%% *} algorithm=${signalled#* }
-  sets=(--set "algorithm=$algorithm" --set optimizer.momentum=0 --set train.epochs=120
+  sets=(--set "algorithm=$algorithm" --set optimizer.momentum=0
         --set "checkpoint={every_epochs: 1, keep: 2}")
-  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.whole" --progress none \
-    > "$WORK/$name.whole.log" 2>&1 || { fail "$name uninterrupted: $(tail -3 "$WORK/$name.whole.log")"; continue; }
-  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --out "$WORK/$name.sig" --progress none \
-    > "$WORK/$name.sig.log" 2>&1 &
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --set train.epochs=100000 \
+    --out "$WORK/$name.sig" --progress none > "$WORK/$name.sig.log" 2>&1 &
   job=$!
-  for _ in $(seq 300); do  # epoch 2 done: a checkpoint exists (rows only grow, folders rotate)
-    [ "$(wc -l < "$WORK/$name.sig/timing.csv" 2>/dev/null || echo 0)" -ge 5 ] && break
-    sleep 0.02
-  done
-  kill -TERM "$(rank0_pid "$WORK/$name.sig")" 2>/dev/null
+  wait_until $job two_epochs_done "$WORK/$name.sig"
+  kill -TERM "$(wait_until $job rank0_pid "$WORK/$name.sig")" 2>/dev/null
   wait $job; code=$?
   [ $code = 143 ] || { fail "$name SIGTERM: exit $code, expected 143: $(tail -3 "$WORK/$name.sig.log")"; continue; }
   grep -q "SIGTERM: stopping at" "$WORK/$name.sig.log" || fail "$name SIGTERM: no stop line"
-  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --resume "$WORK/$name.sig" --progress none \
-    > "$WORK/$name.resume.log" 2>&1 || { fail "$name resume: $(tail -3 "$WORK/$name.resume.log")"; continue; }
+  # Stopped in epoch E + 1 (E epochs done): both runs end after epoch E + 2.
+  done_epochs=$(sed -n 's/^epoch: //p' "$($TOOL newest "$WORK/$name.sig")/manifest.yaml")
+  epochs=$((done_epochs + 2))
+  echo "$name: stopped by SIGTERM, checkpoint $(sed -n 's/^point: //p' "$($TOOL newest "$WORK/$name.sig")/manifest.yaml"); compared after epoch $epochs"
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --set train.epochs=$epochs \
+    --out "$WORK/$name.whole" --progress none > "$WORK/$name.whole.log" 2>&1 ||
+    { fail "$name uninterrupted: $(tail -3 "$WORK/$name.whole.log")"; continue; }
+  $MPI "$DTRAIN" --config "$WORK/base.yaml" "${sets[@]}" --set train.epochs=$epochs \
+    --resume "$WORK/$name.sig" --progress none > "$WORK/$name.resume.log" 2>&1 ||
+    { fail "$name resume: $(tail -3 "$WORK/$name.resume.log")"; continue; }
   $TOOL same "$WORK/$name.whole" "$WORK/$name.sig" > "$WORK/same.txt" ||
     fail "$name stopped by SIGTERM and resumed differs: $(cat "$WORK/same.txt")"
 done
