@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The communication core against its peers, each ratio measured in one run (issue 4 goals).
+"""The communication core against its peers, each ratio measured in one run.
 
 1. Ring all-reduce (no codec) vs MPI_Allreduce: busbw at 16 MiB on 2 and 4 ranks (goal >= 0.9x).
 2. Fashion-MNIST MLP, global batch 100, 2 ranks x 1 thread, same optimizer and cosine schedule:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""dtrain's CPU engine against PyTorch (issue 19), in one run, single thread: speed, memory, FLOP/s.
+"""dtrain's CPU engine against PyTorch, in one run, single thread: speed, memory, FLOP/s.
 
 Every model is trained with the same architecture (bench/torch_models.py mirrors dtrain's zoo
 layer for layer; the parameter counts are checked against `dtrain --dry-run`), the same batch and

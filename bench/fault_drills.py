@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fault drills (issue 18): each drill does to a 2-rank dtrain job what goes wrong on a cluster
+"""Fault drills: each drill does to a 2-rank dtrain job what goes wrong on a cluster
 and prints one line: what was done, how long until every rank had exited, the exit codes, and
 whether the resumed run ends with the uninterrupted run's training state, bit for bit. Then
 what a checkpoint costs: the MLP's against its epoch (goal <= 5 %) and VGG-16's (33.6M

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""AD-PSGD goals (issue 13), every ratio measured in one run of this script: the paper's Table 4
+"""AD-PSGD goals, every ratio measured in one run of this script: the paper's Table 4
 shape on this machine.
 
 LeNet, 4 ranks x 1 thread (oversubscribed on 2 cores), global batch 128 (32 per rank), the

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""HPSGD goals (issue 14), every ratio measured in one run of this script: the HPSGD paper's
+"""HPSGD goals, every ratio measured in one run of this script: the HPSGD paper's
 claim in shape — with synchronisation as slow as a few training steps, HPSGD trains at nearly
 compute-only speed while SSGD and Local SGD wait.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Local SGD goals (issue 11), every ratio measured in one run of this script.
+"""Local SGD goals, every ratio measured in one run of this script.
 
 Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread, plain SGD lr 0.2
 (configs/paper/local_sgd/small/), every message paced to an emulated link (default 1 Gbit/s +

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Pipe-SGD goals (issue 5), every ratio measured in one run of this script.
+"""Pipe-SGD goals, every ratio measured in one run of this script.
 
 Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread:
  1. under an emulated link (default 1 Gbit/s + 50 us): samples/s of pipe_sgd + quantize8 vs

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PipeDream goals (issue 16), every ratio measured in one run of this script: the paper's
+"""PipeDream goals, every ratio measured in one run of this script: the paper's
 Table 1 in shape — pipeline parallelism beats data parallelism where communication dominates,
 with a fraction of its traffic and the same accuracy.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PipeDream's planner (issue 17), every number measured in one run of this script: the paper's
+"""PipeDream's planner, every number measured in one run of this script: the paper's
 §3.2 and its Table 1 in shape — the partition follows the model and the link, the prediction
 follows the measurement, and `stages: auto` is as fast as a hand-written split.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""SAPipe goals (issue 15), every ratio measured in one run of this script: the SAPipe paper's
+"""SAPipe goals, every ratio measured in one run of this script: the SAPipe paper's
 claims in shape — Pipe-SGD's speed with sync's accuracy.
 
 Fashion-MNIST MLP (784-500-500-10), global batch 100, 2 ranks x 1 thread, 8-bit quantised

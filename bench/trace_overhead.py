@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tracing overhead (issue 12): training samples/s of the Fashion-MNIST MLP with output.trace on
+"""Tracing overhead: training samples/s of the Fashion-MNIST MLP with output.trace on
 and off, in one run of this script (goal: on costs < 3 %).
 
 Two estimates, both printed:

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check of dtrain in one run, for a GPU machine that has CUDA, cuDNN, NCCL and
-# PyTorch but none of our Debian packages (the `device` machine; see ../shared/device/).
+# PyTorch but none of our Debian packages. `pack` needs the GPU lab's bundle tool, which lives
+# outside this repository (DTRAIN_BUNDLE_TOOL, default ../shared/device/make-bundle.sh): it packs
+# the binaries with their shared libraries and a relocatable Open MPI.
 #
 #   scripts/gpu_check.sh pack     # here: build, then pack the binaries into .devbundle/
 #   scripts/gpu_check.sh run      # there, from the repository root: unpack and run everything
@@ -24,7 +26,7 @@ case "${1:-}" in
     # Stripped copies: the bundle must stay well under the device tool's 64 MiB carry limit.
     stripped=$(mktemp -d)
     for b in build/apps/dtrain/dtrain "${tests[@]/#/build/}"; do strip -o "$stripped/$(basename "$b")" "$b"; done
-    ../shared/device/make-bundle.sh .devbundle "$stripped"/*
+    "${DTRAIN_BUNDLE_TOOL:-../shared/device/make-bundle.sh}" .devbundle "$stripped"/*
     rm -rf "$stripped"
     # The CUDA plugin (libdtrain_cuda.so): the CUDA tests link it, so the bundle has it in lib/,
     # where dtrain looks for it (../lib beside its bin/).

@@ -1,6 +1,6 @@
-// Comm: how ranks talk (DESIGN.md §2 decision 3). The trainer and the schedulers see only this
-// interface; MpiComm is the implementation for host memory, LocalComm the one-process case, and
-// an NCCL one (device buffers) comes with the CUDA backend. Compute threads do not call these
+// Comm: how ranks talk (docs/architecture.md, decision 3). The trainer and the schedulers see only
+// this interface; MpiComm is the implementation for host memory, LocalComm the one-process case,
+// and an NCCL one (device buffers) comes with the CUDA backend. Compute threads do not call these
 // directly during training: requests go through a CommThread, in issue order.
 #pragma once
 #include <cstddef>  // size_t

@@ -1,5 +1,5 @@
 // CommThread: one per rank; runs communication requests on its own thread, one at a time in
-// issue order, and hands back futures (DESIGN.md §2 decision 3). Its busy time is what
+// issue order, and hands back futures (docs/architecture.md, decision 3). Its busy time is what
 // timing.csv reports as comm_s; the time a compute thread spends in future::wait() is wait_s.
 // Each request is a span of the comm thread's trace track (core/trace.h) when the thread that
 // created it records a trace.

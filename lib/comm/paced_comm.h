@@ -1,5 +1,5 @@
-// Network emulation (DESIGN.md §2 decision 6): a Comm decorator that makes every message a rank
-// sends cost what it would on a link of the given bandwidth and latency, so that one machine
+// Network emulation (docs/architecture.md, decision 6): a Comm decorator that makes every message a
+// rank sends cost what it would on a link of the given bandwidth and latency, so that one machine
 // reproduces the communication-bound regime of a 1–10 Gbit/s cluster. It is explicit and off by
 // default (`cluster.link`). The sender waits latency + bytes / bandwidth before the real transfer
 // (the link is full duplex: a ring step's send and receive overlap, as on real hardware).

@@ -1,9 +1,9 @@
-// Ring all-reduce with the codec inside (Pipe-SGD paper, Fig. 3b; DESIGN.md decision 4):
-// reduce-scatter then all-gather over the ring, each rank sending 2(p−1)/p of the buffer.
-// Every block is encoded before it is sent and decoded — and, in the reduce-scatter, summed —
-// after it is received. In the all-gather a reduced block is encoded once by its owner and
-// forwarded as received, and the owner keeps the decoded value too, so every rank ends with
-// bit-identical results whatever the codec.
+// Ring all-reduce with the codec inside (Pipe-SGD paper, Fig. 3b; docs/architecture.md, decision
+// 4): reduce-scatter then all-gather over the ring, each rank sending 2(p−1)/p of the buffer. Every
+// block is encoded before it is sent and decoded — and, in the reduce-scatter, summed — after it is
+// received. In the all-gather a reduced block is encoded once by its owner and forwarded as
+// received, and the owner keeps the decoded value too, so every rank ends with bit-identical
+// results whatever the codec.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,5 +1,5 @@
 // StageChannel: the activations or gradients one pipeline rank sends another (PipeDream,
-// issue 16), each message a header — what it is, which minibatch, how many rows, the weight
+// each message a header — what it is, which minibatch, how many rows, the weight
 // version — followed by its payload. The receiver says what it expects, and a message that is
 // not it is a runtime error naming both, never a silently wrong loss (DeepSpeed #5729 computed
 // losses from the outputs and labels of different batches). Sends are non-blocking and

@@ -1,5 +1,5 @@
-// Bounded waits (DESIGN.md §1, cluster.timeout_s): every blocking wait on another rank is
-// announced with a WaitGuard — the MPI calls, the pipeline's polled receives, the gossip
+// Bounded waits (docs/architecture.md §3, cluster.timeout_s): every blocking wait on another rank
+// is announced with a WaitGuard — the MPI calls, the pipeline's polled receives, the gossip
 // server's — and one watchdog thread per process ends the job when one lasts longer than the
 // timeout, naming this rank, what it waited in and for whom. The waits themselves stay the
 // fast blocking calls they were; a guard costs an uncontended lock and a clock read.

@@ -1,7 +1,7 @@
-// Gradient codecs for the ring all-reduce (DESIGN §2 decision 4, Pipe-SGD §3.2 and Fig. 3b):
-// every block of the flat gradient buffer is encoded before it is sent and decoded — and, in the
-// reduce-scatter, summed into the local block in the same pass — after it is received. The codecs
-// are element-wise and light, so that their cost hides behind the compressed transfer.
+// Gradient codecs for the ring all-reduce (docs/architecture.md, decision 4, Pipe-SGD §3.2 and Fig.
+// 3b): every block of the flat gradient buffer is encoded before it is sent and decoded — and, in
+// the reduce-scatter, summed into the local block in the same pass — after it is received. The
+// codecs are element-wise and light, so that their cost hides behind the compressed transfer.
 //
 // Buffers: `in`/`out` of encode and decode may have any alignment (blocks start wherever the ring
 // split the flat buffer); encode writes exactly encoded_bytes(n) bytes, decode reads exactly as

@@ -1,6 +1,6 @@
-// A request to stop, from a signal (DESIGN.md §1 exit codes 130 / 143): SIGINT or SIGTERM asks
-// the run to finish the iteration in progress, write a checkpoint and the CSVs, and exit
-// 128 + the signal; a second SIGINT ends the process at once.
+// A request to stop, from a signal (docs/architecture.md §3 exit codes 130 / 143): SIGINT or
+// SIGTERM asks the run to finish the iteration in progress, write a checkpoint and the CSVs, and
+// exit 128 + the signal; a second SIGINT ends the process at once.
 #pragma once
 #include <string>
 

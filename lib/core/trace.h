@@ -1,5 +1,5 @@
-// Trace recording: the spans of a rank's threads that trace.json shows (DESIGN.md §1). The
-// timers of the timing phases (PhaseTimer, the comm thread's accounting) report every span they
+// Trace recording: the spans of a rank's threads that trace.json shows (docs/architecture.md §3).
+// The timers of the timing phases (PhaseTimer, the comm thread's accounting) report every span they
 // measure here, so the trace and timing.csv come from the same measurements.
 //
 // Each thread records into a track of its own: preallocated chunks, written by that thread only

@@ -1,5 +1,5 @@
-// The layer profile file of `dtrain plan --write-profile P.csv` and `--profile P.csv` (DESIGN.md
-// §1): one row per element of the model's partitionable chain,
+// The layer profile file of `dtrain plan --write-profile P.csv` and `--profile P.csv` (the
+// contract, docs/architecture.md §3): one row per element of the model's partitionable chain,
 //   layer,forward_ms,backward_ms,activation_bytes,parameter_bytes
 // with times per minibatch of the profiled size — so that a profile taken on one machine (a GPU
 // node) plans a pipeline for a cluster that is not this one, without building the model.

@@ -1,8 +1,8 @@
-// Checkpoints (DESIGN.md §1, `checkpoint:` and `--resume`): each rank's complete training state
-// in OUT/checkpoints/<point>/rank-NNNNN.bin, written atomically (temporary name, fsync, rename),
-// one CRC-32 per buffer, and a manifest.yaml that rank 0 writes last, once every rank's file is
-// in place: a checkpoint without a manifest was never finished and is ignored. The resolved
-// config beside it says what run wrote it.
+// Checkpoints (docs/architecture.md §3, `checkpoint:` and `--resume`): each rank's complete
+// training state in OUT/checkpoints/<point>/rank-NNNNN.bin, written atomically (temporary name,
+// fsync, rename), one CRC-32 per buffer, and a manifest.yaml that rank 0 writes last, once every
+// rank's file is in place: a checkpoint without a manifest was never finished and is ignored. The
+// resolved config beside it says what run wrote it.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -1,6 +1,6 @@
-// The typed settings of an experiment file (DESIGN.md §1): one plain struct per section, with
-// the documented defaults inline so that a default-constructed struct *is* the default section.
-// Each key's name, constraint and doc line are in config_schema.cpp, once.
+// The typed settings of an experiment file (docs/architecture.md §3): one plain struct per section,
+// with the documented defaults inline so that a default-constructed struct *is* the default
+// section. Each key's name, constraint and doc line are in config_schema.cpp, once.
 #pragma once
 #include <yaml-cpp/yaml.h>  // YAML::Node: the resolved `model:` map
 

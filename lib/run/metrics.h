@@ -1,4 +1,4 @@
-// The CSV outputs of a run (DESIGN.md §1): accuracy.csv, one row per evaluation, and
+// The CSV outputs of a run (docs/architecture.md §3): accuracy.csv, one row per evaluation, and
 // timing.csv, one row per rank per epoch. Rows are flushed as written so a run that dies still
 // leaves what it measured. Only rank 0 creates a MetricsWriter.
 #pragma once

@@ -1,4 +1,5 @@
-// The output folder rule (DESIGN.md §1): a run never silently replaces another run's results.
+// The output folder rule (docs/architecture.md §3): a run never silently replaces another run's
+// results.
 #pragma once
 #include <string>
 

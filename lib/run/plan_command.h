@@ -41,8 +41,9 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks);
 // divisible by them); the config file is named in the message.
 void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out);
 
-// The DESIGN.md §1 CSV: `algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,
-// configuration` (data-parallel rows: the rank count).
+// The docs/architecture.md §3 CSV:
+// `algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound, configuration`
+// (data-parallel rows: the rank count).
 std::string plan_csv(const std::vector<Prediction>& predictions, int ranks);
 
 }  // namespace dtrain

@@ -1,7 +1,7 @@
 // The one place a run is assembled from a validated experiment — backend, datasets, loaders
 // (with the backend's allocator and device), model, optimizer, LR schedule, the job's
 // communicator and the scheduler — for training, `dtrain plan` and the tests alike, so that
-// what is profiled, tested and trained is the same thing (DESIGN.md §2 decision 8).
+// what is profiled, tested and trained is the same thing (docs/architecture.md, decision 8).
 #pragma once
 #include <functional>
 #include <memory>
@@ -60,7 +60,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 void check_stragglers(const ExperimentConfig& config, int world);
 
 // The job's communicator as the experiment wants it: paced to cluster.link when emulating a
-// network (DESIGN.md §2 decision 6), else unchanged.
+// network (docs/architecture.md, decision 6), else unchanged.
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm);
 
 // What a model-parallel scheduler builds its part of the model from.

@@ -1,7 +1,7 @@
-// trace.json (DESIGN.md §1): the run's trace recorder, its output.trace window, the alignment of
-// every rank's clock with rank 0's, and the file, in Chrome/Perfetto Trace Event Format: one
-// process per rank, one thread per dtrain thread, an "X" span per timed phase (core/phase.h)
-// and per epoch and evaluation.
+// trace.json (docs/architecture.md §3): the run's trace recorder, its output.trace window, the
+// alignment of every rank's clock with rank 0's, and the file, in Chrome/Perfetto Trace Event
+// Format: one process per rank, one thread per dtrain thread, an "X" span per timed phase
+// (core/phase.h) and per epoch and evaluation.
 #pragma once
 #include <cstdint>
 #include <functional>  // measure_clock_offset's clock

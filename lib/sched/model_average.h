@@ -1,6 +1,7 @@
 // ModelAverager: the mean of the ranks' models — trainable parameters and BatchNorm statistics —
 // for the algorithms whose ranks hold different models (D-PSGD, AD-PSGD). Evaluation and the
-// saved model use the mean (DESIGN.md §2 decision 9); each rank then trains on from its own.
+// saved model use the mean (docs/architecture.md, decision 9); each rank then trains on from its
+// own.
 #pragma once
 #include <functional>
 #include <memory>

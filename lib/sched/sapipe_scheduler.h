@@ -35,7 +35,7 @@
 
 namespace dtrain {
 
-// SAPipe's keys (DESIGN.md §1).
+// SAPipe's keys (docs/architecture.md §3).
 struct SapipeOptions {
   config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
   std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3

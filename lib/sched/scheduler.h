@@ -1,5 +1,5 @@
-// Scheduler: owns the training loop of one distributed algorithm (DESIGN.md §2). It sees the
-// rest of dtrain only through the Model, the optimizer, the LR schedule and the Comm, reports
+// Scheduler: owns the training loop of one distributed algorithm (docs/architecture.md). It sees
+// the rest of dtrain only through the Model, the optimizer, the LR schedule and the Comm, reports
 // what it did per epoch in the phases of timing.csv, and owns what is evaluated and saved
 // (decision 9): evaluate(), save() and load() are its hooks.
 #pragma once

@@ -1,5 +1,5 @@
 // Check macros for the CUDA runtime, cuBLAS, cuDNN: a failed call throws dtrain::Error naming
-// the call, its file:line and the library's own error string (DESIGN §2 decision 7).
+// the call, its file:line and the library's own error string (docs/architecture.md, decision 7).
 #pragma once
 #include <cublas_v2.h>         // cublasStatus_t
 #include <cuda_runtime_api.h>  // cudaError_t, cudaGetErrorString

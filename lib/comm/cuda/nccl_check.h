@@ -1,5 +1,5 @@
 // DTRAIN_NCCL_CHECK: a failed NCCL call throws dtrain::Error naming the call, file:line and
-// NCCL's error string (DESIGN §2 decision 7).
+// NCCL's error string (docs/architecture.md, decision 7).
 #pragma once
 #include <nccl.h>
 

@@ -1,4 +1,4 @@
-// NcclComm: the Comm of GPU buffers (DESIGN.md §2: "MPI and NCCL implementations"). Device
+// NcclComm: the Comm of GPU buffers (docs/architecture.md: the comm module). Device
 // memory travels through NCCL on the communicator's own stream; host memory and the small host
 // collectives (metrics, consistency, configuration) go through the host Comm it was built from,
 // which also carries NCCL's unique id at construction (an MPI broadcast under mpirun).

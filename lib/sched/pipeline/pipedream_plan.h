@@ -1,4 +1,4 @@
-// PipeDream's planner on a job (paper §3.1–3.2; issue 17): the partitioner of lib/plan applied to
+// PipeDream's planner on a job (paper §3.1–3.2): the partitioner of lib/plan applied to
 // what `algorithm:` leaves open. `stages: auto, replicas: auto` runs the full dynamic program;
 // explicit stages with `replicas: auto` on more ranks than stages get the best replicas for those
 // stages; `stages: auto` with explicit replicas gets the best cuts for them; both explicit are

@@ -20,17 +20,17 @@
 #include <utility>
 #include <vector>
 
-#include "config/kinds.h"             // WordOr
-#include "optim/sgd.h"                // Sgd: the stage's optimizer
-#include "sched/algorithm.h"          // AlgorithmEntry
-#include "sched/pipeline/runner.h"    // PipelineRunner
-#include "sched/pipeline/schedule.h"  // PipelineShape, ScheduleSpec
-#include "sched/scheduler.h"          // Scheduler
-#include "sched/pipeline/stage_model.h"        // StageModel
+#include "config/kinds.h"                // WordOr
+#include "optim/sgd.h"                   // Sgd: the stage's optimizer
+#include "sched/algorithm.h"             // AlgorithmEntry
+#include "sched/pipeline/runner.h"       // PipelineRunner
+#include "sched/pipeline/schedule.h"     // PipelineShape, ScheduleSpec
+#include "sched/pipeline/stage_model.h"  // StageModel
+#include "sched/scheduler.h"             // Scheduler
 
 namespace dtrain {
 
-// PipeDream's keys (DESIGN.md §1).
+// PipeDream's keys (docs/architecture.md §3).
 struct PipedreamOptions {
   std::string schedule = "1f1b";  // 1f1b | gpipe | 1f1b_flush
   config::WordOr<std::vector<std::string>> stages =
@@ -40,7 +40,8 @@ struct PipedreamOptions {
   int microbatches = 1;
   bool weight_stashing = true;
   bool vertical_sync = false;
-  std::string partition_cost = "paper";  // paper | runtime (DESIGN.md said runtime: see README)
+  std::string partition_cost =
+      "paper";  // paper | runtime (the README says why paper is the default)
 };
 
 // A pipedream configuration resolved for a job of `world` ranks: the stages' first layers, the

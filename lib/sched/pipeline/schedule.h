@@ -1,9 +1,9 @@
-// Pipeline schedules as data (DESIGN.md §2 decision 5): a pure function turns the pipeline's
-// shape (stages, replicas per stage) and the schedule's kind into one instruction list per rank;
-// one interpreter runs every kind. Being data, a schedule can be validated (every minibatch's
-// passes, every message matched, the in-flight bound), simulated for deadlocks and idle time,
-// and printed as a rank × step grid without any hardware (DeepSpeed's runtime/pipe/schedule.py,
-// PyTorch's distributed/pipelining/schedules.py).
+// Pipeline schedules as data (docs/architecture.md, decision 5): a pure function turns the
+// pipeline's shape (stages, replicas per stage) and the schedule's kind into one instruction list
+// per rank; one interpreter runs every kind. Being data, a schedule can be validated (every
+// minibatch's passes, every message matched, the in-flight bound), simulated for deadlocks and idle
+// time, and printed as a rank × step grid without any hardware (DeepSpeed's
+// runtime/pipe/schedule.py, PyTorch's distributed/pipelining/schedules.py).
 //
 // Kinds (PipeDream, Harlap et al. 2018, §3.3–3.5; GPipe; PipeDream-Flush):
 //   1f1b        minibatches stream through without a flush: each replica of stage s admits up

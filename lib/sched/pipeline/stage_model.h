@@ -1,4 +1,4 @@
-// StageModel: one pipeline stage on one rank (PipeDream, issue 16): the stage's slice of the
+// StageModel: one pipeline stage on one rank (PipeDream): the stage's slice of the
 // layer graph (split_model) built once per minibatch the stage may hold in flight — the graphs
 // share parameters, gradients and BatchNorm statistics and differ in activations and per-batch
 // layer state — and, on the output stage, the softmax cross-entropy loss. The interpreter of a
