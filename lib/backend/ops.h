@@ -120,8 +120,9 @@ class ReluOp {
 // ---- Local response normalisation across channels (AlexNet) ------------------------------
 struct LrnSpec {
   int64_t batch = 0, channels = 0, height = 0, width = 0;
-  int64_t size = 5;
-  float alpha = 1e-4f, beta = 0.75f, k = 2.0f;  // PyTorch LocalResponseNorm semantics
+  // PyTorch LocalResponseNorm semantics; the defaults are the layer's (nn/layers/lrn.cpp).
+  int64_t size = 0;
+  float alpha = 0, beta = 0, k = 0;
   ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }
 };
@@ -138,7 +139,7 @@ class LrnOp {
 // ---- Batch normalisation over N, H, W per channel ---------------------------------------
 struct BatchNormSpec {
   int64_t batch = 0, channels = 0, height = 1, width = 1;  // [N, C] inputs use height=width=1
-  float epsilon = 1e-5f;
+  float epsilon = 0;  // the default is the layer's (nn/layers/batchnorm2d.cpp)
   bool relu = false;  // fused activation: y = max(bn(x), 0), and the backward masks dy
   ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }

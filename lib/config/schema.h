@@ -67,28 +67,6 @@ class Schema {
     f.none_when_unwritten = true;
     return add(std::move(f));
   }
-  // A key of a YAML-map target (the model spec): the checked value is written to out[key];
-  // `default_yaml` ("" for none) fills it in when absent.
-  template <class V>
-  Schema& option(const std::string& key, Kind<V> kind, const std::string& default_yaml,
-                 std::string doc) {
-    static_assert(std::is_same_v<T, YAML::Node>, "option() is for YAML-map targets");
-    Field f = base(key, kind.type, std::move(doc));
-    f.read = [key, kind](Section& s, T& out) {
-      V v{};
-      if (kind.read(s.reader(), s.path_of(key), s.get(key), v)) out[key] = kind.write(v);
-    };
-    f.write = [key](const T& t, Style) { return t.IsMap() ? YAML::Node(t[key]) : YAML::Node(); };
-    f.default_text = default_yaml.empty() ? "none" : default_yaml;
-    f.default_is_value = !default_yaml.empty();
-    if (!default_yaml.empty())
-      f.fallback = [key, default_yaml](T& out) {
-        YAML::Node d = YAML::Load(default_yaml);
-        if (d.IsSequence()) d = flow(d);
-        out[key] = d;
-      };
-    return add(std::move(f));
-  }
   // A nested map (always read: an absent one takes its defaults).
   template <class U>
   Schema& section(const std::string& key, U T::*member, const Schema<U>& schema, std::string doc) {
@@ -319,7 +297,7 @@ class Schema {
   }
   std::string default_of(const Field& f) const {
     if (!f.default_text.empty() || f.nested) return f.default_text;
-    if constexpr (std::is_default_constructible_v<T> && !std::is_same_v<T, YAML::Node>) {
+    if constexpr (std::is_default_constructible_v<T>) {
       YAML::Node v = f.write(T{}, Style::file);
       return v.IsDefined() ? one_line(v) : std::string();
     }
