@@ -6,18 +6,39 @@
 namespace dtrain {
 
 // Each layer's file (lib/nn/layers/) defines its row.
-LayerEntry linear_layer(), conv2d_layer(), maxpool2d_layer(), avgpool2d_layer(),
-    global_avgpool_layer(), relu_layer(), lrn_layer(), dropout_layer(), batchnorm2d_layer(),
-    flatten_layer(), add_layer(), channel_pad_layer();
+LayerEntry linear_layer();
+LayerEntry conv2d_layer();
+LayerEntry maxpool2d_layer();
+LayerEntry avgpool2d_layer();
+LayerEntry global_avgpool_layer();
+LayerEntry relu_layer();
+LayerEntry lrn_layer();
+LayerEntry dropout_layer();
+LayerEntry batchnorm2d_layer();
+LayerEntry flatten_layer();
+LayerEntry add_layer();
+LayerEntry channel_pad_layer();
 
+// One row per line, in the order of the documentation and the messages.
+// clang-format off
 const std::vector<LayerEntry>& layer_types() {
   static const std::vector<LayerEntry> table{
-      linear_layer(),         conv2d_layer(),  maxpool2d_layer(), avgpool2d_layer(),
-      global_avgpool_layer(), relu_layer(),    lrn_layer(),       dropout_layer(),
-      batchnorm2d_layer(),    flatten_layer(), add_layer(),       channel_pad_layer(),
+      linear_layer(),
+      conv2d_layer(),
+      maxpool2d_layer(),
+      avgpool2d_layer(),
+      global_avgpool_layer(),
+      relu_layer(),
+      lrn_layer(),
+      dropout_layer(),
+      batchnorm2d_layer(),
+      flatten_layer(),
+      add_layer(),
+      channel_pad_layer(),
   };
   return table;
 }
+// clang-format on
 
 const LayerEntry* find_layer_type(const std::string& type) {
   for (const LayerEntry& l : layer_types())

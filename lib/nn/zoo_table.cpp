@@ -9,16 +9,31 @@
 namespace dtrain {
 
 // The classic networks' rows are in zoo.cpp, the ResNets' in zoo_resnet.cpp.
-ZooEntry mlp_model(), lenet_model(), cifar_cnn_model(), alexnet_model(), vgg16_model(),
-    resnet18_model(), resnet50_model(), resnet20_model();
+ZooEntry mlp_model();
+ZooEntry lenet_model();
+ZooEntry cifar_cnn_model();
+ZooEntry alexnet_model();
+ZooEntry vgg16_model();
+ZooEntry resnet18_model();
+ZooEntry resnet50_model();
+ZooEntry resnet20_model();
 
+// One row per line, in the order of the documentation and the messages.
+// clang-format off
 const std::vector<ZooEntry>& zoo_models() {
   static const std::vector<ZooEntry> table{
-      mlp_model(),   lenet_model(),    cifar_cnn_model(), alexnet_model(),
-      vgg16_model(), resnet18_model(), resnet50_model(),  resnet20_model(),
+      mlp_model(),
+      lenet_model(),
+      cifar_cnn_model(),
+      alexnet_model(),
+      vgg16_model(),
+      resnet18_model(),
+      resnet50_model(),
+      resnet20_model(),
   };
   return table;
 }
+// clang-format on
 
 const ZooEntry* find_zoo_model(const std::string& name) {
   for (const ZooEntry& z : zoo_models())
