@@ -117,6 +117,21 @@ class ReluOp {
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
 };
 
+// ---- GELU: x·Φ(x), as PyTorch's nn.GELU ---------------------------------------------------
+// none: Φ(x) = ½(1 + erf(x/√2)); tanh: Φ(x) ≈ ½(1 + tanh(√(2/π)(x + 0.044715x³))).
+enum class GeluApproximation { none, tanh };
+struct GeluSpec {
+  Shape shape;  // element-wise: the count is what matters, so any layout
+  GeluApproximation approximate;
+};
+class GeluOp {
+ public:
+  virtual ~GeluOp() = default;
+  virtual void forward(const Tensor& x, const Tensor& y) = 0;
+  // dx = dy·gelu'(x).
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
+};
+
 // ---- Local response normalisation across channels (AlexNet) ------------------------------
 struct LrnSpec {
   int64_t batch = 0, channels = 0, height = 0, width = 0;

@@ -12,6 +12,7 @@ LayerEntry maxpool2d_layer();
 LayerEntry avgpool2d_layer();
 LayerEntry global_avgpool_layer();
 LayerEntry relu_layer();
+LayerEntry gelu_layer();
 LayerEntry lrn_layer();
 LayerEntry dropout_layer();
 LayerEntry batchnorm2d_layer();
@@ -29,6 +30,7 @@ const std::vector<LayerEntry>& layer_types() {
       avgpool2d_layer(),
       global_avgpool_layer(),
       relu_layer(),
+      gelu_layer(),
       lrn_layer(),
       dropout_layer(),
       batchnorm2d_layer(),

@@ -30,6 +30,7 @@ class StubBackend : public Backend {
   std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override { unused("make_conv"); }
   std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override { unused("make_pool"); }
   std::unique_ptr<ReluOp> make_relu(const Shape&) override { unused("make_relu"); }
+  std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) override { unused("make_gelu"); }
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { unused("make_lrn"); }
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override {
     unused("make_batchnorm");
