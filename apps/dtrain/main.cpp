@@ -22,6 +22,7 @@
 #include "core/error.h"            // Error, InputError
 #include "core/stop_request.h"     // install_stop_handlers
 #include "nn/graph.h"              // --profile-layers
+#include "nn/spec.h"               // model_help: --help
 #include "run/config.h"            // load_config, config_reference
 #include "run/plan_command.h"      // dtrain plan
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
                "dtrain"};
   app.set_version_flag("--version",
                        "dtrain " + dtrain::dtrain_version() + " (" + dtrain::dtrain_commit() + ")");
-  app.footer("\n" + dtrain::algorithms_help() +
+  app.footer("\n" + dtrain::algorithms_help() + "\n" + dtrain::model_help() +
              "\nEvery key of an experiment file, with its default: dtrain keys");
   Options o;
   auto add_config_options = [&o](CLI::App* cmd, bool required) {

@@ -51,6 +51,7 @@ class Backend {
   virtual std::unique_ptr<ConvOp> make_conv(const ConvSpec&) = 0;
   virtual std::unique_ptr<PoolOp> make_pool(const PoolSpec&) = 0;
   virtual std::unique_ptr<ReluOp> make_relu(const Shape&) = 0;
+  virtual std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) = 0;
   virtual std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) = 0;
   virtual std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) = 0;
   virtual std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) = 0;

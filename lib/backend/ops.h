@@ -117,11 +117,27 @@ class ReluOp {
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
 };
 
+// ---- GELU: x·Φ(x), as PyTorch's nn.GELU ---------------------------------------------------
+// none: Φ(x) = ½(1 + erf(x/√2)); tanh: Φ(x) ≈ ½(1 + tanh(√(2/π)(x + 0.044715x³))).
+enum class GeluApproximation { none, tanh };
+struct GeluSpec {
+  Shape shape;  // element-wise: the count is what matters, so any layout
+  GeluApproximation approximate;
+};
+class GeluOp {
+ public:
+  virtual ~GeluOp() = default;
+  virtual void forward(const Tensor& x, const Tensor& y) = 0;
+  // dx = dy·gelu'(x).
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& dx) = 0;
+};
+
 // ---- Local response normalisation across channels (AlexNet) ------------------------------
 struct LrnSpec {
   int64_t batch = 0, channels = 0, height = 0, width = 0;
-  int64_t size = 5;
-  float alpha = 1e-4f, beta = 0.75f, k = 2.0f;  // PyTorch LocalResponseNorm semantics
+  // PyTorch LocalResponseNorm semantics; the defaults are the layer's (nn/layers/lrn.cpp).
+  int64_t size = 0;
+  float alpha = 0, beta = 0, k = 0;
   ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }
 };
@@ -138,7 +154,7 @@ class LrnOp {
 // ---- Batch normalisation over N, H, W per channel ---------------------------------------
 struct BatchNormSpec {
   int64_t batch = 0, channels = 0, height = 1, width = 1;  // [N, C] inputs use height=width=1
-  float epsilon = 1e-5f;
+  float epsilon = 0;  // the default is the layer's (nn/layers/batchnorm2d.cpp)
   bool relu = false;  // fused activation: y = max(bn(x), 0), and the backward masks dy
   ChannelBlock block = 1;
   Shape shape() const { return {batch, channels, height, width}; }

@@ -135,6 +135,38 @@ Kind<std::string> choice(std::vector<std::string> names) {
   return k;
 }
 
+Kind<Pair> pair(Bounds bounds) {
+  const Kind<int64_t> one = integer64(bounds);
+  Kind<Pair> k;
+  k.type = one.type + " or [height, width]";
+  k.read = [one](Reader& r, const std::string& path, const YAML::Node& node, Pair& out) {
+    if (node.IsScalar()) {
+      int64_t v = 0;
+      if (!one.read(r, path, node, v)) return false;
+      out = Pair::square(v);
+      return true;
+    }
+    if (!node.IsSequence() || node.size() != 2) {
+      r.add(path, "expected " + one.type + " or a [height, width] pair, got " + describe_node(node),
+            node);
+      return false;
+    }
+    Pair hw{0, 0, true};
+    bool ok = one.read(r, element_path(path, 0), node[0], hw.h);
+    ok &= one.read(r, element_path(path, 1), node[1], hw.w);
+    if (ok) out = hw;
+    return ok;
+  };
+  k.write = [](const Pair& v) {
+    if (v.h == v.w && !v.listed) return YAML::Node(v.h);
+    YAML::Node list(YAML::NodeType::Sequence);
+    list.push_back(v.h);
+    list.push_back(v.w);
+    return flow(list);
+  };
+  return k;
+}
+
 Kind<Rate> rate() {
   Kind<Rate> k =
       with_unit<Rate>("rate (10Gbps, 100Mbps, 1.5GBps)", parse_bandwidth, &Rate::bytes_per_s);

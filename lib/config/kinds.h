@@ -8,7 +8,9 @@
 #include <algorithm>   // std::find
 #include <cstdint>     // int64_t, uint64_t
 #include <functional>  // std::function: a kind's operations
+#include <optional>    // optional_of: keys without a default
 #include <string>
+#include <utility>  // std::pair: enum_choice's names
 #include <vector>
 
 #include "config/reader.h"  // Reader, Bounds: where problems go, numeric ranges
@@ -26,6 +28,15 @@ struct WordOr {
   static WordOr named(std::string w) { return {std::move(w), V{}}; }
   bool is(const std::string& w) const { return word == w; }
   bool operator==(const WordOr&) const = default;
+};
+
+// A height and a width (kernel, stride, padding), given as one integer or a [height, width] pair.
+struct Pair {
+  int64_t h = 0, w = 0;
+  bool listed = false;  // given as [height, width]: written back so, in the user's spelling
+
+  static Pair square(int64_t v) { return {v, v}; }
+  bool operator==(const Pair& o) const { return h == o.h && w == o.w; }
 };
 
 template <class V>
@@ -49,6 +60,8 @@ Kind<std::string> text();
 Kind<std::string> nonempty_text();
 // One of `names`; a near miss gets "did you mean".
 Kind<std::string> choice(std::vector<std::string> names);
+// An integer for both, or [height, width]; written back as it was given.
+Kind<Pair> pair(Bounds bounds);
 Kind<Rate> rate();          // "10Gbps", "1.5GBps"
 Kind<Duration> duration();  // "20us", "1ms", "0"
 
@@ -98,6 +111,49 @@ Kind<std::vector<V>> list_of(Kind<V> item, size_t exact = 0, size_t at_least = 0
     YAML::Node list(YAML::NodeType::Sequence);
     for (const V& v : values) list.push_back(item.write(v));
     return flow(list);
+  };
+  return k;
+}
+
+// ---- enums and optional values ----------------------------------------------------------------
+// One of the `names`, read into its enum value (messages as choice()).
+template <class E>
+Kind<E> enum_choice(std::vector<std::pair<std::string, E>> names) {
+  std::vector<std::string> words;
+  for (const auto& n : names) words.push_back(n.first);
+  const Kind<std::string> word = choice(words);
+  Kind<E> k;
+  k.type = word.type;
+  k.read = [word, names](Reader& r, const std::string& path, const YAML::Node& node, E& out) {
+    std::string w;
+    if (!word.read(r, path, node, w)) return false;
+    for (const auto& n : names)
+      if (n.first == w) out = n.second;
+    return true;
+  };
+  k.write = [names](const E& v) {
+    for (const auto& n : names)
+      if (n.second == v) return YAML::Node(n.first);
+    return YAML::Node(YAML::NodeType::Undefined);
+  };
+  return k;
+}
+
+// `value`, or nothing: a key without a default (absent: not written back; the reference says
+// "none").
+template <class V>
+Kind<std::optional<V>> optional_of(Kind<V> value) {
+  Kind<std::optional<V>> k;
+  k.type = value.type;
+  k.read = [value](Reader& r, const std::string& path, const YAML::Node& node,
+                   std::optional<V>& out) {
+    V v{};
+    if (!value.read(r, path, node, v)) return false;
+    out = std::move(v);
+    return true;
+  };
+  k.write = [value](const std::optional<V>& v) {
+    return v ? value.write(*v) : YAML::Node(YAML::NodeType::Undefined);
   };
   return k;
 }

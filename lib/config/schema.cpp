@@ -31,6 +31,17 @@ std::string cell(std::string text) {
 }
 }  // namespace
 
+std::any read_resolved(const AnySchema& schema, const YAML::Node& map) {
+  Reader reader("", map, {});
+  Section section(reader, map, "");
+  std::any options = schema.defaults();
+  schema.read(section, options);
+  if (!reader.problems().empty())
+    throw std::logic_error("a resolved entry fails its own check: " +
+                           reader.format(reader.problems().front()));
+  return options;
+}
+
 std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows) {
   std::vector<KeyDoc> merged;
   for (const KeyDoc& row : rows) {

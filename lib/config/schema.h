@@ -64,28 +64,7 @@ class Schema {
       if (style == Style::table && kind.show) return YAML::Node(kind.show(t.*member));
       return kind.write(t.*member);
     };
-    return add(std::move(f));
-  }
-  // A key of a YAML-map target (the model spec): the checked value is written to out[key];
-  // `default_yaml` ("" for none) fills it in when absent.
-  template <class V>
-  Schema& option(const std::string& key, Kind<V> kind, const std::string& default_yaml,
-                 std::string doc) {
-    static_assert(std::is_same_v<T, YAML::Node>, "option() is for YAML-map targets");
-    Field f = base(key, kind.type, std::move(doc));
-    f.read = [key, kind](Section& s, T& out) {
-      V v{};
-      if (kind.read(s.reader(), s.path_of(key), s.get(key), v)) out[key] = kind.write(v);
-    };
-    f.write = [key](const T& t, Style) { return t.IsMap() ? YAML::Node(t[key]) : YAML::Node(); };
-    f.default_text = default_yaml.empty() ? "none" : default_yaml;
-    f.default_is_value = !default_yaml.empty();
-    if (!default_yaml.empty())
-      f.fallback = [key, default_yaml](T& out) {
-        YAML::Node d = YAML::Load(default_yaml);
-        if (d.IsSequence()) d = flow(d);
-        out[key] = d;
-      };
+    f.none_when_unwritten = true;
     return add(std::move(f));
   }
   // A nested map (always read: an absent one takes its defaults).
@@ -185,6 +164,13 @@ class Schema {
     last().default_text = std::move(text);
     return *this;
   }
+  // The key is read whatever `when` says, but written back only where it matters (the normal
+  // initialisation's init_std); the reference gives its default "<default> `condition`".
+  Schema& written_if(std::function<bool(const T&)> when, std::string condition) {
+    last().written_if = std::move(when);
+    last().written_if_text = std::move(condition);
+    return *this;
+  }
 
   // ---- use ----
   void read(Section& s, T& t) const {
@@ -216,7 +202,7 @@ class Schema {
   YAML::Node write(const T& t, Style style = Style::file) const {
     YAML::Node map(YAML::NodeType::Map);
     for (const Field& f : fields_) {
-      if (!applies(f, t)) continue;
+      if (!applies(f, t) || (f.written_if && !f.written_if(t))) continue;
       YAML::Node value = f.write(t, style);
       if (value.IsDefined()) map[f.key] = value;
     }
@@ -232,8 +218,13 @@ class Schema {
         for (size_t i = 0; i < f.only_values.size(); ++i)
           applies += (i ? " | " : " ") + f.only_values[i];
       }
-      const std::string default_text = default_of(f);
-      const bool literal = f.default_text.empty() ? !default_text.empty() : f.default_is_value;
+      std::string default_text = default_of(f);
+      bool literal = f.default_text.empty() ? !default_text.empty() : f.default_is_value;
+      if (default_text.empty() && f.none_when_unwritten) default_text = "none";
+      if (!f.written_if_text.empty()) {
+        default_text += " " + f.written_if_text;
+        literal = false;
+      }
       rows.push_back({path, f.type, default_text, literal, f.doc, applies});
       if (f.nested)
         for (KeyDoc& row : f.nested(path)) rows.push_back(std::move(row));
@@ -258,12 +249,15 @@ class Schema {
     bool required = false, always_read = false;
     std::string hint;
     bool default_is_value = false;
+    bool none_when_unwritten = false;  // a key() whose default writes nothing: "none"
     std::string only_key, only_reason;
     std::vector<std::string> only_values;
     std::function<void(Section&, T&)> read;
     std::function<YAML::Node(const T&, Style)> write;
     std::function<void(T&)> fallback;
     std::function<std::vector<KeyDoc>(const std::string&)> nested;
+    std::function<bool(const T&)> written_if;
+    std::string written_if_text;
   };
 
   Field base(const std::string& key, std::string type, std::string doc) {
@@ -303,7 +297,7 @@ class Schema {
   }
   std::string default_of(const Field& f) const {
     if (!f.default_text.empty() || f.nested) return f.default_text;
-    if constexpr (std::is_default_constructible_v<T> && !std::is_same_v<T, YAML::Node>) {
+    if constexpr (std::is_default_constructible_v<T>) {
       YAML::Node v = f.write(T{}, Style::file);
       return v.IsDefined() ? one_line(v) : std::string();
     }
@@ -358,6 +352,11 @@ template <class T>
 std::shared_ptr<const AnySchema> erase(Schema<T> schema) {
   return std::make_shared<ErasedSchema<T>>(std::move(schema));
 }
+
+// The options in `map`, which a check with the same schema has passed and completed (a resolved
+// model spec): read without .as<T>(default), other keys of the map ignored. A problem here is a
+// programming error (std::logic_error), not the user's.
+std::any read_resolved(const AnySchema& schema, const YAML::Node& map);
 
 // Rows that differ only in where they apply become one ("model alexnet | vgg16").
 std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows);

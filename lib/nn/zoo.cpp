@@ -1,22 +1,27 @@
-// The model zoo: each model is written as the `layers:` list a user could have given, so the
-// zoo and custom graphs share one builder. The classic networks are here, the ResNets in
-// zoo_resnet.cpp. Option values come checked and completed by check_model_spec.
+// The model zoo's classic networks, each written as the `layers:` list a user could have given
+// (the ResNets are in zoo_resnet.cpp, the table in zoo_table.cpp). Each has its options struct
+// and schema; the options come checked and completed by the spec reader.
 #include <fmt/format.h>  // layer names
 
-#include "core/error.h"
-#include "nn/spec.h"
 #include "nn/zoo_builder.h"
+#include "nn/zoo_table.h"
 
 namespace dtrain {
 namespace {
 
+using config::Bounds;
+
 // mlp: flatten → (linear → relu)* → linear. 784-500-500-10 has 648,010 parameters.
-YAML::Node mlp(const YAML::Node& model, const ModelInput& input) {
+struct MlpOptions {
+  std::vector<int64_t> hidden{500, 500};
+};
+
+YAML::Node mlp(const MlpOptions& o, const ModelInput& input) {
   LayerList l;
   l.add("flatten", "flatten");
   int i = 1;
-  for (const YAML::Node& h : model["hidden"]) {
-    l.linear(fmt::format("fc{}", i), h.as<int64_t>());
+  for (const int64_t h : o.hidden) {
+    l.linear(fmt::format("fc{}", i), h);
     l.add(fmt::format("relu{}", i), "relu");
     ++i;
   }
@@ -27,7 +32,9 @@ YAML::Node mlp(const YAML::Node& model, const ModelInput& input) {
 // LeNet-5 (LeCun et al. 1998) with the usual modern substitutions: ReLU instead of the scaled
 // tanh and max pooling instead of the trainable average subsampling; C3 fully connected to S2.
 // 28×28 inputs (MNIST) get padding 2 on C1 so that C5 sees 16×5×5 as on the original 32×32.
-YAML::Node lenet(const YAML::Node&, const ModelInput& input) {
+struct LenetOptions {};
+
+YAML::Node lenet(const LenetOptions&, const ModelInput& input) {
   LayerList l;
   const int64_t pad = input.sample_shape[1] < 32 ? 2 : 0;
   l.conv("c1", 6, 5, 1, pad, true);
@@ -52,9 +59,14 @@ YAML::Node lenet(const YAML::Node&, const ModelInput& input) {
 // ReLU between the two fully connected layers. Caffe's average pooling divides by the window
 // part inside the input, hence count_include_pad: false. Initialisation `caffe` (default):
 // the prototxt's Gaussians (σ 1e-4 conv1, 1e-2 conv2/3, 1e-1 fc) and zero biases.
-YAML::Node cifar_cnn(const YAML::Node& model, const ModelInput& input) {
+struct CifarCnnOptions {
+  bool lrn = false;
+  enum class Init { caffe, pytorch } init = Init::caffe;
+};
+
+YAML::Node cifar_cnn(const CifarCnnOptions& o, const ModelInput& input) {
   LayerList l;
-  const bool caffe = model["init"].as<std::string>("caffe") == "caffe";
+  const bool caffe = o.init == CifarCnnOptions::Init::caffe;
   auto init = [&](YAML::Node e, double std) {
     if (!caffe) return;
     e["weight_init"] = "normal";
@@ -64,7 +76,7 @@ YAML::Node cifar_cnn(const YAML::Node& model, const ModelInput& input) {
   init(l.conv("conv1", 32, 5, 1, 2, true), 1e-4);
   l.pool("pool1", true, 3, 2, 0, true);
   l.add("relu1", "relu");
-  if (model["lrn"].as<bool>(false)) {
+  if (o.lrn) {
     YAML::Node n = l.add("norm1", "lrn");
     n["size"] = 3;
     n["alpha"] = 5e-5;
@@ -88,10 +100,15 @@ YAML::Node cifar_cnn(const YAML::Node& model, const ModelInput& input) {
 // 6×6 is the identity at 224×224; other sizes flatten whatever the features give. `lrn: true`
 // inserts the paper's response normalisation (size 5, α 1e-4, β 0.75, k 2) after the first two
 // ReLUs.
-YAML::Node alexnet(const YAML::Node& model, const ModelInput& input) {
+struct AlexnetOptions {
+  bool lrn = false;
+  double dropout = 0.5;
+};
+
+YAML::Node alexnet(const AlexnetOptions& o, const ModelInput& input) {
   LayerList l;
-  const bool lrn = model["lrn"].as<bool>(false);
-  const double p = model["dropout"].as<double>(0.5);
+  const bool lrn = o.lrn;
+  const double p = o.dropout;
   l.conv("conv1", 64, 11, 4, 2, true);
   l.add("relu1", "relu");
   if (lrn) l.add("lrn1", "lrn");
@@ -122,10 +139,15 @@ YAML::Node alexnet(const YAML::Node& model, const ModelInput& input) {
 // with torchvision's initialisation: conv kaiming_normal(fan_out, relu) and zero bias, linear
 // N(0, 0.01²) and zero bias, batch norm 1 and 0. As for AlexNet the flatten size follows the
 // input (7×7×512 at 224×224).
-YAML::Node vgg16(const YAML::Node& model, const ModelInput& input) {
+struct Vgg16Options {
+  bool batch_norm = false;
+  double dropout = 0.5;
+};
+
+YAML::Node vgg16(const Vgg16Options& o, const ModelInput& input) {
   LayerList l;
-  const bool bn = model["batch_norm"].as<bool>(false);
-  const double p = model["dropout"].as<double>(0.5);
+  const bool bn = o.batch_norm;
+  const double p = o.dropout;
   const int64_t stages[5][2] = {{64, 2}, {128, 2}, {256, 3}, {512, 3}, {512, 3}};
   for (int s = 0; s < 5; ++s) {
     for (int i = 1; i <= stages[s][1]; ++i) {
@@ -157,21 +179,52 @@ YAML::Node vgg16(const YAML::Node& model, const ModelInput& input) {
 
 }  // namespace
 
-std::vector<std::string> zoo_names() {
-  return {"mlp", "lenet", "cifar_cnn", "alexnet", "vgg16", "resnet18", "resnet50", "resnet20"};
+ZooEntry mlp_model() {
+  config::Schema<MlpOptions> s("mlp");
+  s.key("hidden", &MlpOptions::hidden, config::list_of(config::integer64(Bounds::above(0))),
+        "widths of the hidden layers");
+  return zoo_row("mlp",
+                 "multilayer perceptron: flatten, then linear + ReLU for each hidden width, then "
+                 "the classifier",
+                 std::move(s), mlp, false);
 }
 
-YAML::Node zoo_layers(const YAML::Node& model, const ModelInput& input) {
-  const auto name = model["name"].as<std::string>();
-  DTRAIN_INPUT_CHECK(name == "mlp" || input.sample_shape.rank() == 3)
-      << "model '" << name << "' needs [channels, height, width] samples, the dataset gives "
-      << input.sample_shape.str();
-  if (name == "mlp") return mlp(model, input);
-  if (name == "lenet") return lenet(model, input);
-  if (name == "cifar_cnn") return cifar_cnn(model, input);
-  if (name == "alexnet") return alexnet(model, input);
-  if (name == "vgg16") return vgg16(model, input);
-  return resnet_layers(name, model, input);
+ZooEntry lenet_model() {
+  return zoo_row("lenet", "LeNet-5 (LeCun et al. 1998) with ReLU and max pooling",
+                 config::Schema<LenetOptions>("lenet"), lenet);
+}
+
+ZooEntry cifar_cnn_model() {
+  using Init = CifarCnnOptions::Init;
+  config::Schema<CifarCnnOptions> s("cifar_cnn");
+  s.key("lrn", &CifarCnnOptions::lrn, config::boolean(),
+        "local response normalisation after block 1")
+      .key("init", &CifarCnnOptions::init,
+           config::enum_choice<Init>({{"caffe", Init::caffe}, {"pytorch", Init::pytorch}}),
+           "the prototxt's Gaussians or PyTorch's defaults");
+  return zoo_row("cifar_cnn",
+                 "the CIFAR-10 network of cuda-convnet / Caffe's cifar10_quick (3 convolutions, "
+                 "2 fully connected; the Pipe-SGD paper's)",
+                 std::move(s), cifar_cnn);
+}
+
+ZooEntry alexnet_model() {
+  config::Schema<AlexnetOptions> s("alexnet");
+  s.key("lrn", &AlexnetOptions::lrn, config::boolean(), "the original's LRN layers")
+      .key("dropout", &AlexnetOptions::dropout, config::real(Bounds::closed_open(0, 1)),
+           "dropout before the fully connected layers");
+  return zoo_row("alexnet", "torchvision AlexNet (Krizhevsky et al. 2012, the one-GPU variant)",
+                 std::move(s), alexnet);
+}
+
+ZooEntry vgg16_model() {
+  config::Schema<Vgg16Options> s("vgg16");
+  s.key("batch_norm", &Vgg16Options::batch_norm, config::boolean(),
+        "batch norm after each convolution")
+      .key("dropout", &Vgg16Options::dropout, config::real(Bounds::closed_open(0, 1)),
+           "dropout in the classifier");
+  return zoo_row("vgg16", "torchvision VGG-16 (Simonyan and Zisserman 2015, configuration D)",
+                 std::move(s), vgg16);
 }
 
 }  // namespace dtrain

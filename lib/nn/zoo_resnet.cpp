@@ -11,9 +11,8 @@
 
 #include <algorithm>  // max
 
-#include "core/error.h"
-#include "nn/spec.h"
 #include "nn/zoo_builder.h"
+#include "nn/zoo_table.h"
 
 namespace dtrain {
 namespace {
@@ -82,13 +81,23 @@ struct ResnetBuilder {
   }
 };
 
-YAML::Node torchvision_resnet(bool bottleneck, const YAML::Node& model, const ModelInput& input) {
+struct ResnetOptions {
+  config::WordOr<bool> small_input = config::WordOr<bool>::named("auto");
+};
+
+config::Schema<ResnetOptions> resnet_schema() {
+  config::Schema<ResnetOptions> s("resnet");
+  s.key("small_input", &ResnetOptions::small_input, config::word_or({"auto"}, config::boolean()),
+        "CIFAR-style stem (3×3 conv, no pooling); auto: for inputs of at most 64 pixels");
+  return s;
+}
+
+YAML::Node torchvision_resnet(bool bottleneck, const ResnetOptions& o, const ModelInput& input) {
   ResnetBuilder b;
   b.conv_init = "kaiming_normal_fan_out";
-  const YAML::Node small = model["small_input"];
-  const bool small_input = small.IsDefined() && small.as<std::string>() != "auto"
-                               ? small.as<bool>()
-                               : std::max(input.sample_shape[1], input.sample_shape[2]) <= 64;
+  const bool small_input = o.small_input.is("auto")
+                               ? std::max(input.sample_shape[1], input.sample_shape[2]) <= 64
+                               : o.small_input.value;
   if (small_input) {
     b.conv_bn("", "1", 64, 3, 1, true);
   } else {
@@ -112,10 +121,14 @@ YAML::Node torchvision_resnet(bool bottleneck, const YAML::Node& model, const Mo
   return b.l.model();
 }
 
-YAML::Node resnet20(const YAML::Node& model, const ModelInput& input) {
+struct Resnet20Options {
+  char shortcut = 'A';  // A: zero-padded identity; B: 1×1 projection
+};
+
+YAML::Node resnet20(const Resnet20Options& o, const ModelInput& input) {
   ResnetBuilder b;
   b.conv_init = "kaiming_normal_fan_in";
-  const char shortcut = model["shortcut"].as<std::string>("A") == "B" ? 'B' : 'A';
+  const char shortcut = o.shortcut;
   b.conv_bn("", "1", 16, 3, 1, true);
   std::string x = b.l.last();
   int64_t channels = 16;
@@ -133,13 +146,30 @@ YAML::Node resnet20(const YAML::Node& model, const ModelInput& input) {
 
 }  // namespace
 
-YAML::Node resnet_layers(const std::string& name, const YAML::Node& model,
-                         const ModelInput& input) {
-  if (name == "resnet18") return torchvision_resnet(false, model, input);
-  if (name == "resnet50") return torchvision_resnet(true, model, input);
-  if (name == "resnet20") return resnet20(model, input);
-  DTRAIN_CHECK(false) << "unknown zoo model '" << name << "'";
-  return {};
+ZooEntry resnet18_model() {
+  return zoo_row("resnet18", "torchvision ResNet-18 (He et al. 2016): basic blocks",
+                 resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
+                   return torchvision_resnet(false, o, input);
+                 });
+}
+
+ZooEntry resnet50_model() {
+  return zoo_row("resnet50",
+                 "torchvision ResNet-50 (He et al. 2016): bottleneck blocks, the stride on their "
+                 "3×3 convolution (v1.5)",
+                 resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
+                   return torchvision_resnet(true, o, input);
+                 });
+}
+
+ZooEntry resnet20_model() {
+  config::Schema<Resnet20Options> s("resnet20");
+  s.key("shortcut", &Resnet20Options::shortcut, config::enum_choice<char>({{"A", 'A'}, {"B", 'B'}}),
+        "A: identity with zero-padded channels; B: 1×1 projection");
+  return zoo_row("resnet20",
+                 "the CIFAR ResNet of He et al. 2016 §4.2: 3 stages of 3 basic blocks, 16/32/64 "
+                 "channels",
+                 std::move(s), resnet20);
 }
 
 }  // namespace dtrain

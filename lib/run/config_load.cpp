@@ -13,6 +13,7 @@
 #include "config/overrides.h"     // apply_overrides: --set
 #include "config/reader.h"        // Reader, Section
 #include "core/error.h"           // InputError, DTRAIN_INPUT_CHECK
+#include "nn/spec.h"              // model_markdown: the zoo and the layer types
 #include "run/config.h"           // the API implemented here
 #include "run/config_schema.h"    // experiment_schema
 #include "run/config_validate.h"  // check_cross_setting_rules
@@ -123,7 +124,7 @@ std::string to_table(const ExperimentConfig& config) {
 }
 
 std::string config_reference() {
-  return algorithms_markdown() + "\n" +
+  return algorithms_markdown() + "\n" + model_markdown() + "\n" +
          config::reference_markdown(experiment_schema().reference(""));
 }
 

@@ -41,6 +41,14 @@ fi
 expect_2 "--set unknown key" "foo.bar" --config "$good" --set foo.bar=1
 expect_2 "misspelt model name" "model.nmae: unknown key; did you mean 'name'?" \
   --config "$good" --set "model={nmae: mlp}"
+# A custom layer's options are read with its layer type's schema: each problem names the entry.
+layers="model={layers: [{name: f, type: flatten}"
+expect_2 "layer option out of range" "model.layers\\[1\\].out_features: must be > 0" \
+  --config "$good" --set "$layers, {name: fc, type: linear, out_features: 0}]}"
+expect_2 "layer option of the wrong type" "model.layers\\[1\\].p: expected a number" \
+  --config "$good" --set "$layers, {name: d, type: dropout, p: high}, {name: fc, type: linear, out_features: 2}]}"
+expect_2 "unknown layer key" "model.layers\\[1\\].colour: unknown key" \
+  --config "$good" --set "$layers, {name: fc, type: linear, out_features: 2, colour: red}]}"
 expect_2 "malformed --set" "--set" --config "$good" --set novalue
 expect_2 "unknown option" "--frobnicate" --config "$good" --frobnicate
 expect_2 "plan --ranks 0" "--ranks" plan --config "$good" --ranks 0

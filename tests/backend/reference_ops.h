@@ -84,4 +84,18 @@ inline std::vector<double> ref_pool(const PoolSpec& s, const float* x) {
   return y;
 }
 
+// GELU and its derivative at x, PyTorch's formulas: Φ(x) = ½(1 + erf(x/√2)), or its tanh form.
+struct GeluRef {
+  double y, dydx;
+};
+inline GeluRef ref_gelu(double x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::tanh) {
+    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+    const double t = std::tanh(c * (x + k * x * x * x));
+    return {0.5 * x * (1 + t), 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * k * x * x)};
+  }
+  const double cdf = 0.5 * (1 + std::erf(x / std::sqrt(2.0)));
+  return {x * cdf, cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI)};
+}
+
 }  // namespace dtrain::test

@@ -167,6 +167,36 @@ TEST_CASE("relu forward and backward") {
   }
 }
 
+TEST_CASE("gelu, exact and tanh forms, forward and backward against a double reference") {
+  // oneDNN's erf and tanh are polynomial approximations in float: within a few float ulps of
+  // the result (|y| up to 8 here), far below a wrong formula's error (tanh vs erf: 1e-3).
+  auto be = cpu();
+  const Shape shape{3, 5, 7, 11};
+  Tensor x = random_tensor(shape, 21), dy = random_tensor(shape, 22);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 16.0f;  // [-8, 8)
+  // Exact zeros and the saturated tails as well.
+  const float special[] = {0.0f, -0.0f, 1e-6f, -1e-6f, 12.0f, -12.0f, 40.0f, -40.0f};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (const GeluApproximation form : {GeluApproximation::none, GeluApproximation::tanh}) {
+    CAPTURE(static_cast<int>(form));
+    auto op = be->make_gelu({shape, form});
+    Tensor y = be->empty(shape), dx = be->empty(shape);
+    op->forward(x, y);
+    op->backward(x, dy, dx);
+    double worst_y = 0, worst_dx = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const test::GeluRef r = test::ref_gelu(x.data<float>()[i], form);
+      const double g = dy.data<float>()[i];
+      worst_y = std::max(worst_y, std::fabs(y.data<float>()[i] - r.y) / (1 + std::fabs(r.y)));
+      worst_dx = std::max(
+          worst_dx, std::fabs(dx.data<float>()[i] - g * r.dydx) / (1 + std::fabs(g * r.dydx)));
+    }
+    MESSAGE("gelu max error: y " << worst_y << ", dx " << worst_dx);
+    CHECK(worst_y <= 2e-6);
+    CHECK(worst_dx <= 2e-6);
+  }
+}
+
 TEST_CASE("softmax cross-entropy: loss, correct count and gradient") {
   auto be = cpu();
   auto op = be->make_softmax_xent({3, 4});

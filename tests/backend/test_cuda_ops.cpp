@@ -28,6 +28,7 @@
 #include "backend/backend.h"            // make_backend: the CPU reference
 #include "backend/cuda/cuda_backend.h"  // make_cuda_backend
 #include "core/rng.h"                   // random_normal, random_bits, stream_id
+#include "reference_ops.h"              // ref_gelu: the double reference
 
 using namespace dtrain;
 
@@ -50,6 +51,12 @@ constexpr double bn_grad = 1e-4;       // dx cancels: dy − mean(dy) − x̂·m
 constexpr double softmax = 1e-5;       // probabilities
 constexpr double softmax_loss = 2e-5;  // a float sum over the rows on the GPU
 constexpr double softmax_grad = 1e-6;
+// GELU: CUDA's erff/tanhf/expf and oneDNN's polynomials are each a few float ulps off; a wrong
+// form (tanh for erf) is 4.7e-4 off near |x| = 2. Against the CPU op: of max |cpu| as above;
+// against the double reference: |gpu − ref| ≤ gelu_ref · (1 + |ref|) per element.
+constexpr double gelu = 1e-5;
+constexpr double gelu_grad = 1e-5;
+constexpr double gelu_ref = 1e-5;
 constexpr double tf32_probe = 1e-5;  // exact in fp32; TF32 would be off by 2.4e-4
 }  // namespace tol
 
@@ -606,6 +613,66 @@ TEST_CASE("cuda relu: forward and backward identical to the CPU") {
       expect_equal(op, "dx", gdx, dx);
     });
   }
+}
+
+// ---- GELU ----------------------------------------------------------------------------------
+
+// |gpu − ref| ≤ tolerance · (1 + |ref|) for every element, ref in double.
+void expect_near_reference(const std::string& op, const std::string& output, const Tensor& gpu_out,
+                           const std::vector<double>& ref, double tolerance) {
+  const Tensor got = to_host(gpu_out);
+  REQUIRE(static_cast<size_t>(got.numel()) == ref.size());
+  const float* g = got.data<float>();
+  double worst = 0;
+  int64_t at = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double e = std::fabs(g[i] - ref[i]) / (1 + std::fabs(ref[i]));
+    if (!(e <= worst)) worst = e, at = i;  // a NaN is the worst
+  }
+  const bool ok = worst <= tolerance;
+  std::string line = op + "  " + output + " vs double: max error " + num(worst) + " (tolerance " +
+                     num(tolerance) + " · (1 + |ref|))";
+  if (!ok)
+    line += "; worst [" + std::to_string(at) + "]: gpu " + fnum(g[at]) + ", ref " + num(ref[at]);
+  report(ok, line);
+}
+
+TEST_CASE("cuda gelu: exact and tanh forms against the CPU and a double reference") {
+  std::cout << "[gelu] forward " << num(tol::gelu) << ", backward " << num(tol::gelu_grad)
+            << ", vs double " << num(tol::gelu_ref) << "\n";
+  for (const GeluApproximation form : {GeluApproximation::none, GeluApproximation::tanh})
+    for (const Shape& shape : {Shape{8, 3, 17, 19}, Shape{1, 1000003}}) {
+      const std::string op =
+          std::string(form == GeluApproximation::tanh ? "gelu tanh " : "gelu ") + shape.str();
+      run_case(op, [&] {
+        const GeluSpec spec{shape, form};
+        auto cop = cpu().make_gelu(spec);
+        auto gop = gpu().make_gelu(spec);
+        Tensor x = host_normal(shape, 3.0f);  // the saturated tails as well
+        x.data<float>()[0] = 0.0f;
+        x.data<float>()[1] = -0.0f;
+        x.data<float>()[2] = 40.0f;
+        x.data<float>()[3] = -40.0f;
+        const Tensor gx = to_gpu(x);
+        Tensor y = Tensor::zeros(shape), gy = gpu_nans(shape);
+        cop->forward(x, y);
+        gop->forward(gx, gy);
+        expect_close(op, "y", gy, y, tol::gelu);
+        const Tensor dy = host_normal(shape), gdy = to_gpu(dy);
+        Tensor dx = Tensor::zeros(shape), gdx = gpu_nans(shape);
+        cop->backward(x, dy, dx);
+        gop->backward(gx, gdy, gdx);
+        expect_close(op, "dx", gdx, dx, tol::gelu_grad);
+        std::vector<double> ry(x.numel()), rdx(x.numel());
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const test::GeluRef r = test::ref_gelu(x.data<float>()[i], form);
+          ry[i] = r.y;
+          rdx[i] = dy.data<float>()[i] * r.dydx;
+        }
+        expect_near_reference(op, "y", gy, ry, tol::gelu_ref);
+        expect_near_reference(op, "dx", gdx, rdx, tol::gelu_ref);
+      });
+    }
 }
 
 // ---- LRN -----------------------------------------------------------------------------------

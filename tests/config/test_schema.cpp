@@ -169,3 +169,82 @@ TEST_CASE("unknown keys can be explained by the section") {
   CHECK(reader.format(reader.problems()[0]) == "toy.yaml:2: K: belongs to another toy");
   CHECK(reader.format(reader.problems()[1]).starts_with("toy.yaml:3: zzz: unknown key"));
 }
+
+namespace {
+
+// The kinds of the layer options: [h, w] pairs, enums, keys without a default, a key written
+// back only where it matters.
+struct Window {
+  Pair kernel = Pair::square(1);
+  enum class Mode { fast, exact } mode = Mode::fast;
+  std::optional<int64_t> limit;
+  double spread = 0.01;  // written back with mode exact only
+};
+
+const Schema<Window>& window_schema() {
+  static const auto s =
+      Schema<Window>("window")
+          .key("kernel", &Window::kernel, pair(Bounds::above(0)), "size")
+          .key("mode", &Window::mode,
+               enum_choice<Window::Mode>(
+                   {{"fast", Window::Mode::fast}, {"exact", Window::Mode::exact}}),
+               "how")
+          .key("limit", &Window::limit, optional_of(integer64(Bounds::at_least(0))), "at most")
+          .key("spread", &Window::spread, real(Bounds::above(0)), "how wide")
+          .written_if([](const Window& w) { return w.mode == Window::Mode::exact; },
+                      "with mode exact");
+  return s;
+}
+
+std::vector<std::string> window_problems(const std::string& yaml, Window& w) {
+  YAML::Node root = YAML::Load(yaml);
+  Reader reader("w.yaml", root, {});
+  Section top(reader, root, "");
+  window_schema().read(top, w);
+  std::vector<std::string> out;
+  for (const auto& problem : reader.problems()) out.push_back(reader.format(problem));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pairs, enums, optional keys and keys written only where they matter") {
+  Window w;
+  REQUIRE(window_problems("kernel: [3, 5]\nmode: exact\nlimit: 4\n", w).empty());
+  CHECK(w.kernel == Pair{3, 5});
+  CHECK(w.mode == Window::Mode::exact);
+  CHECK(w.limit == 4);
+  YAML::Node out = window_schema().write(w);
+  CHECK(one_line(out) == "{kernel: [3, 5], mode: exact, limit: 4, spread: 0.01}");
+
+  Window d;  // defaults: no limit, spread not written; [2, 2] and 2 keep their spelling
+  REQUIRE(window_problems("kernel: [2, 2]\n", d).empty());
+  CHECK(one_line(window_schema().write(d)) == "{kernel: [2, 2], mode: fast}");
+  REQUIRE(window_problems("kernel: 2\n", d).empty());
+  CHECK(one_line(window_schema().write(d)) == "{kernel: 2, mode: fast}");
+
+  CHECK(window_problems("kernel: [0, 2]\n", d) ==
+        std::vector<std::string>{"w.yaml:1: kernel[0]: must be > 0, got 0"});
+  CHECK(window_problems("kernel: [1, 2, 3]\n", d) ==
+        std::vector<std::string>{
+            "w.yaml:1: kernel: expected integer > 0 or a [height, width] pair, got a list"});
+  CHECK(window_problems("mode: exakt\n", d) ==
+        std::vector<std::string>{
+            "w.yaml:1: mode: expected one of fast, exact, got 'exakt'; did you mean 'exact'?"});
+
+  const auto rows = window_schema().reference("");
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0].type == "integer > 0 or [height, width]");
+  CHECK(rows[1].type == "fast | exact");
+  CHECK(rows[2].default_text == "none");
+  CHECK_FALSE(rows[2].default_is_value);
+  CHECK(rows[3].default_text == "0.01 with mode exact");
+  CHECK_FALSE(rows[3].default_is_value);
+
+  // A resolved map reads back into the same options; other keys are ignored.
+  const std::any again =
+      read_resolved(*erase(window_schema()), YAML::Load("{name: w, kernel: [3, 5], mode: exact}"));
+  CHECK(std::any_cast<const Window&>(again).kernel == Pair{3, 5});
+  CHECK_THROWS_AS(read_resolved(*erase(window_schema()), YAML::Load("{kernel: 0}")),
+                  std::logic_error);
+}

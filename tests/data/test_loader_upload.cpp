@@ -4,9 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>  // memcpy
-#include <stdexcept>
 #include <thread>
 
+#include "../support/stub_backend.h"  // StubBackend
 #include "backend/backend.h"
 #include "data/loader.h"
 #include "fixtures.h"  // IndexDataset
@@ -23,13 +23,12 @@ class TaggedAllocator final : public Allocator {
   Device device() const override { return Device::cuda; }
 };
 
-class FakeDevice final : public Backend {
+// The loader uploads and may wait; every other op stays unused.
+class FakeDevice final : public test::StubBackend {
  public:
   std::string name() const override { return "fake device"; }
   Device device() const override { return Device::cuda; }
   Allocator& allocator() override { return memory_; }
-  void set_num_threads(int) override {}
-  void synchronize() override {}
   void upload(const Tensor& dst, const Tensor& src) override {
     REQUIRE(dst.device() == Device::cuda);
     REQUIRE(src.device() == Device::cpu);
@@ -39,45 +38,6 @@ class FakeDevice final : public Backend {
     if (std::this_thread::get_id() != main_thread) ++uploads_off_main;
   }
   int uploads = 0, uploads_off_main = 0;
-
-  [[noreturn]] static void unused() { throw std::logic_error("not used by the loader"); }
-  std::unique_ptr<LinearOp> make_linear(const LinearSpec&) override { unused(); }
-  std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override { unused(); }
-  std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override { unused(); }
-  std::unique_ptr<ReluOp> make_relu(const Shape&) override { unused(); }
-  std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { unused(); }
-  std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override { unused(); }
-  std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override { unused(); }
-  std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override { unused(); }
-  void fill_zero(const Tensor&) override { unused(); }
-  void fill(const Tensor&, float) override { unused(); }
-  void copy(const Tensor&, const Tensor&) override { unused(); }
-  void copy_rows(const Tensor&, int64_t, const Tensor&, int64_t, int64_t, int64_t) override {
-    unused();
-  }
-  void add(const Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  void add_relu(const Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  void axpy(float, const Tensor&, const Tensor&) override { unused(); }
-  void axpby(float, const Tensor&, float, const Tensor&) override { unused(); }
-  void scale(const Tensor&, float) override { unused(); }
-  void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override { unused(); }
-  void sgd_step_accumulate(const Tensor&, const Tensor&, const Tensor&, float, float,
-                           bool) override {
-    unused();
-  }
-  void sgd_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const SgdHyper&) override {
-    unused();
-  }
-  double dot(const Tensor&, const Tensor&) override {
-    unused();
-    return 0;
-  }
-  void sgd_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const SgdHyper&) override {
-    unused();
-  }
-  void dc_diagonal(const Tensor&, const Tensor&, float) override { unused(); }
 
  private:
   TaggedAllocator memory_;

@@ -56,6 +56,18 @@ TEST_CASE("relu, lrn, dropout, flatten gradients") {
                         {2, 2, 3, 3});
 }
 
+TEST_CASE("gelu gradients, exact and tanh forms") {
+  GraphCheck wide;  // the curved part and the tails
+  wide.input_lo = -4.0f;
+  wide.input_hi = 4.0f;
+  check_graph_gradients("[{name: g, type: gelu}]", {2, 3, 4, 4}, wide);
+  check_graph_gradients("[{name: g, type: gelu, approximate: tanh}]", {4, 50}, wide);
+  // After a convolution, where the CPU backend runs the chain channel-blocked.
+  check_graph_gradients(
+      "[{name: c, type: conv2d, out_channels: 16, kernel: 3, padding: 1}, {name: g, type: gelu}]",
+      {2, 3, 5, 5});
+}
+
 TEST_CASE("batchnorm2d gradients") {
   GraphCheck bn;
   bn.randomise_params = true;

@@ -130,6 +130,21 @@ TEST_CASE("every layer that runs blocked computes what it computes on plain NCHW
       {2, 3, 8, 8}, {"c0", "b0", "c1", "b2", "sc", "sum", "r2", "gap"});
 }
 
+TEST_CASE("gelu, both forms, runs blocked and computes what it computes on plain NCHW") {
+  if (!avx512()) return;
+  check_same_as_plain(
+      [] {
+        return nodes(R"([
+          {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1},
+          {name: g, type: gelu},
+          {name: c2, type: conv2d, out_channels: 16, kernel: 1},
+          {name: t, type: gelu, approximate: tanh},
+          {name: f, type: flatten},
+          {name: fc, type: linear, out_features: 3}])");
+      },
+      {2, 3, 6, 6}, {"c1", "g", "c2", "t"});
+}
+
 TEST_CASE("whole ResNet-20 and VGG-16 steps are the same blocked and plain") {
   if (!avx512()) return;
   const ModelInput input{{3, 32, 32}, 10, 2};

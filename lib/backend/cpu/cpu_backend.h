@@ -22,6 +22,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override;
   std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override;
   std::unique_ptr<ReluOp> make_relu(const Shape&) override;
+  std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) override;
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override;
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override;
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override;

@@ -1,53 +1,21 @@
 // ReLU on oneDNN eltwise primitives; the backward reads the output (use_dst_for_bwd), so the
 // input activation need not be kept and the forward may run in place.
 #include "backend/cpu/cpu_ops.h"
-#include "core/error.h"
 
 namespace dtrain::cpu {
 namespace {
 
-using namespace dnnl;
-
 class CpuRelu final : public ReluOp {
  public:
-  CpuRelu(DnnlContext& ctx, const Shape& shape) : ctx_(ctx), numel_(shape.numel()) {
-    // Element-wise: the shape does not matter, only the count; 1-D keeps it layout-free.
-    auto md = plain_desc({numel_});
-    auto fwd_pd = eltwise_forward::primitive_desc(
-        {prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, md, 0.f, 0.f},
-        ctx.engine);
-    auto bwd_pd = eltwise_backward::primitive_desc(
-        {algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.f, 0.f}, ctx.engine, fwd_pd);
-    fwd_ = eltwise_forward(fwd_pd);
-    bwd_ = eltwise_backward(bwd_pd);
-    a_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
-    b_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
-    c_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
-    fwd_args_ = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, b_}};
-    bwd_args_ = {{DNNL_ARG_DST, a_}, {DNNL_ARG_DIFF_DST, b_}, {DNNL_ARG_DIFF_SRC, c_}};
-  }
-
-  void forward(const Tensor& x, const Tensor& y) override {
-    DTRAIN_CHECK(x.numel() == numel_ && y.numel() == numel_) << "relu: size mismatch";
-    a_.set_data_handle(x.raw());
-    b_.set_data_handle(y.raw());
-    fwd_.execute(ctx_.stream, fwd_args_);
-  }
-
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override {
-    a_.set_data_handle(y.raw());
-    b_.set_data_handle(dy.raw());
-    c_.set_data_handle(dx.raw());
-    bwd_.execute(ctx_.stream, bwd_args_);
+  CpuRelu(DnnlContext& ctx, const Shape& shape)
+      : eltwise_(ctx, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, true, shape.numel(), "relu") {}
+  void forward(const Tensor& x, const Tensor& y) override { eltwise_.forward(x, y); }
+  void backward(const Tensor&, const Tensor& y, const Tensor& dy, const Tensor& dx) override {
+    eltwise_.backward(y, dy, dx);
   }
 
  private:
-  DnnlContext& ctx_;
-  int64_t numel_;
-  eltwise_forward fwd_;
-  eltwise_backward bwd_;
-  memory a_, b_, c_;
-  DnnlArgs fwd_args_, bwd_args_;
+  DnnlEltwise eltwise_;
 };
 
 }  // namespace

@@ -71,4 +71,37 @@ void BoundArg::finish_output() {
   if (to_user_) to_user_->execute(ctx_->stream, to_user_args_);
 }
 
+DnnlEltwise::DnnlEltwise(DnnlContext& ctx, dnnl::algorithm algorithm, bool from_output,
+                         int64_t numel, const char* what)
+    : ctx_(ctx), numel_(numel), what_(what) {
+  using namespace dnnl;
+  auto md = plain_desc({numel_});
+  auto fwd_pd = eltwise_forward::primitive_desc(
+      {prop_kind::forward_training, algorithm, md, 0.f, 0.f}, ctx.engine);
+  auto bwd_pd = eltwise_backward::primitive_desc({algorithm, md, md, 0.f, 0.f}, ctx.engine, fwd_pd);
+  fwd_ = eltwise_forward(fwd_pd);
+  bwd_ = eltwise_backward(bwd_pd);
+  a_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+  b_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+  c_ = memory(md, ctx.engine, DNNL_MEMORY_NONE);
+  fwd_args_ = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, b_}};
+  bwd_args_ = {{from_output ? DNNL_ARG_DST : DNNL_ARG_SRC, a_},
+               {DNNL_ARG_DIFF_DST, b_},
+               {DNNL_ARG_DIFF_SRC, c_}};
+}
+
+void DnnlEltwise::forward(const Tensor& x, const Tensor& y) {
+  DTRAIN_CHECK(x.numel() == numel_ && y.numel() == numel_) << what_ << ": size mismatch";
+  a_.set_data_handle(x.raw());
+  b_.set_data_handle(y.raw());
+  fwd_.execute(ctx_.stream, fwd_args_);
+}
+
+void DnnlEltwise::backward(const Tensor& data, const Tensor& dy, const Tensor& dx) {
+  a_.set_data_handle(data.raw());
+  b_.set_data_handle(dy.raw());
+  c_.set_data_handle(dx.raw());
+  bwd_.execute(ctx_.stream, bwd_args_);
+}
+
 }  // namespace dtrain::cpu

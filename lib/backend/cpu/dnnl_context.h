@@ -74,4 +74,25 @@ class BoundArg {
   Tensor scratch_;
 };
 
+// An element-wise oneDNN primitive and its backward over `numel` floats (1-D: the shape and
+// layout do not matter, only the count): ReLU, GELU. Its backward reads the forward's input,
+// or (`from_output`, an algorithm of the *_use_dst_for_bwd kind) its output.
+class DnnlEltwise {
+ public:
+  DnnlEltwise(DnnlContext& ctx, dnnl::algorithm algorithm, bool from_output, int64_t numel,
+              const char* what);
+  void forward(const Tensor& x, const Tensor& y);
+  // `data`: the forward's input, or its output with `from_output`.
+  void backward(const Tensor& data, const Tensor& dy, const Tensor& dx);
+
+ private:
+  DnnlContext& ctx_;
+  int64_t numel_;
+  const char* what_;
+  dnnl::eltwise_forward fwd_;
+  dnnl::eltwise_backward bwd_;
+  dnnl::memory a_, b_, c_;
+  DnnlArgs fwd_args_, bwd_args_;
+};
+
 }  // namespace dtrain::cpu

@@ -78,6 +78,9 @@ class CudaBackend final : public Backend {
     return cuda::make_pool(*ctx_, s);
   }
   std::unique_ptr<ReluOp> make_relu(const Shape& s) override { return cuda::make_relu(*ctx_, s); }
+  std::unique_ptr<GeluOp> make_gelu(const GeluSpec& s) override {
+    return cuda::make_gelu(*ctx_, s);
+  }
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec& s) override { return cuda::make_lrn(*ctx_, s); }
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec& s) override {
     return cuda::make_batchnorm(*ctx_, s);

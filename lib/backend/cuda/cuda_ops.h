@@ -14,7 +14,8 @@ std::unique_ptr<ConvOp> make_conv(CudaContext& ctx, const ConvSpec& spec);      
 std::unique_ptr<PoolOp> make_pool(CudaContext& ctx, const PoolSpec& spec);        // cuDNN
 std::unique_ptr<LrnOp> make_lrn(CudaContext& ctx, const LrnSpec& spec);           // cuDNN
 std::unique_ptr<BatchNormOp> make_batchnorm(CudaContext& ctx, const BatchNormSpec& spec);
-std::unique_ptr<ReluOp> make_relu(CudaContext& ctx, const Shape& shape);  // own
+std::unique_ptr<ReluOp> make_relu(CudaContext& ctx, const Shape& shape);    // own
+std::unique_ptr<GeluOp> make_gelu(CudaContext& ctx, const GeluSpec& spec);  // own
 std::unique_ptr<SoftmaxXentOp> make_softmax_xent(CudaContext& ctx, const SoftmaxXentSpec& spec);
 std::unique_ptr<DropoutOp> make_dropout(CudaContext& ctx, const Shape& shape);
 

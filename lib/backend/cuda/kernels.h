@@ -45,6 +45,12 @@ void bias_relu_f32(const float* x, const float* bias, float* y, int64_t n, int64
 // dx = y > 0 ? dy : 0 (dx may alias dy).
 void relu_backward_f32(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream);
 
+// ---- GELU (gelu.cu), PyTorch's forms: `tanh` its tanh approximation, else erf ----
+void gelu_forward_f32(const float* x, float* y, int64_t n, bool tanh, cudaStream_t stream);
+// dx = dy·gelu'(x) (dx may alias dy).
+void gelu_backward_f32(const float* x, const float* dy, float* dx, int64_t n, bool tanh,
+                       cudaStream_t stream);
+
 // ---- loss and dropout (loss.cu) ----
 // Row-wise softmax of [batch, classes] logits, stats[0] = Σ −log p[label], stats[1] = number of
 // rows whose first largest logit is the label.

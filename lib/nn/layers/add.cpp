@@ -9,10 +9,12 @@
 namespace dtrain {
 namespace {
 
+constexpr int kInputs = 2;
+
 class Add final : public Layer {
  public:
   std::string_view type() const override { return "add"; }
-  int num_inputs() const override { return 2; }
+  int num_inputs() const override { return kInputs; }
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
     DTRAIN_INPUT_CHECK(in[0].shape == in[1].shape)
         << "layer '" << self << "' adds '" << in[0].name << "' " << in[0].shape.str() << " and '"
@@ -59,6 +61,10 @@ class Add final : public Layer {
 
 std::unique_ptr<Layer> make_add() {
   return std::make_unique<Add>();
+}
+
+LayerEntry add_layer() {
+  return layer_row("add", "a + b, element-wise (residual connections)", make_add, kInputs);
 }
 
 }  // namespace dtrain

@@ -11,9 +11,23 @@
 namespace dtrain {
 namespace {
 
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 − m)·running + m·batch, as PyTorch
+};
+
+config::Schema<BatchNormOptions> batchnorm_schema() {
+  config::Schema<BatchNormOptions> s("batchnorm2d");
+  s.key("eps", &BatchNormOptions::eps, config::real(config::Bounds::above(0)),
+        "added to the variance")
+      .key("momentum", &BatchNormOptions::momentum, config::real(config::Bounds::open_closed(0, 1)),
+           "running statistics' update factor");
+  return s;
+}
+
 class BatchNorm2d final : public Layer {
  public:
-  explicit BatchNorm2d(const BatchNormConfig& c) : config_(c) {}
+  explicit BatchNorm2d(const BatchNormOptions& c) : config_(c) {}
   std::string_view type() const override { return "batchnorm2d"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -21,7 +35,8 @@ class BatchNorm2d final : public Layer {
     DTRAIN_INPUT_CHECK(s.rank() == 4 || s.rank() == 2)
         << "layer '" << self << "' expects a [batch, channels, height, width] or [batch, channels]"
         << " input but '" << in[0].name << "' gives " << s.str();
-    spec_ = {s[0], s[1], s.rank() == 4 ? s[2] : 1, s.rank() == 4 ? s[3] : 1, config_.epsilon};
+    spec_ = {s[0], s[1], s.rank() == 4 ? s[2] : 1, s.rank() == 4 ? s[3] : 1,
+             static_cast<float>(config_.eps)};
     shape_ = s;
     return s;
   }
@@ -76,7 +91,7 @@ class BatchNorm2d final : public Layer {
       return;
     }
     p.op->forward_training(x[0], scale_, shift_, y, mean_, var_, p.workspace);
-    const float m = config_.momentum;
+    const auto m = static_cast<float>(config_.momentum);
     const int64_t n = batch * spec_.height * spec_.width;
     const float unbias = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
     ctx.backend->axpby(m, mean_, 1.0f - m, running_mean_);
@@ -104,7 +119,7 @@ class BatchNorm2d final : public Layer {
     Tensor dx_scratch;  // only when the input needs no gradient but the weights do
   };
   Tensor workspace_;
-  BatchNormConfig config_;
+  BatchNormOptions config_;
   BatchNormSpec spec_;
   Shape shape_;
   Tensor scale_, shift_, dscale_, dshift_, running_mean_, running_var_;
@@ -115,8 +130,12 @@ class BatchNorm2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_batchnorm2d(const BatchNormConfig& config) {
-  return std::make_unique<BatchNorm2d>(config);
+LayerEntry batchnorm2d_layer() {
+  return layer_row("batchnorm2d",
+                   "batch normalisation per channel over batch, height and width (running "
+                   "statistics in evaluation)",
+                   batchnorm_schema(),
+                   [](const BatchNormOptions& o) { return std::make_unique<BatchNorm2d>(o); });
 }
 
 }  // namespace dtrain

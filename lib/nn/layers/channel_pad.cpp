@@ -7,9 +7,25 @@
 namespace dtrain {
 namespace {
 
+struct ChannelPadOptions {
+  int64_t out_channels = 0;  // required
+  int64_t stride = 1;
+};
+
+config::Schema<ChannelPadOptions> channel_pad_schema() {
+  const auto positive = config::Bounds::above(0);
+  config::Schema<ChannelPadOptions> s("channel_pad");
+  s.key("out_channels", &ChannelPadOptions::out_channels, config::integer64(positive),
+        "channels after padding")
+      .required("the number of output channels")
+      .key("stride", &ChannelPadOptions::stride, config::integer64(positive),
+           "spatial subsampling");
+  return s;
+}
+
 class ChannelPad final : public Layer {
  public:
-  explicit ChannelPad(const ChannelPadConfig& c) : config_(c) {}
+  explicit ChannelPad(const ChannelPadOptions& c) : config_(c) {}
   std::string_view type() const override { return "channel_pad"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -73,7 +89,7 @@ class ChannelPad final : public Layer {
     std::unique_ptr<PoolOp> pool;  // null for stride 1
     Tensor sub, dsub;              // the subsampled input and its gradient
   };
-  ChannelPadConfig config_;
+  ChannelPadOptions config_;
   PoolSpec pool_;
   int64_t in_channels_ = 0;
   Tensor sub_, dsub_;
@@ -82,8 +98,12 @@ class ChannelPad final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_channel_pad(const ChannelPadConfig& config) {
-  return std::make_unique<ChannelPad>(config);
+LayerEntry channel_pad_layer() {
+  return layer_row("channel_pad",
+                   "the option-A ResNet shortcut: subsample by stride, then zero-pad the channels "
+                   "on both sides to out_channels",
+                   channel_pad_schema(),
+                   [](const ChannelPadOptions& o) { return std::make_unique<ChannelPad>(o); });
 }
 
 }  // namespace dtrain

@@ -5,9 +5,36 @@
 namespace dtrain {
 namespace {
 
+struct Conv2dOptions : InitOptions {
+  int64_t out_channels = 0;            // required
+  std::optional<int64_t> in_channels;  // none: inferred from the input
+  config::Pair kernel;                 // required
+  config::Pair stride = config::Pair::square(1);
+  config::Pair padding = config::Pair::square(0);
+  bool bias = true;
+};
+
+config::Schema<Conv2dOptions> conv2d_schema() {
+  using config::Bounds;
+  config::Schema<Conv2dOptions> s("conv2d");
+  s.key("out_channels", &Conv2dOptions::out_channels, config::integer64(Bounds::above(0)),
+        "output channels")
+      .required("the number of output channels")
+      .key("in_channels", &Conv2dOptions::in_channels,
+           config::optional_of(config::integer64(Bounds::above(0))),
+           "input channels (checked against the graph when given)")
+      .key("kernel", &Conv2dOptions::kernel, config::pair(Bounds::above(0)), "kernel size")
+      .required("the kernel size, e.g. 3 or [3, 5]")
+      .key("stride", &Conv2dOptions::stride, config::pair(Bounds::above(0)), "stride")
+      .key("padding", &Conv2dOptions::padding, config::pair(Bounds::at_least(0)),
+           "zero padding on each side")
+      .key("bias", &Conv2dOptions::bias, config::boolean(), "learn a bias");
+  return with_init_keys(s);
+}
+
 class Conv2d final : public Layer {
  public:
-  explicit Conv2d(const Conv2dConfig& c) : config_(c) {}
+  explicit Conv2d(const Conv2dOptions& c) : config_(c) {}
   std::string_view type() const override { return "conv2d"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -15,25 +42,24 @@ class Conv2d final : public Layer {
     DTRAIN_INPUT_CHECK(s.rank() == 4)
         << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
         << in[0].name << "' gives " << s.str();
-    DTRAIN_INPUT_CHECK(config_.in_channels == 0 || config_.in_channels == s[1])
-        << "layer '" << self << "' expects " << config_.in_channels << " input channels but '"
+    DTRAIN_INPUT_CHECK(!config_.in_channels || *config_.in_channels == s[1])
+        << "layer '" << self << "' expects " << *config_.in_channels << " input channels but '"
         << in[0].name << "' gives " << s.str();
-    const Conv2dConfig& c = config_;
-    spec_ = {s[0],       s[1],       s[2],       s[3],    c.out_channels, c.kernel_h,
-             c.kernel_w, c.stride_h, c.stride_w, c.pad_h, c.pad_w,        c.bias};
-    DTRAIN_INPUT_CHECK(s[2] + 2 * c.pad_h >= c.kernel_h && s[3] + 2 * c.pad_w >= c.kernel_w)
-        << "layer '" << self << "': kernel " << c.kernel_h << "x" << c.kernel_w
+    const Conv2dOptions& c = config_;
+    spec_ = {s[0],       s[1],       s[2],       s[3],        c.out_channels, c.kernel.h,
+             c.kernel.w, c.stride.h, c.stride.w, c.padding.h, c.padding.w,    c.bias};
+    DTRAIN_INPUT_CHECK(s[2] + 2 * c.padding.h >= c.kernel.h && s[3] + 2 * c.padding.w >= c.kernel.w)
+        << "layer '" << self << "': kernel " << c.kernel.h << "x" << c.kernel.w
         << " is larger than its padded input " << s.str() << " from '" << in[0].name << "'";
     return spec_.output_shape();
   }
 
   std::vector<ParamDecl> params() const override {
-    const int64_t field = config_.kernel_h * config_.kernel_w;
+    const int64_t field = config_.kernel.h * config_.kernel.w;
     const int64_t fan_in = spec_.in_channels * field, fan_out = spec_.out_channels * field;
-    std::vector<ParamDecl> p{{"weight", spec_.weight_shape(),
-                              weight_init(config_.weight_init, fan_in, fan_out, config_.init_std)}};
-    if (config_.bias)
-      p.push_back({"bias", {spec_.out_channels}, bias_init(config_.bias_init, fan_in)});
+    std::vector<ParamDecl> p{
+        {"weight", spec_.weight_shape(), weight_init(config_, fan_in, fan_out)}};
+    if (config_.bias) p.push_back({"bias", {spec_.out_channels}, bias_init(config_, fan_in)});
     return p;
   }
   void bind(std::span<const Tensor> p, std::span<const Tensor> g,
@@ -81,7 +107,7 @@ class Conv2d final : public Layer {
   }
 
  private:
-  Conv2dConfig config_;
+  Conv2dOptions config_;
   ConvSpec spec_;
   Tensor w_, b_, dw_, db_;
   PerBatch<std::unique_ptr<ConvOp>> ops_;
@@ -89,8 +115,10 @@ class Conv2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_conv2d(const Conv2dConfig& config) {
-  return std::make_unique<Conv2d>(config);
+LayerEntry conv2d_layer() {
+  return layer_row(
+      "conv2d", "2-D convolution (groups 1) of [batch, channels, height, width] with zero padding",
+      conv2d_schema(), [](const Conv2dOptions& o) { return std::make_unique<Conv2d>(o); });
 }
 
 }  // namespace dtrain

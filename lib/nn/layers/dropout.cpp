@@ -7,9 +7,20 @@
 namespace dtrain {
 namespace {
 
+struct DropoutOptions {
+  double p = 0.5;
+};
+
+config::Schema<DropoutOptions> dropout_schema() {
+  config::Schema<DropoutOptions> s("dropout");
+  s.key("p", &DropoutOptions::p, config::real(config::Bounds::closed_open(0, 1)),
+        "probability of zeroing an element");
+  return s;
+}
+
 class Dropout final : public Layer {
  public:
-  explicit Dropout(float p) : p_(p) {}
+  explicit Dropout(const DropoutOptions& o) : p_(static_cast<float>(o.p)) {}
   std::string_view type() const override { return "dropout"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -64,8 +75,12 @@ class Dropout final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_dropout(float p) {
-  return std::make_unique<Dropout>(p);
+LayerEntry dropout_layer() {
+  return layer_row("dropout",
+                   "in training, zeroes each element with probability p and scales the rest by "
+                   "1/(1 − p); the identity in evaluation",
+                   dropout_schema(),
+                   [](const DropoutOptions& o) { return std::make_unique<Dropout>(o); });
 }
 
 }  // namespace dtrain

@@ -65,8 +65,9 @@ class Flatten final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_flatten() {
-  return std::make_unique<Flatten>();
+LayerEntry flatten_layer() {
+  return layer_row("flatten", "[batch, ...] → [batch, features]",
+                   [] { return std::make_unique<Flatten>(); });
 }
 
 }  // namespace dtrain

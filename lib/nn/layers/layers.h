@@ -1,10 +1,14 @@
-// The layer types and their options. Each layer lives in its own file; the graph builder and
-// the tests construct them through these factories.
+// What the layer files share: the header every layer includes (Layer, its table row, the schema
+// of its options), the weight and bias initialisations of the layers with weights, and the
+// factories of the parameterless layers that tests wire into graphs by hand. Each layer lives in
+// its own file with its options struct, their schema and its row of the layer table.
 #pragma once
 #include <memory>  // unique_ptr
 
-#include "backend/ops.h"  // PoolKind
-#include "nn/layer.h"     // Layer
+#include "backend/ops.h"     // op specs
+#include "config/schema.h"   // Schema and the kinds: each layer's options
+#include "nn/layer.h"        // Layer
+#include "nn/layer_table.h"  // LayerEntry, layer_row
 
 namespace dtrain {
 
@@ -15,63 +19,35 @@ enum class WeightInit { pytorch, kaiming_normal_fan_out, kaiming_normal_fan_in, 
 // `pytorch`: U(±1/√fan_in) as nn.Linear / nn.Conv2d; `zero`: as torchvision VGG.
 enum class BiasInit { pytorch, zero };
 
-struct LinearConfig {
-  int64_t out_features = 0;
-  int64_t in_features = 0;  // 0: inferred from the input
-  bool bias = true;
+// The initialisation options of a layer with weights; its options struct derives from this.
+struct InitOptions {
   WeightInit weight_init = WeightInit::pytorch;
-  float init_std = 0.01f;  // WeightInit::normal
+  double init_std = 0.01;  // WeightInit::normal
   BiasInit bias_init = BiasInit::pytorch;
 };
+config::Kind<WeightInit> weight_init_kind();
+config::Kind<BiasInit> bias_init_kind();
 
-struct Conv2dConfig {
-  int64_t out_channels = 0;
-  int64_t in_channels = 0;  // 0: inferred from the input
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  bool bias = true;
-  WeightInit weight_init = WeightInit::pytorch;
-  float init_std = 0.01f;
-  BiasInit bias_init = BiasInit::pytorch;
-};
-
-struct Pool2dConfig {
-  PoolKind kind = PoolKind::max;
-  int64_t kernel_h = 2, kernel_w = 2, stride_h = 2, stride_w = 2, pad_h = 0, pad_w = 0;
-  bool ceil_mode = false;
-  bool count_include_pad = true;  // average pooling, PyTorch's default
-};
-
-struct LrnConfig {
-  int64_t size = 5;
-  float alpha = 1e-4f, beta = 0.75f, k = 2.0f;  // PyTorch LocalResponseNorm / AlexNet paper
-};
-
-struct BatchNormConfig {
-  float epsilon = 1e-5f;
-  float momentum = 0.1f;  // running = (1 − m)·running + m·batch, as PyTorch
-};
-
-// Option-A shortcut of the CIFAR ResNets (He et al. 2016, §4.2): subsample by `stride`, then
-// pad channels with zeros on both sides up to `out_channels`. No parameters.
-struct ChannelPadConfig {
-  int64_t out_channels = 0;
-  int64_t stride = 1;
-};
-
-std::unique_ptr<Layer> make_linear(const LinearConfig& config);
-std::unique_ptr<Layer> make_conv2d(const Conv2dConfig& config);
-std::unique_ptr<Layer> make_pool2d(const Pool2dConfig& config);
-std::unique_ptr<Layer> make_global_avgpool();
-std::unique_ptr<Layer> make_relu();
-std::unique_ptr<Layer> make_lrn(const LrnConfig& config);
-std::unique_ptr<Layer> make_dropout(float p);
-std::unique_ptr<Layer> make_batchnorm2d(const BatchNormConfig& config);
-std::unique_ptr<Layer> make_flatten();
-std::unique_ptr<Layer> make_add();
-std::unique_ptr<Layer> make_channel_pad(const ChannelPadConfig& config);
+// Declares the InitOptions keys on the schema of `Options` (which derives from InitOptions).
+template <class Options>
+config::Schema<Options>& with_init_keys(config::Schema<Options>& s) {
+  return s
+      .template key<WeightInit>(
+          "weight_init", &Options::weight_init, weight_init_kind(),
+          "weight initialisation (PyTorch's default, Kaiming normal, or normal with init_std)")
+      .template key<double>("init_std", &Options::init_std, config::real(config::Bounds::above(0)),
+                            "standard deviation for weight_init normal")
+      .written_if([](const Options& o) { return o.weight_init == WeightInit::normal; },
+                  "with weight_init normal")
+      .template key<BiasInit>("bias_init", &Options::bias_init, bias_init_kind(),
+                              "bias initialisation");
+}
 
 // Initialisation of a weight with the given fan-in/fan-out (see WeightInit).
-ParamInit weight_init(WeightInit kind, int64_t fan_in, int64_t fan_out, float std);
-ParamInit bias_init(BiasInit kind, int64_t fan_in);
+ParamInit weight_init(const InitOptions& init, int64_t fan_in, int64_t fan_out);
+ParamInit bias_init(const InitOptions& init, int64_t fan_in);
+
+std::unique_ptr<Layer> make_relu();
+std::unique_ptr<Layer> make_add();
 
 }  // namespace dtrain

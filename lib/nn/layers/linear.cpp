@@ -5,9 +5,28 @@
 namespace dtrain {
 namespace {
 
+struct LinearOptions : InitOptions {
+  int64_t out_features = 0;            // required
+  std::optional<int64_t> in_features;  // none: inferred from the input
+  bool bias = true;
+};
+
+config::Schema<LinearOptions> linear_schema() {
+  using config::Bounds;
+  config::Schema<LinearOptions> s("linear");
+  s.key("out_features", &LinearOptions::out_features, config::integer64(Bounds::above(0)),
+        "outputs")
+      .required("the number of outputs")
+      .key("in_features", &LinearOptions::in_features,
+           config::optional_of(config::integer64(Bounds::above(0))),
+           "inputs (checked against the graph when given)")
+      .key("bias", &LinearOptions::bias, config::boolean(), "learn a bias");
+  return with_init_keys(s);
+}
+
 class Linear final : public Layer {
  public:
-  explicit Linear(const LinearConfig& c) : config_(c) {}
+  explicit Linear(const LinearOptions& c) : config_(c) {}
   std::string_view type() const override { return "linear"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -16,20 +35,19 @@ class Linear final : public Layer {
         << "layer '" << self << "' expects a [batch, features] input but '" << in[0].name
         << "' gives " << s.str();
     in_features_ = s.numel() / s[0];
-    DTRAIN_INPUT_CHECK(config_.in_features == 0 || config_.in_features == in_features_)
-        << "layer '" << self << "' expects " << config_.in_features << " input features but '"
+    DTRAIN_INPUT_CHECK(!config_.in_features || *config_.in_features == in_features_)
+        << "layer '" << self << "' expects " << *config_.in_features << " input features but '"
         << in[0].name << "' gives " << s.str() << " (= " << in_features_ << ")";
     return {s[0], config_.out_features};
   }
   Shape input_view(int, const Shape& s) const override { return {s[0], s.numel() / s[0]}; }
 
   std::vector<ParamDecl> params() const override {
-    std::vector<ParamDecl> p{
-        {"weight",
-         {config_.out_features, in_features_},
-         weight_init(config_.weight_init, in_features_, config_.out_features, config_.init_std)}};
+    std::vector<ParamDecl> p{{"weight",
+                              {config_.out_features, in_features_},
+                              weight_init(config_, in_features_, config_.out_features)}};
     if (config_.bias)
-      p.push_back({"bias", {config_.out_features}, bias_init(config_.bias_init, in_features_)});
+      p.push_back({"bias", {config_.out_features}, bias_init(config_, in_features_)});
     return p;
   }
   void bind(std::span<const Tensor> p, std::span<const Tensor> g,
@@ -63,7 +81,7 @@ class Linear final : public Layer {
   }
 
  private:
-  LinearConfig config_;
+  LinearOptions config_;
   int64_t in_features_ = 0;
   bool relu_ = false;  // absorbed the following ReLU
   Tensor w_, b_, dw_, db_;
@@ -72,8 +90,10 @@ class Linear final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_linear(const LinearConfig& config) {
-  return std::make_unique<Linear>(config);
+LayerEntry linear_layer() {
+  return layer_row("linear", "y = x·wᵀ + b on [batch, features] (a 4-D input is read flattened)",
+                   linear_schema(),
+                   [](const LinearOptions& o) { return std::make_unique<Linear>(o); });
 }
 
 }  // namespace dtrain

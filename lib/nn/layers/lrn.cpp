@@ -4,9 +4,24 @@
 namespace dtrain {
 namespace {
 
+struct LrnOptions {
+  int64_t size = 5;
+  double alpha = 1e-4, beta = 0.75, k = 2;  // PyTorch LocalResponseNorm / AlexNet paper
+};
+
+config::Schema<LrnOptions> lrn_schema() {
+  const auto positive = config::Bounds::above(0);
+  config::Schema<LrnOptions> s("lrn");
+  s.key("size", &LrnOptions::size, config::integer64(positive), "channels in the window")
+      .key("alpha", &LrnOptions::alpha, config::real(positive), "scale (PyTorch's convention)")
+      .key("beta", &LrnOptions::beta, config::real(positive), "exponent")
+      .key("k", &LrnOptions::k, config::real(positive), "additive constant");
+  return s;
+}
+
 class Lrn final : public Layer {
  public:
-  explicit Lrn(const LrnConfig& c) : config_(c) {}
+  explicit Lrn(const LrnOptions& c) : config_(c) {}
   std::string_view type() const override { return "lrn"; }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -14,7 +29,14 @@ class Lrn final : public Layer {
     DTRAIN_INPUT_CHECK(s.rank() == 4)
         << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
         << in[0].name << "' gives " << s.str();
-    spec_ = {s[0], s[1], s[2], s[3], config_.size, config_.alpha, config_.beta, config_.k};
+    spec_ = {s[0],
+             s[1],
+             s[2],
+             s[3],
+             config_.size,
+             static_cast<float>(config_.alpha),
+             static_cast<float>(config_.beta),
+             static_cast<float>(config_.k)};
     return s;
   }
 
@@ -39,15 +61,18 @@ class Lrn final : public Layer {
   }
 
  private:
-  LrnConfig config_;
+  LrnOptions config_;
   LrnSpec spec_;
   WorkspacePlans<LrnOp> plans_;
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> make_lrn(const LrnConfig& config) {
-  return std::make_unique<Lrn>(config);
+LayerEntry lrn_layer() {
+  return layer_row("lrn",
+                   "local response normalisation across channels (AlexNet; PyTorch's "
+                   "LocalResponseNorm)",
+                   lrn_schema(), [](const LrnOptions& o) { return std::make_unique<Lrn>(o); });
 }
 
 }  // namespace dtrain

@@ -5,12 +5,38 @@
 namespace dtrain {
 namespace {
 
+struct Pool2dOptions {
+  config::Pair kernel;  // required
+  config::Pair stride;  // absent: the kernel (the schema's fallback)
+  config::Pair padding = config::Pair::square(0);
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // average pooling, PyTorch's default
+};
+
+config::Schema<Pool2dOptions> pool_schema(const char* type, PoolKind kind) {
+  using config::Bounds;
+  config::Schema<Pool2dOptions> s(type);
+  s.key("kernel", &Pool2dOptions::kernel, config::pair(Bounds::above(0)), "window size")
+      .required("the window size, e.g. 2 or [2, 3]")
+      .key("stride", &Pool2dOptions::stride, config::pair(Bounds::above(0)), "stride")
+      .fallback([](Pool2dOptions& o) { o.stride = o.kernel; }, "kernel")
+      .key("padding", &Pool2dOptions::padding, config::pair(Bounds::at_least(0)),
+           "padding on each side")
+      .key("ceil_mode", &Pool2dOptions::ceil_mode, config::boolean(), "round the output size up");
+  if (kind == PoolKind::avg)
+    s.key("count_include_pad", &Pool2dOptions::count_include_pad, config::boolean(),
+          "divide by the whole window, padding included");
+  return s;
+}
+
 class Pool2d final : public Layer {
  public:
-  Pool2d(const Pool2dConfig& c, bool global) : config_(c), global_(global) {}
+  // `global`: the window is the whole input (options unused).
+  Pool2d(const Pool2dOptions& c, PoolKind kind, bool global)
+      : config_(c), kind_(kind), global_(global) {}
   std::string_view type() const override {
     if (global_) return "global_avgpool";
-    return config_.kind == PoolKind::max ? "maxpool2d" : "avgpool2d";
+    return kind_ == PoolKind::max ? "maxpool2d" : "avgpool2d";
   }
 
   Shape infer(const std::string& self, std::span<const InputInfo> in) override {
@@ -18,22 +44,33 @@ class Pool2d final : public Layer {
     DTRAIN_INPUT_CHECK(s.rank() == 4)
         << "layer '" << self << "' expects a [batch, channels, height, width] input but '"
         << in[0].name << "' gives " << s.str();
-    const Pool2dConfig& c = config_;
+    const Pool2dOptions& c = config_;
     if (global_) {
       spec_ = {PoolKind::avg, s[0], s[1], s[2], s[3], s[2], s[3], 1, 1, 0, 0, false, true};
       return spec_.output_shape();
     }
-    spec_ = {c.kind,     s[0],       s[1],    s[2],    s[3],        c.kernel_h,         c.kernel_w,
-             c.stride_h, c.stride_w, c.pad_h, c.pad_w, c.ceil_mode, c.count_include_pad};
-    DTRAIN_INPUT_CHECK(s[2] + 2 * c.pad_h >= c.kernel_h && s[3] + 2 * c.pad_w >= c.kernel_w)
-        << "layer '" << self << "': kernel " << c.kernel_h << "x" << c.kernel_w
+    spec_ = {kind_,
+             s[0],
+             s[1],
+             s[2],
+             s[3],
+             c.kernel.h,
+             c.kernel.w,
+             c.stride.h,
+             c.stride.w,
+             c.padding.h,
+             c.padding.w,
+             c.ceil_mode,
+             c.count_include_pad};
+    DTRAIN_INPUT_CHECK(s[2] + 2 * c.padding.h >= c.kernel.h && s[3] + 2 * c.padding.w >= c.kernel.w)
+        << "layer '" << self << "': kernel " << c.kernel.h << "x" << c.kernel.w
         << " is larger than its padded input " << s.str() << " from '" << in[0].name << "'";
-    DTRAIN_INPUT_CHECK(2 * c.pad_h <= c.kernel_h && 2 * c.pad_w <= c.kernel_w)
+    DTRAIN_INPUT_CHECK(2 * c.padding.h <= c.kernel.h && 2 * c.padding.w <= c.kernel.w)
         << "layer '" << self << "': padding must be at most half the kernel";
     return spec_.output_shape();
   }
 
-  bool commutes_with_relu() const override { return !global_ && config_.kind == PoolKind::max; }
+  bool commutes_with_relu() const override { return !global_ && kind_ == PoolKind::max; }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
 
@@ -54,7 +91,8 @@ class Pool2d final : public Layer {
   }
 
  private:
-  Pool2dConfig config_;
+  Pool2dOptions config_;
+  PoolKind kind_;
   bool global_;
   PoolSpec spec_;
   WorkspacePlans<PoolOp> plans_;
@@ -62,11 +100,22 @@ class Pool2d final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_pool2d(const Pool2dConfig& config) {
-  return std::make_unique<Pool2d>(config, false);
+LayerEntry maxpool2d_layer() {
+  return layer_row(
+      "maxpool2d", "the maximum of each window", pool_schema("maxpool2d", PoolKind::max),
+      [](const Pool2dOptions& o) { return std::make_unique<Pool2d>(o, PoolKind::max, false); });
 }
-std::unique_ptr<Layer> make_global_avgpool() {
-  return std::make_unique<Pool2d>(Pool2dConfig{}, true);
+
+LayerEntry avgpool2d_layer() {
+  return layer_row(
+      "avgpool2d", "the average of each window", pool_schema("avgpool2d", PoolKind::avg),
+      [](const Pool2dOptions& o) { return std::make_unique<Pool2d>(o, PoolKind::avg, false); });
+}
+
+LayerEntry global_avgpool_layer() {
+  return layer_row("global_avgpool",
+                   "the average over the whole height × width: [batch, channels, 1, 1]",
+                   [] { return std::make_unique<Pool2d>(Pool2dOptions{}, PoolKind::avg, true); });
 }
 
 }  // namespace dtrain

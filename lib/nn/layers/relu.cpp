@@ -54,4 +54,10 @@ std::unique_ptr<Layer> make_relu() {
   return std::make_unique<Relu>();
 }
 
+LayerEntry relu_layer() {
+  return layer_row("relu",
+                   "max(x, 0), element-wise (fused into the layer before it where it can be)",
+                   make_relu);
+}
+
 }  // namespace dtrain

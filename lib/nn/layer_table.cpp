@@ -1,0 +1,78 @@
+// The layer table and what is derived from it (see layer_table.h).
+#include "nn/layer_table.h"
+
+#include <fmt/format.h>  // fmt::format
+
+namespace dtrain {
+
+// Each layer's file (lib/nn/layers/) defines its row.
+LayerEntry linear_layer();
+LayerEntry conv2d_layer();
+LayerEntry maxpool2d_layer();
+LayerEntry avgpool2d_layer();
+LayerEntry global_avgpool_layer();
+LayerEntry relu_layer();
+LayerEntry gelu_layer();
+LayerEntry lrn_layer();
+LayerEntry dropout_layer();
+LayerEntry batchnorm2d_layer();
+LayerEntry flatten_layer();
+LayerEntry add_layer();
+LayerEntry channel_pad_layer();
+
+// One row per line, in the order of the documentation and the messages.
+// clang-format off
+const std::vector<LayerEntry>& layer_types() {
+  static const std::vector<LayerEntry> table{
+      linear_layer(),
+      conv2d_layer(),
+      maxpool2d_layer(),
+      avgpool2d_layer(),
+      global_avgpool_layer(),
+      relu_layer(),
+      gelu_layer(),
+      lrn_layer(),
+      dropout_layer(),
+      batchnorm2d_layer(),
+      flatten_layer(),
+      add_layer(),
+      channel_pad_layer(),
+  };
+  return table;
+}
+// clang-format on
+
+const LayerEntry* find_layer_type(const std::string& type) {
+  for (const LayerEntry& l : layer_types())
+    if (l.type == type) return &l;
+  return nullptr;
+}
+
+std::vector<std::string> layer_type_names() {
+  std::vector<std::string> names;
+  for (const LayerEntry& l : layer_types()) names.push_back(l.type);
+  return names;
+}
+
+namespace {
+std::string inputs_note(const LayerEntry& l) {
+  return l.inputs == 1 ? "" : fmt::format("({} inputs) ", l.inputs);
+}
+}  // namespace
+
+std::string layers_help() {
+  std::string text =
+      "Layer types of a custom model (model.layers[].type; their keys: dtrain keys):\n";
+  for (const LayerEntry& l : layer_types())
+    text += fmt::format("  {:<15} {}{}\n", l.type, inputs_note(l), l.summary);
+  return text;
+}
+
+std::string layers_markdown() {
+  std::string md = "| model.layers[].type | inputs | what it is |\n| --- | --- | --- |\n";
+  for (const LayerEntry& l : layer_types())
+    md += fmt::format("| `{}` | {} | {} |\n", l.type, l.inputs, l.summary);
+  return md;
+}
+
+}  // namespace dtrain
