@@ -2,10 +2,10 @@
 // Built in two phases: the constructor resolves names, orders the nodes, infers every shape
 // and lays out the parameters (no device memory: parameter counts and summaries of huge
 // models are free); materialize() then allocates the flat parameter, gradient and buffer
-// tensors (DESIGN decision 1: one contiguous buffer each, in forward order, layers hold
-// views), the activations and gradients for the build batch, the op plans, and initialises
-// the parameters. After that forward/backward allocate nothing and create no ops; a smaller
-// batch (the last evaluation batch) gets its own plans once, on first use.
+// tensors (docs/architecture.md, decision 1: one contiguous buffer each, in forward order, layers
+// hold views), the activations and gradients for the build batch, the op plans, and initialises the
+// parameters. After that forward/backward allocate nothing and create no ops; a smaller batch (the
+// last evaluation batch) gets its own plans once, on first use.
 #pragma once
 #include <cstdint>     // int64_t
 #include <functional>  // function: gradient-ready callback
@@ -57,7 +57,7 @@ class Graph {
   // per-batch state only, nothing initialised twice.
   void materialize_sharing(const Graph& other, bool input_gradient = false);
 
-  // A cut before layer `name` (pipeline stages, DESIGN.md §2 decision 8): the tensors made
+  // A cut before layer `name` (pipeline stages, docs/architecture.md, decision 8): the tensors made
   // before it and read at or after it. Valid when exactly one crosses and the layer is not a
   // ReLU fused into the layer before it.
   struct Cut {
