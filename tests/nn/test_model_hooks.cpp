@@ -1,6 +1,9 @@
 // The hooks schedulers use on a model: set_parameters (forward and backward on another flat
-// buffer of weights, without a copy) and the forward hook before a named layer.
-#include <cstring>  // memcpy, memcmp
+// buffer of weights, without a copy), the forward hook before a named layer, and backward's
+// on_ready report of the gradients that are final.
+#include <algorithm>  // fill
+#include <cstring>    // memcpy, memcmp
+#include <limits>     // quiet_NaN
 
 #include "helpers.h"
 
@@ -102,4 +105,29 @@ TEST_CASE("each layer has a hook of its own, run in forward order") {
   order.clear();
   f.logits();
   CHECK(order == std::vector<std::string>{"fc1 again"});
+}
+
+TEST_CASE("backward reports a layer's gradients final right after its backward, last layer first") {
+  // What gradient segments rely on (sched/gradient_segments.h): on_ready(offset) comes as soon
+  // as gradients[offset, P) hold their final values, before any layer in front of the offset has
+  // run its backward. Seen without timing: a gradient buffer filled with NaN keeps it in front of
+  // the reported offset.
+  Fixture f;
+  f.logits();
+  f.model->backward(0.25f);
+  const Tensor& grads = f.model->gradients();
+  const int64_t n = grads.numel();
+  const std::vector<float> final(grads.data<float>(), grads.data<float>() + n);
+  float* g = grads.data<float>();
+  std::fill(g, g + n, std::numeric_limits<float>::quiet_NaN());
+  f.logits();  // the same batch and weights: the same gradients
+  std::vector<int64_t> offsets;
+  f.model->backward(0.25f, [&](int64_t offset) {
+    offsets.push_back(offset);
+    CHECK(std::memcmp(g + offset, final.data() + offset, (n - offset) * sizeof(float)) == 0);
+    for (int64_t i = 0; i < offset; ++i) CHECK(std::isnan(g[i]));
+  });
+  const std::vector<LayerRange>& layers = f.model->layer_ranges();
+  REQUIRE(layers.size() == 2);
+  CHECK(offsets == std::vector<int64_t>{layers[1].offset, layers[0].offset});
 }
