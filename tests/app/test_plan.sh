@@ -50,11 +50,16 @@ write_synthetic_config "$cfg" "$WORK/out"
   fail "plan on a 10 Gbit/s link failed: $(cat "$WORK/fast.txt")"
 check_csv "$WORK/fast.csv" "tiny, 10Gbps" 4
 grep -q "emulated (cluster.link)" "$WORK/fast.txt" || fail "plan with cluster.link does not name it"
+# Each `dtrain plan` profiles this machine anew: compute_s is measured, and on a loaded machine
+# one stalled iteration (the data loader's, say) adds milliseconds to it. A comparison that
+# involves it is made only where the link puts the answer out of any stall's reach: at 100 kbit/s
+# an all-reduce of these 2212 floats takes about a second, at 10 Gbit/s well under a millisecond
+# (over 1000x apart). The comparisons within one plan share its measurements.
 "$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/slow.csv" \
-  --set cluster.link.bandwidth=10Mbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
-  fail "plan on a 10 Mbit/s link failed"
-# A 1000x slower link: communication-bound, and D-Sync slower than on the fast link.
-grep -q "^sync,none,.*,communication,4$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 10 Mbit/s"
+  --set cluster.link.bandwidth=100Kbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
+  fail "plan on a 100 kbit/s link failed"
+# A 100000x slower link: communication-bound, and D-Sync slower than on the fast link.
+grep -q "^sync,none,.*,communication,4$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 100 kbit/s"
 awk -v s="$(predicted "$WORK/slow.csv" sync none)" -v f="$(predicted "$WORK/fast.csv" sync none)" \
   'BEGIN { exit !(s > f) }' || fail "sync,none is not slower on a slower link"
 # Pipe-SGD hides computation behind communication: never slower than D-Sync, same codec.
@@ -71,7 +76,7 @@ for c in none truncate16 quantize8; do
   awk -v a="$(predicted "$WORK/slow.csv" sapipe $c)" -v s="$(predicted "$WORK/slow.csv" sync $c)" \
     'BEGIN { exit !(a <= s) }' || fail "sapipe,$c slower than sync,$c"
 done
-"$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/all.csv" --set cluster.link.bandwidth=10Mbps \
+"$DTRAIN" plan --config "$cfg" --ranks 4 --csv "$WORK/all.csv" --set cluster.link.bandwidth=100Kbps \
   --set "algorithm={name: sapipe, stale_layers: all}" >/dev/null 2>&1 || fail "plan with stale_layers: all failed"
 k_all=$(configuration "$WORK/all.csv" sapipe none)
 [ "${k_all#k=}" -ge "${k_slow#k=}" ] && [ "$k_all" = "$(configuration "$WORK/all.csv" sapipe quantize8)" ] ||
@@ -82,10 +87,10 @@ awk -v a="$(predicted "$WORK/all.csv" sapipe none)" -v p="$(predicted "$WORK/all
 # Local SGD communicates every sync_period iterations: cheaper per iteration than D-Sync when
 # communication-bound.
 awk -v l="$(predicted "$WORK/slow.csv" local_sgd none)" -v s="$(predicted "$WORK/slow.csv" sync none)" \
-  'BEGIN { exit !(l < s) }' || fail "local_sgd,none not faster than sync,none at 10 Mbit/s"
+  'BEGIN { exit !(l < s) }' || fail "local_sgd,none not faster than sync,none at 100 kbit/s"
 # HPSGD all-reduces while it trains: faster than Local SGD, which waits every sync_period.
 awk -v h="$(predicted "$WORK/slow.csv" hpsgd none)" -v l="$(predicted "$WORK/slow.csv" local_sgd none)" \
-  'BEGIN { exit !(h < l) }' || fail "hpsgd,none not faster than local_sgd,none at 10 Mbit/s"
+  'BEGIN { exit !(h < l) }' || fail "hpsgd,none not faster than local_sgd,none at 100 kbit/s"
 
 # A dataset whose files are not here: planned on a stand-in of its shape, and said so.
 out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \
