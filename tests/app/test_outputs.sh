@@ -27,10 +27,13 @@ done
   || fail "timing.csv header: $(head -1 "$out/timing.csv")"
 [ "$(wc -l < "$out/accuracy.csv")" -eq 3 ] || fail "accuracy.csv should have 2 rows"
 [ "$(wc -l < "$out/timing.csv")" -eq 3 ] || fail "timing.csv should have 2 rows (1 rank × 2 epochs)"
+# The phases are disjoint stretches of the epoch on one rank (no comm thread), so their sum is at
+# most wall_s whatever the machine's speed; each of the 8 printed values is rounded to 1e-6 s, so
+# their sums may differ by 4e-6 on a fast machine where the gaps between the phases are tiny.
 awk -F, 'NR > 1 {
   parts = $5 + $6 + $7 + $8 + $9 + $10 + $11
   if ($3 != 16) { print "iterations " $3 " != 16"; bad = 1 }
-  if (parts > $4 * 1.0001 + 1e-6) { print "parts " parts " exceed wall_s " $4; bad = 1 }
+  if (parts > $4 * 1.0001 + 4e-6) { print "parts " parts " exceed wall_s " $4; bad = 1 }
   if ($6 <= 0 || $7 <= 0) { print "forward/backward not measured"; bad = 1 }
 } END { exit bad }' "$out/timing.csv" || fail "timing.csv does not add up"
 
