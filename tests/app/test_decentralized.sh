@@ -15,11 +15,14 @@ for a in gossip d_psgd; do
   acc=$(tail -1 "$WORK/$a/accuracy.csv" | cut -d, -f7)
   awk -v a="$acc" 'BEGIN { exit !(a > 0.80) }' || fail "$a: test accuracy $acc after one epoch"
 done
-# 60000 samples, 25 a rank's batch: 600 iterations per rank (d_psgd), 2400 updates in all (gossip).
+# 60000 samples, 25 a rank's batch: 600 iterations per rank (d_psgd), 2400 updates in all (gossip),
+# plus those the ranks do while the end reaches them: a few here, more when a busy machine stalls
+# rank 0's server, so up to 10 % more (each rank doing N/M alone would be 9600). How promptly
+# the end arrives is bounded in tests/sched/test_gossip_mpi.cpp, on slowed ranks.
 awk -F, 'NR > 1 && $3 != 600 { bad = 1 } END { exit bad }' "$WORK/d_psgd/timing.csv" ||
   fail "d_psgd iterations: $(cut -d, -f1,3 "$WORK/d_psgd/timing.csv" | tr '\n' ' ')"
 total=$(awk -F, 'NR > 1 { s += $3 } END { print s }' "$WORK/gossip/timing.csv")
-[ "$total" -ge 2400 ] && [ "$total" -le 2464 ] || fail "gossip updates over all ranks: $total, expected 2400 (+ a few)"
+[ "$total" -ge 2400 ] && [ "$total" -le 2640 ] || fail "gossip updates over all ranks: $total, expected 2400 (+ up to 10 %)"
 # accuracy.csv counts the epoch's updates over all ranks (d_psgd: each rank's iterations).
 [ "$(tail -1 "$WORK/gossip/accuracy.csv" | cut -d, -f2)" = "$total" ] ||
   fail "gossip accuracy.csv iteration $(tail -1 "$WORK/gossip/accuracy.csv" | cut -d, -f2), updates $total"

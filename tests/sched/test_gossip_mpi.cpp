@@ -145,22 +145,32 @@ TEST_CASE(
                                static_cast<double>(updates)};
     comm->allreduce_sum(counts);
     CHECK(counts[0] == counts[1]);
-    // Two epochs of at least N/M updates over all ranks. (How many more: the next test.)
+    // Two epochs of at least N/M updates over all ranks. How many more is how many the ranks do
+    // while the end reaches them: at full speed, a stall on a busy machine is hundreds of
+    // updates of this tiny model, so that is bounded in the next test, on slowed ranks.
     const double target = 2.0 * t.loader->batches_per_epoch();
     CHECK(counts[2] >= target);
-    CHECK(counts[2] <= 4 * target);
   }
 }
 
 TEST_CASE("gossip: an epoch is N/M updates over all ranks, give or take the end's delay") {
   auto comm = make_mpi_comm();
   if (comm->size() % 2 != 0) return;
-  // Every rank slowed to ~1 ms an update: the end reaches the ranks within a few updates (with
-  // this tiny model at full speed, ~50 us an update, a busy machine's delay is many updates).
+  // Every rank slowed 200 times, to some 5 ms an update: the end reaches the ranks within a few
+  // updates. The bound below, the update in flight and 15 more a rank and epoch, leaves the end
+  // some 75 ms to arrive, far beyond a busy machine's stalls; at full speed, tens of
+  // microseconds an update, it would be a fraction of a millisecond, which one does.
   TraineeOptions o = gossip(0.05f);
+  {
+    // The first use of this model's kernels in the process (oneDNN's code generation) outside
+    // the slowdown: stretched 200 times it would take seconds.
+    Trainee warm(*comm, o);
+    warm.start_epoch(0);
+    warm.train(0, 0);
+  }
   std::string all = "[";
   for (int r = 0; r < comm->size(); ++r)
-    all += (r ? ", " : "") + std::string("{rank: ") + std::to_string(r) + ", slowdown: 20}";
+    all += (r ? ", " : "") + std::string("{rank: ") + std::to_string(r) + ", slowdown: 200}";
   o.stragglers = all + "]";
   Trainee t(*comm, o);
   std::vector<double> updates{0.0};
