@@ -11,19 +11,6 @@ namespace dtrain {
 
 namespace {
 
-// The slow-down cluster.stragglers gives `rank` (1 when it is not listed).
-double compute_slowdown(const ExperimentConfig& c, int rank, int world) {
-  double slowdown = 1.0;
-  for (size_t i = 0; i < c.cluster.stragglers.size(); ++i) {
-    const StragglerConfig& s = c.cluster.stragglers[i];
-    DTRAIN_INPUT_CHECK(s.rank < world)
-        << c.source_path << ": cluster.stragglers[" << i << "].rank: " << s.rank
-        << ", but the job has " << world << " rank(s)";
-    if (s.rank == rank) slowdown = s.slowdown;
-  }
-  return slowdown;
-}
-
 std::unique_ptr<Dataset> open_split(const ExperimentConfig& c, Split split, DataFiles data,
                                     std::vector<std::string>& notes) {
   const DatasetOptions options = dataset_options(c);

@@ -83,6 +83,18 @@ LrScheduleOptions schedule_options(const ExperimentConfig& c) {
   return o;
 }
 
+double compute_slowdown(const ExperimentConfig& c, int rank, int world) {
+  double slowdown = 1.0;
+  for (size_t i = 0; i < c.cluster.stragglers.size(); ++i) {
+    const StragglerConfig& s = c.cluster.stragglers[i];
+    DTRAIN_INPUT_CHECK(s.rank < world)
+        << c.source_path << ": cluster.stragglers[" << i << "].rank: " << s.rank
+        << ", but the job has " << world << " rank(s)";
+    if (s.rank == rank) slowdown = s.slowdown;
+  }
+  return slowdown;
+}
+
 std::optional<LinkModel> emulated_link(const ExperimentConfig& c) {
   if (!c.cluster.link) return std::nullopt;
   return LinkModel{c.cluster.link->bandwidth.bytes_per_s, c.cluster.link->latency.seconds};

@@ -46,7 +46,8 @@ awk -F, 'NR > 1 && $10 <= 0 { bad = 1 } END { exit bad }' "$out/timing.csv" \
 # 3x that iteration's forward and backward, so in every epoch its backward_s is at least 3x its
 # forward_s (a sleep's lower bound; 2e-6 for the CSV's rounding), whatever the machine's speed
 # or load. (Comparing rank 1's compute with rank 0's would be a race: a stall of rank 0 on a
-# busy machine outweighs a tiny model's stretch.)
+# busy machine outweighs a tiny model's stretch; that only listed ranks are slowed is
+# tests/run/test_run_builder.cpp's, without a clock.)
 rm -rf "$out"
 timeout 120 $MPIRUN -np 2 "$DTRAIN" --config "$cfg" --set 'cluster.stragglers=[{rank: 1, slowdown: 4}]' \
   > "$WORK/straggler.txt" 2>&1 || fail "straggler run exit code $? ($(tail -3 "$WORK/straggler.txt"))"

@@ -9,6 +9,7 @@
 #include "run/config.h"
 #include "run/plan_command.h"  // build_plan_run
 #include "run/run_builder.h"
+#include "run/run_options.h"  // compute_slowdown
 
 using namespace dtrain;
 
@@ -90,4 +91,21 @@ TEST_CASE("the builder refuses what the config and the ranks cannot do together"
                        InputError);
   // A plan for fewer ranks than the stragglers' builds the run (and ignores them).
   CHECK(build_plan_run(config, 2)->model_input.batch == 15);
+}
+
+TEST_CASE("cluster.stragglers slows the ranks it lists and no other") {
+  // The app test (tests/app/test_mpi.sh) sees a listed rank's compute stretched in timing.csv;
+  // that the others run at their own pace is this mapping (a rank whose slow-down is 1 sleeps
+  // nowhere: Scheduler::emulate_straggler), checked without a clock.
+  const ExperimentConfig config = parse_config(
+      "model: {name: mlp}\ndataset: {name: synthetic, batch_size: 32}\n"
+      "cluster: {device: cpu, stragglers: [{rank: 1, slowdown: 4}, {rank: 3, slowdown: 2.5}]}\n",
+      "stragglers.yaml");
+  CHECK(compute_slowdown(config, 0, 4) == 1.0);
+  CHECK(compute_slowdown(config, 1, 4) == 4.0);
+  CHECK(compute_slowdown(config, 2, 4) == 1.0);
+  CHECK(compute_slowdown(config, 3, 4) == 2.5);
+  CHECK_THROWS_WITH_AS(compute_slowdown(config, 0, 2),
+                       doctest::Contains("cluster.stragglers[1].rank: 3, but the job has 2"),
+                       InputError);
 }
