@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks a dtrain trace.json against DESIGN.md §1 and the run's timing.csv.
+"""Checks a dtrain trace.json against the contract (docs/architecture.md §3) and the run's timing.csv.
 
   check_trace.py RUN_DIR RANKS [--overlap] [--comm-sums] [--epochs A B] [--iterations N]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints and --resume (issue 18). For every algorithm that is deterministic on 2 ranks: a
+# Checkpoints and --resume. For every algorithm that is deterministic on 2 ranks: a
 # run resumed from its checkpoint after epoch 1 of 2, and from one in the middle of epoch 2,
 # ends with the same training state as the uninterrupted run, bit for bit (every buffer and
 # counter of the newest checkpoint: weights, momentum, gradients in flight, the algorithm's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short run writes config.yaml, run.yaml, accuracy.csv and timing.csv as DESIGN.md §1 says;
+# A short run writes config.yaml, run.yaml, accuracy.csv and timing.csv as the contract says (docs/architecture.md §3);
 # timing parts add up to no more than wall_s; --dry-run prints the parameter count and writes
 # nothing; the resolved config.yaml runs again as it is.
 source "$(dirname "$0")/lib.sh"

@@ -14,7 +14,7 @@ grep -q "pipeline 2-1 (2 stage(s) on 3 rank(s)), schedule 1f1b" "$WORK/dry.txt" 
 grep -q "^rank 2  stage 1 replica 0 | F0 B0 S F1 B1 S" "$WORK/dry.txt" || fail "dry run: no grid row of rank 2: $(cat "$WORK/dry.txt")"
 grep -q "^parameters: " "$WORK/dry.txt" || fail "dry run: no model summary"
 
-# dtrain plan on a pipedream configuration profiles the data-parallel rows (its own: issue 17).
+# dtrain plan on a pipedream configuration profiles the data-parallel rows (its own: dtrain plan's PipeDream section).
 "$DTRAIN" plan --config "$SMALL/fashion_lenet_pipedream.yaml" --ranks 4 > "$WORK/plan.txt" 2>&1 ||
   fail "plan: $(tail -3 "$WORK/plan.txt")"
 grep -q "^sync      none" "$WORK/plan.txt" || fail "plan: no sync row: $(cat "$WORK/plan.txt")"

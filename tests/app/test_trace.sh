@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# trace.json (DESIGN.md §1): valid Trace Event Format JSON with every rank and thread, spans
+# trace.json (docs/architecture.md §3): valid Trace Event Format JSON with every rank and thread, spans
 # that nest per thread and add up to timing.csv, a pipe_sgd trace whose communication overlaps
 # the next iteration's compute, and the output.trace windows (check_trace.py says what each
 # check means). Without output.trace, no trace.json.

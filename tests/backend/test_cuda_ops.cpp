@@ -1,12 +1,12 @@
-// Every operation of the CUDA backend against the CPU backend, the reference (DESIGN §2.2, §3),
-// in the manner of ggml's test-backend-ops: the same random inputs go to both backends and each
-// output, forward and backward, is compared with a tolerance per op. The error of an output is
-// max |gpu − cpu| / max |cpu| over its elements: a wrong index, a missing term or a wrong formula
-// shows as O(1e-3) or more, float rounding as O(1e-6). Every comparison prints one line (op,
-// shape, output, error, tolerance); a failure also names the worst element.
-// GPU outputs start as NaN, so an element the op does not write cannot pass. TF32 is off
-// (make_cuda_backend(0, false)), and one case checks that it is. Without a usable GPU the binary
-// runs nothing and exits 77: skipped (cuda_test_main.cpp).
+// Every operation of the CUDA backend against the CPU backend, the reference (docs/architecture.md,
+// decision 2), in the manner of ggml's test-backend-ops: the same random inputs go to both backends
+// and each output, forward and backward, is compared with a tolerance per op. The error of an
+// output is max |gpu − cpu| / max |cpu| over its elements: a wrong index, a missing term or a wrong
+// formula shows as O(1e-3) or more, float rounding as O(1e-6). Every comparison prints one line
+// (op, shape, output, error, tolerance); a failure also names the worst element. GPU outputs start
+// as NaN, so an element the op does not write cannot pass. TF32 is off (make_cuda_backend(0,
+// false)), and one case checks that it is. Without a usable GPU the binary runs nothing and exits
+// 77: skipped (cuda_test_main.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>   // max, min

@@ -1,4 +1,4 @@
-// A seeded random mutator (issue 18, bad input everywhere): thousands of mutated experiment
+// A seeded random mutator (bad input everywhere): thousands of mutated experiment
 // files go through the config reader, mutated idx (plain and gzip) and CIFAR files through the
 // dataset parsers. Every case must end in success or an InputError — what main turns into exit
 // 0 or 2 — never another exception (exit 1), a crash or a hang (the CTest timeout). A failing

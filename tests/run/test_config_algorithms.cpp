@@ -67,7 +67,7 @@ TEST_CASE("switching the algorithm by --set algorithm.name says how to switch it
         std::string::npos);
 }
 
-TEST_CASE("every algorithm of DESIGN.md trains; an unknown name suggests the nearest") {
+TEST_CASE("every registered algorithm trains; an unknown name suggests the nearest") {
   const std::vector<std::string> names = algorithm_names();
   CHECK(names == std::vector<std::string>{"sync", "ps_sync", "pipe_sgd", "local_sgd", "gossip",
                                           "d_psgd", "hpsgd", "sapipe", "pipedream"});

@@ -1,4 +1,4 @@
-// Every scheduler runs unchanged on the CUDA backend (issue 6): on however many ranks mpirun
+// Every scheduler runs unchanged on the CUDA backend: on however many ranks mpirun
 // started (ranks share the GPU through host staging, or use NCCL with a GPU each), 12
 // iterations on the GPU follow the same run on the CPU closely, and all ranks end with
 // bit-identical weights. Skipped (exit 77) without a usable GPU.

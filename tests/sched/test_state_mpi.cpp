@@ -1,4 +1,4 @@
-// Scheduler state round trip in memory (DESIGN.md §2 decision 9): save, continue, load,
+// Scheduler state round trip in memory (docs/architecture.md, decision 9): save, continue, load,
 // continue again → the same parameters, bit for bit, for every built algorithm — with a
 // pipelined gradient in flight, between two model averagings, with HPSGD's round in flight and
 // gradients accumulated on its replica, and dropout masks that depend on the step.

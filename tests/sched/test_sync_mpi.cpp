@@ -1,4 +1,4 @@
-// Data-parallel equivalence (issue 4): `sync` on p ranks with global batch B gives the same
+// Data-parallel equivalence: `sync` on p ranks with global batch B gives the same
 // weights, to float tolerance, as one rank with batch B on the same data order — with the
 // ring all-reduce (truncate16 excluded: lossy) and with MPI_Allreduce; the same for ps_sync.
 #include <doctest/doctest.h>

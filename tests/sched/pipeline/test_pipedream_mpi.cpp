@@ -148,7 +148,7 @@ TEST_CASE("one stage on one rank equals sync, bit for bit") {
   CHECK(pipe.eval.acc == sync.eval.acc);
 }
 
-// A signal ends a 1f1b run early (issue 18): the input stage stops admitting, the end travels in
+// A signal ends a 1f1b run early: the input stage stops admitting, the end travels in
 // the headers, every rank finishes the schedule of the minibatches admitted — the same weights,
 // bit for bit, as a run asked for that many minibatches from the start.
 TEST_CASE("a signal ends the run early, as a run of that many minibatches (1f1b, gpipe)") {
