@@ -67,8 +67,10 @@ double final_w(Make make, int epochs) {
   graph->materialize(*data.backend, 1);
   Model model(std::move(graph), {Shape{3, 1, 1}, 3, 24});
   Sgd sgd(*data.backend, model.parameters(), model.gradients(), SgdOptions{0, 0, 0, false});
-  LrSchedule schedule(LrScheduleOptions{"constant", kLr});
-  SchedulerContext ctx{model, sgd, schedule, *comm, 20};
+  LrScheduleOptions constant;
+  constant.base_lr = kLr;
+  LrSchedule schedule(constant);
+  SchedulerContext ctx{model, sgd, schedule, *comm, 20, {}};
   std::unique_ptr<Scheduler> s = make(ctx);
   for (int e = 0; e < epochs; ++e) {
     data.loader->start_epoch(e);

@@ -226,9 +226,10 @@ class CudaBackend final : public Backend {
     check_f32(a, "dot");
     check_same_size(a, b, "dot");
     cuda::set_device(ctx_->device());
-    if (!dot_scratch_)
+    if (!dot_scratch_) {
       DTRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dot_scratch_),
                                    (cuda::kDotBlocks + 1) * sizeof(double)));
+    }
     return cuda::dot_f32(a.data<float>(), b.data<float>(), a.numel(), dot_scratch_, ctx_->stream());
   }
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override {

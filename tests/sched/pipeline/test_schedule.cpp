@@ -2,6 +2,7 @@
 // (fewer than the stages included), every kind validates, runs without deadlock when sends
 // block until received, and a straight 1F1B pipeline never idles in steady state.
 #include <doctest/doctest.h>
+#include <fmt/format.h>  // the order as text
 
 #include <algorithm>  // equal
 #include <numeric>    // lcm
@@ -34,7 +35,10 @@ std::vector<PipelineShape> shapes(int stages, int max_replicas) {
 
 std::string name(const PipelineShape& shape) {
   std::string s;
-  for (int r : shape.replicas) s += (s.empty() ? "" : "-") + std::to_string(r);
+  for (int r : shape.replicas) {
+    if (!s.empty()) s += '-';
+    s += std::to_string(r);
+  }
   return s;
 }
 
@@ -98,7 +102,7 @@ TEST_CASE("1f1b admits NOAM minibatches per replica, or in_flight") {
   std::string first;
   for (const Instruction& in : schedule[0])
     if (in.op == Op::forward || in.op == Op::backward)
-      first += (in.op == Op::forward ? "F" : "B") + std::to_string(in.minibatch) + " ";
+      first += fmt::format("{}{} ", in.op == Op::forward ? 'F' : 'B', in.minibatch);
   CHECK(first.rfind("F0 F1 F2 B0 F3 B1 F4 B2 F5 ", 0) == 0);
 }
 
@@ -212,7 +216,7 @@ TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulat
 // replica without a microbatch in a step reduces and steps before its next forward.)
 TEST_CASE("1f1b: the schedule of M minibatches is the one of N until a minibatch >= M arrives") {
   for (const std::string kind : {"1f1b"}) {
-    for (const PipelineShape shape :
+    for (const PipelineShape& shape :
          {PipelineShape{{1, 1}}, PipelineShape{{1, 1, 1}}, PipelineShape{{2, 1}},
           PipelineShape{{1, 2}}, PipelineShape{{3, 1, 2}}, PipelineShape{{2, 2}}}) {
       const int m = kind == "1f1b" ? 1 : 2;  // units per step
