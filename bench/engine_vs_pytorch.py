@@ -22,6 +22,8 @@ is its own.
       (dataset.train_size = N x batch) and counts the best epoch after the first (the warm-up:
       creating the primitives); PyTorch runs N warm-up iterations, then --repeats timed runs of N
       iterations on two pre-made batches, best run.
+    PyTorch runs every CNN in both memory formats, NCHW and channels_last (model and batches), and
+    counts the faster, as a user tuning it would (the `fmt` column says which).
     Goals: ResNet-20 >= 2x, CIFAR CNN >= 2x, VGG-16 >= 1.5x, ResNet-18@64 >= 1.5x, LeNet >= 2x
     lean PyTorch; the MLP at >= 90 % of the GEMM-only bound.
  2. Memory: peak RSS (GNU time's %M: ru_maxrss of the run) of a dtrain run and of a PyTorch
@@ -218,12 +220,21 @@ def torch_worker(spec):
     else:
         model = torch_models.build(m["zoo"], m["shape"], m["classes"])
     model.train()
+    # channels_last: the memory format a CNN user tries next to NCHW (main keeps the faster).
+    channels_last = spec.get("channels_last", False)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+
+    def formatted(t):
+        return t.contiguous(memory_format=torch.channels_last) if channels_last else t
+
     opt = torch.optim.SGD(model.parameters(), lr=m["lr"], momentum=0.9,
                           weight_decay=m["weight_decay"])
     loss_fn = nn.CrossEntropyLoss()
     autocast = spec.get("autocast", False)
 
     def step(xb, yb):
+        xb = formatted(xb)  # a no-op for batches already in the format
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = loss_fn(model(xb), yb)
@@ -261,7 +272,7 @@ def torch_worker(spec):
             result["loader"] = epochs(True)
     else:
         # Two pre-made batches (dtrain's loader holds two prefetched ones).
-        xs = [torch.randn(batch, *m["shape"]) for _ in range(2)]
+        xs = [formatted(torch.randn(batch, *m["shape"])) for _ in range(2)]
         ys = [torch.randint(m["classes"], (batch,)) for _ in range(2)]
         iterations = spec["iterations"]
         for i in range(iterations):  # warm-up
@@ -292,6 +303,18 @@ def torch_run(name, batch, threads, **spec):
         sys.exit(f"engine_vs_pytorch: the PyTorch worker for {name} printed no result:\n"
                  f"{out[-2000:]}")
     return json.loads(found[-1]), rss
+
+
+def torch_fastest(name, batch, threads, **spec):
+    """The faster of NCHW and channels_last for a CNN (by the lean loop), as a user tuning
+    PyTorch would pick; the MLP runs NCHW only. Returns (result dict with its `format`, peak RSS
+    in MB)."""
+    runs = []
+    for channels_last in ((False, True) if name != "mlp" else (False,)):
+        result, rss = torch_run(name, batch, threads, channels_last=channels_last, **spec)
+        result["format"] = "cl" if channels_last else "nchw"
+        runs.append((result, rss))
+    return max(runs, key=lambda r: r[0]["lean"])
 
 
 def check_core(expected, result, what):
@@ -406,7 +429,8 @@ def main():
               "Fashion-MNIST or synthetic CxHxW; iters: per epoch / timed run)")
         bf16_head = f" {'bf16/s':>9} {'ratio':>6}" if bf16 else ""
         print(f"{'model':12} {'input':10} {'batch':>5} {'iters':>5} {'parameters':>11} "
-              f"{'dtrain/s':>9} {'torch/s':>9} {'ratio':>6} {'torch+DL/s':>10} {'ratio':>6}"
+              f"{'dtrain/s':>9} {'torch/s':>9} {'fmt':>4} {'ratio':>6} {'torch+DL/s':>10} "
+              f"{'ratio':>6}"
               f"{bf16_head}  goal")
         for n in names:
             m = MODELS[n]
@@ -423,10 +447,11 @@ def main():
                 ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, 1 + repeats,
                                           its * m["batch"], True)
                 peer = dict(iterations=its, repeats=repeats)
-            theirs, _ = torch_run(n, m["batch"], a.threads, **peer)
+            theirs, _ = torch_fastest(n, m["batch"], a.threads, **peer)
             check_core(blas, theirs, n)
             if bf16:
-                half, _ = torch_run(n, m["batch"], a.threads, autocast=True, **peer)
+                half, _ = torch_run(n, m["batch"], a.threads, autocast=True,
+                                    channels_last=theirs["format"] == "cl", **peer)
                 check_core(blas, half, n + " (bf16)")
                 bf16_cols = f" {half['lean']:9.1f} {ours / half['lean']:6.2f}"
             else:
@@ -446,7 +471,10 @@ def main():
             warn = ("" if theirs["params"] == params else
                     f"  PARAMETERS DIFFER: torch {theirs['params']}")
             print(f"{n:12} {data:10} {m['batch']:5d} {its:5d} {params:11,d} {ours:9.1f} "
-                  f"{theirs['lean']:9.1f} {ratio:6.2f} {dl}{bf16_cols}  {goal}{warn}", flush=True)
+                  f"{theirs['lean']:9.1f} {theirs['format']:>4} {ratio:6.2f} {dl}{bf16_cols}  "
+                  f"{goal}{warn}", flush=True)
+        print("torch/s: lean PyTorch in the faster of its memory formats (fmt: nchw, or cl = "
+              "channels_last, for the CNNs; torch+DL: the DataLoader loop in the same format)")
         if bf16:
             print("bf16/s: lean PyTorch with forward and loss under torch.autocast(\"cpu\", "
                   "bfloat16), the first thing a user of a CPU with AMX-BF16 tries; ratio: dtrain "
