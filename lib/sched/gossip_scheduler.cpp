@@ -203,6 +203,82 @@ void GossipScheduler::update(float lr, EpochStats& stats) {
   if (host_) host_->download();  // a GPU model's host copy, for the exchanges (CPU: itself)
 }
 
+// One epoch's messages besides the exchanges: the server's run, the end announced by rank 0,
+// the counts in flight. Lives in run_epoch's frame (the receive of the end writes into it).
+struct GossipScheduler::EpochTraffic {
+  std::future<void> serving;
+  std::unique_ptr<CommRequest> stop_message;
+  int64_t stop_epoch = -1;
+  std::deque<std::pair<std::unique_ptr<Count>, std::unique_ptr<CommRequest>>> counts;
+};
+
+void GossipScheduler::open_epoch(EpochTraffic& traffic, int epoch) {
+  {
+    std::lock_guard lock(model_mutex_);
+    host_->download();  // the model may have been set since the last update (a restore)
+  }
+  const int rank = ctx_.comm.rank();
+  if (rank == 0)
+    counts_.assign(static_cast<size_t>(ctx_.comm.size()), 0), finals_ = 0, announced_ = false;
+  if (!active()) traffic.serving = server_.submit([this, epoch] { serve(epoch); }, Phase::wait);
+  if (rank != 0)
+    traffic.stop_message =
+        control_->irecv(&traffic.stop_epoch, sizeof traffic.stop_epoch, 0, tags::kGossipStop);
+}
+
+bool GossipScheduler::next_batch(Loader& loader, int epoch, Batch& batch, EpochStats& stats) {
+  PhaseTimer t(stats.phases, Phase::data);
+  if (!loader.next(batch)) {
+    if (ctx_.comm.size() == 1) return false;  // one rank: an epoch is one pass
+    // A fast rank samples on: another pass over the whole set, in another order.
+    consumed_ = 0;
+    loader.start_epoch(epoch + 100000 * ++passes_);
+    if (!loader.next(batch)) return false;
+  }
+  ++consumed_;
+  return true;
+}
+
+void GossipScheduler::report_count(EpochTraffic& traffic, int epoch, int64_t updates) {
+  auto& counts = traffic.counts;
+  while (!counts.empty() && counts.front().second->test()) counts.pop_front();
+  auto c = std::make_unique<Count>(Count{epoch, updates, 0, stop_signal() != 0 ? 1 : 0});
+  auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
+  counts.emplace_back(std::move(c), std::move(request));
+}
+
+void GossipScheduler::abandon_epoch(EpochTraffic& traffic) {
+  // Nobody will end this epoch: the server gives up, and the receive of the end and the
+  // counts in flight are abandoned (waiting for them would hang instead of reaching main).
+  abandon_ = true;
+  traffic.stop_message.release();
+  for (auto& [c, request] : traffic.counts) c.release(), request.release();
+}
+
+void GossipScheduler::close_epoch(EpochTraffic& traffic, int epoch, int64_t updates,
+                                  EpochStats& stats) {
+  // The end of the epoch: the neighbours and rank 0 hear it, the servers drain.
+  PhaseTimer t(stats.phases, Phase::wait);
+  if (active())
+    for (int j : neighbours_) {
+      const Header done{Request::done, epoch};
+      control_->send(&done, sizeof done, j, tags::kGossipHeader);
+    }
+  Count final{epoch, updates, 1};
+  control_->send(&final, sizeof final, 0, tags::kGossipCount);
+  for (auto& [c, request] : traffic.counts) request->wait();
+  if (traffic.serving.valid()) traffic.serving.get();
+  if (traffic.stop_message) traffic.stop_message->wait();
+  {
+    std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
+    apply_pending();
+    host_->download();
+  }
+  // Once an epoch (not an iteration): no message of the next epoch can reach a server or a
+  // tally still busy with this one.
+  control_->barrier();
+}
+
 EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const int epoch = part.epoch;
   // This part ends once the ranks' updates reach the epoch's N/M, or each rank has done
@@ -211,90 +287,36 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   EpochStats stats;
   const auto epoch_start = Clock::now();
   const int p = ctx_.comm.size();
-  const int rank = ctx_.comm.rank();
   stop_ = false;
-  std::future<void> serving;
-  std::unique_ptr<CommRequest> stop_message;
-  int64_t stop_epoch = -1;
-  std::deque<std::pair<std::unique_ptr<Count>, std::unique_ptr<CommRequest>>> counts;
-  if (p > 1) {
-    {
-      std::lock_guard lock(model_mutex_);
-      host_->download();  // the model may have been set since the last update (a restore)
-    }
-    if (rank == 0) counts_.assign(static_cast<size_t>(p), 0), finals_ = 0, announced_ = false;
-    if (!active()) serving = server_.submit([this, epoch] { serve(epoch); }, Phase::wait);
-    if (rank != 0)
-      stop_message = control_->irecv(&stop_epoch, sizeof stop_epoch, 0, tags::kGossipStop);
-  }
+  EpochTraffic traffic;
+  if (p > 1) open_epoch(traffic, epoch);
   auto stopped = [&] {
     if (p == 1) return stop_signal() != 0;
-    return rank == 0 ? stop_.load() : stop_message->test();
+    return ctx_.comm.rank() == 0 ? stop_.load() : traffic.stop_message->test();
   };
   int64_t updates = 0;
   Batch batch;
   try {
     for (int64_t i = part.first; part.includes(i); ++i) {
-      if (stopped()) break;
-      {
-        PhaseTimer t(stats.phases, Phase::data);
-        if (!loader.next(batch)) {
-          if (p == 1) break;  // one rank: an epoch is one pass
-          // A fast rank samples on: another pass over the whole set, in another order.
-          consumed_ = 0;
-          loader.start_epoch(epoch + 100000 * ++passes_);
-          if (!loader.next(batch)) break;
-        }
-        ++consumed_;
-      }
+      if (stopped() || !next_batch(loader, epoch, batch, stats)) break;
       std::future<void> averaging;
       if (p > 1 && active()) averaging = exchanges_.submit([this] { exchange(); });
-      compute_gradients(batch,
-                        stats);  // at the model as read: the exchange may change it meanwhile
+      // At the model as read: the exchange may change it meanwhile.
+      compute_gradients(batch, stats);
       if (averaging.valid()) {
         PhaseTimer t(stats.phases, Phase::wait);
         averaging.get();
       }
       update(lr_at(epoch, part.first + updates * p), stats);
       ++updates;
-      if (p > 1) {
-        while (!counts.empty() && counts.front().second->test()) counts.pop_front();
-        auto c = std::make_unique<Count>(Count{epoch, updates, 0, stop_signal() != 0 ? 1 : 0});
-        auto request = control_->isend(c.get(), sizeof(Count), 0, tags::kGossipCount);
-        counts.emplace_back(std::move(c), std::move(request));
-      }
+      if (p > 1) report_count(traffic, epoch, updates);
       finish_iteration(epoch, i, batch.labels.numel(), stats);
     }
   } catch (...) {
-    // Nobody will end this epoch: the server gives up, and the receive of the end and the
-    // counts in flight are abandoned (waiting for them would hang instead of reaching main).
-    abandon_ = true;
-    stop_message.release();
-    for (auto& [c, request] : counts) c.release(), request.release();
+    abandon_epoch(traffic);
     throw;
   }
-  if (p > 1) {
-    // The end of the epoch: the neighbours and rank 0 hear it, the servers drain.
-    PhaseTimer t(stats.phases, Phase::wait);
-    if (active())
-      for (int j : neighbours_) {
-        const Header done{Request::done, epoch};
-        control_->send(&done, sizeof done, j, tags::kGossipHeader);
-      }
-    Count final{epoch, updates, 1};
-    control_->send(&final, sizeof final, 0, tags::kGossipCount);
-    for (auto& [c, request] : counts) request->wait();
-    if (serving.valid()) serving.get();
-    if (stop_message) stop_message->wait();
-    {
-      std::lock_guard lock(model_mutex_);  // the differences that arrived after the last update
-      apply_pending();
-      host_->download();
-    }
-    // Once an epoch (not an iteration): no message of the next epoch can reach a server or a
-    // tally still busy with this one.
-    control_->barrier();
-  }
+  if (p > 1) close_epoch(traffic, epoch, updates, stats);
   stats.wall_s = seconds_since(epoch_start);
   // Active: its exchanges; passive: the answers (not the server's epoch-long wait for requests).
   stats.phases[Phase::comm] = exchanges_.take_busy_seconds() + answer_s_;

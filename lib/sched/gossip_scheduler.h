@@ -89,6 +89,16 @@ class GossipScheduler final : public Scheduler {
   void update(float lr, EpochStats& stats);
   // Under the lock: the model += pending_; pending_ ← 0.
   void apply_pending();
+  // The steps of run_epoch around its loop: the epoch's control messages (EpochTraffic) are
+  // opened, a count is reported after each update, and the epoch is closed (or abandoned on
+  // an error) for every rank together.
+  struct EpochTraffic;
+  void open_epoch(EpochTraffic& traffic, int epoch);
+  // The next batch; a fast rank of several starts another pass. False: this rank is out.
+  bool next_batch(Loader& loader, int epoch, Batch& batch, EpochStats& stats);
+  void report_count(EpochTraffic& traffic, int epoch, int64_t updates);
+  void abandon_epoch(EpochTraffic& traffic);
+  void close_epoch(EpochTraffic& traffic, int epoch, int64_t updates, EpochStats& stats);
 
   Topology topology_;
   std::vector<int> neighbours_;
