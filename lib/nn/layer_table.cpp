@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>  // fmt::format
 
+#include "core/named_rows.h"  // find_row, row_names
+
 namespace dtrain {
 
 // Each layer's file (lib/nn/layers/) defines its row.
@@ -43,15 +45,11 @@ const std::vector<LayerEntry>& layer_types() {
 // clang-format on
 
 const LayerEntry* find_layer_type(const std::string& type) {
-  for (const LayerEntry& l : layer_types())
-    if (l.type == type) return &l;
-  return nullptr;
+  return find_row(layer_types(), &LayerEntry::type, type);
 }
 
 std::vector<std::string> layer_type_names() {
-  std::vector<std::string> names;
-  for (const LayerEntry& l : layer_types()) names.push_back(l.type);
-  return names;
+  return row_names(layer_types(), &LayerEntry::type);
 }
 
 namespace {

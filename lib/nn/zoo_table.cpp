@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>  // fmt::format
 
-#include "core/error.h"  // DTRAIN_CHECK, DTRAIN_INPUT_CHECK
-#include "nn/spec.h"     // zoo_layers
+#include "core/error.h"       // DTRAIN_CHECK, DTRAIN_INPUT_CHECK
+#include "core/named_rows.h"  // find_row, row_names
+#include "nn/spec.h"          // zoo_layers
 
 namespace dtrain {
 
@@ -36,15 +37,11 @@ const std::vector<ZooEntry>& zoo_models() {
 // clang-format on
 
 const ZooEntry* find_zoo_model(const std::string& name) {
-  for (const ZooEntry& z : zoo_models())
-    if (z.name == name) return &z;
-  return nullptr;
+  return find_row(zoo_models(), &ZooEntry::name, name);
 }
 
 std::vector<std::string> zoo_names() {
-  std::vector<std::string> names;
-  for (const ZooEntry& z : zoo_models()) names.push_back(z.name);
-  return names;
+  return row_names(zoo_models(), &ZooEntry::name);
 }
 
 YAML::Node zoo_layers(const YAML::Node& model, const ModelInput& input) {

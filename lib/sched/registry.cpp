@@ -1,6 +1,7 @@
 // The registry's table and what is derived from it (see algorithm.h).
 #include <fmt/format.h>  // fmt::format, fmt::join
 
+#include "core/named_rows.h"  // find_row, row_names
 #include "sched/algorithm.h"
 #include "sched/d_psgd_scheduler.h"              // d_psgd_algorithm
 #include "sched/gossip_scheduler.h"              // gossip_algorithm
@@ -26,15 +27,11 @@ const std::vector<AlgorithmEntry>& algorithms() {
 }
 
 const AlgorithmEntry* find_algorithm(const std::string& name) {
-  for (const AlgorithmEntry& a : algorithms())
-    if (a.name == name) return &a;
-  return nullptr;
+  return find_row(algorithms(), &AlgorithmEntry::name, name);
 }
 
 std::vector<std::string> algorithm_names() {
-  std::vector<std::string> names;
-  for (const AlgorithmEntry& a : algorithms()) names.push_back(a.name);
-  return names;
+  return row_names(algorithms(), &AlgorithmEntry::name);
 }
 
 const AlgorithmEntry* chain_planning_algorithm() {
