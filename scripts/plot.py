@@ -41,6 +41,8 @@ matplotlib.use("Agg")  # files only: no display needed, none opened
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 import dtrain_results as results  # noqa: E402
 
@@ -59,8 +61,17 @@ ALGORITHM_COLOURS = {
 UNKNOWN_ALGORITHM_COLOUR = "#666666"
 COMPRESSION_LINESTYLES = {"none": "-", "truncate16": "--", "quantize8": ":"}
 COMPRESSION_HATCHES = {"none": "////", "truncate16": "\\\\\\\\", "quantize8": "xxxx"}
+# Compression is drawn twice, as line style and as marker shape, so that it survives greyscale
+# printing and needs no colour vision; what else tells series of one algorithm and compression
+# apart (bandwidth, ranks, ...) is the marker's fill.
 COMPRESSION_MARKERS = {"none": "o", "truncate16": "s", "quantize8": "^"}
-VARIANT_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+UNKNOWN_COMPRESSION_MARKER = "D"
+VARIANT_FILLSTYLES = ["full", "none", "left", "bottom", "right", "top"]
+MARKER_SIZE = 5
+SINGLE_POINT_MARKER_SIZE = 8  # a one-evaluation run is a dot, not an invisible line
+# Two curves whose every point lies within this fraction of the axes of the other's are drawn on
+# top of each other: the figure says so (see mark_coinciding).
+COINCIDE_TOLERANCE = 0.01
 # Paul Tol's muted palette (colour-blind safe too) for the parts of an iteration, so that they
 # are not mistaken for algorithms.
 PART_STYLES = [
@@ -70,6 +81,7 @@ PART_STYLES = [
     ("update_s", "update", "#117733"),
     ("compress_s", "compress", "#DDCC77"),
     ("wait_s", "exposed communication (wait)", "#CC6677"),
+    ("idle_s", "pipeline idle (bubble: waiting on\nneighbour stages, beyond comm_s)", "#332288"),
     ("other_s", "other (rest of wall time)", "#FFFFFF"),
 ]
 # Settings that name or place a run but do not change what it measures.
@@ -231,7 +243,8 @@ class Series:
         self.colour = ALGORITHM_COLOURS.get(self.algorithm, UNKNOWN_ALGORITHM_COLOUR)
         self.linestyle = COMPRESSION_LINESTYLES.get(self.compression, "-.")
         self.hatch = COMPRESSION_HATCHES.get(self.compression, "....")
-        self.marker = "o"
+        self.marker = COMPRESSION_MARKERS.get(self.compression, UNKNOWN_COMPRESSION_MARKER)
+        self.fillstyle = "full"
 
     def mean(self, function):
         values = [function(run) for run in self.runs]
@@ -264,7 +277,7 @@ def make_series(runs, exclude=()):
                                s.compression, s.ranks, s.label))
     variants = sorted({s.variant for s in series})
     for s in series:
-        s.marker = VARIANT_MARKERS[variants.index(s.variant) % len(VARIANT_MARKERS)]
+        s.fillstyle = VARIANT_FILLSTYLES[variants.index(s.variant) % len(VARIANT_FILLSTYLES)]
     return series
 
 
@@ -299,25 +312,93 @@ def context_note(context):
     return f" ({context['common']})" if context.get("common") else ""
 
 
+def line_style(s, points):
+    """How series `s` is drawn as a line of `points` points: colour by algorithm, line style and
+    marker by compression, marker fill by variant; a single point as a larger dot."""
+    return dict(color=s.colour, linestyle=s.linestyle, marker=s.marker, fillstyle=s.fillstyle,
+                markersize=SINGLE_POINT_MARKER_SIZE if points == 1 else MARKER_SIZE,
+                markeredgewidth=1.2)
+
+
+def name_list(names):
+    """"a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def in_axes_fractions(ax, xs, ys):
+    """Data points as fractions of the axes box (after autoscaling: get_xlim settles it)."""
+    ax.get_xlim(), ax.get_ylim()
+    to_axes = ax.transAxes.inverted()
+    return [tuple(to_axes.transform(ax.transData.transform((x, y)))) for x, y in zip(xs, ys)]
+
+
+def coincide(a, b, tolerance=COINCIDE_TOLERANCE):
+    return len(a) == len(b) and all(abs(ax_ - bx) <= tolerance and abs(ay - by) <= tolerance
+                                    for (ax_, ay), (bx, by) in zip(a, b))
+
+
+def mark_coinciding(ax, lines, names):
+    """Notes ("sync and ps_sync coincide") for groups of `lines` (Line2D, one per series, in
+    drawing order) that lie on top of each other, which are restyled so that each stays visible.
+
+    The data is not offset: a shifted curve would show accuracies or times that were not measured,
+    and the reader compares exactly those. Instead a group is drawn as nested strokes — the first
+    line widest at the bottom, each later one narrower on top — so every colour shows along the
+    whole curve, and the note says why the curves look as one."""
+    points = [in_axes_fractions(ax, *line.get_data()) for line in lines]
+    grouped, notes = set(), []
+    for first in range(len(lines)):
+        if first in grouped or not points[first]:
+            continue
+        group = [first] + [other for other in range(first + 1, len(lines))
+                           if other not in grouped and coincide(points[first], points[other])]
+        if len(group) < 2:
+            continue
+        grouped.update(group)
+        for depth, index in enumerate(group):
+            widening = len(group) - 1 - depth
+            line = lines[index]
+            line.set_linewidth(line.get_linewidth() + 2.5 * widening)
+            line.set_markersize(line.get_markersize() + 4 * widening)
+            line.set_zorder(line.get_zorder() + 0.01 * depth)
+        notes.append(f"{name_list([names[i] for i in group])} coincide")
+    return notes
+
+
+def note_handles(notes):
+    """Legend entries without a symbol, for notes such as coinciding curves."""
+    return [Line2D([], [], linestyle="none", label=wrap(note + " (drawn nested: wide under "
+                                                           "narrow)"))
+            for note in notes]
+
+
 def accuracy_figure(series, x_column, xlabel, title, context):
     target = context["target"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
+    mean_lines = []
     for s in series:
         if len(s.runs) > 1:  # the single repeats, faint, as the spread
             for run in s.runs:
+                style = line_style(s, len(run.accuracy))
+                style.update(linewidth=0.8, alpha=0.3)
+                if len(run.accuracy) > 1:
+                    style.update(marker="none")
                 ax.plot([r[x_column] for r in run.accuracy], [r["test_acc"] for r in run.accuracy],
-                        color=s.colour, linestyle=s.linestyle, linewidth=0.8, alpha=0.3)
+                        **style)
         xs, ys = mean_curve(s.runs, x_column)
         suffix = f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""
-        ax.plot(xs, ys, color=s.colour, linestyle=s.linestyle, marker=s.marker, markersize=5,
-                linewidth=1.8, label=wrap(s.label + suffix))
+        line, = ax.plot(xs, ys, linewidth=1.8, label=wrap(s.label + suffix),
+                        **line_style(s, len(xs)))
+        mean_lines.append(line)
     if target is not None:
         ax.axhline(target, color="0.4", linestyle=(0, (1, 2)), linewidth=1,
                    label=f"target {target:g}")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy")
     ax.set_title(title + context_note(context))
-    legend_outside(ax)
+    notes = mark_coinciding(ax, mean_lines, [s.label for s in series])
+    handles, _ = ax.get_legend_handles_labels()
+    legend_outside(ax, handles=handles + note_handles(notes))
     return fig
 
 
@@ -336,8 +417,37 @@ def accuracy_vs_epoch(series, context):
     return fig
 
 
+# Algorithms whose compute thread also waits for other ranks' compute, not only for
+# communication. A pipedream stage's wait_s is its waits for activations and gradients from the
+# neighbour stages (the pipeline bubble: they are computing), for its sends to drain and for the
+# replicas' all-reduce. pipe_sgd and sapipe are not among them: their wait_s is the wait for the
+# all-reduce of gradient t − K, communication that the K iterations did not hide.
+PIPELINE_ALGORITHMS = {"pipedream"}
+
+
+def rank_idle_s(sums):
+    """A pipeline rank's idle seconds: the wait beyond all the communication this rank did
+    (comm_s: its sends and the replicas' all-reduce). It could not have been waiting on
+    communication for longer than there was any, so the rest is waiting on the neighbours'
+    compute — a lower bound of the bubble; the remainder of wait_s stays exposed communication."""
+    return max(0.0, sums["wait_s"] - sums["comm_s"])
+
+
+def breakdown_with_idle(run):
+    """results.time_breakdown with a pipeline's idle time (idle_s) taken out of wait_s."""
+    parts = results.time_breakdown(run)
+    parts["idle_s"] = 0.0
+    if run.algorithm in PIPELINE_ALGORITHMS:
+        idle = [rank_idle_s(sums) / sums["iterations"]
+                for sums in results.per_rank_sums(run).values() if sums["iterations"] > 0]
+        if idle:
+            parts["idle_s"] = sum(idle) / len(idle)
+            parts["wait_s"] = max(0.0, parts["wait_s"] - parts["idle_s"])
+    return parts
+
+
 def time_breakdown(series, context):
-    breakdowns = [[results.time_breakdown(run) for run in s.runs] for s in series]
+    breakdowns = [[breakdown_with_idle(run) for run in s.runs] for s in series]
     means = [{part: sum(b[part] for b in group) / len(group) for part in group[0]}
              for group in breakdowns]
     scale, unit = time_unit([sum(m[p] for p, _, _ in PART_STYLES) for m in means]
@@ -348,7 +458,7 @@ def time_breakdown(series, context):
         for part, _, colour in PART_STYLES:
             width = mean[part] * scale
             ax.barh(row, width, left=left, height=0.5, color=colour, edgecolor="0.3",
-                    linewidth=0.5)
+                    linewidth=0.5, gid=part)
             left += width
         totals = [sum(b[p] for p, _, _ in PART_STYLES) * scale for b in group]
         if len(group) > 1:  # spread of the repeats' totals
@@ -366,8 +476,9 @@ def time_breakdown(series, context):
     ax.set_xlabel(f"time per iteration ({unit}), mean over ranks")
     ax.set_title("Where the time goes per iteration" + context_note(context)
                  + "\n(hidden communication: the hatched bar's excess over the wait part)")
+    any_idle = any(mean["idle_s"] > 0 for mean in means)
     handles = [Patch(facecolor=colour, edgecolor="0.3", label=label)
-               for _, label, colour in PART_STYLES]
+               for part, label, colour in PART_STYLES if part != "idle_s" or any_idle]
     handles.append(Patch(facecolor="none", edgecolor="0.2", hatch="////",
                          label="all communication (comm_s),\nhidden or not; outline colour:\n"
                                "algorithm, hatch: compression"))
@@ -404,6 +515,7 @@ def scaling_figure(_series, context):
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     all_ranks = sorted({r for _, by_ranks in setups for r in by_ranks})
     base_ranks = set()
+    lines = [[], [], []]  # per panel, one line per setup
     for setup, by_ranks in setups:
         ranks = sorted(by_ranks)
         means = [sum(throughput(r) for r in by_ranks[k]) / len(by_ranks[k]) for k in ranks]
@@ -414,13 +526,14 @@ def scaling_figure(_series, context):
         ideal = [base_throughput * k / base for k in ranks]
         speedup = [m / base_throughput for m in means]
         efficiency = [sp / (k / base) for sp, k in zip(speedup, ranks)]
-        style = dict(color=setup.colour, linestyle=setup.linestyle, marker=setup.marker,
-                     linewidth=1.8)
-        axes[0].errorbar(ranks, means, yerr=spreads, capsize=3, label=wrap(setup.label), **style)
+        style = dict(linewidth=1.8, **line_style(setup, len(ranks)))
+        bars = axes[0].errorbar(ranks, means, yerr=spreads, capsize=3, label=wrap(setup.label),
+                                **style)
         axes[0].plot(ranks, ideal, color=setup.colour, linestyle=(0, (4, 3)), linewidth=0.8,
                      alpha=0.6)
-        axes[1].plot(ranks, speedup, **style)
-        axes[2].plot(ranks, efficiency, **style)
+        lines[0].append(bars.lines[0])
+        lines[1].append(axes[1].plot(ranks, speedup, **style)[0])
+        lines[2].append(axes[2].plot(ranks, efficiency, **style)[0])
     base_text = "its smallest rank count" if len(base_ranks) > 1 else f"{min(base_ranks)} rank" + (
         "s" if min(base_ranks) > 1 else "")
     lowest = min(base_ranks)
@@ -438,8 +551,13 @@ def scaling_figure(_series, context):
         ax.set_xlabel("ranks")
         ax.set_xticks(all_ranks)
     axes[0].set_ylim(bottom=0)
+    names = [setup.label for setup, _ in setups]
+    notes = []
+    for ax, panel_lines, panel in zip(axes, lines, ("throughput", "speedup", "efficiency")):
+        notes += [f"{panel}: {note}" for note in mark_coinciding(ax, panel_lines, names)]
     handles, labels = axes[0].get_legend_handles_labels()
     handles += [Line2D([], [], color="0.3", linestyle="--", label="ideal (linear)")]
+    handles += note_handles(notes)
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.tight_layout()
     return fig
@@ -510,20 +628,80 @@ def stragglers_figure(series, _context):
     return fig
 
 
-def cluster_points(positions, x_radius=0.12, y_radius=0.04):
-    """Greedy groups of indices whose positions (axes fractions) lie near the group's first:
-    their numbers are written once, together, instead of on top of each other. Text runs
-    sideways, hence the wider x_radius."""
+def cluster_points(positions, radius=0.015):
+    """Greedy groups of indices whose positions (axes fractions) lie within `radius` — a marker's
+    width — of the group's first: points drawn on top of each other, whose numbers are written
+    once, together."""
     clusters = []
     for index, (x, y) in enumerate(positions):
         for cluster in clusters:
             cx, cy = positions[cluster[0]]
-            if abs(x - cx) <= x_radius and abs(y - cy) <= y_radius:
+            if abs(x - cx) <= radius and abs(y - cy) <= radius:
                 cluster.append(index)
                 break
         else:
             clusters.append([index])
     return clusters
+
+
+# Where a point's label may go, tried in this order: each direction (right-up first, as text
+# reads) at growing distances (points); the first place that overlaps no other label, no point,
+# no error bar and stays inside the axes wins, else the one that overlaps least.
+LABEL_DIRECTIONS = [(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)]
+LABEL_DISTANCES = [5, 10, 16, 24, 34, 48]
+LABEL_GID = "point_label"
+
+
+def text_extent(label, renderer):
+    """The display box of an annotation's text alone (Annotation's own extent adds its arrow)."""
+    label.update_positions(renderer)
+    return Text.get_window_extent(label, renderer)
+
+
+def overlap_area(box, other):
+    overlap = Bbox.intersection(box, other)
+    return overlap.width * overlap.height if overlap is not None else 0.0
+
+
+def outside_area(box, frame):
+    inside = Bbox.intersection(box, frame)
+    return box.width * box.height - (inside.width * inside.height if inside is not None else 0.0)
+
+
+def place_labels(ax, anchors, texts, obstacles, marker_radius_pt):
+    """Annotate each data point of `anchors` with its text, placed greedily (LABEL_DIRECTIONS,
+    LABEL_DISTANCES) clear of the `obstacles` (display boxes), of the labels placed before and
+    of the axes' edges; a label set off farther than the nearest ring gets a leader line to its
+    point."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = []
+    for anchor, text in zip(anchors, texts):
+        best = None  # (cost, offset, alignment)
+        for distance in LABEL_DISTANCES:
+            for dx, dy in LABEL_DIRECTIONS:
+                alignment = dict(ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                                 va="bottom" if dy > 0 else "top" if dy < 0 else "center")
+                offset = (dx * distance, dy * distance)
+                probe = ax.annotate(text, anchor, xytext=offset, textcoords="offset points",
+                                    fontsize=8, **alignment)
+                box = text_extent(probe, renderer).padded(1)
+                probe.remove()
+                cost = (sum(overlap_area(box, other) for other in obstacles + placed)
+                        + outside_area(box, frame))
+                if best is None or cost < best[0]:
+                    best = (cost, offset, alignment)
+                if cost == 0:
+                    break
+            if best[0] == 0:
+                break
+        _, offset, alignment = best
+        leader = (dict(arrowprops=dict(arrowstyle="-", color="0.5", linewidth=0.6, shrinkA=1,
+                                       shrinkB=marker_radius_pt))
+                  if max(map(abs, offset)) > LABEL_DISTANCES[0] else {})
+        label = ax.annotate(text, anchor, xytext=offset, textcoords="offset points", fontsize=8,
+                            gid=LABEL_GID, **alignment, **leader)
+        placed.append(text_extent(label, renderer).padded(1))
 
 
 def predicted_vs_measured(series, context):
@@ -545,9 +723,10 @@ def predicted_vs_measured(series, context):
     fig, ax = plt.subplots(figsize=(7.5, 6))
     handles = [Line2D([], [], color="0.3", linestyle="--", label="predicted = measured"),
                Line2D([], [], color="0.6", linestyle=":", label="2× off")]
+    marker_size = 7
     for number, (s, (measured, low, high), predicted) in enumerate(points, start=1):
-        style = dict(color=s.colour, marker=COMPRESSION_MARKERS.get(s.compression, "D"),
-                     markersize=7, linestyle="none")
+        style = dict(color=s.colour, marker=s.marker, fillstyle=s.fillstyle,
+                     markersize=marker_size, linestyle="none")
         ax.errorbar(measured * scale, predicted * scale, capsize=3,
                     xerr=[[(measured - low) * scale], [(high - measured) * scale]], **style)
         handles.append(Line2D([], [], label=wrap(f"{number}: {s.label}"), **style))
@@ -565,15 +744,25 @@ def predicted_vs_measured(series, context):
     ax.plot([low, high], [low / 2, high / 2], color="0.6", linestyle=":", linewidth=1)
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
-    # Number the points (the legend says which is which), one text per crowd of points.
+    # Number the points (the legend says which is which), one text per pile of points, each
+    # text placed where it covers no other text, point or error bar.
+    to_pixels = ax.transData.transform
+    anchors = [(m * scale, p * scale) for _, (m, _, _), p in points]
     to_axes = ax.transAxes.inverted()
-    positions = [to_axes.transform(ax.transData.transform((m * scale, p * scale)))
-                 for _, (m, _, _), p in points]
-    for cluster in cluster_points(positions):
-        leftmost = min(cluster, key=lambda i: positions[i][0])
-        _, (measured, _, _), predicted = points[leftmost]
-        ax.annotate(", ".join(str(i + 1) for i in cluster), (measured * scale, predicted * scale),
-                    fontsize=8, xytext=(6, 5), textcoords="offset points")
+    clusters = cluster_points([to_axes.transform(to_pixels(a)) for a in anchors])
+    pixels_per_point = fig.dpi / 72
+    radius = (marker_size / 2 + 1) * pixels_per_point
+    obstacles = []
+    for (x, y), (_, (_, fastest, slowest), _) in zip(anchors, points):
+        px, py = to_pixels((x, y))
+        obstacles.append(Bbox.from_extents(px - radius, py - radius, px + radius, py + radius))
+        left, right = to_pixels((fastest * scale, y))[0], to_pixels((slowest * scale, y))[0]
+        if right - left > 2 * radius:  # the repeats' spread, its caps 3 points high
+            cap = 3 * pixels_per_point
+            obstacles.append(Bbox.from_extents(left - 1, py - cap, right + 1, py + cap))
+    place_labels(ax, [anchors[min(c, key=lambda i: anchors[i][0])] for c in clusters],
+                 [", ".join(str(i + 1) for i in c) for c in clusters], obstacles,
+                 marker_size / 2 + 1)
     ax.set_xlabel(f"measured time per iteration ({unit}; slowest rank, timing.csv)")
     ax.set_ylabel(f"predicted time per iteration ({unit}; dtrain plan)")
     ax.set_title("Timing model against measurement" + context_note(context)
