@@ -14,7 +14,9 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
   time_breakdown          per run, seconds per iteration by part (data, forward, backward,
                           update, compress, exposed communication = wait_s), and all
                           communication (comm_s) as a hatched bar beside it: hidden
-                          communication is the comm bar's excess over the wait part
+                          communication is the comm bar's excess over the wait part. A
+                          pipedream rank's wait beyond its comm_s is pipeline idle time (the
+                          bubble: waiting on neighbour stages), drawn in its own colour
   scaling                 samples/s, speedup and scaling efficiency against ranks, with the ideal
                           (needs a setup run at two or more rank counts)
   stragglers              mean epoch time per rank of runs with cluster.stragglers, the slow
@@ -24,7 +26,11 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
 
 Figures the data cannot support are skipped, saying why. Runs with identical settings (sweep
 repeats) are one series: the mean, with the single runs faint or as a min-max bar. Colours are
-Okabe-Ito, fixed per algorithm across figures; the compression is the line style or hatch.
+Okabe-Ito, fixed per algorithm across figures; the compression is the line style and the marker
+shape (or the hatch of a bar), other differences the marker's fill. A run evaluated once is a
+dot. Curves that lie on top of each other are named in the legend ("sync and ps_sync
+coincide") and drawn nested, wide under narrow. The points of predicted_vs_measured are
+numbered, each number placed clear of the others and of the points.
 
 Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
 """
@@ -355,13 +361,17 @@ def mark_coinciding(ax, lines, names):
         if len(group) < 2:
             continue
         grouped.update(group)
+        # Each layer shows a rim of the one above it; a large group stays within a few points.
+        width_step = min(2.5, 6.0 / (len(group) - 1))
+        size_step = min(4.0, 9.0 / (len(group) - 1))
         for depth, index in enumerate(group):
             widening = len(group) - 1 - depth
             line = lines[index]
-            line.set_linewidth(line.get_linewidth() + 2.5 * widening)
-            line.set_markersize(line.get_markersize() + 4 * widening)
+            line.set_linewidth(line.get_linewidth() + width_step * widening)
+            line.set_markersize(line.get_markersize() + size_step * widening)
             line.set_zorder(line.get_zorder() + 0.01 * depth)
-        notes.append(f"{name_list([names[i] for i in group])} coincide")
+        notes.append(f"all {len(group)} curves coincide" if len(group) == len(lines) > 2
+                     else f"{name_list([names[i] for i in group])} coincide")
     return notes
 
 
@@ -375,7 +385,7 @@ def note_handles(notes):
 def accuracy_figure(series, x_column, xlabel, title, context):
     target = context["target"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    mean_lines = []
+    mean_lines, handles = [], []
     for s in series:
         if len(s.runs) > 1:  # the single repeats, faint, as the spread
             for run in s.runs:
@@ -387,17 +397,17 @@ def accuracy_figure(series, x_column, xlabel, title, context):
                         **style)
         xs, ys = mean_curve(s.runs, x_column)
         suffix = f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""
-        line, = ax.plot(xs, ys, linewidth=1.8, label=wrap(s.label + suffix),
-                        **line_style(s, len(xs)))
-        mean_lines.append(line)
+        style = dict(linewidth=1.8, label=wrap(s.label + suffix), **line_style(s, len(xs)))
+        mean_lines.append(ax.plot(xs, ys, **style)[0])
+        # The legend shows the style as drawn before mark_coinciding widens some lines.
+        handles.append(Line2D([], [], **style))
     if target is not None:
-        ax.axhline(target, color="0.4", linestyle=(0, (1, 2)), linewidth=1,
-                   label=f"target {target:g}")
+        handles.append(ax.axhline(target, color="0.4", linestyle=(0, (1, 2)), linewidth=1,
+                                  label=f"target {target:g}"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy")
     ax.set_title(title + context_note(context))
     notes = mark_coinciding(ax, mean_lines, [s.label for s in series])
-    handles, _ = ax.get_legend_handles_labels()
     legend_outside(ax, handles=handles + note_handles(notes))
     return fig
 
@@ -516,6 +526,7 @@ def scaling_figure(_series, context):
     all_ranks = sorted({r for _, by_ranks in setups for r in by_ranks})
     base_ranks = set()
     lines = [[], [], []]  # per panel, one line per setup
+    handles = []
     for setup, by_ranks in setups:
         ranks = sorted(by_ranks)
         means = [sum(throughput(r) for r in by_ranks[k]) / len(by_ranks[k]) for k in ranks]
@@ -532,6 +543,8 @@ def scaling_figure(_series, context):
         axes[0].plot(ranks, ideal, color=setup.colour, linestyle=(0, (4, 3)), linewidth=0.8,
                      alpha=0.6)
         lines[0].append(bars.lines[0])
+        # The legend shows the style as drawn before mark_coinciding widens some lines.
+        handles.append(Line2D([], [], label=wrap(setup.label), **style))
         lines[1].append(axes[1].plot(ranks, speedup, **style)[0])
         lines[2].append(axes[2].plot(ranks, efficiency, **style)[0])
     base_text = "its smallest rank count" if len(base_ranks) > 1 else f"{min(base_ranks)} rank" + (
@@ -555,7 +568,6 @@ def scaling_figure(_series, context):
     notes = []
     for ax, panel_lines, panel in zip(axes, lines, ("throughput", "speedup", "efficiency")):
         notes += [f"{panel}: {note}" for note in mark_coinciding(ax, panel_lines, names)]
-    handles, labels = axes[0].get_legend_handles_labels()
     handles += [Line2D([], [], color="0.3", linestyle="--", label="ideal (linear)")]
     handles += note_handles(notes)
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.95))

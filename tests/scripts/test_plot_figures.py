@@ -124,6 +124,13 @@ class Figures(unittest.TestCase):
         self.assertGreater(sync.get_linewidth(), ps_sync.get_linewidth())
         self.assertLess(sync.get_zorder(), ps_sync.get_zorder())
 
+    def test_a_whole_figure_of_identical_curves_is_one_short_note(self):
+        runs = [make_run("s"), make_run("p", algorithm="ps_sync"),
+                make_run("q", algorithm="pipe_sgd")]
+        notes = [t for t in legend_texts(self.accuracy_figure(runs)) if "coincide" in t]
+        self.assertEqual(len(notes), 1)
+        self.assertIn("all 3 curves coincide", notes[0])
+
     def test_different_curves_get_no_note(self):
         runs = [make_run("s"), make_run("p", algorithm="ps_sync", accuracy=(0.4, 0.6, 0.7))]
         for figure in (plot.accuracy_vs_time, plot.accuracy_vs_epoch):
