@@ -74,6 +74,11 @@ std::string run_record_yaml(const RunRecord& r) {
   root["train_data"] = r.train_data;
   root["test_data"] = r.test_data;
   if (!r.notes.empty()) root["notes"] = r.notes;
+  if (!r.resolved.empty()) {
+    YAML::Node resolved(YAML::NodeType::Map);
+    for (const auto& [key, value] : r.resolved) resolved[key] = value;
+    root["resolved"] = resolved;
+  }
   YAML::Emitter out;
   out << root;
   return std::string("# what really ran (config.yaml is what was asked for)\n") + out.c_str() +

@@ -3,6 +3,7 @@
 // picked, the communicator and the algorithm as they describe themselves.
 #pragma once
 #include <string>
+#include <utility>  // pair
 #include <vector>
 
 #include "comm/comm.h"  // Comm: the hosts are gathered from every rank
@@ -15,6 +16,8 @@ struct RunRecord {
   std::string backend, comm, algorithm, train_data, test_data;
   std::vector<std::string> notes;  // stand-ins, settings without effect
   std::vector<int> local_ranks;    // of each rank: its position on its host (its GPU)
+  // What `auto` settled on, as (key path, value) to paste back with --set to repeat the run.
+  std::vector<std::pair<std::string, std::string>> resolved;
 };
 
 // dtrain's version and the commit it was built from ("0.1.0", "3f2a9c1d0e4b" + "-dirty").

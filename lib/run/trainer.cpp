@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "comm/gradient_transport.h"  // nccl_usable_everywhere: what cluster.comm: auto picks
 #include "core/error.h"
 #include "core/stop_request.h"  // signal_name
 #include "run/consistency.h"    // check_ranks_agree
@@ -67,6 +68,18 @@ std::string Trainer::describe() const {
                      to_table(run_->config), run_->backend->name(), comm_.name(),
                      scheduler_->describe(), run_->train_set->describe(),
                      run_->test_set->describe(), notes, run_->model->summary());
+}
+
+std::vector<std::pair<std::string, std::string>> Trainer::resolved_settings() const {
+  const ClusterConfig& cluster = run_->config.cluster;
+  std::vector<std::pair<std::string, std::string>> resolved;
+  if (cluster.device == "auto")
+    resolved.emplace_back("cluster.device",
+                          run_->backend->device() == Device::cpu ? "cpu" : "cuda");
+  if (cluster.comm == "auto" && comm_.size() > 1)
+    resolved.emplace_back("cluster.comm", gradients_on_nccl_ ? "nccl" : "mpi");
+  for (auto& setting : scheduler_->resolved_settings()) resolved.push_back(std::move(setting));
+  return resolved;
 }
 
 std::vector<std::string> Trainer::notes_and_plan() const {
@@ -182,6 +195,10 @@ Stopped Trainer::stopped(const CheckpointPoint& at, bool saved) const {
 RunResult Trainer::run() {
   const std::vector<std::string> hosts = gather_hosts(comm_);
   const std::vector<int> local_ranks = gather_local_ranks(comm_);
+  // The vote every gradient all-reducer takes (a collective, the same answer on every rank).
+  if (run_->config.cluster.comm == "auto" && comm_.size() > 1)
+    gradients_on_nccl_ = nccl_usable_everywhere(
+        comm_, run_->backend->device() == Device::cpu ? nullptr : run_->backend.get(), "auto");
   RunResult result;
   Position at;
   std::string accuracy_so_far, timing_so_far;
@@ -229,7 +246,8 @@ void Trainer::write_run_files(const std::vector<std::string>& hosts,
   std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
   std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
       {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
-       run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks});
+       run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks,
+       resolved_settings()});
   metrics_ = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
 }
 

@@ -48,6 +48,9 @@ class Trainer {
   std::string describe() const;
   // The run's notes, and what a planner decided (run.yaml).
   std::vector<std::string> notes_and_plan() const;
+  // What the config's `auto` keys settled on (the device, the GPU gradients' transport, the
+  // algorithm's own), as (key path, value) to paste back to repeat the run (run.yaml).
+  std::vector<std::pair<std::string, std::string>> resolved_settings() const;
   // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 
@@ -101,6 +104,7 @@ class Trainer {
   std::unique_ptr<Progress> progress_;      // rank 0 only
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only, once run() has started
   std::unique_ptr<Scheduler> scheduler_;
+  bool gradients_on_nccl_ = false;  // cluster.comm: auto chose NCCL (found when run() starts)
 };
 
 }  // namespace dtrain

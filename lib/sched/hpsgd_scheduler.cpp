@@ -4,7 +4,7 @@
 
 #include <algorithm>  // max, minmax_element
 #include <bit>        // bit_cast: the learning rate as a counter, exactly
-#include <cmath>      // ceil
+#include <cmath>      // ceil, llround
 #include <utility>    // swap
 #include <vector>
 
@@ -279,6 +279,12 @@ void HpsgdScheduler::flush() {
   // Nothing is in flight: with `auto` the next boundary starts a round, on every rank alike.
   if (period_ == 0) next_round_ = iteration_;
   allreducer_->take_times(&comm, &compress);
+}
+
+std::vector<std::pair<std::string, std::string>> HpsgdScheduler::resolved_settings() const {
+  if (period_ != 0 || rounds_total_ == 0) return {};
+  const double mean = static_cast<double>(iteration_) / static_cast<double>(rounds_total_);
+  return {{"algorithm.sync_period", std::to_string(std::max<int64_t>(1, std::llround(mean)))}};
 }
 
 std::string HpsgdScheduler::epoch_summary() const {

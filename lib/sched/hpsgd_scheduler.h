@@ -46,6 +46,9 @@ class HpsgdScheduler final : public Scheduler {
   // leaves the model's parameters = w (so training continues from a fresh replica).
   void flush() override;
   std::string epoch_summary() const override;
+  // sync_period: auto starts a round whenever the previous one has finished everywhere, so no
+  // fixed period repeats it exactly: the run's mean iterations per round is the closest.
+  std::vector<std::pair<std::string, std::string>> resolved_settings() const override;
   // w, a, b and the counters; the round in flight is waited for and saved as the sum it is.
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;

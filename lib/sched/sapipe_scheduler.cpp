@@ -188,6 +188,11 @@ void SapipeScheduler::set_stale_layers(int k) {
   }
 }
 
+std::vector<std::pair<std::string, std::string>> SapipeScheduler::resolved_settings() const {
+  if (!options_.stale_layers.is("auto") || k_ < 0) return {};
+  return {{"algorithm.stale_layers", std::to_string(k_)}};
+}
+
 std::string SapipeScheduler::describe() const {
   std::string s = "sapipe (";
   const int m = static_cast<int>(layers_.size());

@@ -53,6 +53,8 @@ class SapipeScheduler final : public Scheduler {
   ~SapipeScheduler() override;
   std::string name() const override { return "sapipe"; }
   std::string describe() const override;
+  // stale_layers: auto, once the profile has chosen k.
+  std::vector<std::pair<std::string, std::string>> resolved_settings() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // Applies both slots' gradients in iteration order; the model then holds the master weights.
   void flush() override;

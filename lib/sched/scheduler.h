@@ -118,6 +118,10 @@ class Scheduler {
   // One line about the epoch just trained for the log (rank 0's), or empty: what the algorithm
   // decided at run time (HPSGD: how often it synchronised).
   virtual std::string epoch_summary() const { return ""; }
+  // What this algorithm's `auto` keys settled on, as (key path, value) pairs a user can paste
+  // back (--set KEY=VALUE) to repeat the run: empty where no key was left to auto, or while it
+  // is not decided yet (SAPipe decides after its profile).
+  virtual std::vector<std::pair<std::string, std::string>> resolved_settings() const { return {}; }
   // Iterations rank 0 reports to the progress line per epoch of `loader_batches` of its loader.
   virtual int64_t progress_iterations(int64_t loader_batches) const { return loader_batches; }
   // Result files of the algorithm's own beside timing.csv (pipedream: pipeline.csv), as

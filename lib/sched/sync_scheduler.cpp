@@ -50,10 +50,16 @@ SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
       segments_(
           ctx_.model.trainable_offset(), ctx_.model.num_parameters(),
           resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset())) {
+  auto_segments_ = options.segments.is("auto");
   inflight_.reserve(segments_.size());
   if (ctx_.comm.size() > 1)
     allreducer_ = std::make_unique<GradientAllreducer>(
         ctx_.comm, ctx_.compression, ctx_.model.num_parameters(), gradient_placement());
+}
+
+std::vector<std::pair<std::string, std::string>> SyncScheduler::resolved_settings() const {
+  if (!auto_segments_) return {};
+  return {{"algorithm.segments", std::to_string(segments_.size())}};
 }
 
 std::string SyncScheduler::describe() const {

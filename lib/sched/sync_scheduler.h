@@ -28,12 +28,14 @@ Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L = 
 class SyncScheduler final : public Scheduler {
  public:
   SyncScheduler(SchedulerContext ctx, const SyncOptions& options);
+  std::vector<std::pair<std::string, std::string>> resolved_settings() const override;
   std::string name() const override { return "sync"; }
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
 
  private:
   GradientSegments segments_;
+  bool auto_segments_ = false;  // segments: auto (resolved_settings says how many it made)
   std::vector<std::future<void>> inflight_;
   size_t started_ = 0;
   std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank; last: joined first
