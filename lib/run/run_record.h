@@ -2,6 +2,8 @@
 // version and git commit, when, how many ranks on which hosts, the backend `device: auto`
 // picked, the communicator and the algorithm as they describe themselves.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +27,43 @@ std::vector<std::string> gather_hosts(Comm& comm);
 // Every rank's local rank (Comm::local_rank), in rank order, on every rank (a collective).
 std::vector<int> gather_local_ranks(Comm& comm);
 std::string run_record_yaml(const RunRecord& record);
+
+// run.yaml's last block: how the run ended, for job scripts (requeue on `status: stopped`).
+struct RunStatus {
+  std::string state = "running";  // running | completed | stopped | failed
+  std::string reason;             // stopped: the signal (SIGTERM); failed: the error message
+  // The last iteration done: its epoch (1-based) and its number within that epoch, and the
+  // iterations of the whole run (accuracy.csv's units where they agree; 0, 0, 0 before any).
+  int epoch = 0;
+  int64_t iteration = 0, iterations = 0;
+  std::optional<std::string> checkpoint;  // the newest finished checkpoint's folder
+};
+std::string run_status_yaml(const RunStatus& status);
+
+// run.yaml of one run: the record, then the status block, replaced each time the status
+// changes. Every write goes to a temporary file in the same folder, then renamed over run.yaml:
+// a job script never reads half a file.
+class RunYamlFile {
+ public:
+  explicit RunYamlFile(std::string dir) : dir_(std::move(dir)) {}
+  // Rank 0, when the run starts: the record and `status: running`.
+  void start(const std::string& record);
+  // This run's run.yaml exists (any rank may now end its status: see main's failure path).
+  void arm() { armed_ = true; }
+  bool armed() const { return armed_; }
+  // Where training is: every rank keeps it, for whichever rank writes the end.
+  void progress(int epoch, int64_t iteration, int64_t iterations);
+  // Replaces the status block: `state` and `reason`, the last iteration, the newest finished
+  // checkpoint in DIR/checkpoints. Nothing when run.yaml is not this run's (not armed) or is
+  // not there (a rank on another host, its output folder on a local disk); never throws.
+  void end(const std::string& state, const std::string& reason) noexcept;
+
+ private:
+  void write(const std::string& record, const RunStatus& status) const;
+  std::optional<std::string> newest_checkpoint() const;
+  std::string dir_;
+  bool armed_ = false;
+  RunStatus status_;
+};
 
 }  // namespace dtrain
