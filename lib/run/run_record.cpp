@@ -105,9 +105,11 @@ std::string run_status_yaml(const RunStatus& s) {
   root["last_iteration"] = last;
   root["checkpoint"] = s.checkpoint ? YAML::Node(*s.checkpoint) : YAML::Node(YAML::NodeType::Null);
   YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);  // `checkpoint: null`, as a script greps it
   out << root;
   return std::string(kStatusHeading) +
-         "# last_iteration: the epoch (1-based), the iteration within it, the run's iterations\n" +
+         "# last_iteration: where the run was last counted (an epoch's end, a checkpoint, the "
+         "stop):\n#   the epoch (1-based), the iteration within it, the iterations of the run\n" +
          out.c_str() + "\n";
 }
 

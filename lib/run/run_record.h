@@ -32,8 +32,10 @@ std::string run_record_yaml(const RunRecord& record);
 struct RunStatus {
   std::string state = "running";  // running | completed | stopped | failed
   std::string reason;             // stopped: the signal (SIGTERM); failed: the error message
-  // The last iteration done: its epoch (1-based) and its number within that epoch, and the
-  // iterations of the whole run (accuracy.csv's units where they agree; 0, 0, 0 before any).
+  // The last iteration done when the trainer last counted (an epoch's end, a checkpoint, the
+  // stop; a failure inside an epoch leaves the count before it): its epoch (1-based), its
+  // number within that epoch and the iterations of the whole run, in the scheduler's units
+  // (train.max_iterations'); 0, 0, 0 before any.
   int epoch = 0;
   int64_t iteration = 0, iterations = 0;
   std::optional<std::string> checkpoint;  // the newest finished checkpoint's folder
