@@ -116,7 +116,7 @@ std::string run_status_yaml(const RunStatus& s) {
 void RunYamlFile::start(const std::string& record) {
   status_.checkpoint = newest_checkpoint();  // a resumed run's
   write(record, status_);
-  armed_ = true;
+  arm(record);
 }
 
 void RunYamlFile::progress(int epoch, int64_t iteration, int64_t iterations) {
@@ -127,16 +127,13 @@ void RunYamlFile::end(const std::string& state, const std::string& reason) noexc
   if (!armed_) return;
   try {
     std::ifstream in(dir_ + "/run.yaml");
-    if (!in) return;
     std::stringstream text;
     text << in.rdbuf();
-    std::string record = text.str();
-    const size_t block = record.find(kStatusHeading);
-    if (block != std::string::npos) record.resize(block);
+    if (!in || !text.str().starts_with(record_ + kStatusHeading)) return;
     status_.state = state;
     status_.reason = reason;
     status_.checkpoint = newest_checkpoint();
-    write(record, status_);
+    write(record_, status_);
   } catch (const std::exception&) {
     // The run's own outcome (its exit code, its message) matters more than its record.
   }

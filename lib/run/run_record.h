@@ -50,20 +50,23 @@ class RunYamlFile {
   explicit RunYamlFile(std::string dir) : dir_(std::move(dir)) {}
   // Rank 0, when the run starts: the record and `status: running`.
   void start(const std::string& record);
-  // This run's run.yaml exists (any rank may now end its status: see main's failure path).
-  void arm() { armed_ = true; }
-  bool armed() const { return armed_; }
+  // Every rank, once rank 0 has started: its `record` (rank 0's, passed on). From here this
+  // rank may end the status (see main's failure path).
+  void arm(const std::string& record) { record_ = record, armed_ = true; }
+  const std::string& record() const { return record_; }
   // Where training is: every rank keeps it, for whichever rank writes the end.
   void progress(int epoch, int64_t iteration, int64_t iterations);
   // Replaces the status block: `state` and `reason`, the last iteration, the newest finished
-  // checkpoint in DIR/checkpoints. Nothing when run.yaml is not this run's (not armed) or is
-  // not there (a rank on another host, its output folder on a local disk); never throws.
+  // checkpoint in DIR/checkpoints. Nothing before arm(), or where run.yaml does not begin with
+  // this run's record (a rank on another host whose output folder, on its local disk, holds no
+  // run.yaml or another run's); never throws.
   void end(const std::string& state, const std::string& reason) noexcept;
 
  private:
   void write(const std::string& record, const RunStatus& status) const;
   std::optional<std::string> newest_checkpoint() const;
   std::string dir_;
+  std::string record_;
   bool armed_ = false;
   RunStatus status_;
 };

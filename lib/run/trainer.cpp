@@ -228,9 +228,9 @@ RunResult Trainer::run() {
   if (comm_.rank() == 0) write_run_files(hosts, local_ranks, accuracy_so_far, timing_so_far);
   // From here run.yaml is this run's on every rank (rank 0 has written it): whichever rank
   // fails may end its status. Before, a failing resume leaves the earlier run's status alone.
-  std::vector<double> written{1};
-  comm_.allreduce_sum(written);
-  run_yaml_->arm();
+  std::string record = run_yaml_->record();
+  comm_.broadcast(record, 0);
+  run_yaml_->arm(record);
   const TrainConfig& tc = run_->config.train;
   const std::optional<CheckpointConfig>& cc = run_->config.checkpoint;
   if (trace_) trace_->align_clocks(comm_);

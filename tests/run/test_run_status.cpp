@@ -54,6 +54,12 @@ std::string refusal(const fs::path& dir) {
   return "";
 }
 
+std::string run_yaml_record_of_another_run() {
+  RunRecord record;
+  record.world = 2;
+  return run_record_yaml(record);
+}
+
 }  // namespace
 
 TEST_CASE("run.yaml: the record stays, the status block is replaced") {
@@ -90,6 +96,13 @@ TEST_CASE("run.yaml: the record stays, the status block is replaced") {
   const std::string text = read(s.dir / "run.yaml");
   CHECK(text.find("status:") == text.rfind("status:"));
   CHECK(YAML::Load(text)["reason"].as<std::string>() == "SIGTERM");
+  // Another rank, given rank 0's record, ends it too.
+  RunYamlFile rank1(s.dir.string());
+  rank1.arm(file.record());
+  rank1.end("failed", "rank 1's error");
+  CHECK(YAML::LoadFile((s.dir / "run.yaml").string())["reason"].as<std::string>() ==
+        "rank 1's error");
+  CHECK(YAML::LoadFile((s.dir / "run.yaml").string())["world_size"].as<int>() == 1);
   // No temporary file is left beside it.
   for (const auto& entry : fs::directory_iterator(s.dir))
     CHECK(entry.path().filename().string().find(".tmp") == std::string::npos);
@@ -101,9 +114,15 @@ TEST_CASE("run.yaml: a process that did not start this run leaves run.yaml alone
   RunYamlFile earlier_run(s.dir.string());  // a resume that failed before it started
   earlier_run.end("failed", "no intact checkpoint");
   CHECK(read(s.dir / "run.yaml") == "world_size: 2\nstatus: completed\n");
-  // Armed (training started) on a host that does not see the folder: nothing, no exception.
+  // Armed with this run's record, but run.yaml is another run's (a rank on a host whose local
+  // output folder held an earlier run): left alone.
+  RunYamlFile other_host(s.dir.string());
+  other_host.arm(run_yaml_record_of_another_run());
+  other_host.end("failed", "boom");
+  CHECK(read(s.dir / "run.yaml") == "world_size: 2\nstatus: completed\n");
+  // Armed on a host that does not see the folder: nothing, no exception.
   RunYamlFile elsewhere((s.dir / "not_here").string());
-  elsewhere.arm();
+  elsewhere.arm(run_yaml_record_of_another_run());
   elsewhere.end("failed", "boom");
   CHECK_FALSE(fs::exists(s.dir / "not_here"));
 }
