@@ -66,8 +66,9 @@ dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
 }
 
 // Under mpirun every rank runs this; one rank's failure ends them all (MPI_Abort) so that no
-// rank waits forever for a dead peer.
-int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
+// rank waits forever for a dead peer. `run_yaml`: the run's status, for main's failure path.
+int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm,
+          std::shared_ptr<dtrain::RunYamlFile>& run_yaml) {
   const dtrain::ExperimentConfig config = load(o, *comm);
   comm = dtrain::configure_comm(config, std::move(comm));  // network emulation, when asked for
   watch_waits(config.cluster.timeout_s, *comm);
@@ -89,6 +90,7 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm) {
        o.progress, output});
   if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
   if (o.dry_run) return 0;
+  run_yaml = trainer.run_yaml();
   trainer.model().graph().profile_layers(o.profile_layers);
   try {
     trainer.run();
@@ -223,12 +225,18 @@ int main(int argc, char** argv) {
 
   dtrain::install_stop_handlers();  // SIGINT, SIGTERM: finish the iteration, checkpoint, exit
   std::unique_ptr<dtrain::Comm> comm;
-  auto fail = [&comm](const char* kind, const std::exception& e, int code) {
+  std::shared_ptr<dtrain::RunYamlFile> run_yaml;  // once training has started
+  auto fail = [&comm, &run_yaml](const char* kind, const std::exception& e, int code) {
     // One message, not one per rank: rank 0 reports at once and ends the job; another rank
     // first gives rank 0 the time to do so (for an error every rank finds), and reports only
     // what rank 0 did not (its own).
     if (comm && comm->size() > 1 && comm->rank() != 0)
       std::this_thread::sleep_for(std::chrono::seconds(2));
+    // run.yaml's `status: failed` comes from the rank that reports, just before it ends the job:
+    // rank 0 at once; another rank only when rank 0 has not ended the job meanwhile (its own
+    // error), when run.yaml is this run's (training had started) and its folder is seen from
+    // this host (shared, or this host's own). The rename makes a race of two writers harmless.
+    if (run_yaml) run_yaml->end("failed", e.what());
     std::cerr << "dtrain: " << kind
               << (comm && comm->size() > 1 ? " (rank " + std::to_string(comm->rank()) + ")"
                                            : std::string())
@@ -253,11 +261,18 @@ int main(int argc, char** argv) {
       bench_opts.include_mpi = !no_mpi;
       return bench_comm_main(bench_opts, o.csv, *comm);
     }
+    if (o.config.empty() && !o.resume.empty()) {
+      // The run continues with the config it was started with (its resolved config.yaml).
+      o.config = o.resume + "/config.yaml";
+      if (!std::ifstream(o.config))
+        throw dtrain::InputError("--resume " + o.resume + ": no " + o.config +
+                                 " (the run's config); give it with --config FILE");
+    }
     if (o.config.empty()) {
       std::cerr << "dtrain: --config FILE is required (see dtrain --help)\n";
       return 2;
     }
-    return train(o, comm);
+    return train(o, comm, run_yaml);
   } catch (const dtrain::InputError& e) {
     return fail("error", e, 2);
   } catch (const std::exception& e) {

@@ -239,6 +239,12 @@ std::vector<Found> list_checkpoints(const fs::path& root, std::vector<fs::path>*
 
 }  // namespace
 
+std::optional<std::string> newest_finished_checkpoint(const std::string& root) {
+  const std::vector<Found> found = list_checkpoints(root, nullptr);
+  if (found.empty()) return std::nullopt;
+  return found.front().dir.string();
+}
+
 std::string CheckpointPoint::describe() const {
   if (iteration > 0) return fmt::format("epoch {}, after iteration {}", epoch + 1, iteration);
   return epoch == 0 ? "the start" : fmt::format("after epoch {}", epoch);

@@ -36,6 +36,10 @@ SchedulerState decode_state(const std::string& bytes, const std::string& what);
 // text), or empty when they agree.
 std::string first_config_difference(const std::string& saved_yaml, const std::string& yaml);
 
+// The newest finished checkpoint (one with its manifest) under `root` (OUT/checkpoints), or
+// nothing. Its files are not read: a damaged one is found only when --resume reads it.
+std::optional<std::string> newest_finished_checkpoint(const std::string& root);
+
 struct CheckpointOptions {
   std::string dir;          // OUT/checkpoints
   std::string config_yaml;  // the resolved config of this run

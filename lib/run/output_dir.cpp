@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "run/checkpoint.h"  // newest_finished_checkpoint: whether --resume can continue
 
 namespace dtrain {
 
@@ -25,12 +26,20 @@ void claim_output_dir(const std::string& dir, OutputMode mode, bool remove) {
   for (const char* name : kResults)
     if (fs::exists(fs::path(dir) / name, ec)) present.push_back(name);
   switch (mode) {
-    case OutputMode::fresh:
-      DTRAIN_INPUT_CHECK(present.empty())
-          << "output folder " << dir << " already holds a run's results ("
-          << fmt::format("{}", fmt::join(present, ", ")) << "): continue it with --resume " << dir
-          << ", write elsewhere with --out DIR, or replace it with --overwrite";
-      return;
+    case OutputMode::fresh: {
+      if (present.empty()) return;
+      const std::string results = fmt::format("{}", fmt::join(present, ", "));
+      // --resume is a way out only where there is a finished checkpoint to continue from.
+      if (newest_finished_checkpoint((fs::path(dir) / "checkpoints").string()))
+        throw InputError(fmt::format(
+            "output folder {} already holds a run's results ({}): continue it with --resume {}, "
+            "write elsewhere with --out DIR, or replace it with --overwrite",
+            dir, results, dir));
+      throw InputError(fmt::format(
+          "output folder {} already holds a run's results ({}) and no checkpoint to continue "
+          "from: write elsewhere with --out DIR, or replace it with --overwrite",
+          dir, results));
+    }
     case OutputMode::overwrite:
       if (remove)
         for (const std::string& name : present) fs::remove_all(fs::path(dir) / name);

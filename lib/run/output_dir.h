@@ -12,8 +12,8 @@ enum class OutputMode {
 };
 
 // Checks `dir` for `mode` on every rank; `remove` (one rank): deletes what --overwrite replaces.
-// InputError naming the folder and the three ways out when a fresh run finds results, or a
-// resumed one finds no checkpoints.
+// InputError naming the folder and the ways out that apply when a fresh run finds results
+// (--resume only where a finished checkpoint is), or a resumed one finds no checkpoints.
 void claim_output_dir(const std::string& dir, OutputMode mode, bool remove);
 
 }  // namespace dtrain

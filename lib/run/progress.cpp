@@ -63,6 +63,11 @@ bool under_mpi_launcher() {
 }
 }  // namespace
 
+double eta_seconds(double elapsed_s, int64_t done, int64_t left) {
+  if (done <= 0) return -1;
+  return elapsed_s / static_cast<double>(done) * static_cast<double>(std::max<int64_t>(0, left));
+}
+
 ProgressMode resolve_progress_mode(ProgressMode mode) {
   if (mode != ProgressMode::auto_) return mode;
   const bool terminal =
@@ -83,6 +88,10 @@ Progress::Progress(ProgressMode mode, int epochs, int64_t iterations_per_epoch,
   if (log_every_ <= 0) log_every_ = std::max<int64_t>(1, iterations_per_epoch_ / 4);
 }
 
+void Progress::resume_at(double epochs_done) {
+  before_ = std::llround(epochs_done * static_cast<double>(iterations_per_epoch_));
+}
+
 void Progress::iteration(const IterationReport& r) {
   ++done_;
   samples_ += r.samples;
@@ -96,7 +105,7 @@ void Progress::iteration(const IterationReport& r) {
   if (!due) return;
   const double elapsed = seconds_since(start_);
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;
-  const double eta = elapsed / done_ * (total_iterations_ - done_);
+  const double eta = eta_seconds(elapsed, done_, iterations_left());
   // A NaN loss: this rank computes none (a pipeline's input stage).
   const std::string loss =
       std::isnan(epoch_loss_sum_)

@@ -2,6 +2,7 @@
 // iteration, loss, samples/s, ETA), otherwise a plain log line every
 // train.log_every_iterations, so that redirected output and CI logs stay readable. Rank 0 only.
 #pragma once
+#include <algorithm>  // max
 #include <cstdint>
 #include <string>
 
@@ -20,11 +21,22 @@ enum class ProgressMode { auto_, bar, log, none };
 // or log when there is none on this host.
 ProgressMode resolve_progress_mode(ProgressMode mode);
 
+// The ETA: `done` iterations took `elapsed_s`, `left` more are to come at that pace. Negative
+// when nothing is known yet (no iteration done).
+double eta_seconds(double elapsed_s, int64_t done, int64_t left);
+
 class Progress {
  public:
   Progress(ProgressMode mode, int epochs, int64_t iterations_per_epoch, int64_t max_iterations,
            int64_t log_every_iterations);
   void iteration(const IterationReport& report);
+  // A resumed run: `epochs_done` (fractional: the checkpoint's epoch and its part of the next)
+  // were done before; the ETA counts only the iterations after them.
+  void resume_at(double epochs_done);
+  // The iterations still to come, as the ETA counts them.
+  int64_t iterations_left() const {
+    return std::max<int64_t>(0, total_iterations_ - before_ - done_);
+  }
   // Samples/s and ETA count from here (set-up time excluded).
   void restart_clock() { start_ = last_draw_ = Clock::now(); }
   // Ends the progress line before other output.
@@ -34,7 +46,8 @@ class Progress {
   ProgressMode mode_;  // bar, log or none
   int epochs_;
   int64_t iterations_per_epoch_, total_iterations_, log_every_;
-  int64_t done_ = 0, samples_ = 0;
+  int64_t done_ = 0, samples_ = 0;  // since this process started training
+  int64_t before_ = 0;              // done before (a resumed run's checkpoint)
   Clock::time_point start_, last_draw_;
   // The running mean of this epoch's losses (rank 0's batches): at the epoch's end it is what
   // accuracy.csv's train_loss reports, but of rank 0's shard.

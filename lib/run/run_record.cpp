@@ -6,8 +6,13 @@
 #include <chrono>
 #include <climits>  // HOST_NAME_MAX
 #include <ctime>    // gmtime_r, strftime
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "core/error.h"
 #include "dtrain_git_version.h"  // DTRAIN_GIT_COMMIT (generated at build time)
+#include "run/checkpoint.h"      // newest_finished_checkpoint
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -74,15 +79,93 @@ std::string run_record_yaml(const RunRecord& r) {
   root["train_data"] = r.train_data;
   root["test_data"] = r.test_data;
   if (!r.notes.empty()) root["notes"] = r.notes;
-  if (!r.resolved.empty()) {
-    YAML::Node resolved(YAML::NodeType::Map);
-    for (const auto& [key, value] : r.resolved) resolved[key] = value;
-    root["resolved"] = resolved;
-  }
+
   YAML::Emitter out;
   out << root;
   return std::string("# what really ran (config.yaml is what was asked for)\n") + out.c_str() +
          "\n";
+}
+
+namespace {
+
+// The line that starts the status block: what comes before it is the record.
+constexpr const char* kStatusHeading =
+    "# how the run ended: running, completed, stopped or failed\n";
+
+}  // namespace
+
+std::string run_status_yaml(const RunStatus& s) {
+  YAML::Node root(YAML::NodeType::Map);
+  root["status"] = s.state;
+  if (!s.reason.empty()) root["reason"] = s.reason;
+  YAML::Node last(YAML::NodeType::Map);
+  last["epoch"] = s.epoch;
+  last["iteration"] = s.iteration;
+  last["iterations"] = s.iterations;
+  last.SetStyle(YAML::EmitterStyle::Flow);
+  root["last_iteration"] = last;
+  root["checkpoint"] = s.checkpoint ? YAML::Node(*s.checkpoint) : YAML::Node(YAML::NodeType::Null);
+  if (!s.resolved.empty()) {
+    YAML::Node resolved(YAML::NodeType::Map);
+    for (const auto& [key, value] : s.resolved) resolved[key] = value;
+    root["resolved"] = resolved;
+  }
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);  // `checkpoint: null`, as a script greps it
+  out << root;
+  return std::string(kStatusHeading) +
+         "# last_iteration: where the run was last counted (an epoch's end, a checkpoint, the "
+         "stop):\n#   the epoch (1-based), the iteration within it, the iterations of the run\n"
+         "# resolved: what `auto` settled on; pin these keys (--set KEY=VALUE) to repeat the "
+         "run\n" +
+         out.c_str() + "\n";
+}
+
+void RunYamlFile::start(const std::string& record) {
+  status_.checkpoint = newest_checkpoint();  // a resumed run's
+  write(record, status_);
+  arm(record);
+}
+
+void RunYamlFile::progress(int epoch, int64_t iteration, int64_t iterations) {
+  status_.epoch = epoch, status_.iteration = iteration, status_.iterations = iterations;
+}
+
+void RunYamlFile::end(const std::string& state, const std::string& reason) noexcept {
+  if (!armed_) return;
+  try {
+    std::ifstream in(dir_ + "/run.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in || !text.str().starts_with(record_ + kStatusHeading)) return;
+    status_.state = state;
+    status_.reason = reason;
+    status_.checkpoint = newest_checkpoint();
+    write(record_, status_);
+  } catch (const std::exception&) {
+    // The run's own outcome (its exit code, its message) matters more than its record.
+  }
+}
+
+std::optional<std::string> RunYamlFile::newest_checkpoint() const {
+  // Absolute: a job script reads it from wherever it runs.
+  const auto found = newest_finished_checkpoint(dir_ + "/checkpoints");
+  if (!found) return std::nullopt;
+  return std::filesystem::absolute(*found).lexically_normal().string();
+}
+
+void RunYamlFile::write(const std::string& record, const RunStatus& status) const {
+  namespace fs = std::filesystem;
+  // Per process: two ranks ending the same run at once each rename a whole file.
+  const fs::path path = fs::path(dir_) / "run.yaml";
+  const fs::path temporary = fs::path(dir_) / (".run.yaml." + std::to_string(getpid()) + ".tmp");
+  {
+    std::ofstream out(temporary);
+    out << record << run_status_yaml(status);
+    out.close();
+    if (!out) throw Error("cannot write " + temporary.string());
+  }
+  fs::rename(temporary, path);
 }
 
 }  // namespace dtrain

@@ -13,6 +13,7 @@
 #include "core/stop_request.h"  // signal_name
 #include "run/consistency.h"    // check_ranks_agree
 #include "run/metrics.h"        // MetricsWriter
+#include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
 
 namespace dtrain {
@@ -56,6 +57,7 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
                                            tc.max_iterations, tc.log_every_iterations);
+  run_yaml_ = std::make_shared<RunYamlFile>(config.output.dir);
 }
 
 Trainer::~Trainer() = default;
@@ -131,6 +133,7 @@ void Trainer::checkpoint(const Position& at, const RunResult& result) {
   state.set_counter("trainer.iteration", at.point.iteration);
   state.set_counter("trainer.updates", at.updates);
   state.set_counter("trainer.iterations", result.iterations);
+  state.set_counter("trainer.epochs", run_->config.train.epochs);  // a resume's lr note
   const std::vector<double> so_far = to_row(at.epoch_so_far);
   for (size_t i = 0; i < so_far.size(); ++i)
     state.set_counter("trainer.epoch_so_far." + std::to_string(i), bits(so_far[i]));
@@ -177,8 +180,37 @@ Trainer::Position Trainer::resume(RunResult& result, std::string& accuracy_csv,
     accuracy_csv = state.text("trainer.accuracy.csv");
     timing_csv = state.text("trainer.timing.csv");
   }
-  if (comm_.rank() == 0) spdlog::info("resuming {}", at.point.describe());
+  if (comm_.rank() == 0) {
+    spdlog::info("resuming {}", at.point.describe());
+    if (state.has("trainer.epochs"))
+      note_schedule(static_cast<int>(state.counter("trainer.epochs")), at.point);
+  }
   return at;
+}
+
+void Trainer::note_schedule(int saved_epochs, const CheckpointPoint& at) const {
+  const ExperimentConfig& config = run_->config;
+  if (saved_epochs == config.train.epochs) return;
+  const int64_t epoch_length =
+      scheduler_->epoch_iterations(run_->train_loader->batches_per_epoch());
+  const double where =
+      at.epoch + (epoch_length > 0 ? static_cast<double>(at.iteration) / epoch_length : 0.0);
+  ExperimentConfig saved = config;
+  saved.train.epochs = saved_epochs;
+  const double before = LrSchedule(schedule_options(saved)).lr_at(where);
+  const double now = LrSchedule(schedule_options(config)).lr_at(where);
+  const std::string& name = config.optimizer.schedule.name;
+  // Only cosine anneals over train.epochs (lib/optim/lr_schedule.h); the others are fixed in
+  // epochs from the start, whatever the run's length.
+  const std::string schedule =
+      name == "cosine"
+          ? fmt::format("the cosine schedule now spans {} epochs", config.train.epochs)
+          : fmt::format("the {} schedule does not depend on train.epochs: unchanged", name);
+  const std::string rate =
+      before == now ? fmt::format("the learning rate stays {:.6g}", now)
+                    : fmt::format("the learning rate jumps from {:.6g} to {:.6g}", before, now);
+  spdlog::info("train.epochs {} -> {}: {}: {} ({})", saved_epochs, config.train.epochs, schedule,
+               rate, at.describe());
 }
 
 Stopped Trainer::stopped(const CheckpointPoint& at, bool saved) const {
@@ -203,14 +235,38 @@ RunResult Trainer::run() {
   Position at;
   std::string accuracy_so_far, timing_so_far;
   if (options_.output == OutputMode::resume) at = resume(result, accuracy_so_far, timing_so_far);
+  const int64_t epoch_length =
+      scheduler_->epoch_iterations(run_->train_loader->batches_per_epoch());
+  // The last iteration done: the checkpoint's (an epoch's end counts as its last iteration).
+  if (at.point.iteration > 0)
+    run_yaml_->progress(at.point.epoch + 1, at.point.iteration, result.iterations);
+  else if (at.point.epoch > 0)
+    run_yaml_->progress(at.point.epoch, epoch_length, result.iterations);
+  run_yaml_->resolved(resolved_settings());
   if (comm_.rank() == 0) write_run_files(hosts, local_ranks, accuracy_so_far, timing_so_far);
+  // From here run.yaml is this run's on every rank (rank 0 has written it): whichever rank
+  // fails may end its status. Before, a failing resume leaves the earlier run's status alone.
+  std::string record = run_yaml_->record();
+  comm_.broadcast(record, 0);
+  run_yaml_->arm(record);
   const TrainConfig& tc = run_->config.train;
   const std::optional<CheckpointConfig>& cc = run_->config.checkpoint;
   if (trace_) trace_->align_clocks(comm_);
-  if (progress_) progress_->restart_clock();
+  if (progress_) {
+    // The ETA counts what is left: what came before the checkpoint is done.
+    const double part =
+        epoch_length > 0 ? static_cast<double>(at.point.iteration) / epoch_length : 0;
+    progress_->resume_at(at.point.epoch + part);
+    progress_->restart_clock();
+  }
+  // A stop: run.yaml says so (rank 0, as for completion) before main exits 128 + signal.
+  auto stop = [this](const CheckpointPoint& point, bool saved) {
+    Stopped s = stopped(point, saved);
+    run_yaml_->resolved(resolved_settings());
+    if (comm_.rank() == 0) run_yaml_->end("stopped", signal_name(s.signal));
+    return s;
+  };
 
-  const int64_t epoch_length =
-      scheduler_->epoch_iterations(run_->train_loader->batches_per_epoch());
   run_->model->set_training(true);
   while (at.point.epoch < tc.epochs) {
     const int epoch = at.point.epoch;
@@ -219,7 +275,7 @@ RunResult Trainer::run() {
     if (end.stopping && !whole && !end.budget_done) {
       // Stopped within the epoch: its rows come when a resumed run finishes it.
       if (cc) checkpoint(at, result);
-      throw stopped(at.point, cc.has_value());
+      throw stop(at.point, cc.has_value());
     }
     const bool last = epoch + 1 == tc.epochs || end.budget_done;
     finish_epoch(at, result, last);
@@ -228,9 +284,11 @@ RunResult Trainer::run() {
     const bool save = cc && whole && (due || end.stopping);  // a stop saves where it is
     if (save) checkpoint(at, result);
     if (end.budget_done) break;  // the run is over: a stop asked meanwhile has nothing left to stop
-    if (end.stopping) throw stopped(at.point, save);
+    if (end.stopping) throw stop(at.point, save);
   }
   finish(result);
+  run_yaml_->resolved(resolved_settings());
+  if (comm_.rank() == 0) run_yaml_->end("completed", "");
   return result;
 }
 
@@ -244,10 +302,9 @@ void Trainer::write_run_files(const std::vector<std::string>& hosts,
     claim_output_dir(config.output.dir, options_.output, true);
   std::filesystem::create_directories(config.output.dir);
   std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
-  std::ofstream(config.output.dir + "/run.yaml") << run_record_yaml(
-      {comm_.size(), hosts, run_->backend->name(), comm_.name(), scheduler_->describe(),
-       run_->train_set->describe(), run_->test_set->describe(), notes_and_plan(), local_ranks,
-       resolved_settings()});
+  run_yaml_->start(run_record_yaml({comm_.size(), hosts, run_->backend->name(), comm_.name(),
+                                    scheduler_->describe(), run_->train_set->describe(),
+                                    run_->test_set->describe(), notes_and_plan(), local_ranks}));
   metrics_ = std::make_unique<MetricsWriter>(config.output.dir, accuracy_so_far, timing_so_far);
 }
 
@@ -269,6 +326,10 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
     const int64_t before = result.iterations;
     at.point.iteration += advanced;
     result.iterations += advanced;
+    if (advanced > 0) {
+      run_yaml_->progress(epoch + 1, at.point.iteration, result.iterations);
+      run_yaml_->resolved(resolved_settings());  // for a failure's status (SAPipe's k, once chosen)
+    }
     end.budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
     // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
     end.stopping = stop_->settle();

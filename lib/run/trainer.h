@@ -13,6 +13,7 @@
 #include "run/output_dir.h"   // OutputMode
 #include "run/progress.h"     // Progress
 #include "run/run_builder.h"  // Run, DataFiles
+#include "run/run_record.h"   // RunYamlFile: run.yaml's status
 #include "run/run_trace.h"    // RunTrace: trace.json
 #include "sched/scheduler.h"  // Scheduler
 
@@ -54,6 +55,9 @@ class Trainer {
   // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 
+  // run.yaml's status block: run() ends it as completed or stopped; main, as failed.
+  std::shared_ptr<RunYamlFile> run_yaml() const { return run_yaml_; }
+
   Model& model() { return *run_->model; }
   Scheduler& scheduler() { return *scheduler_; }
 
@@ -72,6 +76,9 @@ class Trainer {
   // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
   // position; `accuracy_csv` and `timing_csv` get the rows written so far.
   Position resume(RunResult& result, std::string& accuracy_csv, std::string& timing_csv);
+  // Rank 0, on resume: what a train.epochs other than the checkpoint's run had (`saved_epochs`)
+  // does to the learning-rate schedule at `at` (the log's one line).
+  void note_schedule(int saved_epochs, const CheckpointPoint& at) const;
   // run()'s steps, in order.
   // Rank 0: output.dir (what --overwrite replaces goes now), config.yaml, run.yaml and the
   // metrics writer, which continues the rows of a resumed run.
@@ -104,6 +111,7 @@ class Trainer {
   std::unique_ptr<Progress> progress_;      // rank 0 only
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only, once run() has started
   std::unique_ptr<Scheduler> scheduler_;
+  std::shared_ptr<RunYamlFile> run_yaml_;  // every rank's (whichever ends the run writes)
   bool gradients_on_nccl_ = false;  // cluster.comm: auto chose NCCL (found when run() starts)
 };
 

@@ -51,8 +51,9 @@ def entries(path):
 
 
 def timing(name):
+    # (trainer.epochs: the length the run was asked for, not its state: a resumed run may differ)
     return name.startswith("trainer.epoch_so_far.") or name == "trainer.result.0" or \
-        name.endswith(".csv")
+        name.endswith(".csv") or name == "trainer.epochs"
 
 
 def state(run):
