@@ -13,12 +13,13 @@
 #include "run/consistency.h"    // check_ranks_agree
 #include "run/metrics.h"        // MetricsWriter
 #include "run/run_record.h"     // run.yaml
+#include "sched/algorithm.h"    // find_algorithm: how max_iterations counts
 
 namespace dtrain {
 
 Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options)
     : comm_(comm), options_(options) {
-  check_stragglers(config, comm.size());
+  if (options.check_ranks) check_stragglers(config, comm.size());
   // Before anything is built: a run into another run's results stops here (every rank sees the
   // same folder). What --overwrite replaces goes only when the run is built and starts.
   if (options.data == DataFiles::required)
@@ -71,6 +72,7 @@ std::string Trainer::describe() const {
 
 std::vector<std::string> Trainer::notes_and_plan() const {
   std::vector<std::string> notes = run_->notes;
+  notes.insert(notes.end(), run_->no_effect.begin(), run_->no_effect.end());
   if (!run_->planned.empty()) notes.push_back(run_->planned);
   return notes;
 }

@@ -37,6 +37,9 @@ struct TrainerOptions {
   // What happens to results already in output.dir: refused, replaced (--overwrite) or continued
   // from the newest checkpoint (--resume). A dry run writes nothing and checks nothing.
   OutputMode output = OutputMode::fresh;
+  // cluster.stragglers' ranks against the comm's; false for a one-process --dry-run, which
+  // checks them for --ranks N (rank_checks.h) or notes that it did not.
+  bool check_ranks = true;
 };
 
 class Trainer {
@@ -48,6 +51,8 @@ class Trainer {
   std::string describe() const;
   // The run's notes, and what a planner decided (run.yaml).
   std::vector<std::string> notes_and_plan() const;
+  // The settings without effect on this job's ranks, for rank 0 to warn about (rank_checks.h).
+  const std::vector<std::string>& no_effect() const { return run_->no_effect; }
   // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 
