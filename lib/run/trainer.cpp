@@ -254,6 +254,13 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
     at.point.iteration += advanced;
     result.iterations += advanced;
     end.budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+    if (end.budget_done && comm_.rank() == 0) {
+      const AlgorithmEntry* a = find_algorithm(run_->config.algorithm.name);
+      if (progress_) progress_->clear_line();
+      spdlog::info("train.max_iterations: {} iterations{} reached in epoch {}: training ends",
+                   result.iterations,
+                   a && a->own_data_stream ? " (the ranks' updates together)" : "", epoch + 1);
+    }
     // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
     end.stopping = stop_->settle();
     if (end.stopping && comm_.rank() == 0) {

@@ -436,7 +436,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
       layout_.unit_rows * per * spec.iterations_per_step(layout_.shape.replicas.front());
   runner_->on_step([&](int step) {
     if (!ctx_.on_iteration || ctx_.comm.rank() != 0) return;
-    ctx_.on_iteration({epoch, step, std::nan(""), samples_per_step});
+    ctx_.on_iteration({epoch, step, runner_->take_returned_loss(), samples_per_step});
   });
   runner_->set_step_base(minibatches_done_);
   const PipelineTotals totals =
