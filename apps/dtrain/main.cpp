@@ -42,8 +42,8 @@ struct Options {
   bool dry_run = false;
   bool profile_layers = false;
   int ranks = 0;  // dtrain plan --ranks
-  int dry_run_ranks =
-      0;  // dtrain --dry-run --ranks: the job its rank-dependent keys are checked for
+  // dtrain --dry-run --ranks: the job its rank-dependent keys are checked for (0: unknown).
+  int dry_run_ranks = 0;
   std::string csv;
   std::string write_profile, profile;  // dtrain plan
   dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
                    "model: needs cluster.link (--set cluster.link.bandwidth=25Gbps)");
   CLI::App* keys = app.add_subcommand(
       "keys", "print every key of an experiment file as a Markdown table (the README's reference)");
+  keys->footer("");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
   bench->footer("");
   CLI::App* bench_comm =

@@ -8,7 +8,7 @@ grep -q "^Algorithms (algorithm.name" "$WORK/top.txt" || fail "dtrain --help lac
 grep -q -- "--progress auto|bar|log|none$" "$WORK/top.txt" \
   || fail "--progress in --help: $(grep -- --progress "$WORK/top.txt")"
 grep -q -- "->" "$WORK/top.txt" && fail "dtrain --help shows a mapping: $(grep -- "->" "$WORK/top.txt")"
-for sub in "plan" "bench" "bench comm"; do
+for sub in "plan" "keys" "bench" "bench comm"; do
   # shellcheck disable=SC2086  # the words of the subcommand
   "$DTRAIN" $sub --help > "$WORK/sub.txt" || fail "dtrain $sub --help: exit $?"
   grep -q "^Usage: dtrain $sub" "$WORK/sub.txt" || fail "dtrain $sub --help: $(head -3 "$WORK/sub.txt")"
