@@ -16,6 +16,7 @@ it into exit code 2.
 import csv
 import json
 import os
+import re
 
 import yaml
 
@@ -137,6 +138,17 @@ def load_run(path):
     run_yaml = os.path.join(path, RUN_INFO_FILE)
     run_info = read_yaml(run_yaml) if os.path.isfile(run_yaml) else {}
     return Run(path, config, run_info, accuracy, timing, read_status(path))
+
+
+def no_effect_settings(run):
+    """The keys dtrain warned had no effect on this run ("compression.name"), from run.yaml's
+    notes, where each is "no effect: KEY: why" (lib/run/rank_checks.h)."""
+    keys = []
+    for note in run.run_info.get("notes") or []:
+        match = re.match(r"no effect: ([\w.\[\]]+):", str(note))
+        if match and match.group(1) not in keys:
+            keys.append(match.group(1))
+    return keys
 
 
 def global_batch(run):

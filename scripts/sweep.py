@@ -21,7 +21,10 @@ What lands in OUT:
   summary.csv       one row per run (rewritten after every run): the grid values, ranks, repeat,
                     status, exit_code, seconds, final_test_acc, best_test_acc, time_to_target_s,
                     epochs, iterations, samples_per_s, iteration_s, comm_s_per_iter,
-                    wait_s_per_iter, [predicted_iteration_s], dir (relative to OUT)
+                    wait_s_per_iter, [predicted_iteration_s], no_effect (the settings dtrain
+                    warned had no effect on the run, e.g. compression.name on one rank, from
+                    run.yaml's notes; ';'-separated: such runs are not different experiments),
+                    dir (relative to OUT)
   sweep.json        the sweep's definition (and earlier ones, when OUT was reused)
   plan.csv, plans/  with --plan: `dtrain plan` once per ranks (and per non-algorithm grid
                     values), its rows with a leading ranks column and a trailing settings column
@@ -578,6 +581,7 @@ def summary_row(run_dir, status, target, plan_rows):
             return row
         row.update(results.run_metrics(run, target))
         row["predicted_iteration_s"] = results.predicted_iteration_s(plan_rows, run)
+        row["no_effect"] = ";".join(results.no_effect_settings(run))
     return row
 
 
@@ -590,7 +594,8 @@ def write_summary(out_dir, definition, planned_names):
         grid_columns += [k for k in status.get("grid", {}) if k not in grid_columns]
         rows.append(summary_row(run_dir, status, definition["target"], plan_rows))
     columns = (grid_columns + ["ranks", "repeat", "status", "exit_code", "seconds"]
-               + METRIC_COLUMNS + (["predicted_iteration_s"] if plan_rows else []) + ["dir"])
+               + METRIC_COLUMNS + (["predicted_iteration_s"] if plan_rows else [])
+               + ["no_effect", "dir"])
     write_csv_atomically(os.path.join(out_dir, SUMMARY_FILE), columns, rows)
 
 

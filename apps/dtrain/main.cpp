@@ -25,6 +25,7 @@
 #include "nn/spec.h"               // model_help: --help
 #include "run/config.h"            // load_config, config_reference
 #include "run/plan_command.h"      // dtrain plan
+#include "run/rank_checks.h"       // --dry-run --ranks: check_world, no_effect_settings
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
 #include "run/run_record.h"        // dtrain_version, dtrain_commit
 #include "run/trainer.h"           // Trainer
@@ -40,7 +41,9 @@ struct Options {
   bool overwrite = false;
   bool dry_run = false;
   bool profile_layers = false;
-  int ranks = 0;
+  int ranks = 0;  // dtrain plan --ranks
+  // dtrain --dry-run --ranks: the job its rank-dependent keys are checked for (0: unknown).
+  int dry_run_ranks = 0;
   std::string csv;
   std::string write_profile, profile;  // dtrain plan
   dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
@@ -52,6 +55,11 @@ void watch_waits(double timeout_s, dtrain::Comm& comm) {
     dtrain::start_wait_watchdog({timeout_s, comm.rank(), [&comm] { comm.abort(1); }});
 }
 
+// A warning, on stderr beside the errors (rank 0's only: one line, not one per rank).
+void warn(const std::string& text) {
+  std::cerr << "dtrain: warning: " << text << "\n";
+}
+
 // Loads the experiment; rank 0 prints the warnings (settings that will have no effect).
 dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
   dtrain::ConfigSources sources;
@@ -61,7 +69,7 @@ dtrain::ExperimentConfig load(const Options& o, const dtrain::Comm& comm) {
   if (!o.resume.empty()) sources.output_dir = o.resume;  // the run continues in its own folder
   dtrain::ExperimentConfig config = dtrain::load_config(sources);
   if (comm.rank() == 0)
-    for (const auto& w : config.warnings) spdlog::warn("{}", w);
+    for (const auto& w : config.warnings) warn(w);
   return config;
 }
 
@@ -72,11 +80,26 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm,
   const dtrain::ExperimentConfig config = load(o, *comm);
   comm = dtrain::configure_comm(config, std::move(comm));  // network emulation, when asked for
   watch_waits(config.cluster.timeout_s, *comm);
+  // A dry run in one process checks what depends on the ranks for --ranks N, or notes it did not;
+  // under mpirun the job's own ranks decide, as in training.
+  const bool alone = o.dry_run && comm->size() == 1 && !dtrain::launched_under_mpi();
+  DTRAIN_INPUT_CHECK(o.dry_run_ranks == 0 || alone)
+      << "--ranks: for a dry run in one process; under mpirun the job's " << comm->size()
+      << " rank(s) are checked";
+  std::string unchecked;
+  if (alone && o.dry_run_ranks > 0) dtrain::check_world(config, o.dry_run_ranks);
+  if (alone && o.dry_run_ranks == 0)
+    for (const auto& n : dtrain::unchecked_on_one_rank(config)) unchecked += "note     " + n + "\n";
+  // Alone, what the one rank built lacks no effect for want of ranks: --ranks N's say (or none).
+  const std::vector<std::string> for_want_of_ranks =
+      alone ? dtrain::no_effect_settings(config, 1) : std::vector<std::string>{};
+  if (alone && o.dry_run_ranks > 0 && comm->rank() == 0)
+    for (const auto& w : dtrain::no_effect_settings(config, o.dry_run_ranks)) warn(w);
   if (o.dry_run && comm->size() == 1) {
     // A pipeline on one process: show what each of its ranks would hold and do.
     const std::string preview = dtrain::preview_model_parallel(config);
     if (!preview.empty()) {
-      std::cout << dtrain::to_table(config) << "\n" << preview << std::flush;
+      std::cout << dtrain::to_table(config) << "\n" << unchecked << preview << std::flush;
       return 0;
     }
   }
@@ -87,8 +110,12 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm,
   dtrain::Trainer trainer(
       config, *comm,
       {o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required,
-       o.progress, output});
-  if (comm->rank() == 0) std::cout << trainer.describe() << std::flush;
+       o.progress, output, /*check_ranks=*/!alone});
+  if (comm->rank() == 0) {
+    for (const auto& w : trainer.no_effect())
+      if (std::ranges::find(for_want_of_ranks, w) == for_want_of_ranks.end()) warn(w);
+    std::cout << unchecked << trainer.describe() << std::flush;
+  }
   if (o.dry_run) return 0;
   run_yaml = trainer.run_yaml();
   trainer.model().graph().profile_layers(o.profile_layers);
@@ -167,7 +194,14 @@ int main(int argc, char** argv) {
   app.add_flag("--overwrite", o.overwrite,
                "replace the results already in the output folder (otherwise refused)")
       ->excludes("--resume");
-  app.add_flag("--dry-run", o.dry_run, "validate the config, build the model, print both and exit");
+  auto* dry_run_opt = app.add_flag("--dry-run", o.dry_run,
+                                   "validate the config, build the model, print both and exit");
+  app.add_option("--ranks", o.dry_run_ranks,
+                 "with --dry-run in one process: check the keys that depend on the number of "
+                 "ranks (cluster.stragglers, the batch's split) for a job of N ranks")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber)
+      ->needs(dry_run_opt);
   app.add_flag("--profile-layers", o.profile_layers,
                "time every layer's forward and backward (the backend synchronised around each: "
                "a little slower) and print where the training time went");
@@ -179,10 +213,15 @@ int main(int argc, char** argv) {
   app.add_option("--progress", o.progress,
                  "bar: one live line; log: a line every train.log_every_iterations; none; auto "
                  "(default): bar when the output (mpirun's, under mpirun) is a terminal")
-      ->transform(CLI::CheckedTransformer(progress_modes, CLI::ignore_case))
+      // Only the values in the help, not the transformer's mapping of them to numbers.
+      ->transform(CLI::CheckedTransformer(progress_modes, CLI::ignore_case).description(""))
       ->type_name("auto|bar|log|none");
 
+  // A subcommand inherits its parent's footer (the algorithms and models): each says its own.
   CLI::App* plan = app.add_subcommand("plan", "profile the model and predict iteration times");
+  plan->footer(
+      "\nIt predicts for every algorithm (dtrain --help lists them); every key of the "
+      "--config file, with its default: dtrain keys");
   add_config_options(plan, false);
   auto* ranks_opt =
       plan->add_option("--ranks", o.ranks, "ranks to predict for (default: mpirun's, or 2)");
@@ -194,7 +233,9 @@ int main(int argc, char** argv) {
                    "model: needs cluster.link (--set cluster.link.bandwidth=25Gbps)");
   CLI::App* keys = app.add_subcommand(
       "keys", "print every key of an experiment file as a Markdown table (the README's reference)");
+  keys->footer("");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
+  bench->footer("");
   CLI::App* bench_comm =
       bench->add_subcommand("comm", "all-reduce bandwidth table (nccl-tests style)");
   dtrain::AllreduceBenchOptions bench_opts;
@@ -208,6 +249,9 @@ int main(int argc, char** argv) {
   bench_comm->add_flag("--no-mpi", no_mpi, "skip MPI_Allreduce");
   bench_comm->add_option("--iters", bench_opts.iterations, "timed iterations (0: automatic)");
   bench_comm->add_option("--csv", o.csv, "write the rows as CSV");
+  bench_comm->footer(
+      "\nUnder mpirun every rank takes part; the codecs: the names of "
+      "compression.name (dtrain keys)");
   bench->require_subcommand(1);
 
   try {

@@ -122,6 +122,7 @@ StageMessage StageChannel::receive(const StageMessage& expected, Tensor* payload
   receives_.pop_front();
   StageMessage want = expected;
   want.end = got.end;
+  want.loss = got.loss;
   if (want.rows == 0 && got.rows > 0 && got.elements <= capacity) {
     want.rows = got.rows;  // any rows (an evaluation's last batch): the header says how many
     want.elements = got.elements;

@@ -35,6 +35,9 @@ struct StageMessage {
   // An early end of the run (a signal): the sender's run ends before minibatch end − 1; 0: none.
   // Carried, not checked: the receiver learns it from whichever message brings it first.
   int32_t end = 0;
+  // A gradient's: the output stage's mean loss of its minibatch, passed back stage by stage so
+  // that the input stage's rank 0 shows it in the progress line; −1: none. Carried, not checked.
+  float loss = -1;
   bool operator==(const StageMessage&) const = default;
   std::string describe() const;
 };

@@ -96,8 +96,9 @@ void Progress::iteration(const IterationReport& r) {
   ++done_;
   samples_ += r.samples;
   if (r.epoch != epoch_) epoch_ = r.epoch, epoch_loss_sum_ = 0, epoch_iterations_ = 0;
-  epoch_loss_sum_ += r.loss;
-  ++epoch_iterations_;
+  // A NaN loss: none known at this step (a pipeline's input stage before the output stage's
+  // losses come back with the gradients).
+  if (!std::isnan(r.loss)) epoch_loss_sum_ += r.loss, ++epoch_iterations_;
   if (mode_ == ProgressMode::none) return;
   const bool due = mode_ == ProgressMode::bar
                        ? seconds_since(last_draw_) >= 0.1 || r.iteration == iterations_per_epoch_
@@ -106,10 +107,9 @@ void Progress::iteration(const IterationReport& r) {
   const double elapsed = seconds_since(start_);
   const double rate = elapsed > 0 ? samples_ / elapsed : 0;
   const double eta = eta_seconds(elapsed, done_, iterations_left());
-  // A NaN loss: this rank computes none (a pipeline's input stage).
   const std::string loss =
-      std::isnan(epoch_loss_sum_)
-          ? std::string("loss on the output stage")
+      epoch_iterations_ == 0
+          ? std::string("loss -")
           : fmt::format("loss {:.4f} (epoch mean)", epoch_loss_sum_ / epoch_iterations_);
   const std::string text =
       fmt::format("epoch {}/{} | iter {}/{} | {} | {:.0f} samples/s | ETA {}", r.epoch + 1, epochs_,

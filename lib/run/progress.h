@@ -53,7 +53,8 @@ class Progress {
   // accuracy.csv's train_loss reports, but of rank 0's shard.
   int epoch_ = -1;
   double epoch_loss_sum_ = 0;
-  int64_t epoch_iterations_ = 0;
+  int64_t epoch_iterations_ = 0;  // those with a loss (a pipeline's input stage: the losses
+                                  // that came back, a pipeline's depth late)
   bool line_open_ = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include "comm/paced_comm.h"  // make_paced_comm: cluster.link
 #include "core/error.h"       // DTRAIN_INPUT_CHECK
+#include "run/rank_checks.h"  // no_effect_settings
 #include "run/run_options.h"  // config → module options
 #include "sched/algorithm.h"  // make_scheduler
 
@@ -71,11 +72,13 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   run->backend = make_backend(backend_options(config, place.local_rank, place.announce));
   if (config.cluster.tf32 && run->backend->device() == Device::cpu &&
       config.cluster.device != "cpu")
-    run->notes.push_back("cluster.tf32 has no effect: the run is on the CPU");
+    run->no_effect.push_back("no effect: cluster.tf32: the run is on the CPU");
 
   run->train_set = open_split(config, Split::train, data, run->notes);
   run->test_set = open_split(config, Split::test, data, run->notes);
   if (model_parallel && algorithm->plan && place.plan) plan_model_parallel(*algorithm, *run);
+  for (auto& line : no_effect_settings(run->config, place.world))  // as planned
+    run->no_effect.push_back(std::move(line));
   // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
   // threads while the compute stream works.
   for (LoaderOptions* o : {&run->train_loading, &run->test_loading}) {
@@ -148,7 +151,12 @@ std::string preview_model_parallel(const ExperimentConfig& config) {
 }
 
 void check_stragglers(const ExperimentConfig& config, int world) {
-  compute_slowdown(config, 0, world);
+  for (size_t i = 0; i < config.cluster.stragglers.size(); ++i) {
+    const int rank = config.cluster.stragglers[i].rank;
+    DTRAIN_INPUT_CHECK(rank < world)
+        << config.source_path << ": cluster.stragglers[" << i << "].rank: " << rank
+        << ", but the job has " << world << " rank(s)";
+  }
 }
 
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm) {
@@ -169,7 +177,7 @@ std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
                        run.train_loader->batches_per_epoch(),
                        std::move(progress),
                        c.compression.name,
-                       compute_slowdown(c, comm.rank(), comm.size()),
+                       compute_slowdown(c, comm.rank()),
                        c.cluster.comm,
                        model_source(run),
                        stop};

@@ -46,6 +46,8 @@ struct Run {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Sgd> optimizer;
   std::vector<std::string> notes;  // for the log: stand-in data, settings without effect
+  // Settings without effect on place.world ranks (rank_checks.h): warnings, and run.yaml's notes.
+  std::vector<std::string> no_effect;
   std::string planned;  // what a planner decided for `auto` keys, and why (empty: nothing)
 };
 

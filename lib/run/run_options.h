@@ -25,9 +25,9 @@ SgdOptions sgd_options(const ExperimentConfig& c);
 // the ranks do not divide.
 std::string nearest_batches(int64_t batch, int ranks);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
-// The slow-down cluster.stragglers gives `rank` of a job of `world` ranks (1 when it is not
-// listed): the factor its compute is stretched by; InputError for a listed rank the job lacks.
-double compute_slowdown(const ExperimentConfig& c, int rank, int world);
+// The slow-down cluster.stragglers gives `rank` (1 when it is not listed): the factor its compute
+// is stretched by. A listed rank the job lacks is check_stragglers' (run_builder.h) to refuse.
+double compute_slowdown(const ExperimentConfig& c, int rank);
 // cluster.link: the network PacedComm emulates, and the predictions plan for; none without it.
 std::optional<LinkModel> emulated_link(const ExperimentConfig& c);
 // Applies optimizer.freeze_layers to `model`; InputError if it would freeze every layer.

@@ -15,12 +15,13 @@
 #include "run/metrics.h"        // MetricsWriter
 #include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
+#include "sched/algorithm.h"    // find_algorithm: how max_iterations counts
 
 namespace dtrain {
 
 Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options)
     : comm_(comm), options_(options) {
-  check_stragglers(config, comm.size());
+  if (options.check_ranks) check_stragglers(config, comm.size());
   // Before anything is built: a run into another run's results stops here (every rank sees the
   // same folder). What --overwrite replaces goes only when the run is built and starts.
   if (options.data == DataFiles::required)
@@ -86,6 +87,7 @@ std::vector<std::pair<std::string, std::string>> Trainer::resolved_settings() co
 
 std::vector<std::string> Trainer::notes_and_plan() const {
   std::vector<std::string> notes = run_->notes;
+  notes.insert(notes.end(), run_->no_effect.begin(), run_->no_effect.end());
   if (!run_->planned.empty()) notes.push_back(run_->planned);
   return notes;
 }
@@ -331,6 +333,13 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
       run_yaml_->resolved(resolved_settings());  // for a failure's status (SAPipe's k, once chosen)
     }
     end.budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
+    if (end.budget_done && comm_.rank() == 0) {
+      const AlgorithmEntry* a = find_algorithm(run_->config.algorithm.name);
+      if (progress_) progress_->clear_line();
+      spdlog::info("train.max_iterations: {} iterations{} reached in epoch {}: training ends",
+                   result.iterations,
+                   a && a->own_data_stream ? " (the ranks' updates together)" : "", epoch + 1);
+    }
     // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
     end.stopping = stop_->settle();
     if (end.stopping && comm_.rank() == 0) {

@@ -38,6 +38,9 @@ struct TrainerOptions {
   // What happens to results already in output.dir: refused, replaced (--overwrite) or continued
   // from the newest checkpoint (--resume). A dry run writes nothing and checks nothing.
   OutputMode output = OutputMode::fresh;
+  // cluster.stragglers' ranks against the comm's; false for a one-process --dry-run, which
+  // checks them for --ranks N (rank_checks.h) or notes that it did not.
+  bool check_ranks = true;
 };
 
 class Trainer {
@@ -52,6 +55,8 @@ class Trainer {
   // What the config's `auto` keys settled on (the device, the GPU gradients' transport, the
   // algorithm's own), as (key path, value) to paste back to repeat the run (run.yaml).
   std::vector<std::pair<std::string, std::string>> resolved_settings() const;
+  // The settings without effect on this job's ranks, for rank 0 to warn about (rank_checks.h).
+  const std::vector<std::string>& no_effect() const { return run_->no_effect; }
   // Creates output.dir and writes config.yaml and run.yaml (rank 0), then trains to the end.
   RunResult run();
 

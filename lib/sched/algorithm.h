@@ -115,6 +115,10 @@ struct AlgorithmEntry {
   // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
   // SGD); problems go to the Reader, naming the key.
   std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};
+  // Whether a job of `world` ranks all-reduces what `compression` encodes; null: whenever it has
+  // more than one rank. A setting without effect is a warning (pipedream without a replicated
+  // stage compresses nothing).
+  std::function<bool(const AlgorithmConfig&, int world)> compresses{};
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;

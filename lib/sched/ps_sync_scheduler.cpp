@@ -1,5 +1,7 @@
 #include "sched/ps_sync_scheduler.h"
 
+#include <optional>  // a compress timer only where there is a codec
+
 #include "comm/tags.h"  // tags::kPsGradient, tags::kPsWeights
 #include "core/error.h"
 #include "core/timer.h"  // Clock, seconds_since
@@ -69,6 +71,12 @@ Tensor PsSyncScheduler::trainable_parameters() const {
   return w.slice(offset, {w.numel() - offset});
 }
 
+// With `compression: none` the codec only copies (encode) or sums (decode_add): the exchange's
+// own work, counted as communication; compress_s is the time a real codec takes.
+bool PsSyncScheduler::compressing() const {
+  return codec_->name() != "none";
+}
+
 void PsSyncScheduler::gather_gradients(double* compress_s) {
   const Tensor& grads = grads_.host();
   const int64_t n = grads.numel();
@@ -76,7 +84,8 @@ void PsSyncScheduler::gather_gradients(double* compress_s) {
   // One worker after another: the server's incoming link is the shared resource.
   for (int w = 1; w < ctx_.comm.size(); ++w) {
     ctx_.comm.recv(inbox_[w - 1].data(), bytes, w, tags::kPsGradient);
-    PhaseTimer t(*compress_s, Phase::compress);
+    std::optional<PhaseTimer> t;
+    if (compressing()) t.emplace(*compress_s, Phase::compress);
     codec_->decode_add(inbox_[w - 1].data(), n, grads.data<float>());
   }
 }
@@ -90,7 +99,8 @@ void PsSyncScheduler::send_weights() {
 void PsSyncScheduler::push_and_pull(double* compress_s) {
   const Tensor& grads = grads_.host();
   {
-    PhaseTimer t(*compress_s, Phase::compress);
+    std::optional<PhaseTimer> t;
+    if (compressing()) t.emplace(*compress_s, Phase::compress);
     codec_->encode(grads.data<float>(), grads.numel(), encoded_.data());
   }
   ctx_.comm.send(encoded_.data(), codec_->encoded_bytes(grads.numel()), 0, tags::kPsGradient);

@@ -31,6 +31,7 @@ class PsSyncScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
 
  private:
+  bool compressing() const;  // a codec other than none
   // Server, on the comm thread: receive every worker's gradient and sum it into its own.
   void gather_gradients(double* compress_s);
   // Server, on the comm thread: send the updated weights back.

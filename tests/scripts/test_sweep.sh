@@ -25,7 +25,7 @@ rows = list(csv.DictReader(open(os.path.join(out, "summary.csv"))))
 assert len(rows) == 8, f"{len(rows)} rows, expected 8"
 for column in ["algorithm.name", "compression.name", "ranks", "repeat", "status", "final_test_acc",
                "best_test_acc", "time_to_target_s", "epochs", "iterations", "samples_per_s",
-               "iteration_s", "comm_s_per_iter", "wait_s_per_iter", "dir"]:
+               "iteration_s", "comm_s_per_iter", "wait_s_per_iter", "no_effect", "dir"]:
     assert column in rows[0], f"no column {column}: {list(rows[0])}"
 combinations = {(r["algorithm.name"], r["compression.name"], r["ranks"]) for r in rows}
 assert len(combinations) == 8, f"not every combination once: {sorted(combinations)}"
@@ -40,6 +40,10 @@ for r in rows:
     assert float(r["comm_s_per_iter"]) >= 0 and float(r["wait_s_per_iter"]) >= 0, name
     if r["ranks"] == "2":
         assert float(r["comm_s_per_iter"]) > 0, f"{name}: 2 ranks but no communication"
+    # A codec on one rank encodes nothing: marked, so that it is not read as its own experiment.
+    compressed_alone = r["compression.name"] == "quantize8" and r["ranks"] == "1"
+    assert r["no_effect"] == ("compression.name" if compressed_alone else ""), \
+        f"{name}: no_effect '{r['no_effect']}'"
     run_dir = os.path.join(out, name)
     status = json.load(open(os.path.join(run_dir, "sweep_status.json")))
     assert status["status"] == "ok" and status["exit_code"] == 0 and status["attempt"] == 1, status

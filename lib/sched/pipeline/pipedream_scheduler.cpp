@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cmath>    // isfinite
-#include <numeric>  // accumulate, lcm
+#include <algorithm>  // ranges::any_of
+#include <cmath>      // isfinite
+#include <numeric>    // accumulate, lcm
 
 #include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
@@ -257,6 +258,16 @@ AlgorithmEntry pipedream_algorithm() {
           "stashing, replicated stages",
       .keys = erase(std::move(keys)),
       .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
+      // Only a replicated stage all-reduces (its gradients); with replicas left to the planner,
+      // a job with more ranks than stages has one.
+      .compresses =
+          [](const AlgorithmConfig& a, int world) {
+            const auto& o = a.get<PipedreamOptions>();
+            if (!o.replicas.is("auto"))
+              return std::ranges::any_of(o.replicas.value, [](int r) { return r > 1; });
+            return o.stages.is("auto") ? world > 1
+                                       : world > static_cast<int>(o.stages.value.size()) + 1;
+          },
       .place_batches = place_batches,
       .ranks_needed =
           [](const AlgorithmConfig& a) {
@@ -425,7 +436,7 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
       layout_.unit_rows * per * spec.iterations_per_step(layout_.shape.replicas.front());
   runner_->on_step([&](int step) {
     if (!ctx_.on_iteration || ctx_.comm.rank() != 0) return;
-    ctx_.on_iteration({epoch, step, std::nan(""), samples_per_step});
+    ctx_.on_iteration({epoch, step, runner_->take_returned_loss(), samples_per_step});
   });
   runner_->set_step_base(minibatches_done_);
   const PipelineTotals totals =

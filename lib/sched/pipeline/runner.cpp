@@ -360,6 +360,23 @@ void PipelineRunner::exec_forward(const Instruction& in) {
   totals_.loss_sum += stats.loss_sum;
   totals_.correct += stats.correct;
   totals_.samples += stats.count;
+  if (stats.count > 0) loss_returned(b, static_cast<float>(stats.loss_sum / stats.count));
+}
+
+void PipelineRunner::loss_returned(int minibatch, float loss) {
+  if (loss < 0) return;
+  if (stage_.first()) {
+    returned_loss_sum_ += loss;
+    ++returned_losses_;
+  } else {
+    loss_of_[minibatch] = loss;  // passed on with the minibatch's gradient
+  }
+}
+
+double PipelineRunner::take_returned_loss() {
+  const double mean = returned_losses_ > 0 ? returned_loss_sum_ / returned_losses_ : std::nan("");
+  returned_loss_sum_ = 0, returned_losses_ = 0;
+  return mean;
 }
 
 void PipelineRunner::exec_send_activation(const Instruction& in) {
@@ -369,8 +386,10 @@ void PipelineRunner::exec_send_activation(const Instruction& in) {
 }
 
 void PipelineRunner::exec_receive_gradient(const Instruction& in) {
+  StageMessage got;
   gradients_in_[in.minibatch] =
-      receive(in.peer, header(StageMessage::gradient, in.minibatch, stage_.output_shape()));
+      receive(in.peer, header(StageMessage::gradient, in.minibatch, stage_.output_shape()), &got);
+  loss_returned(in.minibatch, got.loss);
 }
 
 void PipelineRunner::exec_backward(const Instruction& in) {
@@ -388,7 +407,12 @@ void PipelineRunner::exec_backward(const Instruction& in) {
 void PipelineRunner::exec_send_gradient(const Instruction& in) {
   const int slot = slot_of(in.minibatch);
   const Tensor& dx = input_gradient_[static_cast<size_t>(slot)];
-  send(in.peer, header(StageMessage::gradient, in.minibatch, dx.shape()), dx, slot);
+  StageMessage message = header(StageMessage::gradient, in.minibatch, dx.shape());
+  if (const auto it = loss_of_.find(in.minibatch); it != loss_of_.end()) {
+    message.loss = it->second;
+    loss_of_.erase(it);
+  }
+  send(in.peer, message, dx, slot);
   release(in.minibatch);
 }
 
@@ -505,6 +529,7 @@ void PipelineRunner::release(int minibatch) {
   give_back(activations_in_, free_activations_);
   give_back(gradients_in_, free_gradients_);
   give_back_batch(minibatch);
+  loss_of_.erase(minibatch);
   const int slot = slot_of(minibatch);
   slot_of_[static_cast<size_t>(slot)] = -1;
   slot_by_minibatch_.erase(minibatch);

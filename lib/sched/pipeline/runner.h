@@ -60,6 +60,10 @@ class PipelineRunner {
   void take_comm_times(double* comm_s, double* compress_s);
   // Called after each optimizer step with the steps of this run so far (progress).
   void on_step(std::function<void(int)> callback) { on_step_ = std::move(callback); }
+  // The input stage: the mean of the output stage's losses that came back with gradients since
+  // the last call (the minibatches of the steps just taken, a pipeline's depth late); NaN when
+  // none did.
+  double take_returned_loss();
   // Minibatch b of the next run draws its dropout masks as step `base + b` (runs of later
   // epochs pass the minibatches done before, so that masks never repeat).
   void set_step_base(uint64_t base) { step_base_ = base; }
@@ -115,6 +119,9 @@ class PipelineRunner {
   void exec_send_gradient(const pipeline::Instruction& in);
   void exec_reduce_gradients(const pipeline::Instruction& in);
   void exec_step(const pipeline::Instruction& in);
+  // The output stage's mean loss of `minibatch` (< 0: none): kept to pass back with its
+  // gradient, or, on the input stage, summed for take_returned_loss.
+  void loss_returned(int minibatch, float loss);
   // run()'s set-up (the list, the gradient sum, the receives posted ahead) and its end.
   void start_run(const std::vector<pipeline::Instruction>& instructions,
                  const pipeline::ScheduleSpec& spec, RunArguments arguments);
@@ -192,6 +199,9 @@ class PipelineRunner {
   int64_t evaluation_bytes_ = 0;         // activations sent by evaluate()
   int64_t allreduce_message_bytes_ = 0;  // per reduction
   std::function<void(int)> on_step_;
+  std::map<int, float> loss_of_;  // per minibatch in flight: the output stage's mean loss
+  double returned_loss_sum_ = 0;  // input stage: losses back since take_returned_loss
+  int returned_losses_ = 0;
   uint64_t step_base_ = 0;
   PipelineTotals totals_;
   // Activations and gradients leave on a thread of their own (one egress link per rank), so that

@@ -1,0 +1,69 @@
+#include "run/rank_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>  // max_element
+
+#include "core/error.h"       // DTRAIN_INPUT_CHECK
+#include "run/run_builder.h"  // check_stragglers
+#include "run/run_options.h"  // nearest_batches
+#include "sched/algorithm.h"  // find_algorithm: model parallel, what it compresses
+
+namespace dtrain {
+
+namespace {
+constexpr const char* kNoEffect = "no effect: ";
+}  // namespace
+
+void check_world(const ExperimentConfig& config, int world) {
+  DTRAIN_INPUT_CHECK(world >= 1) << "--ranks: must be >= 1, got " << world;
+  check_stragglers(config, world);
+  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+  if (algorithm && algorithm->place_batches) {
+    // Model parallel: the layout's ranks, when the configuration fixes them.
+    const int needed = algorithm->ranks_needed ? algorithm->ranks_needed(config.algorithm) : 0;
+    DTRAIN_INPUT_CHECK(needed == 0 || needed == world)
+        << config.source_path << ": algorithm.stages, algorithm.replicas: " << config.algorithm.name
+        << " needs " << needed << " rank(s) as configured, but the job has " << world;
+    return;
+  }
+  DTRAIN_INPUT_CHECK(config.dataset.batch_size % world == 0)
+      << config.source_path << ": dataset.batch_size: the global batch "
+      << config.dataset.batch_size << " must be divisible by the " << world
+      << " data-parallel ranks (nearest: " << nearest_batches(config.dataset.batch_size, world)
+      << ")";
+}
+
+std::vector<std::string> unchecked_on_one_rank(const ExperimentConfig& config) {
+  const auto& stragglers = config.cluster.stragglers;
+  const auto last = std::max_element(stragglers.begin(), stragglers.end(),
+                                     [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  if (last == stragglers.end() || last->rank < 1) return {};
+  return {fmt::format("not checked: cluster.stragglers names rank {}; give --ranks N", last->rank)};
+}
+
+std::vector<std::string> no_effect_settings(const ExperimentConfig& config, int world) {
+  std::vector<std::string> lines;
+  auto add = [&lines](const std::string& key, const std::string& why) {
+    lines.push_back(kNoEffect + key + ": " + why);
+  };
+  if (config.compression.name != "none") {
+    const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
+    const bool compresses = algorithm && algorithm->compresses
+                                ? algorithm->compresses(config.algorithm, world)
+                                : world > 1;
+    if (!compresses)
+      add("compression.name", fmt::format("'{}' encodes the gradients the ranks reduce together, "
+                                          "and {} on {} rank(s) reduces none",
+                                          config.compression.name, config.algorithm.name, world));
+  }
+  if (world == 1 && config.cluster.link)
+    add("cluster.link", "the emulated link paces messages between ranks, and one rank sends none");
+  if (world == 1 && !config.cluster.stragglers.empty())
+    add("cluster.stragglers",
+        "a straggler delays the ranks that wait for it, and one rank waits for none (its "
+        "slow-down only stretches the run)");
+  return lines;
+}
+
+}  // namespace dtrain
