@@ -2,7 +2,7 @@
 
 A run folder (dtrain --out DIR) holds config.yaml (the resolved experiment), run.yaml,
 accuracy.csv (one row per evaluation) and timing.csv (one row per rank per epoch); a run made
-by sweep.py also holds sweep_status.json and log.txt. The columns are the README's
+by sweep.py also holds sweep_status.json and log.txt. The columns are docs/outputs.md's
 ("Outputs") and docs/architecture.md's ("The contract").
 
     from dtrain_results import load_run, run_metrics

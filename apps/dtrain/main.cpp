@@ -231,8 +231,9 @@ int main(int argc, char** argv) {
   plan->add_option("--profile", o.profile,
                    "plan PipeDream from this layer profile (of --write-profile), without the "
                    "model: needs cluster.link (--set cluster.link.bandwidth=25Gbps)");
-  CLI::App* keys = app.add_subcommand(
-      "keys", "print every key of an experiment file as a Markdown table (the README's reference)");
+  CLI::App* keys = app.add_subcommand("keys",
+                                      "print every key of an experiment file as a Markdown table "
+                                      "(docs/configuration.md's reference)");
   keys->footer("");
   CLI::App* bench = app.add_subcommand("bench", "communication benchmarks");
   bench->footer("");

@@ -2,7 +2,8 @@
 // constraint), its default (the struct member's initialiser), a doc line, and when it applies —
 // and that one declaration drives reading (every problem collected, with file:line, dotted key
 // and "did you mean"), the resolved YAML, the settings table and the key reference in --help
-// and the README. Schemas are built once (function-local statics) and never change.
+// and the key reference (docs/configuration.md). Schemas are built once (function-local statics)
+// and never change.
 //
 //   const Schema<TrainConfig>& train_schema() {
 //     static const auto s = Schema<TrainConfig>("train")

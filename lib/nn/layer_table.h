@@ -1,9 +1,10 @@
 // The layer table: one row per layer type of a `layers:` list — its name, a one-line summary,
 // its options (a declarative schema over its own options struct, each default the struct
 // member's initialiser), its factory and how many inputs it reads. The spec reader (spec.cpp),
-// the builder (builder.cpp), `dtrain keys`, `--help` and the README's key reference all take the
-// layers from here. Adding a layer is its file in lib/nn/layers/ (the class, its options struct
-// and schema, and its `..._layer()` row), its backend ops, and one line in layer_table.cpp.
+// the builder (builder.cpp), `dtrain keys`, `--help` and the key reference (docs/configuration.md)
+// all take the layers from here. Adding a layer is its file in lib/nn/layers/ (the class, its
+// options struct and schema, and its `..._layer()` row), its backend ops, and one line in
+// layer_table.cpp.
 #pragma once
 #include <any>         // the row's options struct, type-erased
 #include <functional>  // LayerEntry::make

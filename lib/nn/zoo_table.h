@@ -1,8 +1,8 @@
 // The model zoo's table: one row per model — its name, a one-line summary, its options (a
 // declarative schema over its own options struct) and the function that writes its `layers:`
 // list, the list a user could have given, so that the zoo and custom graphs share one reader
-// and one builder. The spec reader (spec.cpp), `dtrain keys`, `--help` and the README take the
-// models from here. Adding a model is its options struct, schema, list function and
+// and one builder. The spec reader (spec.cpp), `dtrain keys`, `--help` and the key reference take
+// the models from here. Adding a model is its options struct, schema, list function and
 // `..._model()` row (zoo.cpp, zoo_resnet.cpp or a file of its own), and one line in
 // zoo_table.cpp.
 #pragma once

@@ -2,7 +2,7 @@
 // validated structs, and print it back. Every problem in the input is collected and reported in
 // one InputError (exit code 2), so a user fixes a config in one round instead of one per error.
 // Every key is declared once, in config_schema.cpp; reading, the resolved config.yaml, the
-// settings table and the key reference (`dtrain keys`, the README) all come from there.
+// settings table and the key reference (`dtrain keys`, docs/configuration.md) all come from there.
 #pragma once
 #include <optional>  // ConfigSources::output_dir
 #include <string>
@@ -40,7 +40,7 @@ std::string to_table(const ExperimentConfig& config);
 
 // The algorithms, then every key of an experiment file as a Markdown table
 // (key, value, default, meaning), the algorithms' and the model's keys included: `dtrain keys`
-// and the README's reference.
+// and the key reference in docs/configuration.md.
 std::string config_reference();
 
 }  // namespace dtrain

@@ -1,7 +1,7 @@
 // The algorithm registry: each distributed algorithm registers its name, a one-line summary,
 // its own keys (a declarative schema over its options struct), its scheduler factory, its
 // timing-model row and whatever else is its own (its validation rule, what `dtrain plan` says
-// of it, its planner). The config reader and validation, `dtrain --help`, the README's key
+// of it, its planner). The config reader and validation, `dtrain --help`, the key
 // reference, the run builder and `dtrain plan` all take the algorithms from here and include no
 // scheduler of their own; adding one is a file in lib/sched/ (its options struct, schema,
 // scheduler and `..._algorithm()` row) plus one line in registry.cpp.
@@ -165,7 +165,8 @@ YAML::Node write_algorithm(const AlgorithmConfig& algorithm, config::Style style
 std::vector<config::KeyDoc> algorithm_reference();
 // For `dtrain --help`: each algorithm with its keys and defaults.
 std::string algorithms_help();
-// For the README (`dtrain keys`): a Markdown table of every algorithm.
+// For the key reference (`dtrain keys`, docs/configuration.md): a Markdown table of every
+// algorithm.
 std::string algorithms_markdown();
 
 // The scheduler of `algorithm` (registered, as validation ensured).

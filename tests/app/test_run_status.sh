@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How a run ended, for job scripts: run.yaml's status block after a completed run, a run stopped
-# by SIGTERM (rank 0 of 2, with its checkpoint) and a failed one (diverged), as the README's
+# by SIGTERM (rank 0 of 2, with its checkpoint) and a failed one (diverged), as docs/reliability.md's
 # requeue script reads it. The output folder's ways out: --resume only where a checkpoint is.
 # --resume DIR without --config (DIR/config.yaml), the learning-rate note of a longer resume.
 source "$(dirname "$0")/lib.sh"
@@ -97,9 +97,9 @@ wait $job; code=$?
 stopped_at=$(field "$WORK/sig" checkpoint)
 [ -f "$stopped_at/manifest.yaml" ] || fail "SIGTERM: the checkpoint '$stopped_at' is not there"
 [ "$(field "$WORK/sig" last_iteration.iterations)" -gt 0 ] || fail "SIGTERM: $(grep last_iteration "$WORK/sig/run.yaml")"
-# The README's requeue test: a job script resumes a stopped run (and only a stopped one).
-grep -q '^status: stopped$' "$WORK/sig/run.yaml" || fail "SIGTERM: the README's grep misses: $(grep status "$WORK/sig/run.yaml")"
-grep -q '^status: stopped$' "$WORK/done/run.yaml" && fail "completed: the README's grep requeues it"
+# The requeue test of docs/reliability.md: a job script resumes a stopped run (and only a stopped one).
+grep -q '^status: stopped$' "$WORK/sig/run.yaml" || fail "SIGTERM: the guide's grep misses: $(grep status "$WORK/sig/run.yaml")"
+grep -q '^status: stopped$' "$WORK/done/run.yaml" && fail "completed: the guide's grep requeues it"
 
 # Failed: a diverging run (every rank finds it; rank 0 reports and writes): exit 1, status
 # failed with the error as the reason.

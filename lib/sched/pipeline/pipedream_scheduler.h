@@ -41,7 +41,7 @@ struct PipedreamOptions {
   bool weight_stashing = true;
   bool vertical_sync = false;
   std::string partition_cost =
-      "paper";  // paper | runtime (the README says why paper is the default)
+      "paper";  // paper | runtime (docs/algorithms.md says why paper is the default)
 };
 
 // A pipedream configuration resolved for a job of `world` ranks: the stages' first layers, the
