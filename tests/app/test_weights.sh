@@ -85,6 +85,19 @@ for d in bad2 bad3 bad4; do [ ! -e "$WORK/$d" ] || fail "$d: a refused run creat
 expect_input_error "init_from without a value" "model.init_from" -- \
   "$DTRAIN" --config "$cfg" --set "model.init_from=" --dry-run
 
+# ---- init_from on synthetic data; --resume takes the checkpoint's weights, not the file's ----
+cp "$WORK/sync/model.safetensors" "$WORK/start.safetensors"
+sets=(--set "model.init_from=$WORK/start.safetensors" --set "checkpoint={every_epochs: 1}")
+"$DTRAIN" --config "$cfg" "${sets[@]}" --set train.epochs=1 --out "$WORK/resumed" --progress none \
+  > "$WORK/resumed.log" 2>&1 || fail "init_from with checkpoints: $(tail -3 "$WORK/resumed.log")"
+# Far from a fresh start: the first epoch begins from the trained weights.
+awk -F, 'NR == 2 { exit !($4 < 0.5) }' "$WORK/resumed/accuracy.csv" ||
+  fail "init_from: the first epoch's train loss is a fresh start's: $(cat "$WORK/resumed/accuracy.csv")"
+rm "$WORK/start.safetensors"  # a resumed run does not read it
+"$DTRAIN" --config "$cfg" "${sets[@]}" --set train.epochs=2 --resume "$WORK/resumed" --progress none \
+  > "$WORK/resumed2.log" 2>&1 || fail "--resume read model.init_from: $(tail -3 "$WORK/resumed2.log")"
+[ "$(wc -l < "$WORK/resumed/accuracy.csv")" = 3 ] || fail "resumed: accuracy.csv $(cat "$WORK/resumed/accuracy.csv")"
+
 # ---- the default experiment: Fashion-MNIST's MLP ----
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   echo "skip: Fashion-MNIST is not installed"
