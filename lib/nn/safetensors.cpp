@@ -126,7 +126,7 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
   try {
     header = Json::parse(bytes.begin() + kLengthBytes,
                          bytes.begin() + static_cast<std::ptrdiff_t>(kLengthBytes + length));
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // a syntax error, or a number out of range (1e400)
     throw InputError(what + ": not a safetensors file (its header is not valid JSON: " + e.what() +
                      ")");
   }
