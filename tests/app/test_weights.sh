@@ -4,7 +4,8 @@
 # another model, a misnamed tensor, a file that is not safetensors or a missing file is exit 2
 # naming them; the weights of algorithms whose ranks differ are the evaluated mean; a pipeline's
 # stages are gathered into one file that one process evaluates; a hand-written numpy reader (and
-# PyTorch, where installed) reads the file.
+# PyTorch, where installed: its LeNet computes dtrain's loss with the file's tensors) reads the
+# file.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=/usr/bin/python3
@@ -190,4 +191,39 @@ loss=$(eval_loss "$PIPE" "$WORK/pipe/model.safetensors" --set dataset.test_size=
   fail "pipedream: eval failed"
 same_loss "$loss" "$(last_test_loss "$WORK/pipe")" ||
   fail "pipedream: eval's test loss $loss, the run's last $(last_test_loss "$WORK/pipe")"
+
+# PyTorch's LeNet (bench/torch_models.py's twin) with the file's tensors computes the loss dtrain
+# computes (pixels / 255, no normalisation on either side): the layouts are PyTorch's.
+if $PY -c "import torch, numpy" 2>/dev/null; then
+  raw=(--set dataset.test_size=1000 --set "dataset.mean=[0]" --set "dataset.std=[1]")
+  loss=$(eval_loss "$PIPE" "$WORK/pipe/model.safetensors" "${raw[@]}") || fail "pipedream: raw eval failed"
+  torch_loss=$($PY - "$WORK/pipe/model.safetensors" "$ROOT/bench" 2>"$WORK/torch.err" <<'PY'
+import gzip, json, struct, sys
+import numpy as np, torch
+sys.path.insert(0, sys.argv[2])
+import torch_models
+
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+header.pop("__metadata__")
+tensors = {k: torch.frombuffer(bytearray(data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]),
+                               dtype=torch.float32).reshape(v["shape"]) for k, v in header.items()}
+net = torch_models.lenet()
+layers = [i for i, m in enumerate(net) if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+net.load_state_dict({f"{i}.{p}": tensors[f"{name}.{p}"]
+                     for i, name in zip(layers, ["c1", "c3", "f5", "f6", "f7"]) for p in ("weight", "bias")})
+root = "/usr/share/datasets/fashion-mnist/"
+images = np.frombuffer(gzip.open(root + "t10k-images-idx3-ubyte.gz").read(), np.uint8, offset=16)
+labels = np.frombuffer(gzip.open(root + "t10k-labels-idx1-ubyte.gz").read(), np.uint8, offset=8)
+x = torch.from_numpy(images.reshape(-1, 1, 28, 28)[:1000].astype(np.float32) / 255)
+with torch.no_grad():
+    loss = torch.nn.functional.cross_entropy(net(x), torch.from_numpy(labels[:1000].astype(np.int64)))
+print("%.6f" % loss.item())
+PY
+) || fail "PyTorch's LeNet: $(cat "$WORK/torch.err")"
+  same_loss "$torch_loss" "$loss" || fail "PyTorch's LeNet: test loss $torch_loss, dtrain's $loss"
+else
+  echo "skip: no PyTorch for the LeNet check"
+fi
 finish
