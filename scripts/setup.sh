@@ -10,6 +10,7 @@ packages=(
   libdnnl-dev            # oneDNN: the CPU backend
   libyaml-cpp-dev        # experiment files
   libcli11-dev           # command line
+  nlohmann-json3-dev     # model.safetensors' JSON header
   libspdlog-dev libfmt-dev
   libopenmpi-dev openmpi-bin
   libopencv-dev          # imagefolder datasets

@@ -24,6 +24,7 @@
 #include "nn/graph.h"              // --profile-layers
 #include "nn/spec.h"               // model_help: --help
 #include "run/config.h"            // load_config, config_reference
+#include "run/eval_command.h"      // dtrain eval
 #include "run/plan_command.h"      // dtrain plan
 #include "run/rank_checks.h"       // --dry-run --ranks: check_world, no_effect_settings
 #include "run/run_builder.h"       // configure_comm: cluster.link emulation
@@ -46,6 +47,7 @@ struct Options {
   int dry_run_ranks = 0;
   std::string csv;
   std::string write_profile, profile;  // dtrain plan
+  std::string weights;                 // dtrain eval
   dtrain::ProgressMode progress = dtrain::ProgressMode::auto_;
 };
 
@@ -165,6 +167,14 @@ int plan_main(const Options& o, bool ranks_given, dtrain::Comm& comm) {
   return 0;
 }
 
+// One process evaluates (under mpirun every rank would do the same work: rank 0 prints).
+int eval_main(const Options& o, const dtrain::Comm& comm) {
+  const dtrain::ExperimentConfig config = load(o, comm);
+  const dtrain::EvalReport report = dtrain::evaluate_weights(config, o.weights);
+  if (comm.rank() == 0) std::cout << dtrain::eval_line(report) << "\n" << std::flush;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +241,13 @@ int main(int argc, char** argv) {
   plan->add_option("--profile", o.profile,
                    "plan PipeDream from this layer profile (of --write-profile), without the "
                    "model: needs cluster.link (--set cluster.link.bandwidth=25Gbps)");
+  CLI::App* eval = app.add_subcommand(
+      "eval", "evaluate a weights file (a run's model.safetensors) on the config's test split");
+  add_config_options(eval, true);
+  eval->add_option("--weights", o.weights, "the weights (safetensors) of the config's model")
+      ->required()
+      ->type_name("FILE");
+  eval->footer("");
   CLI::App* keys = app.add_subcommand("keys",
                                       "print every key of an experiment file as a Markdown table "
                                       "(docs/configuration.md's reference)");
@@ -302,6 +319,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*plan) return plan_main(o, ranks_opt->count() > 0, *comm);
+    if (*eval) return eval_main(o, *comm);
     if (*bench) {
       bench_opts.include_mpi = !no_mpi;
       return bench_comm_main(bench_opts, o.csv, *comm);

@@ -17,7 +17,8 @@ inline constexpr int kGossipStop = 0x4753;    // "GS": rank 0 to all: the epoch'
 inline constexpr int kTrace = 0x5452;         // "TR": a rank's trace events to rank 0
 inline constexpr int kStageActivation = 0x5341;  // "SA": a pipeline stage's activation, forward
 inline constexpr int kStageGradient = 0x5347;    // "SG": a pipeline stage's gradient, backward
-inline constexpr int kProgress = 0x5052;    // "PR": never sent; probed only to let MPI progress
-inline constexpr int kStopNotice = 0x534e;  // "SN": a pipeline rank asked to stop, to rank 0
+inline constexpr int kProgress = 0x5052;      // "PR": never sent; probed only to let MPI progress
+inline constexpr int kStopNotice = 0x534e;    // "SN": a pipeline rank asked to stop, to rank 0
+inline constexpr int kStageWeights = 0x5357;  // "SW": a pipeline stage's weights file, to rank 0
 
 }  // namespace dtrain::tags

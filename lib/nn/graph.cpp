@@ -130,6 +130,24 @@ Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape, bool fuse_r
   if (fuse_relus) fuse_activations();
 }
 
+std::vector<WeightSlot> Graph::weight_slots() const {
+  std::vector<WeightSlot> slots;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    int64_t offset = node.param_offset;
+    for (const ParamDecl& d : node.params) {
+      slots.push_back({node.name + "." + d.name, d.shape, false, offset});
+      offset += d.shape.numel();
+    }
+    offset = node.buffer_offset;
+    for (const ParamDecl& d : node.buffers) {
+      slots.push_back({node.name + "." + d.name, d.shape, true, offset});
+      offset += d.shape.numel();
+    }
+  }
+  return slots;
+}
+
 // A ReLU whose producer is read by nothing else is folded into that producer when it can
 // apply it (Linear, Conv2d, Add): one pass over the activation instead of two in each
 // direction, and one activation buffer less. The ReLU node stays, as a view.

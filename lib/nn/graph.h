@@ -77,6 +77,9 @@ class Graph {
   int64_t num_parameters() const { return num_params_; }
   int64_t num_buffer_elements() const { return num_buffers_; }
   const std::vector<LayerRange>& layer_ranges() const { return ranges_; }
+  // Every parameter and buffer by name, in forward order (each layer's parameters, then its
+  // buffers, in the order it declares them): where it lives in the flat buffers.
+  std::vector<WeightSlot> weight_slots() const;
   const Shape& input_shape() const;
   const Shape& output_shape() const;  // at the build batch
   const std::string& output_name() const;

@@ -47,6 +47,9 @@ const Tensor& Model::buffers() const {
 const std::vector<LayerRange>& Model::layer_ranges() const {
   return graph_->layer_ranges();
 }
+std::vector<WeightSlot> Model::weight_slots() const {
+  return graph_->weight_slots();
+}
 void Model::set_training(bool training) {
   graph_->set_training(training);
 }
@@ -143,6 +146,10 @@ std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
 
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input) {
   return make_graph(model, input)->num_parameters();
+}
+
+std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input) {
+  return make_graph(model, input)->weight_slots();
 }
 
 std::string describe_model(const YAML::Node& model, const ModelInput& input) {

@@ -27,6 +27,15 @@ struct LayerRange {
   std::string name, type;
   int64_t offset = 0, count = 0;
 };
+// One named tensor of a model's weights, named as PyTorch's state_dict names it ("<layer>.<name>":
+// "fc1.weight", "bn1.running_mean"): a parameter at `offset` of the flat parameters(), or a
+// non-trainable buffer (BatchNorm's running statistics) at `offset` of the flat buffers().
+struct WeightSlot {
+  std::string name;
+  Shape shape;
+  bool buffer = false;
+  int64_t offset = 0;
+};
 struct LossStats {
   double loss_sum = 0;
   double correct = 0;
@@ -58,6 +67,7 @@ class Model {
   void set_forward_hook(const std::string& name, std::function<void()> hook);
   const Tensor& buffers() const;  // flat non-trainable state (BN running stats), may be empty
   const std::vector<LayerRange>& layer_ranges() const;  // parameterised layers, forward order
+  std::vector<WeightSlot> weight_slots() const;         // every weight by name, forward order
   void set_training(bool training);
   bool training() const;
   // images [b, C, H, W] f32 and labels [b] i32, on the host or on the device; b ≤ build batch.
@@ -122,6 +132,8 @@ std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelIn
 
 // Without allocating anything on a device: the number of parameters, and the summary table.
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
+// The weights the model has, by name (what a weights file for it must hold).
+std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input);
 std::string describe_model(const YAML::Node& model, const ModelInput& input);
 // The `layers:` list a zoo model expands to (zoo specs only; custom specs are returned as is).
 YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input);

@@ -243,6 +243,28 @@ const Schema<OutputConfig>& output_schema() {
   return s;
 }
 
+// model.init_from, a key of the run beside the network's own (nn/spec.h reads those): asked
+// for here, so that the model's reader takes it as known.
+std::string read_init_from(Section& top) {
+  std::string path;
+  const YAML::Node model = top.get("model");
+  if (!model.IsMap() || !model["init_from"].IsDefined()) return path;
+  Section section = top.child("model");
+  nonempty_text().read(top.reader(), "model.init_from", section.get("init_from"), path);
+  return path;
+}
+
+KeyDoc init_from_doc() {
+  return {"model.init_from",
+          "non-empty text",
+          "absent",
+          false,
+          "start from this weights file (safetensors, e.g. a run's model.safetensors) instead "
+          "of the initialisation; every tensor's name and shape must match the model; with "
+          "--resume the checkpoint's weights win",
+          ""};
+}
+
 }  // namespace
 
 const Schema<ExperimentConfig>& experiment_schema() {
@@ -259,11 +281,21 @@ const Schema<ExperimentConfig>& experiment_schema() {
           .custom(
               "model", "map",
               "a zoo model `name` and its options, or a custom `layers:` list (below)",
-              [](Section& s, ExperimentConfig& c) { c.model = check_model_section(s); },
-              [](const ExperimentConfig& c, Style) {
-                return c.model.IsDefined() ? c.model : YAML::Node(YAML::NodeType::Map);
+              [](Section& s, ExperimentConfig& c) {
+                c.init_from = read_init_from(s);
+                c.model = check_model_section(s);
               },
-              [] { return model_reference(); })
+              [](const ExperimentConfig& c, Style) {
+                YAML::Node model =
+                    c.model.IsDefined() ? YAML::Clone(c.model) : YAML::Node(YAML::NodeType::Map);
+                if (!c.init_from.empty()) model["init_from"] = c.init_from;
+                return model;
+              },
+              [] {
+                std::vector<KeyDoc> rows{init_from_doc()};
+                for (KeyDoc& row : model_reference()) rows.push_back(std::move(row));
+                return rows;
+              })
           .section("dataset", &ExperimentConfig::dataset, dataset_schema(),
                    "the data: which, where, and how it is batched and loaded")
           .required("a map with at least `name`, e.g. {name: fashion_mnist}")

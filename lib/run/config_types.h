@@ -139,6 +139,9 @@ struct ExperimentConfig {
   std::string name;  // defaults to the config file's stem
   uint64_t seed = 1;
   YAML::Node model;  // the resolved model map (after the model hook filled its defaults)
+  // model.init_from: a weights file (safetensors) the run starts from; empty: the
+  // initialisation. Kept apart from `model`, which describes the network only.
+  std::string init_from;
   DatasetConfig dataset;
   ClusterConfig cluster;
   AlgorithmConfig algorithm;  // the registry's (lib/sched/algorithm.h)

@@ -2,11 +2,12 @@
 
 #include <algorithm>  // max
 
-#include "comm/paced_comm.h"  // make_paced_comm: cluster.link
-#include "core/error.h"       // DTRAIN_INPUT_CHECK
-#include "run/rank_checks.h"  // no_effect_settings
-#include "run/run_options.h"  // config → module options
-#include "sched/algorithm.h"  // make_scheduler
+#include "comm/paced_comm.h"   // make_paced_comm: cluster.link
+#include "core/error.h"        // DTRAIN_INPUT_CHECK
+#include "nn/model_weights.h"  // load_model_weights: model.init_from
+#include "run/rank_checks.h"   // no_effect_settings
+#include "run/run_options.h"   // config → module options
+#include "sched/algorithm.h"   // make_scheduler
 
 namespace dtrain {
 
@@ -33,7 +34,8 @@ ModelSource source_of(const Run& run, const ModelInput& input) {
           c.dataset.batch_size,
           static_cast<int64_t>(run.train_set->size()),
           static_cast<int64_t>(run.test_set->size()),
-          c.optimizer.freeze_layers};
+          c.optimizer.freeze_layers,
+          run.initial_weights};
 }
 
 // Lets the algorithm's planner fill in its `auto` keys in run.config from measurements of this
@@ -114,6 +116,11 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
       model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1}
                      : run->model_input,
       config.seed);
+  if (!config.init_from.empty() && place.fresh) {
+    NamedTensors weights = load_initial_weights(config, *run->model);
+    if (model_parallel)
+      run->initial_weights = std::make_shared<const NamedTensors>(std::move(weights));
+  }
   freeze_layers(config, *run->model);
   run->schedule = std::make_unique<LrSchedule>(schedule_options(config));
   run->optimizer =
@@ -148,6 +155,18 @@ std::string preview_model_parallel(const ExperimentConfig& config) {
   } catch (const InputError& e) {
     throw InputError(config.source_path + ": " + e.what());
   }
+}
+
+NamedTensors load_initial_weights(const ExperimentConfig& config, Model& model) {
+  const std::string key = config.source_path + ": model.init_from";
+  NamedTensors weights;
+  try {
+    weights = read_safetensors(config.init_from);
+  } catch (const InputError& e) {
+    throw InputError(key + ": " + e.what());
+  }
+  load_model_weights(model, weights, key + ": " + config.init_from);
+  return weights;
 }
 
 void check_stragglers(const ExperimentConfig& config, int world) {

@@ -12,6 +12,7 @@
 #include "comm/comm.h"        // Comm
 #include "data/loader.h"      // Dataset, Loader, LoaderOptions
 #include "nn/model.h"         // Model, ModelInput
+#include "nn/safetensors.h"   // NamedTensors: model.init_from
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
 #include "run/config.h"       // ExperimentConfig
@@ -28,6 +29,9 @@ struct RunPlace {
   // process decides alone (dtrain plan, --dry-run).
   std::function<std::string(const std::string&)> agree{};
   bool plan = true;  // let a planner fill in `auto` keys (not for a one-process --dry-run)
+  // The run starts afresh: model.init_from's weights replace the initialisation. False for a
+  // resumed run, whose checkpoint has the weights (the file is not read).
+  bool fresh = true;
 };
 
 // Training needs the dataset's files; --dry-run and `dtrain plan` may do with a stand-in of the
@@ -42,7 +46,9 @@ struct Run {
   LoaderOptions train_loading, test_loading;
   std::unique_ptr<Loader> train_loader, test_loader;
   ModelInput model_input;  // the build batch is the larger of the train and test local batches
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Model> model;  // initialised, or from model.init_from
+  // model.init_from's tensors, kept for a model-parallel scheduler's parts (null otherwise).
+  std::shared_ptr<const NamedTensors> initial_weights;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Sgd> optimizer;
   std::vector<std::string> notes;  // for the log: stand-in data, settings without effect
@@ -53,7 +59,8 @@ struct Run {
 
 // Builds everything but the scheduler. InputError (exit 2) for what the config and the place
 // cannot do together (a global batch not divisible by the ranks, a missing dataset when files
-// are required), before anything large is allocated.
+// are required, a model.init_from file that is not this model's weights), before anything large
+// is allocated.
 std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
                                DataFiles data = DataFiles::required);
 
@@ -75,6 +82,11 @@ std::unique_ptr<Loader> minibatch_loader(const Run& run);
 // each rank would hold and the schedule, for the ranks the configuration names, then the whole
 // model's summary (ending with "parameters: N"). Empty for other algorithms.
 std::string preview_model_parallel(const ExperimentConfig& config);
+
+// model.init_from's tensors, read and checked against `model` (the whole model), and loaded
+// into it. InputError naming the config, model.init_from, the file and the first tensor at
+// fault.
+NamedTensors load_initial_weights(const ExperimentConfig& config, Model& model);
 
 // The scheduler of the configured algorithm on `run`, communicating over `comm` (whose rank and
 // size must be the run's place). `stop`: where a signal's stop is agreed (the trainer's).

@@ -13,6 +13,7 @@
 #include "core/stop_request.h"  // signal_name
 #include "run/consistency.h"    // check_ranks_agree
 #include "run/metrics.h"        // MetricsWriter
+#include "run/model_file.h"     // model.safetensors
 #include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
 #include "sched/algorithm.h"    // find_algorithm: how max_iterations counts
@@ -35,7 +36,9 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     comm.broadcast(bytes, 0);
     return bytes;
   };
-  run_ = build_run(config, {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0, agree},
+  run_ = build_run(config,
+                   {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0, agree,
+                    /*plan=*/true, /*fresh=*/options.output != OutputMode::resume},
                    options.data);
   if (trace_)
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
@@ -416,11 +419,12 @@ void Trainer::finish(const RunResult& result) {
   scheduler_->flush();
   for (const auto& [name, content] : scheduler_->own_results())
     if (comm_.rank() == 0) std::ofstream(config.output.dir + "/" + name) << content;
+  write_model_file(*scheduler_, config, comm_.rank());
   if (trace_) trace_->write(comm_, config.output.dir + "/trace.json");
   if (comm_.rank() == 0)
     spdlog::info(
         "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, "
-        "config.yaml, run.yaml{})",
+        "config.yaml, run.yaml, model.safetensors{})",
         result.test_acc, config.output.dir, trace_ ? ", trace.json" : "");
 }
 

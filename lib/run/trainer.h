@@ -99,7 +99,8 @@ class Trainer {
   // Evaluates the scheduler's model and writes accuracy.csv's row of `epoch`.
   void evaluate(int epoch, int64_t updates, const EpochStats& mine, double samples,
                 RunResult& result);
-  // Training is over: flush, the scheduler's own result files, trace.json, the last line.
+  // Training is over: flush, the scheduler's own result files, model.safetensors, trace.json,
+  // the last line.
   void finish(const RunResult& result);
   // Writes the checkpoint of `at` (a collective): the one place a checkpoint is written.
   void checkpoint(const Position& at, const RunResult& result);

@@ -49,6 +49,7 @@ class GossipScheduler final : public Scheduler {
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
+  NamedTensors weights() override { return weights_mean(averager_.get()); }  // as evaluated
   // An epoch's iterations are its updates over all ranks (N/M); a part's count is each
   // rank's own.
   int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }

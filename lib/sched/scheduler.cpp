@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "nn/graph.h"             // Graph::step: the dropout counter
+#include "nn/model_weights.h"     // model_weights
 #include "sched/model_average.h"  // ModelAverager: evaluate_mean
 
 namespace dtrain {
@@ -39,6 +40,19 @@ EvalResult Scheduler::evaluate_mean(ModelAverager* averager, Loader& test) {
   EvalResult result;
   averager->with_average([&] { result = evaluate_model(test); });
   return result;
+}
+
+NamedTensors Scheduler::weights() {
+  flush();
+  return ctx_.comm.rank() == 0 ? model_weights(ctx_.model) : NamedTensors{};
+}
+
+NamedTensors Scheduler::weights_mean(ModelAverager* averager) {
+  auto own = [this] { return ctx_.comm.rank() == 0 ? model_weights(ctx_.model) : NamedTensors{}; };
+  if (!averager) return own();
+  NamedTensors mean;
+  averager->with_average([&] { mean = own(); });
+  return mean;
 }
 
 Tensor Scheduler::trainable_part(const Tensor& flat) const {
@@ -77,20 +91,25 @@ EvalResult Scheduler::evaluate(Loader& test) {
   return evaluate_model(test);
 }
 
-EvalResult Scheduler::evaluate_model(Loader& test) {
-  Model& model = ctx_.model;
+LossStats test_sums(Model& model, Loader& test) {
   const bool training = model.training();
   model.set_training(false);
   test.start_epoch(0);
-  std::vector<double> sums{0, 0, 0};  // loss, correct, count
+  LossStats sums;
   Batch batch;
   while (test.next(batch)) {
     if (batch.labels.numel() == 0) continue;
     model.forward(batch.images, batch.labels);
     const LossStats s = model.last_stats();
-    sums[0] += s.loss_sum, sums[1] += s.correct, sums[2] += static_cast<double>(s.count);
+    sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
   }
   model.set_training(training);
+  return sums;
+}
+
+EvalResult Scheduler::evaluate_model(Loader& test) {
+  const LossStats mine = test_sums(ctx_.model, test);
+  std::vector<double> sums{mine.loss_sum, mine.correct, static_cast<double>(mine.count)};
   ctx_.comm.allreduce_sum(sums);
   return sums[2] > 0 ? EvalResult{sums[0] / sums[2], sums[1] / sums[2]} : EvalResult{};
 }

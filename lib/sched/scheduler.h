@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>  // per-iteration progress callback
+#include <memory>      // shared_ptr: model.init_from's tensors
 #include <string>
 #include <utility>  // std::pair: named buffers and counters
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/phase.h"                // Phase, PhaseTimes, PhaseTimer
 #include "data/loader.h"               // Loader: this rank's batches
 #include "nn/model.h"                  // Model
+#include "nn/safetensors.h"            // NamedTensors: weights()
 #include "optim/lr_schedule.h"         // LrSchedule
 #include "optim/sgd.h"                 // Sgd
 #include "sched/scheduler_state.h"     // SchedulerState: save() and load()
@@ -55,6 +57,10 @@ struct EvalResult {
   double loss = 0, acc = 0;
 };
 
+// The summed loss, correct predictions and samples of `model` (in evaluation mode) over this
+// rank's batches of `test`, from its start; the model's training mode is kept.
+LossStats test_sums(Model& model, Loader& test);
+
 // What a model-parallel algorithm (pipedream) builds its own part of the model from: the whole
 // model (SchedulerContext::model) only describes the run there.
 struct ModelSource {
@@ -65,6 +71,9 @@ struct ModelSource {
   int64_t batch_size = 0;  // dataset.batch_size: the global minibatch
   int64_t train_samples = 0, test_samples = 0;
   int frozen_layers = 0;  // optimizer.freeze_layers
+  // model.init_from's tensors (the whole model's, checked): the part starts from them instead
+  // of the initialisation. Null: initialised from `seed`.
+  std::shared_ptr<const NamedTensors> weights{};
 };
 
 struct SchedulerContext {
@@ -132,6 +141,10 @@ class Scheduler {
   // rank calls it). Default: flush, then every rank evaluates its shard and the sums are
   // all-reduced.
   virtual EvalResult evaluate(Loader& test);
+  // The weights of the model evaluate() evaluates, by name, complete on rank 0 and empty on the
+  // other ranks: what a run saves as model.safetensors (a collective: every rank calls it).
+  // Default: flush, then rank 0's model (the ranks hold the same one).
+  virtual NamedTensors weights();
   // The complete training state: parameters, BatchNorm statistics, momentum, the dropout
   // counter, and what the algorithm keeps of its own (overrides add theirs after the base's).
   // Waits for communication in flight but changes nothing: training continues as if not saved.
@@ -178,6 +191,8 @@ class Scheduler {
   // Evaluates the mean of the ranks' models (null `averager`: the model as it is); every rank
   // then continues from its own (algorithms whose ranks hold different models).
   EvalResult evaluate_mean(ModelAverager* averager, Loader& test);
+  // The weights of the mean of the ranks' models, as evaluate_mean evaluates it (a collective).
+  NamedTensors weights_mean(ModelAverager* averager);
 
   SchedulerContext ctx_;
 };

@@ -176,7 +176,7 @@ grep -q "was written by 2 rank(s), this job has 3" "$WORK/ranks.log" || fail "an
 before=$(md5sum "$WORK/whole/accuracy.csv")
 "$DTRAIN" --config "$WORK/kill.yaml" --out "$WORK/whole" > "$WORK/again.log" 2>&1; code=$?
 [ $code = 2 ] || fail "a second run into a folder with results: exit $code"
-grep -q "output folder $WORK/whole already holds a run's results (accuracy.csv, timing.csv, config.yaml, run.yaml, checkpoints): continue it with --resume $WORK/whole, write elsewhere with --out DIR, or replace it with --overwrite" "$WORK/again.log" ||
+grep -q "output folder $WORK/whole already holds a run's results (accuracy.csv, timing.csv, config.yaml, run.yaml, model.safetensors, checkpoints): continue it with --resume $WORK/whole, write elsewhere with --out DIR, or replace it with --overwrite" "$WORK/again.log" ||
   fail "second run: $(cat "$WORK/again.log")"
 [ "$(md5sum "$WORK/whole/accuracy.csv")" = "$before" ] || fail "second run: accuracy.csv changed"
 echo mine > "$WORK/whole/notes.txt"  # not a result: --overwrite leaves it

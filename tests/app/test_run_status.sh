@@ -50,7 +50,7 @@ grep -q "continue it with --resume $WORK/done, write elsewhere with --out DIR, o
 [ "$(field "$WORK/plain" checkpoint)" = None ] || fail "no checkpoint: $(grep checkpoint "$WORK/plain/run.yaml")"
 "$DTRAIN" --config "$CFG" --out "$WORK/plain" > "$WORK/again.log" 2>&1; code=$?
 [ $code = 2 ] || fail "a second run into a folder without a checkpoint: exit $code"
-grep -q "already holds a run's results (accuracy.csv, timing.csv, config.yaml, run.yaml) and no checkpoint to continue from: write elsewhere with --out DIR, or replace it with --overwrite" "$WORK/again.log" ||
+grep -q "already holds a run's results (accuracy.csv, timing.csv, config.yaml, run.yaml, model.safetensors) and no checkpoint to continue from: write elsewhere with --out DIR, or replace it with --overwrite" "$WORK/again.log" ||
   fail "without a checkpoint: $(cat "$WORK/again.log")"
 grep -q -- "--resume" "$WORK/again.log" && fail "without a checkpoint, --resume is suggested: $(cat "$WORK/again.log")"
 

@@ -1,12 +1,14 @@
 // A seeded random mutator (bad input everywhere): thousands of mutated experiment
 // files go through the config reader, mutated idx (plain and gzip) and CIFAR files through the
-// dataset parsers. Every case must end in success or an InputError — what main turns into exit
-// 0 or 2 — never another exception (exit 1), a crash or a hang (the CTest timeout). A failing
-// case prints its seed and input; DTRAIN_FUZZ_CASES scales the run.
+// dataset parsers, mutated safetensors files through the weights reader. Every case must end in
+// success or an InputError — what main turns into exit 0 or 2 — never another exception (exit 1), a
+// crash or a hang (the CTest timeout). A failing case prints its seed and input; DTRAIN_FUZZ_CASES
+// scales the run.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdlib>  // getenv
+#include <cstring>  // memcpy: a safetensors length
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,6 +19,7 @@
 #include "../data/fixtures.h"  // TempDir, write_bytes, idx_bytes, cifar_bytes
 #include "core/error.h"        // InputError
 #include "data/dataset.h"      // open_dataset
+#include "nn/safetensors.h"    // decode_safetensors
 #include "run/config.h"        // parse_config
 
 using namespace dtrain;
@@ -108,7 +111,7 @@ void expect_clean(F&& f, const std::string& what, Outcomes& o) {
   } catch (const InputError&) {
     ++o.refused;
   } catch (const std::exception& e) {
-    FAIL_CHECK(what << "\n-> " << typeid(e).name() << ": " << e.what());
+    FAIL_CHECK(what << "\n-> " << std::string(typeid(e).name()) << ": " << std::string(e.what()));
   }
 }
 
@@ -198,4 +201,35 @@ TEST_CASE("mutated idx and CIFAR files: read, or an InputError") {
                   << cifar_outcomes.passed << " read, " << cifar_outcomes.refused << " refused");
   CHECK(idx_outcomes.refused > n / 4);
   CHECK(cifar_outcomes.refused > n / 4);
+}
+
+TEST_CASE("mutated safetensors files: decoded, or an InputError") {
+  std::mt19937 rng(3);
+  const int n = cases(3000);
+  const std::string original =
+      encode_safetensors({{"c1.weight", {2, 1, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}},
+                          {"c1.bias", {2}, {0.5f, -0.5f}},
+                          {"bn.running_var", {2}, {1, 1}}},
+                         {{"model", "lenet"}});
+  uint64_t length = 0;
+  std::memcpy(&length, original.data(), 8);
+  const std::string header = original.substr(8, length), data = original.substr(8 + length);
+  Outcomes o;
+  for (int c = 0; c < n; ++c) {
+    std::string bytes;
+    if (c % 2 == 0) {  // the JSON mutated, its length told right: the header's checks
+      const std::string text = mutate(header, rng);
+      bytes.assign(8, '\0');
+      const uint64_t size = text.size();
+      std::memcpy(bytes.data(), &size, 8);
+      bytes += text + data;
+    } else {  // any byte: the length, the header, the data
+      bytes = mutate(original, rng);
+    }
+    expect_clean([&] { decode_safetensors(bytes, "fuzz.safetensors"); },
+                 "safetensors case " + std::to_string(c), o);
+  }
+  MESSAGE("safetensors: " << o.passed << " decoded, " << o.refused << " refused");
+  CHECK(o.passed > n / 50);
+  CHECK(o.refused > n / 4);
 }

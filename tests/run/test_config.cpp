@@ -308,3 +308,36 @@ dataset: {name: fashion_mnist, batch_size: 0}
       doctest::Contains("model.yaml: model.hiden: unknown key; did you mean 'hidden'?"),
       InputError);
 }
+
+TEST_CASE("model.init_from is read beside the model, kept apart from it and written back") {
+  const std::string data = "dataset: {name: synthetic}\n";
+  for (const std::string model : {"model: {name: mlp, init_from: w.safetensors}\n",
+                                  "model: {init_from: w.safetensors, layers: [{name: fc, type: "
+                                  "linear, out_features: 3}]}\n"}) {
+    CAPTURE(model);
+    TempConfig file("init_from.yaml", model + data);
+    const ExperimentConfig c = load_config(file.sources());
+    CHECK(c.init_from == "w.safetensors");
+    CHECK(!c.model["init_from"].IsDefined());  // the network's description only
+    const std::string yaml = to_yaml(c);
+    CHECK(yaml.find("init_from: w.safetensors") != std::string::npos);
+    TempConfig again("init_from_out.yaml", yaml);
+    CHECK(load_config(again.sources()).init_from == "w.safetensors");
+  }
+  TempConfig none("plain.yaml", "model: {name: mlp}\n" + data);
+  const ExperimentConfig c = load_config(none.sources());
+  CHECK(c.init_from.empty());
+  CHECK(to_yaml(c).find("init_from") == std::string::npos);
+  // An empty value is an error at its key, as any key's.
+  ConfigSources sources = none.sources();
+  sources.overrides = {"model.init_from=", "model.init_frm=x"};
+  try {
+    load_config(sources);
+    FAIL("loaded");
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("model.init_from: expected a string, got an empty value") !=
+          std::string::npos);
+    CHECK(message.find("model.init_frm") != std::string::npos);  // still an unknown key
+  }
+}

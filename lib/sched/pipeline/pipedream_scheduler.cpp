@@ -313,6 +313,8 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   model_ = std::make_unique<StageModel>(
       ctx_.model.backend(), stages_[static_cast<size_t>(stage_)], input, src.seed,
       pipeline::in_flight_bound(layout_.shape, layout_.spec, stage_), stage_ == 0, stage_ == S - 1);
+  // model.init_from (checked against the whole model by the run builder): the stage's part.
+  if (src.weights) model_->load_weights(*src.weights, "model.init_from");
   sgd_ = std::make_unique<Sgd>(ctx_.model.backend(), model_->parameters(), model_->gradients(),
                                src.sgd);
   runner_ = std::make_unique<PipelineRunner>(ctx_.comm, layout_.shape, *model_, *sgd_,
@@ -506,6 +508,32 @@ void PipedreamScheduler::save(SchedulerState& state) {
     state.put("pipedream.stage.buffers", model_->buffers(), backend);
   if (sgd_->momentum().defined()) state.put("pipedream.stage.momentum", sgd_->momentum(), backend);
   state.set_counter("pipedream.minibatches_done", static_cast<int64_t>(minibatches_done_));
+}
+
+NamedTensors PipedreamScheduler::weights() {
+  // Each later stage's replica 0 sends its weights to rank 0 (stage 0's replica 0) as the bytes
+  // of a safetensors file: names and shapes travel with the values. Stages are consecutive
+  // layers, so appending them in stage order gives the whole model's order.
+  Comm& comm = ctx_.comm.unpaced();  // not training traffic: no emulated link
+  const int stages = layout_.shape.stages();
+  if (stage_ > 0 && replica_ == 0) {
+    const std::string bytes = encode_safetensors(model_->weights());
+    const uint64_t size = bytes.size();
+    comm.send(&size, sizeof size, 0, tags::kStageWeights);
+    comm.send(bytes.data(), bytes.size(), 0, tags::kStageWeights);
+  }
+  if (comm.rank() != 0) return {};
+  NamedTensors all = model_->weights();
+  for (int s = 1; s < stages; ++s) {
+    const int from = layout_.shape.first_rank(s);
+    uint64_t size = 0;
+    comm.recv(&size, sizeof size, from, tags::kStageWeights);
+    std::string bytes(size, '\0');
+    comm.recv(bytes.data(), bytes.size(), from, tags::kStageWeights);
+    for (NamedTensor& t : decode_safetensors(bytes, "stage " + std::to_string(s) + "'s weights"))
+      all.push_back(std::move(t));
+  }
+  return all;
 }
 
 void PipedreamScheduler::load(const SchedulerState& state) {

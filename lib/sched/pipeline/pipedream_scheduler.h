@@ -71,6 +71,8 @@ class PipedreamScheduler : public Scheduler {
   std::vector<std::pair<std::string, std::string>> own_results() override;
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
+  // The stages' weights gathered on rank 0 (replica 0's of each stage, which evaluate() uses).
+  NamedTensors weights() override;
 
  private:
   // Units of the epoch (at most `max_iterations` minibatches or steps when > 0).

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "nn/layers/softmax_xent.h"  // SoftmaxCrossEntropy
+#include "nn/model_weights.h"        // download_weights, upload_weights
 #include "nn/spec.h"                 // make_nodes
 
 namespace dtrain {
@@ -67,6 +68,14 @@ void StageModel::set_gradients(const Tensor& flat) {
 }
 void StageModel::set_training(bool training) {
   for (auto& g : graphs_) g->set_training(training);
+}
+
+NamedTensors StageModel::weights() {
+  return download_weights(graphs_[0]->weight_slots(), parameters(), buffers(), backend_);
+}
+
+void StageModel::load_weights(const NamedTensors& tensors, const std::string& origin) {
+  upload_weights(graphs_[0]->weight_slots(), tensors, parameters(), buffers(), backend_, origin);
 }
 
 const Tensor& StageModel::forward(int slot, uint64_t step, const Tensor& input,

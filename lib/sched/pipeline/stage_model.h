@@ -8,12 +8,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"  // Backend
 #include "core/tensor.h"
-#include "nn/graph.h"  // Graph
-#include "nn/model.h"  // StageSlice, ModelInput, LossStats
+#include "nn/graph.h"        // Graph
+#include "nn/model.h"        // StageSlice, ModelInput, LossStats
+#include "nn/safetensors.h"  // NamedTensors
 
 namespace dtrain {
 
@@ -49,6 +51,11 @@ class StageModel {
   void set_slot_parameters(int slot, const Tensor& flat);
   void set_gradients(const Tensor& flat);
   void set_training(bool training);
+  // The stage's weights by name (the latest ones and the statistics), on the host.
+  NamedTensors weights();
+  // Takes the stage's tensors of `tensors` (a whole model's: the others are skipped) as its
+  // latest weights and statistics; InputError naming `origin` for a missing one or a shape.
+  void load_weights(const NamedTensors& tensors, const std::string& origin);
 
   // Forward of minibatch `step` (its dropout masks) in `slot` on `input`; the output stage also
   // computes the loss against `labels`. Returns the output (the logits on the output stage).
