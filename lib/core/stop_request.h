@@ -6,7 +6,8 @@
 
 namespace dtrain {
 
-// Installs the handlers of SIGINT and SIGTERM (once, in main).
+// Takes SIGINT and SIGTERM on a thread of their own (once, in main, before any other thread
+// starts: the threads started later inherit the blocked signals).
 void install_stop_handlers();
 // The signal that asked this process to stop, or 0.
 int stop_signal();

@@ -101,6 +101,21 @@ stopped_at=$(field "$WORK/sig" checkpoint)
 grep -q '^status: stopped$' "$WORK/sig/run.yaml" || fail "SIGTERM: the guide's grep misses: $(grep status "$WORK/sig/run.yaml")"
 grep -q '^status: stopped$' "$WORK/done/run.yaml" && fail "completed: the guide's grep requeues it"
 
+# A signal never lands on a compute thread: six SIGINTs to the default experiment (Fashion-MNIST's
+# MLP, 3 epochs), each once the run has logged iteration 300, in the middle of its GEMMs; each a
+# clean stop. A handler that ran on the compute thread corrupted the heap inside oneDNN about
+# every second time (exit 134).
+logged() { grep -q "iter 300/" "$1" 2>/dev/null; }
+for try in 1 2 3 4 5 6; do
+  "$DTRAIN" --config "$ROOT/configs/fashion_mlp_sync.yaml" --set train.epochs=3 \
+    --set train.log_every_iterations=50 --progress log --out "$WORK/gemm$try" > "$WORK/gemm$try.log" 2>&1 &
+  job=$!
+  wait_until $job logged "$WORK/gemm$try.log"
+  kill -INT $job 2>/dev/null
+  wait $job; code=$?
+  [ $code = 130 ] || fail "SIGINT $try to a CPU run: exit $code: $(tail -2 "$WORK/gemm$try.log")"
+done
+
 # Failed: a diverging run (every rank finds it; rank 0 reports and writes): exit 1, status
 # failed with the error as the reason.
 $MPI "$DTRAIN" --config "$CFG" --set optimizer.lr=1e12 --out "$WORK/nan" \
