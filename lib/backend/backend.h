@@ -56,6 +56,9 @@ class Backend {
   virtual std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) = 0;
   virtual std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) = 0;
   virtual std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) = 0;
+  virtual std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) = 0;
+  virtual std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) = 0;
+  virtual std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) = 0;
 
   // ---- activation layouts (ops.h ChannelBlock) ----
   // The channel block this backend's ops run fastest on for 4-D activations of `channels`
@@ -117,6 +120,16 @@ class Backend {
   virtual double dot(const Tensor& a, const Tensor& b) = 0;
   // g ← g + λ·g⊙g⊙Δ: DC-ASGD's diagonal delay compensation.
   virtual void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) = 0;
+  // One fused pass of AdamW (ops.h AdamWHyper) over (a range of) the flat buffers; `m` and `v`
+  // are the first and second moments, of the weights' size. Gradients are left unchanged.
+  virtual void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                          const Tensor& v, const AdamWHyper& hyper) = 0;
+  // y[n, :] += row for y viewed as [N, row.numel()] (a learned position table added to every
+  // sequence of a batch).
+  virtual void add_to_rows(const Tensor& y, const Tensor& row) = 0;
+  // out = Σ_n x[n, :] for x viewed as [N, out.numel()], summed in an order fixed by the shapes
+  // (the position table's gradient).
+  virtual void sum_rows(const Tensor& x, const Tensor& out) = 0;
 };
 
 enum class DeviceChoice { cpu, cuda, auto_ };

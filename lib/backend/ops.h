@@ -208,10 +208,94 @@ class DropoutOp {
   virtual void backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) = 0;
 };
 
+// ---- Sequence models (tensors [N, T, C]: a batch of N sequences of T positions) ----------
+// Token ids travel as f32 holding integers (exact below 2^24, far above any vocabulary), so
+// that the loader's batches, a pipeline stage's input and its transfers stay plain f32 tensors.
+
+// ---- Embedding: y[r] = table[ids[r]] ------------------------------------------------------
+struct EmbeddingSpec {
+  int64_t rows = 0;   // N·T ids
+  int64_t vocab = 0;  // rows of the table
+  int64_t dim = 0;    // columns of the table and of y
+};
+class EmbeddingOp {
+ public:
+  virtual ~EmbeddingOp() = default;
+  // ids f32 [rows] (integers in [0, vocab); callers check them), table [vocab, dim],
+  // y [rows, dim].
+  virtual void forward(const Tensor& ids, const Tensor& table, const Tensor& y) = 0;
+  // dtable[v] = Σ over r with ids[r] = v of dy[r] (rows no id names get 0); with `accumulate`
+  // the sums are added to what dtable holds (a tied output head wrote its part first).
+  // Deterministic: the same ids and dy give the same bits on every call.
+  virtual void backward(const Tensor& ids, const Tensor& dy, const Tensor& dtable,
+                        bool accumulate) = 0;
+};
+
+// ---- Layer normalisation over the last axis -----------------------------------------------
+struct LayerNormSpec {
+  int64_t rows = 0, features = 0;
+  float epsilon = 0;  // the default is the layer's (nn/layers/layer_norm.cpp)
+  bool bias = true;   // without bias there is no beta (nanoGPT's bias=False)
+};
+class LayerNormOp {
+ public:
+  virtual ~LayerNormOp() = default;
+  // y = (x − mean)·rstd·gamma + beta per row of x [rows, features]; mean and rstd
+  // (1/√(var + ε), biased variance) f32 [rows] are kept for the backward. `beta` is ignored
+  // (may be undefined) without bias.
+  virtual void forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd) = 0;
+  // Overwrites dx, dgamma and (with bias) dbeta.
+  virtual void backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dgamma,
+                        const Tensor& dbeta) = 0;
+};
+
+// ---- Causal multi-head self-attention -----------------------------------------------------
+// qkv [N, T, 3C] (C = heads·head_dim) as one linear layer makes it: columns [0, C) the
+// queries, [C, 2C) the keys, [2C, 3C) the values, head h at columns h·D … h·D + D − 1 of each
+// (PyTorch's qkv.split(C, dim=2) then view(N, T, heads, D)). y [N, T, C], head h at columns
+// h·D (PyTorch's y.transpose(1, 2).view(N, T, C)). y_t = Σ_{s ≤ t} softmax_s(q_t·k_s/√D)·v_s.
+// Dropout (training only, inverted) drops attention weight (n, h, t, s) when
+// random_uniform(seed, stream, ((n·heads + h)·T + t)·T + s) < dropout (core/rng.h), the same
+// elements on every backend. No T×T matrix is kept between forward and backward: the forward
+// keeps each row's log-sum-exp of the scaled scores, and the backward recomputes the scores
+// tile by tile from qkv (flash attention).
+struct AttentionSpec {
+  int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
+  float dropout = 0;
+  int64_t channels() const { return heads * head_dim; }
+};
+class AttentionOp {
+ public:
+  virtual ~AttentionOp() = default;
+  // Bytes of scratch one forward or backward call uses (tiles, row sums); not kept between
+  // calls, so one buffer serves every call of a layer.
+  virtual size_t workspace_bytes() const = 0;
+  // lse: f32 [N, heads, T], written for the backward.
+  virtual void forward(const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                       const Tensor& workspace, bool training, uint64_t seed, uint64_t stream) = 0;
+  // Overwrites dqkv [N, T, 3C]; `y` and `lse` are the forward's (training) outputs, and seed
+  // and stream its dropout's.
+  virtual void backward(const Tensor& qkv, const Tensor& y, const Tensor& dy, const Tensor& lse,
+                        const Tensor& workspace, uint64_t seed, uint64_t stream,
+                        const Tensor& dqkv) = 0;
+};
+
 // ---- SGD on flat buffers (PyTorch semantics) ---------------------------------------------
 struct SgdHyper {
   float lr = 0.1f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
   bool nesterov = false;
+};
+
+// ---- AdamW on flat buffers (PyTorch semantics, torch.optim.AdamW) -------------------------
+//   w ← w·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
+//   w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε)
+// with t = step (1 for the first update), in that order of operations (PyTorch's
+// single-tensor path), so that a float run can follow PyTorch's closely.
+struct AdamWHyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+  int64_t step = 1;
 };
 
 }  // namespace dtrain

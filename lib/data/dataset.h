@@ -46,6 +46,14 @@ class Dataset {
   // Thread-safe. Writes sample `index` as normalised float CHW into `out` and returns its label.
   // `epoch` lets augmentation differ per epoch yet stay deterministic (counter RNG).
   virtual int32_t load(int64_t index, float* out, int64_t epoch) const = 0;
+  // Labels per sample: {} — one class (image classification) — or {T} — a class per position
+  // (a language model's next tokens; the sample is then T token ids as f32, see ops.h).
+  virtual Shape label_shape() const { return {}; }
+  // Thread-safe. Writes sample `index` into `out` and its label_shape().numel() labels into
+  // `labels`. The default is load()'s one label.
+  virtual void load_sample(int64_t index, float* out, int32_t* labels, int64_t epoch) const {
+    labels[0] = load(index, out, epoch);
+  }
   // One line: "fashion_mnist train: 60000 × [1, 28, 28], 10 classes (/usr/share/...)".
   virtual std::string describe() const = 0;
 };

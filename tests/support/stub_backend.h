@@ -39,6 +39,15 @@ class StubBackend : public Backend {
     unused("make_softmax_xent");
   }
   std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override { unused("make_dropout"); }
+  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) override {
+    unused("make_embedding");
+  }
+  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) override {
+    unused("make_layer_norm");
+  }
+  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) override {
+    unused("make_attention");
+  }
 
   void fill_zero(const Tensor&) override { unused("fill_zero"); }
   void fill(const Tensor&, float) override { unused("fill"); }
@@ -67,6 +76,12 @@ class StubBackend : public Backend {
   }
   double dot(const Tensor&, const Tensor&) override { unused("dot"); }
   void dc_diagonal(const Tensor&, const Tensor&, float) override { unused("dc_diagonal"); }
+  void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                  const AdamWHyper&) override {
+    unused("adamw_step");
+  }
+  void add_to_rows(const Tensor&, const Tensor&) override { unused("add_to_rows"); }
+  void sum_rows(const Tensor&, const Tensor&) override { unused("sum_rows"); }
 };
 
 }  // namespace dtrain::test

@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override;
   std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec&) override;
   std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override;
+  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) override;
+  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) override;
+  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) override;
 
   // Blocks of 16 channels on AVX-512 (8 on AVX2) where they divide the channels (cpu_layout.cpp).
   ChannelBlock preferred_block(int64_t channels) const override;
@@ -56,6 +59,10 @@ class CpuBackend final : public Backend {
                         const Tensor& ghat, const Tensor& out, const SgdHyper& hyper) override;
   double dot(const Tensor& a, const Tensor& b) override;
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
+  void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
+                  const AdamWHyper& hyper) override;
+  void add_to_rows(const Tensor& y, const Tensor& row) override;
+  void sum_rows(const Tensor& x, const Tensor& out) override;
 
  private:
   // out = a + b, or max(a + b, 0) with kRelu: one loop for add and add_relu.

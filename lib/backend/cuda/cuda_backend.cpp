@@ -92,6 +92,19 @@ class CudaBackend final : public Backend {
     DTRAIN_CHECK(s.block == 1) << "dropout: the CUDA backend has plain layouts only";
     return cuda::make_dropout(*ctx_, s.shape);
   }
+  // PENDING (sequence-model ops, being written): replaced by their CUDA implementations.
+  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda embedding";
+    return nullptr;
+  }
+  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda layer_norm";
+    return nullptr;
+  }
+  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda attention";
+    return nullptr;
+  }
 
   void fill_zero(const Tensor& t) override {
     if (t.bytes() == 0) return;
@@ -237,6 +250,17 @@ class CudaBackend final : public Backend {
     check_same_size(grads, delta, "dc_diagonal");
     cuda::dc_diagonal_f32(grads.data<float>(), delta.data<float>(), grads.numel(), lambda,
                           ctx_->stream());
+  }
+  // PENDING (sequence-model ops, being written): replaced by their CUDA implementations.
+  void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                  const AdamWHyper&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda adamw_step";
+  }
+  void add_to_rows(const Tensor&, const Tensor&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda add_to_rows";
+  }
+  void sum_rows(const Tensor&, const Tensor&) override {
+    DTRAIN_CHECK(false) << "PENDING: cuda sum_rows";
   }
 
  private:
