@@ -1,7 +1,10 @@
 // Causal multi-head attention as tiled flash attention in fp32 (FlashAttention-2's structure):
 // no T×T matrix is ever stored. Tiles of kBlock queries × kBlock keys; each block of 256
-// threads is a 16 × 16 grid in which thread (ty, tx) owns rows ty + 16i and columns tx + 16j of
-// every tile (strided, so that shared-memory reads hit distinct banks).
+// threads is a 16 × 16 grid in which thread (ty, tx) owns score rows ty + 16i and score columns
+// tx + 16j of every tile, and output columns in groups of 4 (dim_of). Shared-memory tiles are
+// read as float4 (along the head dimension for scores, along the outputs for products), with
+// rows padded so that those reads spread over all banks. Head dimensions up to 64 run on
+// 64-wide tiles, up to 128 on 128-wide ones (zeros past D).
 //  - forward, one block per (n, head, query block): scores of the query tile against each key
 //    tile up to the diagonal, an online softmax (running max and sum per row), the output
 //    accumulated in registers, then y = acc / sum and lse = max + log(sum) per row;
@@ -28,8 +31,10 @@ namespace {
 constexpr int kBlock = 64;  // queries and keys per tile
 constexpr int kGrid = 16;   // threads per tile side
 constexpr int kTileThreads = kGrid * kGrid;
-constexpr int kSub = kBlock / kGrid;  // tile rows (and score columns) per thread
-constexpr int kScoreStride = kBlock + 1;
+// The kernels ask for two resident blocks per SM on 64-wide tiles (128 registers a thread; the
+// shared memory allows three) and one on 128-wide tiles, whose shared memory allows one or two.
+constexpr int kSub = kBlock / kGrid;      // tile rows (and score columns) per thread
+constexpr int kScoreStride = kBlock + 4;  // rows of score tiles: 16-byte aligned, banks staggered
 constexpr float kLog2e = 1.44269504088896340736f;
 constexpr float kLn2 = 0.69314718055994530942f;
 
@@ -41,16 +46,91 @@ struct Geometry {
   uint64_t seed, rng_stream;
 };
 
+// Tiles of q, k, v, dy are [kBlock][KD + 4] in shared memory: rows 16-byte aligned for float4
+// reads along d, and consecutive rows 4 banks apart, so that 16 threads reading 16 rows' float4
+// hit every bank once per 8 rows.
+template <int KD>
+constexpr int tile_stride() {
+  return KD + 4;
+}
+
 // Rows [first, first + kBlock) of one head's D columns, from src (row t at src + t·stride),
-// into tile[kBlock][KD + 1]; zeros past the sequence and past D, so that the padding adds
-// nothing to the dot products.
+// into a tile; zeros past the sequence and past D, so that the padding adds nothing.
 template <int KD>
 __device__ void load_tile(float* tile, const float* src, int64_t stride, int64_t first, int64_t seq,
                           int64_t head_dim) {
   for (int idx = threadIdx.x; idx < kBlock * KD; idx += kTileThreads) {
     const int r = idx / KD, d = idx % KD;
     const int64_t t = first + r;
-    tile[r * (KD + 1) + d] = (t < seq && d < head_dim) ? src[t * stride + d] : 0.0f;
+    tile[r * tile_stride<KD>() + d] = (t < seq && d < head_dim) ? src[t * stride + d] : 0.0f;
+  }
+}
+
+__device__ inline float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ inline float part(const float4& v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+__device__ inline float dot4(const float4& a, const float4& b, float acc) {
+  acc = fmaf(a.x, b.x, acc);
+  acc = fmaf(a.y, b.y, acc);
+  acc = fmaf(a.z, b.z, acc);
+  return fmaf(a.w, b.w, acc);
+}
+
+// Output columns (head dimensions) of thread tx: groups of 4 consecutive dimensions, tx·4 +
+// 64·g, so that a row of 16 threads reads 64 consecutive floats as float4.
+__device__ inline int dim_of(int tx, int c) {
+  return (c / 4) * 64 + tx * 4 + c % 4;
+}
+
+// acc[i][c] += Σ_k a[row_i][k] · b[k][dim_of(tx, c)] over a kBlock-long k: a is a score tile
+// (rows ty + 16i, stride kScoreStride), b a [kBlock][KD] tile.
+template <int KD>
+__device__ inline void accumulate_product(float (&acc)[kSub][KD / kGrid], const float* a,
+                                          const float* b, int tx, int ty) {
+  constexpr int kCols = KD / kGrid;
+#pragma unroll 2
+  for (int k = 0; k < kBlock; k += 4) {
+    float4 ar[kSub];
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) ar[i] = load4(a + (ty + kGrid * i) * kScoreStride + k);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      float br[kCols];
+#pragma unroll
+      for (int g = 0; g < kCols / 4; ++g) {
+        const float4 v = load4(b + (k + kk) * tile_stride<KD>() + g * 64 + tx * 4);
+        br[4 * g] = v.x, br[4 * g + 1] = v.y, br[4 * g + 2] = v.z, br[4 * g + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < kSub; ++i)
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) acc[i][c] = fmaf(part(ar[i], kk), br[c], acc[i][c]);
+    }
+  }
+}
+
+// s[i][j] = a[ty + 16i] · b[tx + 16j] over KD for [kBlock][KD] tiles a and b.
+template <int KD>
+__device__ inline void tile_scores(float (&s)[kSub][kSub], const float* a, const float* b, int tx,
+                                   int ty) {
+#pragma unroll
+  for (int i = 0; i < kSub; ++i)
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) s[i][j] = 0.0f;
+#pragma unroll 1
+  for (int d = 0; d < KD; d += 4) {
+    float4 ar[kSub], br[kSub];
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) ar[i] = load4(a + (ty + kGrid * i) * tile_stride<KD>() + d);
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) br[j] = load4(b + (tx + kGrid * j) * tile_stride<KD>() + d);
+#pragma unroll
+    for (int i = 0; i < kSub; ++i)
+#pragma unroll
+      for (int j = 0; j < kSub; ++j) s[i][j] = dot4(ar[i], br[j], s[i][j]);
   }
 }
 
@@ -73,27 +153,28 @@ __device__ inline bool keep_weight(const Geometry& g, int64_t nh, int64_t t, int
 
 template <int KD>
 constexpr int forward_smem_floats() {
-  return 3 * kBlock * (KD + 1) + kBlock * kScoreStride;
+  return 3 * kBlock * tile_stride<KD>() + kBlock * kScoreStride;
 }
 template <int KD>
 constexpr int dkdv_smem_floats() {
-  return 4 * kBlock * (KD + 1) + 2 * kBlock * kScoreStride + 2 * kBlock;
+  return 4 * kBlock * tile_stride<KD>() + 2 * kBlock * kScoreStride + 2 * kBlock;
 }
 template <int KD>
 constexpr int dq_smem_floats() {
-  return 4 * kBlock * (KD + 1) + kBlock * kScoreStride + 2 * kBlock;
+  return 4 * kBlock * tile_stride<KD>() + kBlock * kScoreStride + 2 * kBlock;
 }
 
 template <int KD>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
     attention_forward_kernel(const float* qkv, float* y, float* lse, Geometry g,
                              int64_t query_blocks) {
-  constexpr int kStride = KD + 1, kCols = KD / kGrid;
-  extern __shared__ float smem[];
+  constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
   float* qs = smem;
   float* ks = qs + kBlock * kStride;
   float* vs = ks + kBlock * kStride;
-  float* ps = vs + kBlock * kStride;
+  float* ps = vs + kBlock * kStride;  // weights, queries × keys
 
   const int64_t heads_total = g.batch * g.heads;
   const int64_t nh = blockIdx.x % heads_total;
@@ -118,20 +199,8 @@ __global__ void __launch_bounds__(kTileThreads)
     load_tile<KD>(vs, base + 2 * g.channels, width, k0, g.seq, g.head_dim);
     __syncthreads();
 
-    float s[kSub][kSub] = {};
-#pragma unroll 4
-    for (int d = 0; d < KD; ++d) {
-      float a[kSub], b[kSub];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) a[i] = qs[(ty + kGrid * i) * kStride + d];
-#pragma unroll
-      for (int j = 0; j < kSub; ++j) b[j] = ks[(tx + kGrid * j) * kStride + d];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int j = 0; j < kSub; ++j) s[i][j] = fmaf(a[i], b[j], s[i][j]);
-    }
-
+    float s[kSub][kSub];
+    tile_scores<KD>(s, qs, ks, tx, ty);
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
       const int64_t t = q0 + ty + kGrid * i;
@@ -167,19 +236,7 @@ __global__ void __launch_bounds__(kTileThreads)
       for (int j = 0; j < kSub; ++j) ps[(ty + kGrid * i) * kScoreStride + tx + kGrid * j] = s[i][j];
     }
     __syncthreads();
-
-#pragma unroll 4
-    for (int k = 0; k < kBlock; ++k) {
-      float a[kSub], b[kCols];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) a[i] = ps[(ty + kGrid * i) * kScoreStride + k];
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) b[c] = vs[k * kStride + tx + kGrid * c];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) acc[i][c] = fmaf(a[i], b[c], acc[i][c]);
-    }
+    accumulate_product<KD>(acc, ps, vs, tx, ty);
   }
 
 #pragma unroll
@@ -190,7 +247,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float* yr = y + (n * g.seq + t) * g.channels + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      const int d = tx + kGrid * c;
+      const int d = dim_of(tx, c);
       if (d < g.head_dim) yr[d] = acc[i][c] * inv;
     }
     if (tx == 0) lse[nh * g.seq + t] = (m[i] + log2f(l[i])) * kLn2;
@@ -227,11 +284,12 @@ __device__ inline void load_row_values(float* lse_s, float* dot_s, const float* 
 // One block per (n, head, key block): dk and dv of its keys, over the query tiles from the
 // diagonal on. Tiles are oriented keys × queries, so a thread's score rows are its dk/dv rows.
 template <int KD>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
     attention_dkdv_kernel(const float* qkv, const float* dy, const float* lse, const float* rowdot,
                           float* dqkv, Geometry g, int64_t query_blocks) {
-  constexpr int kStride = KD + 1, kCols = KD / kGrid;
-  extern __shared__ float smem[];
+  constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
   float* ks = smem;
   float* vs = ks + kBlock * kStride;
   float* qs = vs + kBlock * kStride;
@@ -262,26 +320,9 @@ __global__ void __launch_bounds__(kTileThreads)
     load_row_values(lse_s, dot_s, lse, rowdot, nh, q0, g);
     __syncthreads();
 
-    float s[kSub][kSub] = {}, dp[kSub][kSub] = {};
-#pragma unroll 2
-    for (int d = 0; d < KD; ++d) {
-      float kr[kSub], vr[kSub], qc[kSub], oc[kSub];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        kr[i] = ks[(ty + kGrid * i) * kStride + d];
-        vr[i] = vs[(ty + kGrid * i) * kStride + d];
-        qc[i] = qs[(tx + kGrid * i) * kStride + d];
-        oc[i] = dos[(tx + kGrid * i) * kStride + d];
-      }
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int j = 0; j < kSub; ++j) {
-          s[i][j] = fmaf(kr[i], qc[j], s[i][j]);
-          dp[i][j] = fmaf(vr[i], oc[j], dp[i][j]);
-        }
-    }
-
+    float s[kSub][kSub], dp[kSub][kSub];
+    tile_scores<KD>(s, ks, qs, tx, ty);
+    tile_scores<KD>(dp, vs, dos, tx, ty);
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
       const int64_t key = k0 + ty + kGrid * i;
@@ -306,28 +347,8 @@ __global__ void __launch_bounds__(kTileThreads)
       }
     }
     __syncthreads();
-
-#pragma unroll 2
-    for (int q = 0; q < kBlock; ++q) {
-      float za[kSub], da[kSub], ob[kCols], qb_[kCols];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        za[i] = zs[(ty + kGrid * i) * kScoreStride + q];
-        da[i] = dss[(ty + kGrid * i) * kScoreStride + q];
-      }
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        ob[c] = dos[q * kStride + tx + kGrid * c];
-        qb_[c] = qs[q * kStride + tx + kGrid * c];
-      }
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          dv[i][c] = fmaf(za[i], ob[c], dv[i][c]);
-          dk[i][c] = fmaf(da[i], qb_[c], dk[i][c]);
-        }
-    }
+    accumulate_product<KD>(dv, zs, dos, tx, ty);
+    accumulate_product<KD>(dk, dss, qs, tx, ty);
   }
 
 #pragma unroll
@@ -337,7 +358,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float* row = dqkv + (n * g.seq + key) * width + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      const int d = tx + kGrid * c;
+      const int d = dim_of(tx, c);
       if (d >= g.head_dim) continue;
       row[g.channels + d] = dk[i][c] * g.scale;
       row[2 * g.channels + d] = dv[i][c];
@@ -348,16 +369,17 @@ __global__ void __launch_bounds__(kTileThreads)
 // One block per (n, head, query block): dq of its queries, over the key tiles up to the
 // diagonal.
 template <int KD>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
     attention_dq_kernel(const float* qkv, const float* dy, const float* lse, const float* rowdot,
                         float* dqkv, Geometry g, int64_t query_blocks) {
-  constexpr int kStride = KD + 1, kCols = KD / kGrid;
-  extern __shared__ float smem[];
+  constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
   float* qs = smem;
   float* dos = qs + kBlock * kStride;
   float* ks = dos + kBlock * kStride;
   float* vs = ks + kBlock * kStride;
-  float* dss = vs + kBlock * kStride;
+  float* dss = vs + kBlock * kStride;  // score gradients, queries × keys
   float* lse_s = dss + kBlock * kScoreStride;
   float* dot_s = lse_s + kBlock;
 
@@ -384,26 +406,9 @@ __global__ void __launch_bounds__(kTileThreads)
     load_tile<KD>(vs, base + 2 * g.channels, width, k0, g.seq, g.head_dim);
     __syncthreads();
 
-    float s[kSub][kSub] = {}, dp[kSub][kSub] = {};
-#pragma unroll 2
-    for (int d = 0; d < KD; ++d) {
-      float qr[kSub], orow[kSub], kc[kSub], vc[kSub];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        qr[i] = qs[(ty + kGrid * i) * kStride + d];
-        orow[i] = dos[(ty + kGrid * i) * kStride + d];
-        kc[i] = ks[(tx + kGrid * i) * kStride + d];
-        vc[i] = vs[(tx + kGrid * i) * kStride + d];
-      }
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int j = 0; j < kSub; ++j) {
-          s[i][j] = fmaf(qr[i], kc[j], s[i][j]);
-          dp[i][j] = fmaf(orow[i], vc[j], dp[i][j]);
-        }
-    }
-
+    float s[kSub][kSub], dp[kSub][kSub];
+    tile_scores<KD>(s, qs, ks, tx, ty);
+    tile_scores<KD>(dp, dos, vs, tx, ty);
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
       const int r = ty + kGrid * i;
@@ -422,19 +427,7 @@ __global__ void __launch_bounds__(kTileThreads)
       }
     }
     __syncthreads();
-
-#pragma unroll 4
-    for (int k = 0; k < kBlock; ++k) {
-      float a[kSub], b[kCols];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) a[i] = dss[(ty + kGrid * i) * kScoreStride + k];
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) b[c] = ks[k * kStride + tx + kGrid * c];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i)
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) dq[i][c] = fmaf(a[i], b[c], dq[i][c]);
-    }
+    accumulate_product<KD>(dq, dss, ks, tx, ty);
   }
 
 #pragma unroll
@@ -444,7 +437,7 @@ __global__ void __launch_bounds__(kTileThreads)
     float* row = dqkv + (n * g.seq + t) * width + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      const int d = tx + kGrid * c;
+      const int d = dim_of(tx, c);
       if (d < g.head_dim) row[d] = dq[i][c] * g.scale;
     }
   }
@@ -518,9 +511,7 @@ void backward_with(const float* qkv, const float* dy, const float* lse, const fl
 void attention_forward_f32(const float* qkv, float* y, float* lse, const AttentionShape& shape,
                            float dropout, uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
   const Geometry g = geometry_of(shape, dropout, seed, rng_stream);
-  if (g.head_dim <= 32)
-    forward_with<32>(qkv, y, lse, g, stream);
-  else if (g.head_dim <= 64)
+  if (g.head_dim <= 64)
     forward_with<64>(qkv, y, lse, g, stream);
   else
     forward_with<128>(qkv, y, lse, g, stream);
@@ -539,9 +530,7 @@ void attention_backward_f32(const float* qkv, const float* y, const float* dy, c
   attention_rowdot_kernel<<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kTileThreads, 0,
                             stream>>>(y, dy, scratch, g);
   DTRAIN_CUDA_CHECK_LAUNCH();
-  if (g.head_dim <= 32)
-    backward_with<32>(qkv, dy, lse, scratch, dqkv, g, stream);
-  else if (g.head_dim <= 64)
+  if (g.head_dim <= 64)
     backward_with<64>(qkv, dy, lse, scratch, dqkv, g, stream);
   else
     backward_with<128>(qkv, dy, lse, scratch, dqkv, g, stream);
