@@ -11,6 +11,7 @@
 
 #include <algorithm>   // max, min
 #include <bit>         // bit_cast
+#include <chrono>      // steady_clock: the informational timing of attention
 #include <cmath>       // fabs, isfinite, isnan, sqrt
 #include <cstdint>     // int64_t, uint8_t, uint32_t
 #include <cstdlib>     // getenv, setenv, unsetenv: DTRAIN_CONV_ALGO
@@ -1250,6 +1251,36 @@ TEST_CASE("cuda attention: causal flash attention against double, dropout, same 
   check_attention({1, 1024, 2, 64, 0.0f}, 1);  // GPT-2's block and head_dim
   check_attention({1, 1024, 1, 64, 0.1f}, 1);
   check_attention({1, 1100, 1, 32, 0.0f}, 1);  // beyond 1024
+}
+
+// Informational, asserts nothing about time: GPT-2 124M's attention at block 1024, so that a
+// GPU run's log shows the kernels' speed (the causal forward does 2·N·heads·T²·D flops).
+TEST_CASE("cuda attention: GPT-2's shape, timed (informational)") {
+  const AttentionSpec spec{8, 1024, 12, 64, 0.0f};
+  const int64_t N = spec.batch, T = spec.seq, C = spec.channels();
+  auto gop = gpu().make_attention(spec);
+  const Tensor gqkv = to_gpu(host_normal({N, T, 3 * C})), gdy = to_gpu(host_normal({N, T, C}));
+  Tensor gy = gpu().empty({N, T, C}), glse = gpu().empty({N, spec.heads, T});
+  Tensor gdqkv = gpu().empty({N, T, 3 * C});
+  const Tensor ws = workspace(gpu(), gop->workspace_bytes());
+  const auto time_ms = [&](const std::function<void()>& pass) {
+    pass();  // warm-up
+    gpu().synchronize();
+    constexpr int kRuns = 5;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRuns; ++i) pass();
+    gpu().synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() /
+           kRuns;
+  };
+  const double forward = time_ms([&] { gop->forward(gqkv, gy, glse, ws, true, kSeed, 1); });
+  const double backward = time_ms([&] { gop->backward(gqkv, gy, gdy, glse, ws, kSeed, 1, gdqkv); });
+  const double flops = 2.0 * N * spec.heads * T * T * spec.head_dim;
+  std::cout << "[attention] " << dims({N, T, spec.heads, spec.head_dim}) << ": forward "
+            << num(forward) << " ms (" << num(flops / forward / 1e9) << " TFLOP/s), backward "
+            << num(backward) << " ms\n";
+  CHECK(std::isfinite(to_host(gdqkv).data<float>()[0]));
 }
 
 // ---- flat-buffer operations ----------------------------------------------------------------
