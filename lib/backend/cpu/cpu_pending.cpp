@@ -5,10 +5,6 @@
 
 namespace dtrain {
 
-std::unique_ptr<AttentionOp> CpuBackend::make_attention(const AttentionSpec&) {
-  DTRAIN_CHECK(false) << "PENDING: cpu attention";
-  return nullptr;
-}
 void CpuBackend::adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                             const AdamWHyper&) {
   DTRAIN_CHECK(false) << "PENDING: cpu adamw_step";
