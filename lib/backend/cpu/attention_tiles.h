@@ -13,8 +13,15 @@ using simd::IVec;
 using simd::L;
 using simd::Vec;
 
+// v in every lane (a broadcast: `Vec{} + v` would be an addition, which also turns −0 into 0).
 inline Vec splat(float v) {
-  return Vec{} + v;
+#ifdef __AVX512F__
+  return reinterpret_cast<Vec>(_mm512_set1_ps(v));
+#else
+  Vec r;
+  for (int l = 0; l < L; ++l) r[l] = v;
+  return r;
+#endif
 }
 
 // a·b + c in one rounding: the build is ISO C++, which keeps GCC from contracting a·b + c.

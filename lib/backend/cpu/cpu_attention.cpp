@@ -204,19 +204,32 @@ class CpuAttention final : public AttentionOp {
 
   // rows[t][0, D) ← src[t·stride + …]·factor, columns D … Dp−1 zero.
   void copy_rows(float* rows, const float* src, int64_t stride, float factor) const {
+    const Vec f = splat(factor);
     for (int64_t t = 0; t < T_; ++t) {
       float* dst = rows + t * Dp_;
       const float* in = src + t * stride;
-      for (int64_t d = 0; d < D_; ++d) dst[d] = in[d] * factor;
-      for (int64_t d = D_; d < Dp_; ++d) dst[d] = 0.0f;
+      // Dp − D < 16: the last vector's lanes past D read as 0.
+      for (int64_t d = 0; d < Dp_; d += L)
+        simd::store(dst + d, simd::load_part(in + d, std::min<int64_t>(L, D_ - d)) * f);
     }
   }
-  // cols[d][t] ← src[t·stride + d] ([Dp, Tp], padding zero).
+  // cols[d][t] ← src[t·stride + d] ([Dp, Tp], padding zero), in blocks of 16 × 16 through a
+  // small array: whole vectors are read and written, the transposition stays in L1.
   void copy_transposed(float* cols, const float* src, int64_t stride) const {
-    std::fill(cols, cols + Dp_ * Tp_, 0.0f);
-    for (int64_t t = 0; t < T_; ++t) {
-      const float* in = src + t * stride;
-      for (int64_t d = 0; d < D_; ++d) cols[d * Tp_ + t] = in[d];
+    alignas(64) float block[L][L];
+    for (int64_t t0 = 0; t0 < Tp_; t0 += L) {
+      const int64_t rows = std::min<int64_t>(L, T_ - t0);
+      for (int64_t d0 = 0; d0 < Dp_; d0 += L) {
+        const int64_t width = std::min<int64_t>(L, D_ - d0);
+        for (int64_t l = 0; l < L; ++l)
+          simd::store(block[l],
+                      l < rows ? simd::load_part(src + (t0 + l) * stride + d0, width) : Vec{});
+        for (int64_t d = 0; d < L; ++d) {
+          Vec column;
+          for (int l = 0; l < L; ++l) column[l] = block[l][d];
+          simd::store(cols + (d0 + d) * Tp_ + t0, column);
+        }
+      }
     }
   }
 
@@ -361,12 +374,14 @@ class CpuAttention final : public AttentionOp {
     // The scores were q·k·log2(e)/√D with q pre-scaled: dQ needs 1/√D, dK (taken against the
     // pre-scaled q) ln 2.
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(D_));
+    const Vec dq_scale = splat(q_scale), dk_scale = splat(kLn2);
     for (int64_t t = 0; t < T_; ++t) {
       float* out = dqkv + (n * T_ + t) * stride + h * D_;
-      for (int64_t d = 0; d < D_; ++d) {
-        out[d] = dq[t * Dp_ + d] * q_scale;
-        out[C_ + d] = dk[t * Dp_ + d] * kLn2;
-        out[2 * C_ + d] = dv[t * Dp_ + d];
+      for (int64_t d = 0; d < D_; d += L) {
+        const int64_t width = std::min<int64_t>(L, D_ - d);
+        simd::store_part(out + d, simd::load(dq + t * Dp_ + d) * dq_scale, width);
+        simd::store_part(out + C_ + d, simd::load(dk + t * Dp_ + d) * dk_scale, width);
+        simd::store_part(out + 2 * C_ + d, simd::load(dv + t * Dp_ + d), width);
       }
     }
   }
