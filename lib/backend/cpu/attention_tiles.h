@@ -38,6 +38,32 @@ inline Vec max(Vec a, Vec b) {
   return a > b ? a : b;
 }
 
+// The lanes of v swapped in pairs of blocks of 8, 4, 2 and 1: the steps of a reduction tree.
+// (Shuffles of the vector extension: the intrinsics' own reductions trip GCC 12's
+// -Wmaybe-uninitialized inside its headers.)
+#ifdef __clang__
+#define DTRAIN_SWAP_LANES(v, ...) __builtin_shufflevector(v, v, __VA_ARGS__)
+#else
+#define DTRAIN_SWAP_LANES(v, ...) __builtin_shuffle(v, IVec{__VA_ARGS__})
+#endif
+template <class Op>
+inline float reduce_lanes(Vec v, Op op) {
+  v = op(v, DTRAIN_SWAP_LANES(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = op(v, DTRAIN_SWAP_LANES(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = op(v, DTRAIN_SWAP_LANES(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = op(v, DTRAIN_SWAP_LANES(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return v[0];
+}
+#undef DTRAIN_SWAP_LANES
+
+// The sum and the maximum of the lanes, as trees (a fixed order, a short dependency chain).
+inline float lane_sum(Vec v) {
+  return reduce_lanes(v, [](Vec a, Vec b) { return a + b; });
+}
+inline float lane_max(Vec v) {
+  return reduce_lanes(v, [](Vec a, Vec b) { return max(a, b); });
+}
+
 inline IVec lanes_below(int64_t n) {
   const IVec lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   return lane < static_cast<int32_t>(std::min<int64_t>(n, L));

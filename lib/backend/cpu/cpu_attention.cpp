@@ -154,6 +154,11 @@ class CpuAttention final : public AttentionOp {
     check_workspace(workspace);
     const DropoutDraw drop(training, spec_.dropout, seed, stream);
     for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+      if (const int64_t next = n * H_ + h + 1; next < N * H_) {
+        const int64_t nn = next / H_, nh = next % H_;
+        prefetch_head(qkv.data<float>() + nn * T_ * 3 * C_ + nh * D_, 3 * C_, 3, false);
+        prefetch_head(y.data<float>() + nn * T_ * C_ + nh * D_, C_, 1, true);
+      }
       forward_head(n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws, drop);
     });
   }
@@ -168,6 +173,13 @@ class CpuAttention final : public AttentionOp {
     check_workspace(workspace);
     const DropoutDraw drop(true, spec_.dropout, seed, stream);
     for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+      if (const int64_t next = n * H_ + h + 1; next < N * H_) {
+        const int64_t nn = next / H_, nh = next % H_;
+        prefetch_head(qkv.data<float>() + nn * T_ * 3 * C_ + nh * D_, 3 * C_, 3, false);
+        prefetch_head(y.data<float>() + nn * T_ * C_ + nh * D_, C_, 1, false);
+        prefetch_head(dy.data<float>() + nn * T_ * C_ + nh * D_, C_, 1, false);
+        prefetch_head(dqkv.data<float>() + nn * T_ * 3 * C_ + nh * D_, 3 * C_, 3, true);
+      }
       backward_head(n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(), lse.data<float>(),
                     ws, drop, dqkv.data<float>());
     });
@@ -200,6 +212,21 @@ class CpuAttention final : public AttentionOp {
 #pragma omp for schedule(dynamic, 1)
       for (int64_t pair = 0; pair < pairs; ++pair) body(pair / H_, pair % H_, ws);
     }
+  }
+
+  // Asks for the next head's slices of `parts` column groups (C apart) in rows `stride` apart
+  // to come into L2 while this head computes: a head's slice of a row is 1/heads of it, rows
+  // apart, which the hardware prefetchers do not foresee.
+  void prefetch_head(const float* first, int64_t stride, int parts, bool for_writing) const {
+    for (int64_t t = 0; t < T_; ++t)
+      for (int part = 0; part < parts; ++part)
+        for (int64_t d = 0; d < D_; d += L) {
+          const float* p = first + t * stride + part * C_ + d;
+          if (for_writing)
+            __builtin_prefetch(p, 1, 2);
+          else
+            __builtin_prefetch(p, 0, 2);
+        }
   }
 
   // rows[t][0, D) ← src[t·stride + …]·factor, columns D … Dp−1 zero.
@@ -295,8 +322,7 @@ class CpuAttention final : public AttentionOp {
       const Vec x = simd::load(row + j);
       vmax = max(vmax, keys - j >= L ? x : first_lanes_or(x, keys - j, vmax));
     }
-    float new_max = row_max;
-    for (int l = 0; l < L; ++l) new_max = std::max(new_max, vmax[l]);
+    const float new_max = std::max(row_max, lane_max(vmax));
     const Vec m = splat(new_max);
     Vec sum{};
     for (int64_t j = 0; j < padded; j += L) {
@@ -311,9 +337,9 @@ class CpuAttention final : public AttentionOp {
       simd::store(row + j, e);
     }
     const float alpha = std::exp2(row_max - new_max);  // 0 on the row's first tile
-    row_sum = row_sum * alpha + simd::lane_sum(sum);
+    row_sum = row_sum * alpha + lane_sum(sum);
     row_max = new_max;
-    if (alpha != 1.0f)
+    if (alpha != 1.0f && alpha != 0.0f)  // 0: the row's first tile, whose output is still 0
       for (int64_t d = 0; d < Dp_; ++d) out[d] *= alpha;
   }
 
@@ -341,9 +367,11 @@ class CpuAttention final : public AttentionOp {
     std::fill(dq, dq + 3 * T_ * Dp_, 0.0f);
     for (int64_t t = 0; t < T_; ++t) {
       const float* yt = y + (n * T_ + t) * C_ + h * D_;
-      float dot = 0.0f;
-      for (int64_t d = 0; d < D_; ++d) dot += yt[d] * dout[t * Dp_ + d];
-      rowdot[t] = dot;
+      Vec dot{};
+      for (int64_t d = 0; d < D_; d += L)
+        dot = fma(simd::load_part(yt + d, std::min<int64_t>(L, D_ - d)),
+                  simd::load(dout + t * Dp_ + d), dot);
+      rowdot[t] = lane_sum(dot);
       lse2[t] = lse[(n * H_ + h) * T_ + t] * kLog2e;
     }
 
