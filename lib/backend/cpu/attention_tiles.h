@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cpu/simd.h"
+#include "core/rng.h"  // mix64
 
 namespace dtrain::cpu::attention {
 
@@ -136,20 +137,13 @@ inline void accumulate_tile(float* out, int64_t ldo, const float* a, int64_t ars
     for (int v = 0; v < NV; ++v) simd::store(out + r * ldo + v * L, acc[r][v]);
 }
 
-// SplitMix64's finaliser, as core/rng.h's mix64, on one lane.
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // All-ones lanes for the weights kept by dropout among indices first … first + 15: weight i is
 // dropped when random_uniform(seed, stream, i) < p, i.e. when the top 24 bits of
 // mix64(key + i) (key = mix64(seed ^ mix64(stream))) are below threshold = ⌈p·2^24⌉.
 inline IVec kept_lanes(uint64_t key, uint64_t first, uint64_t threshold) {
   IVec keep;
-  for (int l = 0; l < L; ++l) keep[l] = (mix64(key + first + l) >> 40) >= threshold ? -1 : 0;
+  for (int l = 0; l < L; ++l)
+    keep[l] = (dtrain::mix64(key + first + l) >> 40) >= threshold ? -1 : 0;
   return keep;
 }
 

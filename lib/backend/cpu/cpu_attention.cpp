@@ -5,7 +5,9 @@
 // backward recomputes each tile's weights from the scores and the log-sum-exp. Scores are
 // computed in base 2 (queries scaled by log2(e)/√D) so that the exponentials are 2^x; the
 // results are the natural ones. Each pair's arithmetic is the same whichever thread runs it,
-// so the output does not depend on the thread count.
+// so the output does not depend on the thread count. The workspace holds one slice per thread
+// of the OpenMP team size at the op's making (the backend's thread count); a call never runs
+// more threads than that.
 #include <omp.h>  // omp_get_max_threads, omp_get_thread_num
 
 #include <algorithm>  // min, max, fill
