@@ -110,7 +110,7 @@ TEST_CASE(
   };
   for (Case c : {Case{1, 1, 1, 1}, Case{2, 5, 1, 3}, Case{2, 17, 2, 5}, Case{1, 64, 2, 16},
                  Case{2, 70, 3, 32}, Case{1, 130, 2, 64}, Case{1, 200, 1, 40}, Case{1, 300, 2, 24}})
-    for (float p : {0.0f, 0.25f})
+    for (float p : {0.0f, 0.1f, 0.5f})
       for (int threads : {1, 2}) {
         CAPTURE(c.N);
         CAPTURE(c.T);

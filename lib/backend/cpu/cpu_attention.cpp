@@ -206,6 +206,7 @@ class CpuAttention final : public AttentionOp {
   void for_each_head(int64_t N, const Tensor& workspace, const Body& body) const {
     float* base = workspace.data<float>();
     const int64_t pairs = N * H_;
+    if (pairs == 0) return;
     const int team = static_cast<int>(
         std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), slots_, pairs}));
 #pragma omp parallel num_threads(team) if (team > 1)
