@@ -72,6 +72,15 @@ std::unique_ptr<SoftmaxXentOp> CpuBackend::make_softmax_xent(const SoftmaxXentSp
 std::unique_ptr<DropoutOp> CpuBackend::make_dropout(const DropoutSpec& s) {
   return cpu::make_dropout(s);
 }
+std::unique_ptr<EmbeddingOp> CpuBackend::make_embedding(const EmbeddingSpec& s) {
+  return cpu::make_embedding(s);
+}
+std::unique_ptr<LayerNormOp> CpuBackend::make_layer_norm(const LayerNormSpec& s) {
+  return cpu::make_layer_norm(s);
+}
+std::unique_ptr<AttentionOp> CpuBackend::make_attention(const AttentionSpec& s) {
+  return cpu::make_attention(s);
+}
 
 // ---- element-wise and flat-buffer ops ---------------------------------------------------
 // Small buffers stay on one thread: waking a team costs more than the loop.

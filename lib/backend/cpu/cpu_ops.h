@@ -21,5 +21,8 @@ std::unique_ptr<LrnOp> make_lrn(DnnlContext& ctx, const LrnSpec& spec);
 std::unique_ptr<BatchNormOp> make_batchnorm(DnnlContext& ctx, const BatchNormSpec& spec);
 std::unique_ptr<SoftmaxXentOp> make_softmax_xent(const SoftmaxXentSpec& spec);
 std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec& spec);
+std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec& spec);
+std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec& spec);
+std::unique_ptr<AttentionOp> make_attention(const AttentionSpec& spec);
 
 }  // namespace dtrain::cpu
