@@ -459,6 +459,9 @@ def main():
             print(f"PyTorch: {peer['params']:,} parameters, vocabulary {peer['vocab']}, "
                   f"{peer['train_windows']:,} training / {peer['valid_windows']:,} validation "
                   f"windows; torch 1st / last: training loss of its first / last iteration")
+            print("tok/s: iterations × batch × block over the training iterations' time, "
+                  "evaluation excluded (dtrain: timing.csv's wall_s; PyTorch: a clock around "
+                  "each step, the batch's gather included)")
             check_params(summaries["baby"], peer)
             if len(curves) > 1:
                 print(f"validation loss curve (mean of the seeds):\n{'iteration':>9} "
