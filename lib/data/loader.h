@@ -32,8 +32,10 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;      // f32 [local_rows, C, H, W] on the host, or on LoaderOptions::device
-  Tensor labels;      // i32 [local_rows], likewise
+  // f32 [local_rows, C, H, W] (a sequence: [local_rows, T] token ids) on the host, or on
+  // LoaderOptions::device
+  Tensor images;
+  Tensor labels;      // i32 [local_rows] + Dataset::label_shape() ([local_rows, T]), likewise
   int64_t index = 0;  // batch number within the epoch
 };
 
