@@ -83,7 +83,7 @@ std::unique_ptr<Dataset> token_stand_in(const DatasetOptions& options, Split spl
                       : "256 byte ids")
            : "sized as OpenWebText, " + std::to_string(vocab) + " ids";
   std::string description = options.name + " " + std::string(split_name(split)) +
-                            ": STAND-IN, no files at '" + options.path +
+                            ": STAND-IN, no " + (text ? "file" : "files") + " at '" + options.path +
                             "': " + std::to_string(windows) + " windows of random ids, [" +
                             std::to_string(options.block_size) + "] (" + what + ")";
   return std::make_unique<RandomTokenWindows>(windows, options.block_size, vocab, split,
