@@ -37,6 +37,8 @@ struct Batch {
   Tensor images;
   Tensor labels;      // i32 [local_rows] + Dataset::label_shape() ([local_rows, T]), likewise
   int64_t index = 0;  // batch number within the epoch
+  // The batch's samples (not labels.numel(): a sequence has T labels a sample).
+  int64_t rows() const { return labels.shape()[0]; }
 };
 
 class Loader {
