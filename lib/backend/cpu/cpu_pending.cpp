@@ -17,10 +17,6 @@ std::unique_ptr<AttentionOp> CpuBackend::make_attention(const AttentionSpec&) {
   DTRAIN_CHECK(false) << "PENDING: cpu attention";
   return nullptr;
 }
-void CpuBackend::adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            const AdamWHyper&) {
-  DTRAIN_CHECK(false) << "PENDING: cpu adamw_step";
-}
 void CpuBackend::add_to_rows(const Tensor&, const Tensor&) {
   DTRAIN_CHECK(false) << "PENDING: cpu add_to_rows";
 }
