@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # AdamW end to end: a run resumed from its checkpoints (after epoch 1, and within epoch 2) ends
 # with the uninterrupted run's state bit for bit (weights, AdamW's moments and step count), on
-# one rank and on two ranks of sync with the gradient clipped; accuracy.csv has a row every
+# one rank and on two ranks of sync with the gradient clipped; a clip that never bites equals no
+# clip, bit for bit; accuracy.csv has a row every
 # train.eval_every_iterations and at the end; sync on 2 ranks with AdamW learns; a refused
 # algorithm is exit 2 naming optimizer.name.
 source "$(dirname "$0")/lib.sh"
@@ -53,6 +54,17 @@ check_resume() {  # NAME LAUNCHER... -- SETS...
 
 check_resume one_rank env --
 check_resume sync_clipped mpirun -np 2 --oversubscribe -- --set optimizer.clip_grad_norm=0.5
+
+# One rank: a clip that never bites takes the whole-gradient path, yet updates exactly as the
+# per-layer steps during backward do; a clip that bites changes the run.
+for clip in 1e9 0.01; do
+  "$DTRAIN" --config "$WORK/base.yaml" --set optimizer.clip_grad_norm=$clip \
+    --out "$WORK/clip_$clip" --progress none > "$WORK/clip_$clip.log" 2>&1 ||
+    fail "clip $clip: $(tail -3 "$WORK/clip_$clip.log")"
+done
+$TOOL same "$WORK/one_rank" "$WORK/clip_1e9" > "$WORK/same.txt" ||
+  fail "a clip that never bites changed the run: $(cat "$WORK/same.txt")"
+$TOOL same "$WORK/one_rank" "$WORK/clip_0.01" > /dev/null && fail "a clip of 0.01 changed nothing"
 
 # Sync on 2 ranks with AdamW learns: the training loss of the last epoch is below the first's.
 mpirun -np 2 --oversubscribe "$DTRAIN" --config "$WORK/base.yaml" --set train.epochs=4 \
