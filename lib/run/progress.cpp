@@ -5,7 +5,7 @@
 #include <unistd.h>  // isatty, readlink, getppid
 
 #include <algorithm>
-#include <cmath>  // isnan: a rank without a loss
+#include <cmath>  // isnan: a rank without a loss; exp: perplexity
 #include <cstdio>
 #include <cstdlib>  // getenv
 #include <fstream>
@@ -88,6 +88,17 @@ Progress::Progress(ProgressMode mode, int epochs, int64_t iterations_per_epoch,
   if (log_every_ <= 0) log_every_ = std::max<int64_t>(1, iterations_per_epoch_ / 4);
 }
 
+std::string format_rate(double samples_per_s, int64_t tokens_per_sample) {
+  return tokens_per_sample > 0 ? fmt::format("{:.0f} tokens/s",
+                                             samples_per_s * static_cast<double>(tokens_per_sample))
+                               : fmt::format("{:.0f} samples/s", samples_per_s);
+}
+
+std::string format_loss(const char* what, double loss, int64_t tokens_per_sample) {
+  if (tokens_per_sample <= 0) return fmt::format("{} {:.4f}", what, loss);
+  return fmt::format("{} {:.4f} (ppl {:.2f})", what, loss, std::exp(loss));
+}
+
 void Progress::resume_at(double epochs_done) {
   before_ = std::llround(epochs_done * static_cast<double>(iterations_per_epoch_));
 }
@@ -110,10 +121,11 @@ void Progress::iteration(const IterationReport& r) {
   const std::string loss =
       epoch_iterations_ == 0
           ? std::string("loss -")
-          : fmt::format("loss {:.4f} (epoch mean)", epoch_loss_sum_ / epoch_iterations_);
-  const std::string text =
-      fmt::format("epoch {}/{} | iter {}/{} | {} | {:.0f} samples/s | ETA {}", r.epoch + 1, epochs_,
-                  r.iteration, iterations_per_epoch_, loss, rate, format_eta(eta));
+          : format_loss("loss", epoch_loss_sum_ / epoch_iterations_, tokens_per_sample_) +
+                " (epoch mean)";
+  const std::string text = fmt::format("epoch {}/{} | iter {}/{} | {} | {} | ETA {}", r.epoch + 1,
+                                       epochs_, r.iteration, iterations_per_epoch_, loss,
+                                       format_rate(rate, tokens_per_sample_), format_eta(eta));
   if (mode_ == ProgressMode::bar) {
     last_draw_ = Clock::now();
     std::fputs(("\r\033[2K" + text).c_str(), stdout);

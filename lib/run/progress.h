@@ -37,6 +37,9 @@ class Progress {
   int64_t iterations_left() const {
     return std::max<int64_t>(0, total_iterations_ - before_ - done_);
   }
+  // A language model's samples are windows of `tokens` tokens: the line shows tokens/s and the
+  // loss's perplexity. 0 (images): samples/s.
+  void set_tokens_per_sample(int64_t tokens) { tokens_per_sample_ = tokens; }
   // Samples/s and ETA count from here (set-up time excluded).
   void restart_clock() { start_ = last_draw_ = Clock::now(); }
   // Ends the progress line before other output.
@@ -56,6 +59,13 @@ class Progress {
   int64_t epoch_iterations_ = 0;  // those with a loss (a pipeline's input stage: the losses
                                   // that came back, a pipeline's depth late)
   bool line_open_ = false;
+  int64_t tokens_per_sample_ = 0;
 };
+
+// How a log line states a throughput and a loss: "1234 samples/s" or, for a language model
+// (windows of `tokens_per_sample` tokens), "78976 tokens/s"; "loss 1.2345" or
+// "loss 1.2345 (ppl 3.44)" — the perplexity exp(loss) of a mean per-token cross-entropy.
+std::string format_rate(double samples_per_s, int64_t tokens_per_sample);
+std::string format_loss(const char* what, double loss, int64_t tokens_per_sample);
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 
 #include <algorithm>  // min, max
 #include <bit>        // bit_cast: doubles kept exactly in a checkpoint
+#include <cmath>      // exp: perplexity
 #include <filesystem>
 #include <fstream>
 
@@ -72,6 +73,9 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   if (comm_.rank() == 0)
     progress_ = std::make_unique<Progress>(options.progress, tc.epochs, per_epoch,
                                            tc.max_iterations, tc.log_every_iterations);
+  const Shape labels = run_->train_set->label_shape();
+  tokens_per_sample_ = labels.rank() == 1 ? labels[0] : 0;
+  if (progress_) progress_->set_tokens_per_sample(tokens_per_sample_);
   run_yaml_ = std::make_shared<RunYamlFile>(config.output.dir);
 }
 
@@ -409,8 +413,9 @@ void Trainer::finish_epoch(Position& at, RunResult& result, bool last, bool eval
     evaluate(epoch, updates, mine, train_sums[2], result);
   } else if (comm_.rank() == 0) {
     progress_->clear_line();
-    spdlog::info("epoch {}/{}: train loss {:.4f} acc {:.4f} | {:.1f} s", epoch + 1, tc.epochs,
-                 result.train_loss, result.train_acc, mine.wall_s);
+    spdlog::info("epoch {}/{}: {} acc {:.4f} | {:.1f} s", epoch + 1, tc.epochs,
+                 format_loss("train loss", result.train_loss, tokens_per_sample_), result.train_acc,
+                 mine.wall_s);
   }
   if (comm_.rank() == 0) {
     const std::string summary = scheduler_->epoch_summary();
@@ -447,11 +452,11 @@ void Trainer::evaluate(int epoch, int64_t updates, const EpochStats& mine, doubl
   metrics_->accuracy({epoch + 1, updates, result.train_wall_s, result.train_loss, result.train_acc,
                       e.loss, e.acc});
   const std::string where = within > 0 ? fmt::format(", iteration {}", within) : std::string();
-  spdlog::info(
-      "epoch {}/{}{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "
-      "{:.0f} samples/s",
-      epoch + 1, run_->config.train.epochs, where, result.train_loss, result.train_acc, e.loss,
-      e.acc, mine.wall_s, mine.wall_s > 0 ? samples / mine.wall_s : 0.0);
+  spdlog::info("epoch {}/{}{}: {} acc {:.4f} | {} acc {:.4f} | {:.1f} s, {}", epoch + 1,
+               run_->config.train.epochs, where,
+               format_loss("train loss", result.train_loss, tokens_per_sample_), result.train_acc,
+               format_loss("test loss", e.loss, tokens_per_sample_), e.acc, mine.wall_s,
+               format_rate(mine.wall_s > 0 ? samples / mine.wall_s : 0.0, tokens_per_sample_));
 }
 
 void Trainer::finish(const RunResult& result) {
@@ -463,9 +468,13 @@ void Trainer::finish(const RunResult& result) {
   if (trace_) trace_->write(comm_, config.output.dir + "/trace.json");
   if (comm_.rank() == 0)
     spdlog::info(
-        "done: test accuracy {:.4f}; results in {}/ (accuracy.csv, timing.csv, "
+        "done: test {}accuracy {:.4f}{}; results in {}/ (accuracy.csv, timing.csv, "
         "config.yaml, run.yaml, model.safetensors{})",
-        result.test_acc, config.output.dir, trace_ ? ", trace.json" : "");
+        tokens_per_sample_ > 0 ? "next-token " : "", result.test_acc,
+        tokens_per_sample_ > 0 ? fmt::format(", loss {:.4f}, perplexity {:.2f}", result.test_loss,
+                                             std::exp(result.test_loss))
+                               : std::string(),
+        config.output.dir, trace_ ? ", trace.json" : "");
 }
 
 }  // namespace dtrain

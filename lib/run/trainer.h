@@ -124,6 +124,8 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;  // rank 0 only, once run() has started
   std::unique_ptr<Scheduler> scheduler_;
   std::shared_ptr<RunYamlFile> run_yaml_;  // every rank's (whichever ends the run writes)
+  // Tokens in a sample of a language model (its log lines show tokens/s and perplexity); 0.
+  int64_t tokens_per_sample_ = 0;
   bool gradients_on_nccl_ = false;  // cluster.comm: auto chose NCCL (found when run() starts)
 };
 
