@@ -124,7 +124,9 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
       times_[i].backward_s += seconds_since(start);
       ++times_[i].backwards;
     }
-    if (node.trainable && on_ready) {
+    // A layer without parameters of its own (a tied head) finishes no range: its borrowed
+    // gradient is final only after the lender's backward, which reports it.
+    if (node.trainable && node.param_count > 0 && on_ready) {
       on_ready(node.param_offset);
       reported = true;
     }
