@@ -250,16 +250,23 @@ int64_t Graph::forward_flops() const {
   return total;
 }
 
+size_t Graph::name_width() const {
+  size_t width = 22;  // long names (transformer.h.11.attn.c_attn) widen the column
+  for (const Node& node : nodes_) width = std::max(width, node.name.size() + 1);
+  return width;
+}
+
 std::string Graph::summary() const {
-  std::string out = fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "layer", "type",
+  const size_t w = name_width();
+  std::string out = fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "layer", w, "type",
                                 "output shape", "parameters", "FLOPs");
   for (const Node& node : nodes_) {
     std::string type = node.layer ? std::string(node.layer->type()) : "input";
     if (node.layer && node.layer->absorbed()) type += " (fused)";
-    out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", node.name, type,
+    out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", node.name, w, type,
                        node.shape.inner().str(), node.param_count, node.flops);
   }
-  out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "total", "",
+  out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "total", w, "",
                      fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());
   if (arena_elements_ > 0) {
     const int64_t batch = nodes_[0].shape[0];

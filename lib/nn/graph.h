@@ -159,6 +159,7 @@ class Graph {
   void bind_input(Plan& plan, const Tensor& input);
   void refresh_input_views(Plan& plan);
   void fuse_activations();
+  size_t name_width() const;  // of the layer column of the summary and the profile
   void resolve_ties();
   void choose_layouts();
   bool runs_in_place(int node) const;

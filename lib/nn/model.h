@@ -1,7 +1,8 @@
 // Model: the network the schedulers train — a layer Graph on a Backend, its flat parameter and
-// gradient buffers, and the softmax cross-entropy loss on its last layer. Built by name from
-// the zoo (mlp, lenet, cifar_cnn, alexnet, vgg16, resnet18, resnet50, resnet20) or from a
-// YAML `layers:` list; both go through the same builder (the zoo writes the list).
+// gradient buffers, and the softmax cross-entropy loss on its last layer (per position for a
+// sequence model's [N, T, classes]). Built by name from the zoo (mlp, lenet, cifar_cnn, alexnet,
+// vgg16, resnet18, resnet50, resnet20, gpt, gpt2) or from a YAML `layers:` list; both go through
+// the same builder (the zoo writes the list).
 #pragma once
 #include <yaml-cpp/yaml.h>  // YAML::Node: the `model:` section of an experiment
 

@@ -17,7 +17,7 @@ config::Schema<LayerNormOptions> layer_norm_schema() {
   config::Schema<LayerNormOptions> s("layer_norm");
   s.key("eps", &LayerNormOptions::eps, config::real(config::Bounds::above(0)),
         "added to the variance")
-      .key("bias", &LayerNormOptions::bias, config::boolean(), "learn a bias (a shift)");
+      .key("bias", &LayerNormOptions::bias, config::boolean(), "learn a bias");
   return s;
 }
 
