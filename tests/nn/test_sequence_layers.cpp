@@ -93,6 +93,8 @@ TEST_CASE("attention gradients, and a frozen qkv projection before it") {
   att.input_hi = 2.0f;
   check_graph_gradients("[{name: a, type: attention, n_head: 2}]", {2, 5, 24}, att);
   check_graph_gradients("[{name: a, type: attention, n_head: 3}]", {1, 4, 18}, att);
+  // With dropout of attention weights: the backward replays the forward's masks.
+  check_graph_gradients("[{name: a, type: attention, n_head: 2, dropout: 0.3}]", {2, 5, 24}, att);
   check_graph_gradients(R"([
     {name: c_attn, type: linear, out_features: 24},
     {name: a, type: attention, n_head: 2},
@@ -252,6 +254,7 @@ TEST_CASE("per-position loss: the mean over positions per sample, statistics per
   const Tensor& z = model->logits();
   REQUIRE(z.shape() == Shape{b, t, v});
   double loss = 0, correct = 0;
+  std::vector<double> per_sample(b, 0.0);
   for (int n = 0; n < b; ++n)
     for (int p = 0; p < t; ++p) {
       const float* zr = z.data<float>() + (n * t + p) * v;
@@ -260,8 +263,10 @@ TEST_CASE("per-position loss: the mean over positions per sample, statistics per
       for (int j = 0; j < v; ++j) s += std::exp(zr[j] - m);
       const int label = labels.data<int32_t>()[n * t + p];
       loss += (std::log(s) + m - zr[label]) / t;
+      per_sample[n] += (std::log(s) + m - zr[label]) / t;
       correct += ((std::max_element(zr, zr + v) - zr) == label) / static_cast<double>(t);
     }
+  auto sample_loss = [&](int n) { return per_sample[n]; };
   const LossStats st = model->last_stats();
   CHECK(st.count == b);
   CHECK(st.loss_sum == doctest::Approx(loss).epsilon(1e-5));
@@ -282,4 +287,15 @@ TEST_CASE("per-position loss: the mean over positions per sample, statistics per
     CHECK(mean[i] == doctest::Approx(grads[i] / b).epsilon(1e-5));
   // Labels must be [b, T].
   CHECK_THROWS(model->forward(x, Tensor::zeros({b}, DType::i32)));
+  // A smaller last batch: its own statistics, per sample.
+  model->set_training(false);
+  model->forward(x.narrow_batch(2), labels.narrow_batch(2));
+  const LossStats last = model->last_stats();
+  CHECK(last.count == 2);
+  model->forward(x.narrow_batch(1), labels.narrow_batch(1));
+  const double first = model->last_stats().loss_sum;
+  model->forward(x, labels);
+  CHECK(last.loss_sum ==
+        doctest::Approx(model->last_stats().loss_sum - sample_loss(2)).epsilon(1e-5));
+  CHECK(first == doctest::Approx(sample_loss(0)).epsilon(1e-5));
 }
