@@ -9,8 +9,15 @@ A folder holding accuracy.csv is a run; a folder holding run folders (or summary
 sweep, of which the runs that finished are plotted. Each figure is written as PNG and SVG into
 --out, else into the sweep folder, the one run folder, or the runs' common parent folder:
 
-  accuracy_vs_time        test accuracy against training wall-clock time (time to accuracy)
-  accuracy_vs_epoch       test accuracy against epoch (needs two evaluations in some run)
+  accuracy_vs_time        test accuracy against training wall-clock time (time to accuracy);
+                          for language models (dataset.name text or tokens) next-token accuracy
+  accuracy_vs_epoch       test accuracy against epoch (needs two evaluations in some run; not
+                          for language models, which are measured in iterations)
+  loss_vs_time            language models only: validation loss (mean per-token cross-entropy,
+                          nats) against training wall-clock time, perplexity = exp(loss) on
+                          the right-hand axis and each series' final perplexity in the legend
+  loss_vs_iteration       the same against iterations (optimizer steps; needs two evaluations
+                          in some language-model run)
   time_breakdown          per run, seconds per iteration by part (data, forward, backward,
                           update, compress, exposed communication = wait_s), and all
                           communication (comm_s) as a hatched bar beside it: hidden
@@ -24,13 +31,16 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
   predicted_vs_measured   dtrain plan's predicted against measured seconds per iteration (needs
                           a sweep made with --plan)
 
-Figures the data cannot support are skipped, saying why. Runs with identical settings (sweep
-repeats) are one series: the mean, with the single runs faint or as a min-max bar. Colours are
-Okabe-Ito, fixed per algorithm across figures; the compression is the line style and the marker
-shape (or the hatch of a bar), other differences the marker's fill. A run evaluated once is a
-dot. Curves that lie on top of each other are named in the legend ("sync and ps_sync
-coincide") and drawn nested, wide under narrow. The points of predicted_vs_measured are
-numbered, each number placed clear of the others and of the points.
+Figures the data cannot support are skipped, saying why; without a language-model run the loss
+figures are not attempted. When language models and image models are plotted together, the
+accuracy figures draw the image runs and the loss figures the language models (test accuracy
+and next-token accuracy share no axis), which a printed note and the legends say. Runs with
+identical settings (sweep repeats) are one series: the mean, with the single runs faint or as a
+min-max bar. Colours are Okabe-Ito, fixed per algorithm across figures; the compression is the
+line style and the marker shape (or the hatch of a bar), other differences the marker's fill. A
+run evaluated once is a dot. Curves that lie on top of each other are named in the legend ("sync
+and ps_sync coincide") and drawn nested, wide under narrow. The points of predicted_vs_measured
+are numbered, each number placed clear of the others and of the points.
 
 Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
 """
@@ -45,6 +55,8 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display needed, none opened
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
@@ -93,6 +105,9 @@ PART_STYLES = [
 # Settings that name or place a run but do not change what it measures.
 IGNORED_SETTINGS = {"name", "dataset.path", "train.log_every_iterations"}
 IGNORED_SECTIONS = ("output", "checkpoint")
+# dataset.name of the runs that train a language model: their losses are per-token
+# cross-entropies (nats), their test_acc next-token accuracy, their progress counted in iterations.
+LANGUAGE_MODEL_DATASETS = ("text", "tokens")
 FIGURE_FORMATS = ("png", "svg")
 LABEL_WIDTH = 44
 
@@ -305,11 +320,11 @@ def time_unit(seconds_values):
 
 # ---------------------------------------------------------------- the figures
 
-def mean_curve(runs, x_column):
-    """The mean (x, test accuracy) over repeats, evaluation by evaluation."""
+def mean_curve(runs, x_column, y_column="test_acc"):
+    """The mean (x, y) over repeats, evaluation by evaluation."""
     length = min(len(run.accuracy) for run in runs)
     xs = [sum(run.accuracy[i][x_column] for run in runs) / len(runs) for i in range(length)]
-    ys = [sum(run.accuracy[i]["test_acc"] for run in runs) / len(runs) for i in range(length)]
+    ys = [sum(run.accuracy[i][y_column] for run in runs) / len(runs) for i in range(length)]
     return xs, ys
 
 
@@ -382,8 +397,11 @@ def note_handles(notes):
             for note in notes]
 
 
-def accuracy_figure(series, x_column, xlabel, title, context):
-    target = context["target"]
+def curve_figure(series, x_column, y_column, labels, context, describe_end=None):
+    """One curve per series of accuracy.csv's `y_column` against `x_column`: the mean of the
+    repeats, the single repeats faint. `labels` = (xlabel, ylabel, title); `describe_end(y)`,
+    when given, adds what the series' last point means to its legend entry."""
+    xlabel, ylabel, title = labels
     fig, ax = plt.subplots(figsize=(8, 4.5))
     mean_lines, handles = [], []
     for s in series:
@@ -393,36 +411,142 @@ def accuracy_figure(series, x_column, xlabel, title, context):
                 style.update(linewidth=0.8, alpha=0.3)
                 if len(run.accuracy) > 1:
                     style.update(marker="none")
-                ax.plot([r[x_column] for r in run.accuracy], [r["test_acc"] for r in run.accuracy],
+                ax.plot([r[x_column] for r in run.accuracy], [r[y_column] for r in run.accuracy],
                         **style)
-        xs, ys = mean_curve(s.runs, x_column)
+        xs, ys = mean_curve(s.runs, x_column, y_column)
         suffix = f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""
+        if describe_end and ys:
+            suffix += f": {describe_end(ys[-1])}"
         style = dict(linewidth=1.8, label=wrap(s.label + suffix), **line_style(s, len(xs)))
         mean_lines.append(ax.plot(xs, ys, **style)[0])
         # The legend shows the style as drawn before mark_coinciding widens some lines.
         handles.append(Line2D([], [], **style))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title + context_note(context))
+    notes = mark_coinciding(ax, mean_lines, [s.label for s in series])
+    return fig, ax, handles, note_handles(notes) + kind_handles(context)
+
+
+def kind_handles(context):
+    """A legend note saying which runs a figure of a mixed call left out (see main)."""
+    note = context.get("kind_note")
+    return [Line2D([], [], linestyle="none", label=wrap(note))] if note else []
+
+
+def accuracy_figure(series, x_column, xlabel, title, context):
+    language_model = context.get("language_model", False)
+    ylabel = "next-token accuracy" if language_model else "test accuracy"
+    fig, ax, handles, notes = curve_figure(series, x_column, "test_acc", (xlabel, ylabel, title),
+                                           context)
+    target = context["target"]
     if target is not None:
         handles.append(ax.axhline(target, color="0.4", linestyle=(0, (1, 2)), linewidth=1,
                                   label=f"target {target:g}"))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("test accuracy")
-    ax.set_title(title + context_note(context))
-    notes = mark_coinciding(ax, mean_lines, [s.label for s in series])
-    legend_outside(ax, handles=handles + note_handles(notes))
+    legend_outside(ax, handles=handles + notes)
     return fig
 
 
 def accuracy_vs_time(series, context):
     if not any(run.accuracy for s in series for run in s.runs):
         raise SkipFigure("no accuracy.csv has a row")
+    title = "Next-token accuracy over time" if context.get("language_model") else "Time to accuracy"
     return accuracy_figure(series, "wall_s", "training wall-clock time (s, evaluation excluded)",
-                           "Time to accuracy", context)
+                           title, context)
 
 
 def accuracy_vs_epoch(series, context):
+    if context.get("language_model"):
+        raise SkipFigure("language-model runs are measured in iterations, not epochs "
+                         "(see loss_vs_iteration)")
     if not any(len(run.accuracy) >= 2 for s in series for run in s.runs):
         raise SkipFigure("every run was evaluated once: no curve over epochs")
     fig = accuracy_figure(series, "epoch", "epoch", "Test accuracy per epoch", context)
+    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
+    return fig
+
+
+def is_language_model(run):
+    return str((run.config.get("dataset") or {}).get("name")) in LANGUAGE_MODEL_DATASETS
+
+
+def perplexity(loss):
+    """exp(loss) of a per-token cross-entropy in nats, element-wise; a diverged loss is inf."""
+    with np.errstate(over="ignore"):
+        return np.exp(loss)
+
+
+def loss_of_perplexity(value):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.maximum(value, np.finfo(float).tiny))
+
+
+class PerplexityLocator(ticker.Locator):
+    """Ticks for the perplexity axis. exp is steep, so round perplexities evenly spaced would
+    crowd at the top: 1-2-5 steps per decade (spaced like the loss they stand for) when the
+    range holds three of them, else 1…9 per decade, else plain steps for a narrow range, over
+    which exp is nearly linear."""
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin, vmax):
+        low, high = sorted((vmin, vmax))
+        if not np.isfinite(high) or high <= 0:
+            return []
+        for subs in ((1.0, 2.0, 5.0), tuple(range(1, 10))):
+            ticks = [t for t in ticker.LogLocator(10, subs=subs).tick_values(max(low, 1.0), high)
+                     if low <= t <= high]
+            if len(ticks) >= 3:
+                return ticks
+        return ticker.MaxNLocator(5).tick_values(low, high)
+
+
+def perplexity_text(loss):
+    # No-break spaces keep each name with its number when the legend label wraps.
+    return f"perplexity\u00a0{float(perplexity(loss)):.3g} (loss\u00a0{loss:.3f})"
+
+
+def loss_figure(series, x_column, xlabel, title, context):
+    """Validation loss of language-model runs against `x_column`, with a right-hand axis that
+    reads the same curves as perplexity: one curve per series, two scales."""
+    lm_series = [s for s in series if all(is_language_model(run) for run in s.runs)]
+    fig, ax, handles, notes = curve_figure(
+        lm_series, x_column, "test_loss",
+        (xlabel, "validation loss (per-token cross-entropy, nats)", title), context,
+        describe_end=lambda loss: "final " + perplexity_text(loss))
+    ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))  # a cross-entropy is never negative
+    right = ax.secondary_yaxis("right", functions=(perplexity, loss_of_perplexity))
+    right.set_ylabel("perplexity = exp(loss)")
+    right.yaxis.set_major_locator(PerplexityLocator())
+    right.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    right.yaxis.set_minor_locator(ticker.NullLocator())
+    # The legend goes right of the perplexity axis's labels.
+    ax.legend(handles=handles + notes, loc="upper left", bbox_to_anchor=(1.12, 1.0),
+              borderaxespad=0)
+    return fig
+
+
+def require_language_models(series):
+    if not any(is_language_model(run) for s in series for run in s.runs):
+        raise SkipFigure("no language-model run (dataset.name text or tokens)")
+    if not any(run.accuracy for s in series for run in s.runs):
+        raise SkipFigure("no accuracy.csv has a row")
+
+
+def loss_vs_time(series, context):
+    require_language_models(series)
+    return loss_figure(series, "wall_s", "training wall-clock time (s, evaluation excluded)",
+                       "Validation loss over time", context)
+
+
+def loss_vs_iteration(series, context):
+    require_language_models(series)
+    if not any(len(run.accuracy) >= 2 for s in series for run in s.runs):
+        raise SkipFigure("every language-model run was evaluated once: no curve over "
+                         "iterations (loss_vs_time shows the points)")
+    fig = loss_figure(series, "iteration", "iteration (optimizer steps)",
+                      "Validation loss per iteration", context)
     fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
     return fig
 
@@ -783,14 +907,35 @@ def predicted_vs_measured(series, context):
     return fig
 
 
+# Which runs a figure draws: ACCURACY figures the image runs, or the language models when all
+# runs are language models; LOSS figures the language models (not attempted without one); ALL
+# figures every run.
+ALL, ACCURACY, LOSS = "all", "accuracy", "loss"
 FIGURES = [
-    ("accuracy_vs_time", accuracy_vs_time),
-    ("accuracy_vs_epoch", accuracy_vs_epoch),
-    ("time_breakdown", time_breakdown),
-    ("scaling", scaling_figure),
-    ("stragglers", stragglers_figure),
-    ("predicted_vs_measured", predicted_vs_measured),
+    ("accuracy_vs_time", accuracy_vs_time, ACCURACY),
+    ("accuracy_vs_epoch", accuracy_vs_epoch, ACCURACY),
+    ("loss_vs_time", loss_vs_time, LOSS),
+    ("loss_vs_iteration", loss_vs_iteration, LOSS),
+    ("time_breakdown", time_breakdown, ALL),
+    ("scaling", scaling_figure, ALL),
+    ("stragglers", stragglers_figure, ALL),
+    ("predicted_vs_measured", predicted_vs_measured, ALL),
 ]
+
+
+def runs_by_figure_kind(runs):
+    """{ALL, ACCURACY, LOSS: the runs those figures draw} and the note of a mixed call (None
+    when the runs are all of one kind)."""
+    language_models = [run for run in runs if is_language_model(run)]
+    images = [run for run in runs if not is_language_model(run)]
+    chosen = {ALL: runs, ACCURACY: images or language_models, LOSS: language_models}
+    note = None
+    if images and language_models:
+        note = ("language models and image models together: accuracy_vs_time and "
+                f"accuracy_vs_epoch draw the {len(images)} image-model run(s), loss_vs_time and "
+                f"loss_vs_iteration the {len(language_models)} language-model run(s); plot the "
+                "language models alone for their next-token accuracy")
+    return chosen, note
 
 
 # ---------------------------------------------------------------- main
@@ -817,6 +962,28 @@ def save(fig, out_dir, name):
     return paths
 
 
+def common_ranks(runs):
+    """"2 ranks" when every run had that many: said once in the titles, not in every label."""
+    rank_counts = {run.ranks for run in runs}
+    if len(rank_counts) != 1:
+        return ""
+    return f"{min(rank_counts)} rank" + ("s" if min(rank_counts) > 1 else "")
+
+
+def kind_context(kind, kind_runs, total_runs, mixed):
+    """What a figure of `kind` needs to know of its runs: the runs, their common rank count,
+    whether they are language models, and in a mixed call the legend's note of who is drawn."""
+    note = None
+    if mixed and kind == ACCURACY:
+        note = (f"image-model runs only ({len(kind_runs)} of {total_runs}); the language models "
+                "are in the loss figures")
+    elif mixed and kind == LOSS:
+        note = (f"language-model runs only ({len(kind_runs)} of {total_runs}); the image models "
+                "are in the accuracy figures")
+    return {"runs": kind_runs, "common": common_ranks(kind_runs), "kind_note": note,
+            "language_model": all(is_language_model(run) for run in kind_runs)}
+
+
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="plot.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -838,15 +1005,18 @@ def main(argv):
     for note in notes:
         print(note)
     os.makedirs(out_dir, exist_ok=True)
-    series = make_series(runs)
-    rank_counts = {run.ranks for run in runs}
-    common = (f"{min(rank_counts)} rank" + ("s" if min(rank_counts) > 1 else "")
-              if len(rank_counts) == 1 else "")
-    context = {"runs": runs, "sweeps": sweeps, "plan_rows": plan_rows,
-               "target": sweep_target(sweeps), "common": common}
-    for name, draw in FIGURES:
+    context = {"sweeps": sweeps, "plan_rows": plan_rows, "target": sweep_target(sweeps)}
+    chosen, kind_note = runs_by_figure_kind(runs)
+    if kind_note:
+        print(f"note: {kind_note}")
+    series = {kind: make_series(kind_runs) for kind, kind_runs in chosen.items() if kind_runs}
+    for name, draw, kind in FIGURES:
+        if kind not in series:  # loss figures, and no language model among the runs
+            continue
+        figure_context = dict(context, **kind_context(kind, chosen[kind], len(runs),
+                                                      mixed=kind_note is not None))
         try:
-            fig = draw(series, context)
+            fig = draw(series[kind], figure_context)
         except SkipFigure as reason:
             print(f"skipped {name}: {reason}")
             continue

@@ -1,6 +1,7 @@
-// Dataset: the samples of one split (train or test) of an image-classification dataset, each
-// produced on demand as a normalised float CHW image and a label. open_dataset picks the format
-// from the `dataset:` section of the config.
+// Dataset: the samples of one split (train or test) of a dataset, each produced on demand: an
+// image classifier's normalised float CHW image and label, or a language model's window of
+// token ids and the next tokens. open_dataset picks the format from the `dataset:` section of
+// the config.
 #pragma once
 #include <cstdint>  // int64_t, int32_t, uint64_t
 #include <memory>   // unique_ptr: open_dataset's result
@@ -20,12 +21,21 @@ constexpr std::string_view split_name(Split s) {
 
 // Mirrors the `dataset:` section of the config (batch_size belongs to the Loader).
 struct DatasetOptions {
-  std::string name;  // mnist | fashion_mnist | cifar10 | cifar100 | imagefolder | synthetic
-  std::string path;  // folder (not used by synthetic)
+  // mnist | fashion_mnist | cifar10 | cifar100 | imagefolder | synthetic | text | tokens
+  std::string name;
+  std::string path;                       // folder (text: the file; not used by synthetic)
   std::vector<int64_t> shape{1, 28, 28};  // synthetic: [C, H, W]
   int64_t classes = 10;                   // synthetic
-  // synthetic: sizes (0 → 1024 / 256); others: 0 = whole split, N = first N samples.
+  // synthetic: sizes (0 → 1024 / 256); others: 0 = whole split, N = first N samples (text,
+  // tokens: windows).
   int64_t train_size = 0, test_size = 0;
+  // text, tokens: tokens per sample (the model's context); 0 is refused (required).
+  int64_t block_size = 0;
+  // text: byte (ids = the file's bytes, 256) | char (ids = the file's distinct Unicode code
+  // points, sorted; the file must be UTF-8).
+  std::string tokenizer = "byte";
+  double valid_fraction = 0.1;  // text: the file's last tokens that are the test split
+  int64_t vocab_size = 50257;   // tokens: ids are < vocab_size (GPT-2's 50257)
   // imagefolder: resize the shorter side to `resize`, then crop image_size × image_size.
   int64_t image_size = 224, resize = 256;
   // Train split only: random crop + horizontal flip (imagefolder: random crop of image_size after
@@ -54,6 +64,9 @@ class Dataset {
   virtual void load_sample(int64_t index, float* out, int32_t* labels, int64_t epoch) const {
     labels[0] = load(index, out, epoch);
   }
+  // The id → token table a run keeps beside its weights when the ids depend on the data (the
+  // char tokenizer's sorted characters), as the text of vocab.json; empty when they do not.
+  virtual std::string vocabulary_json() const { return {}; }
   // One line: "fashion_mnist train: 60000 × [1, 28, 28], 10 classes (/usr/share/...)".
   virtual std::string describe() const = 0;
 };
@@ -62,13 +75,16 @@ class Dataset {
 // the file and what was expected (a missing folder points at datasets/README.md).
 std::unique_ptr<Dataset> open_dataset(const DatasetOptions& options, Split split);
 
-// True when the dataset is one read from files and its folder is absent or empty.
+// True when the dataset is one read from files and its folder (text: its file) is absent or an
+// empty folder.
 bool dataset_files_missing(const DatasetOptions& options);
 
 // For what needs a dataset's shapes but not its data (--dry-run, dtrain plan): synthetic images
 // with the dataset's own sample shape, classes and split sizes — mnist and fashion_mnist
 // (1×28×28, 10 classes), cifar10 / cifar100 (3×32×32, 10 / 100), imagefolder (3 × image_size²,
-// 1000 classes, as ImageNet). Its describe() says it stands in. InputError for other names.
+// 1000 classes, as ImageNet), text (windows of random ids, sized as the King James Bible; 256
+// ids — for the char tokenizer a guess, said in describe()), tokens (vocab_size ids, sized as
+// OpenWebText). Its describe() says it stands in. InputError for other names.
 std::unique_ptr<Dataset> open_stand_in(const DatasetOptions& options, Split split);
 
 }  // namespace dtrain

@@ -34,6 +34,7 @@ struct Loader::Impl {
   const Dataset& dataset;
   const LoaderOptions options;
   const int64_t local_batch, batches, sample_numel;
+  const int64_t label_numel;  // labels per sample: 1, or T for a sequence
   std::vector<Slot> slots;
 
   std::mutex mu;
@@ -55,18 +56,22 @@ struct Loader::Impl {
         options(o),
         local_batch(o.global_batch / o.world),
         batches(count_batches(d.size(), o.global_batch, o.drop_last)),
-        sample_numel(d.sample_shape().numel()) {
+        sample_numel(d.sample_shape().numel()),
+        label_numel(d.label_shape().numel()) {
     const Shape sample = dataset.sample_shape();  // a value: dims() must not outlive it
     std::vector<int64_t> dims{local_batch};
     dims.insert(dims.end(), sample.dims().begin(), sample.dims().end());
+    const Shape label = dataset.label_shape();
+    std::vector<int64_t> label_dims{local_batch};
+    label_dims.insert(label_dims.end(), label.dims().begin(), label.dims().end());
     slots.resize(static_cast<size_t>(options.prefetch) + 1);
     for (size_t s = 0; s < slots.size(); ++s) {
       Allocator& memory = options.allocator ? *options.allocator : cpu_allocator();
       slots[s].images = Tensor::empty(Shape(dims), DType::f32, memory);
-      slots[s].labels = Tensor::empty(Shape{local_batch}, DType::i32, memory);
+      slots[s].labels = Tensor::empty(Shape(label_dims), DType::i32, memory);
       if (uploads()) {
         slots[s].device_images = options.device->empty(Shape(dims), DType::f32);
-        slots[s].device_labels = options.device->empty(Shape{local_batch}, DType::i32);
+        slots[s].device_labels = options.device->empty(Shape(label_dims), DType::i32);
       }
       free.push_back(static_cast<int>(s));
     }
@@ -104,7 +109,7 @@ struct Loader::Impl {
     const int64_t* indices = ord.data() + first + rows.begin;
     auto load_rows = [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi && !cancelled(gen); ++i) {
-        labels[i] = dataset.load(indices[i], images + i * sample_numel, ep);
+        dataset.load_sample(indices[i], images + i * sample_numel, labels + i * label_numel, ep);
       }
     };
     const int64_t workers = std::min<int64_t>(options.workers, slot.rows);

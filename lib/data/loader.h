@@ -32,9 +32,13 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  Tensor images;      // f32 [local_rows, C, H, W] on the host, or on LoaderOptions::device
-  Tensor labels;      // i32 [local_rows], likewise
+  // f32 [local_rows, C, H, W] (a sequence: [local_rows, T] token ids) on the host, or on
+  // LoaderOptions::device
+  Tensor images;
+  Tensor labels;      // i32 [local_rows] + Dataset::label_shape() ([local_rows, T]), likewise
   int64_t index = 0;  // batch number within the epoch
+  // The batch's samples (not labels.numel(): a sequence has T labels a sample).
+  int64_t rows() const { return labels.shape()[0]; }
 };
 
 class Loader {

@@ -159,7 +159,7 @@ ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int w
         DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
       }
     });
-    const int64_t rows = batch.labels.numel();
+    const int64_t rows = batch.rows();
     phase(fwd, [&] {
       model.forward(batch.images, batch.labels);
       model.last_stats();  // the scheduler reads the loss every iteration
@@ -172,7 +172,7 @@ ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int w
     if (!loader.next(batch)) loader.start_epoch(++epoch), loader.next(batch);
     model.forward(batch.images, batch.labels);
     model.last_stats();
-    model.backward(1.0f / static_cast<float>(batch.labels.numel() * world));
+    model.backward(1.0f / static_cast<float>(batch.rows() * world));
     optimizer.step(1e-4f);
     backend.synchronize();
   };
@@ -217,7 +217,7 @@ std::vector<LayerCost> profile_layers(Model& model, Loader& loader, int world, i
     const bool timed = i > 0;
     if (timed) timer.begin();
     model.forward(batch.images, batch.labels);
-    model.backward(1.0f / static_cast<float>(batch.labels.numel() * world), [&](int64_t offset) {
+    model.backward(1.0f / static_cast<float>(batch.rows() * world), [&](int64_t offset) {
       if (timed) timer.on_ready(offset);
     });
     if (timed) timer.end();

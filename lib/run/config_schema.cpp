@@ -13,18 +13,24 @@ using namespace config;
 
 namespace {
 
-const std::vector<std::string> kFileDatasets{"mnist", "fashion_mnist", "cifar10", "cifar100",
-                                             "imagefolder"};
+const std::vector<std::string> kImageFileDatasets{"mnist", "fashion_mnist", "cifar10", "cifar100",
+                                                  "imagefolder"};
+const std::vector<std::string> kFileDatasets{"mnist",       "fashion_mnist", "cifar10", "cifar100",
+                                             "imagefolder", "text",          "tokens"};
+const std::vector<std::string> kTokenDatasets{"text", "tokens"};
 
 const Schema<DatasetConfig>& dataset_schema() {
   static const auto s =
       Schema<DatasetConfig>("dataset")
-          .key(
-              "name", &DatasetConfig::name,
-              choice({"mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder", "synthetic"}),
-              "the dataset (datasets/README.md says how to obtain each)")
-          .required("one of mnist, fashion_mnist, cifar10, cifar100, imagefolder, synthetic")
-          .key("path", &DatasetConfig::path, text(), "the folder holding its files")
+          .key("name", &DatasetConfig::name,
+               choice({"mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder", "synthetic",
+                       "text", "tokens"}),
+               "the dataset (datasets/README.md says how to obtain each)")
+          .required(
+              "one of mnist, fashion_mnist, cifar10, cifar100, imagefolder, synthetic, text, "
+              "tokens")
+          .key("path", &DatasetConfig::path, text(),
+               "the folder holding its files (text: the file), relative to the working directory")
           .only_for("name", kFileDatasets, "synthetic data needs no files")
           .fallback(
               [](DatasetConfig& d) {
@@ -43,7 +49,8 @@ const Schema<DatasetConfig>& dataset_schema() {
                "number of classes")
           .only_for("name", {"synthetic"}, "the other datasets define their classes")
           .key("train_size", &DatasetConfig::train_size, integer64(Bounds::at_least(0)),
-               "0: the whole split; N: its first N samples (synthetic: 0 means 1024)")
+               "0: the whole split; N: its first N samples (text, tokens: windows; synthetic: 0 "
+               "means 1024)")
           .key("test_size", &DatasetConfig::test_size, integer64(Bounds::at_least(0)),
                "likewise for the test split (synthetic: 0 means 256)")
           .key("image_size", &DatasetConfig::image_size, integer(Bounds::above(0)),
@@ -54,7 +61,21 @@ const Schema<DatasetConfig>& dataset_schema() {
           .only_for("name", {"imagefolder"})
           .key("augment", &DatasetConfig::augment, boolean(),
                "training split: random crop and flip (mnist: no flip)")
-          .only_for("name", kFileDatasets, "synthetic data is not augmented")
+          .only_for("name", kImageFileDatasets, "only image files are augmented")
+          .key("block_size", &DatasetConfig::block_size, integer(Bounds::above(0)),
+               "tokens per sample: the model's context; a sample's labels are the next tokens")
+          .only_for("name", kTokenDatasets, "image datasets define their shape")
+          .required("the tokens per sample, e.g. 256")
+          .key("tokenizer", &DatasetConfig::tokenizer, choice({"byte", "char"}),
+               "byte: 256 ids, the file's bytes; char: the file's distinct characters (UTF-8), "
+               "sorted (written to OUT/vocab.json)")
+          .only_for("name", {"text"}, "token files hold ids already")
+          .key("valid_fraction", &DatasetConfig::valid_fraction, real(Bounds{0, 1, true, true}),
+               "the file's last tokens that are the test split (the first ones train)")
+          .only_for("name", {"text"}, "token files come as train.bin and val.bin")
+          .key("vocab_size", &DatasetConfig::vocab_size, integer(Bounds{2, 65536}),
+               "the ids' vocabulary: every id in train.bin and val.bin is below it (GPT-2: 50257)")
+          .only_for("name", {"tokens"}, "the text tokenizer defines the vocabulary")
           .key("mean", &DatasetConfig::mean, list_of(real()),
                "per-channel normalisation; empty: the dataset's standard values")
           .key("std", &DatasetConfig::std, list_of(real(Bounds::above(0))),

@@ -24,11 +24,12 @@ int channels_of(const DatasetConfig& d, const Reader& r) {
 
 void check_dataset(const DatasetConfig& d, Reader& r) {
   if (d.name.empty() || r.has_problem("dataset.name")) return;
-  bool needs_path =
-      d.name == "mnist" || d.name == "cifar10" || d.name == "cifar100" || d.name == "imagefolder";
+  bool needs_path = d.name == "mnist" || d.name == "cifar10" || d.name == "cifar100" ||
+                    d.name == "imagefolder" || d.name == "text" || d.name == "tokens";
   if (needs_path && d.path.empty() && !r.has_problem("dataset.path"))
     r.add("dataset.path",
-          fmt::format("required for dataset '{}': the directory holding its files", d.name));
+          fmt::format("required for dataset '{}': {}", d.name,
+                      d.name == "text" ? "the text file" : "the directory holding its files"));
   int channels = channels_of(d, r);
   for (const auto& [key, values] : {std::pair{"mean", &d.mean}, std::pair{"std", &d.std}}) {
     std::string path = std::string("dataset.") + key;

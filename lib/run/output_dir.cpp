@@ -15,9 +15,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // What a run writes into its folder: a folder holding any of them holds results.
-constexpr const char* kResults[] = {"accuracy.csv",      "timing.csv", "config.yaml",
-                                    "run.yaml",          "trace.json", "pipeline.csv",
-                                    "model.safetensors", "checkpoints"};
+constexpr const char* kResults[] = {"accuracy.csv", "timing.csv",        "config.yaml",
+                                    "run.yaml",     "trace.json",        "pipeline.csv",
+                                    "vocab.json",   "model.safetensors", "checkpoints"};
 
 }  // namespace
 

@@ -28,6 +28,10 @@ DatasetOptions dataset_options(const ExperimentConfig& c) {
   o.image_size = d.image_size;
   o.resize = d.resize;
   o.augment = d.augment;
+  o.block_size = d.block_size;
+  o.tokenizer = d.tokenizer;
+  o.valid_fraction = d.valid_fraction;
+  o.vocab_size = d.vocab_size;
   o.mean.assign(d.mean.begin(), d.mean.end());
   o.std.assign(d.std.begin(), d.std.end());
   o.seed = c.seed;

@@ -16,6 +16,7 @@
 #include "run/model_file.h"     // model.safetensors
 #include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
+#include "run/vocab_file.h"     // vocab.json: the char tokenizer's vocabulary
 #include "sched/algorithm.h"    // find_algorithm: how max_iterations counts
 
 namespace dtrain {
@@ -42,6 +43,16 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
                    options.data);
   if (trace_)
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
+  // A resumed run's token ids must mean what they meant: rank 0 (which wrote vocab.json) judges.
+  if (options.output == OutputMode::resume && options.data == DataFiles::required) {
+    std::string problem =
+        comm.rank() == 0
+            ? vocabulary_mismatch(config.output.dir, run_->train_set->vocabulary_json(),
+                                  "dataset.path " + config.dataset.path)
+            : std::string();
+    comm.broadcast(problem, 0);
+    if (!problem.empty()) throw InputError(problem);
+  }
   check_ranks_agree(comm_, {to_yaml(config), run_->model->num_parameters(), run_->train_set->size(),
                             run_->test_set->size()});
   stop_ = std::make_unique<StopVote>(comm_);
@@ -307,6 +318,7 @@ void Trainer::write_run_files(const std::vector<std::string>& hosts,
     claim_output_dir(config.output.dir, options_.output, true);
   std::filesystem::create_directories(config.output.dir);
   std::ofstream(config.output.dir + "/config.yaml") << to_yaml(config);
+  write_vocabulary_file(config.output.dir, run_->train_set->vocabulary_json());
   run_yaml_->start(run_record_yaml({comm_.size(), hosts, run_->backend->name(), comm_.name(),
                                     scheduler_->describe(), run_->train_set->describe(),
                                     run_->test_set->describe(), notes_and_plan(), local_ranks}));

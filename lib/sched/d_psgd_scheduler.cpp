@@ -124,7 +124,7 @@ EpochStats DPsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       PhaseTimer t(stats.phases, Phase::update);
       ctx_.optimizer.step(lr_at(epoch, i));
     }
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   if (mixer_) mixer_->take_times(&stats.phases[Phase::comm], &stats.phases[Phase::compress]);

@@ -310,7 +310,7 @@ EpochStats GossipScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       update(lr_at(epoch, part.first + updates * p), stats);
       ++updates;
       if (p > 1) report_count(traffic, epoch, updates);
-      finish_iteration(epoch, i, batch.labels.numel(), stats);
+      finish_iteration(epoch, i, batch.rows(), stats);
     }
   } catch (...) {
     abandon_epoch(traffic);

@@ -233,7 +233,7 @@ EpochStats HpsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       train_replica(lr, t);
     }
     ++iteration_;
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   if (allreducer_) {

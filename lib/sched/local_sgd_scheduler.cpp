@@ -110,7 +110,7 @@ EpochStats LocalSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       ctx_.model.backend().copy(anchor_, trainable_part(ctx_.model.parameters()));
       since_ = 0;
     }
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   if (deltas_) {

@@ -250,7 +250,7 @@ EpochStats PipeSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     if (pipelined) check_gradients(slot.gradients, iteration_ + 1);
     slot.iteration = iteration_++;
     if (!pipelined) apply(slot, lr, &stats);  // D-Sync: wait for it now
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   if (allreducer_)

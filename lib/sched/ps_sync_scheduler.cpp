@@ -142,7 +142,7 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
         weights_.upload();
       }
     }
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   stats.phases[Phase::compress] = compress_s;

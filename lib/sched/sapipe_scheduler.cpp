@@ -453,7 +453,7 @@ EpochStats SapipeScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       run_pipelined(current, previous, batch, lr, stats);
     }
     ++iteration_;
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
     if (profile_ && profile_->done()) decide_stale_layers();
   }
   stats.wall_s = seconds_since(epoch_start);

@@ -22,7 +22,7 @@ double Scheduler::emulate_straggler(double seconds) const {
 
 void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
                                   const std::function<void(int64_t)>& on_ready) {
-  const int64_t rows = batch.labels.numel();
+  const int64_t rows = batch.rows();
   PhaseTimes& t = stats.phases;
   const auto start = Clock::now();
   {
@@ -98,7 +98,7 @@ LossStats test_sums(Model& model, Loader& test) {
   LossStats sums;
   Batch batch;
   while (test.next(batch)) {
-    if (batch.labels.numel() == 0) continue;
+    if (batch.rows() == 0) continue;
     model.forward(batch.images, batch.labels);
     const LossStats s = model.last_stats();
     sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;

@@ -95,7 +95,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
         ctx_.optimizer.step_range(lr, offset, end - offset);
         end = offset;
       });
-      finish_iteration(epoch, i, batch.labels.numel(), stats);
+      finish_iteration(epoch, i, batch.rows(), stats);
       continue;
     }
     started_ = 0;
@@ -117,7 +117,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       PhaseTimer timer(t, Phase::update);
       ctx_.optimizer.step(lr_at(epoch, i));
     }
-    finish_iteration(epoch, i, batch.labels.numel(), stats);
+    finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);
   if (allreducer_) allreducer_->take_times(&t[Phase::comm], &t[Phase::compress]);

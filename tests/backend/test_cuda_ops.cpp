@@ -11,6 +11,7 @@
 
 #include <algorithm>   // max, min
 #include <bit>         // bit_cast
+#include <chrono>      // steady_clock: the informational timing of attention
 #include <cmath>       // fabs, isfinite, isnan, sqrt
 #include <cstdint>     // int64_t, uint8_t, uint32_t
 #include <cstdlib>     // getenv, setenv, unsetenv: DTRAIN_CONV_ALGO
@@ -57,6 +58,12 @@ constexpr double softmax_grad = 1e-6;
 constexpr double gelu = 1e-5;
 constexpr double gelu_grad = 1e-5;
 constexpr double gelu_ref = 1e-5;
+// Layer norm and attention against double: float sums over up to 1024 terms; a wrong term or
+// index is O(1e-2) off.
+constexpr double layer_norm = 1e-5;
+constexpr double layer_norm_grad = 2e-5;
+constexpr double attention = 2e-5;
+constexpr double attention_grad = 5e-5;
 constexpr double tf32_probe = 1e-5;  // exact in fp32; TF32 would be off by 2.4e-4
 }  // namespace tol
 
@@ -889,6 +896,391 @@ TEST_CASE("cuda dropout: the CPU's mask exactly, forward and backward") {
   check_dropout({10, 4096}, 64, 0.5f, 1, layer_stream + 1);  // a smaller last batch
   check_dropout({100, 500}, 100, 0.0f, 2, 3);                // keeps everything
   check_dropout({100, 500}, 100, 0.9f, 2, 4);
+}
+
+// ---- sequence models -----------------------------------------------------------------------
+// The CUDA ops against plain references written here: in float, in the kernels' order of
+// additions, where the op promises that order (rows, embedding: identical bits), and in double
+// otherwise (layer norm, attention: max |gpu − ref| / max |ref|). Every op is also run twice on
+// the same inputs and must give the same bits (no atomics anywhere).
+
+// max |gpu − ref| ≤ tolerance · max |ref|; a NaN fails.
+void expect_close_to(const std::string& op, const std::string& output, const Tensor& gpu_out,
+                     const std::vector<double>& ref, double tolerance) {
+  const Tensor got = to_host(gpu_out);
+  REQUIRE(static_cast<size_t>(got.numel()) == ref.size());
+  const float* g = got.data<float>();
+  double max_abs = 0, max_ref = 0;
+  int64_t worst = 0, nans = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(ref[i]));
+    if (std::isnan(g[i])) {
+      if (nans++ == 0) worst = i;
+      continue;
+    }
+    const double d = std::fabs(g[i] - ref[i]);
+    if (d > max_abs && nans == 0) worst = i;
+    max_abs = std::max(max_abs, d);
+  }
+  const double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+  const bool ok = nans == 0 && rel <= tolerance;
+  std::string line = op + "  " + output + " vs double: max rel error " + num(rel) + " (tolerance " +
+                     num(tolerance) + ", max |ref| " + num(max_ref) + ")";
+  if (nans > 0) line += "; " + std::to_string(nans) + " NaN";
+  if (!ok)
+    line += "; worst [" + std::to_string(worst) + "]: gpu " + fnum(g[worst]) + ", ref " +
+            num(ref[worst]);
+  report(ok, line);
+}
+
+// A host f32 tensor holding the values of `values`.
+Tensor host_values(const Shape& shape, const std::vector<float>& values) {
+  Tensor t = Tensor::empty(shape);
+  REQUIRE(static_cast<size_t>(t.numel()) == values.size());
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+TEST_CASE("cuda add_to_rows and sum_rows: the float loops' bits, twice the same") {
+  std::cout << "[rows] identical to a float loop adding the rows in order\n";
+  for (const Shape& shape : {Shape{1, 7}, Shape{4, 3, 5}, Shape{16, 1024, 96}}) {
+    const std::string op = "rows " + shape.str();
+    run_case(op, [&] {
+      const int64_t rows = shape[0], len = shape.numel() / rows;
+      const Tensor x = host_normal(shape), row = host_normal({len});
+      Tensor want = copy_of(x);
+      for (int64_t i = 0; i < x.numel(); ++i) want.data<float>()[i] += row.data<float>()[i % len];
+      const Tensor gy = to_gpu(x), grow = to_gpu(row);
+      gpu().add_to_rows(gy, grow);
+      expect_equal(op, "add_to_rows", gy, want);
+
+      Tensor sum = Tensor::zeros({len});
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < len; ++i) sum.data<float>()[i] += x.data<float>()[r * len + i];
+      const Tensor gx = to_gpu(x);
+      Tensor gsum = gpu_nans({len});
+      gpu().sum_rows(gx, gsum);
+      expect_equal(op, "sum_rows", gsum, sum);
+      const Tensor first = to_host(gsum);
+      gpu().sum_rows(gx, gsum);
+      expect_equal(op, "sum_rows again", gsum, first);
+    });
+  }
+}
+
+// Ids drawn from a few hot values and the whole vocabulary, so that runs of equal ids are
+// long and some table rows are named by no id.
+std::vector<float> draw_ids(int64_t rows, int64_t vocab, uint64_t stream) {
+  std::vector<float> ids(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t bits = random_bits(kSeed, stream, static_cast<uint64_t>(r));
+    const int64_t id = bits % 3 == 0 ? static_cast<int64_t>(bits >> 8) % std::min<int64_t>(vocab, 4)
+                                     : static_cast<int64_t>(bits >> 8) % vocab;
+    ids[r] = static_cast<float>(id);
+  }
+  return ids;
+}
+
+// Spec rows `spec_rows`, called with the first `rows` ids.
+void check_embedding(int64_t spec_rows, int64_t rows, int64_t vocab, int64_t dim, bool accumulate) {
+  const std::string op = "embedding " + dims({rows, vocab, dim}) +
+                         (rows < spec_rows ? " (of " + std::to_string(spec_rows) + ")" : "") +
+                         (accumulate ? " accumulate" : "");
+  run_case(op, [&] {
+    auto gop = gpu().make_embedding({spec_rows, vocab, dim});
+    const std::vector<float> id_values = draw_ids(rows, vocab, fresh_stream());
+    const Tensor ids = host_values({rows}, id_values), gids = to_gpu(ids);
+    const Tensor table = host_normal({vocab, dim}), gtable = to_gpu(table);
+    Tensor gy = gpu_nans({rows, dim});
+    gop->forward(gids, gtable, gy);
+    Tensor want_y = Tensor::empty({rows, dim});
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(want_y.data<float>() + r * dim,
+                  table.data<float>() + static_cast<int64_t>(id_values[r]) * dim,
+                  dim * sizeof(float));
+    expect_equal(op, "y", gy, want_y);
+
+    // dtable[v] (+)= the rows of dy with id v, added in increasing row order, in float.
+    const Tensor dy = host_normal({rows, dim}), gdy = to_gpu(dy);
+    const Tensor before = accumulate ? host_normal({vocab, dim}) : host_filled({vocab, dim}, kNaN);
+    Tensor want = Tensor::zeros({vocab, dim});
+    std::vector<bool> named(vocab, false);
+    for (int64_t r = 0; r < rows; ++r) named[static_cast<int64_t>(id_values[r])] = true;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t v = static_cast<int64_t>(id_values[r]);
+      for (int64_t c = 0; c < dim; ++c)
+        want.data<float>()[v * dim + c] += dy.data<float>()[r * dim + c];
+    }
+    if (accumulate)
+      for (int64_t v = 0; v < vocab; ++v)
+        for (int64_t c = 0; c < dim; ++c) {
+          const int64_t i = v * dim + c;
+          want.data<float>()[i] =
+              named[v] ? before.data<float>()[i] + want.data<float>()[i] : before.data<float>()[i];
+        }
+    Tensor gdtable = to_gpu(before);
+    gop->backward(gids, gdy, gdtable, accumulate);
+    expect_equal(op, "dtable", gdtable, want);
+    gpu().copy(gdtable, before);
+    gop->backward(gids, gdy, gdtable, accumulate);
+    expect_equal(op, "dtable again", gdtable, want);
+  });
+}
+
+TEST_CASE("cuda embedding: gather, and a scatter-add with the bits of an in-order float sum") {
+  std::cout << "[embedding] y copies table rows; dtable identical to a float loop over the rows "
+               "in order\n";
+  for (const bool accumulate : {false, true}) {
+    check_embedding(1, 1, 5, 3, accumulate);
+    check_embedding(40, 37, 11, 70, accumulate);         // a smaller last batch
+    check_embedding(2048, 2048, 50257, 64, accumulate);  // GPT-2's vocabulary
+    check_embedding(4096, 4096, 65, 130, accumulate);    // a character vocabulary: long runs
+  }
+}
+
+// Layer norm in double: y, mean, rstd, dx, dgamma, dbeta.
+struct LayerNormRef {
+  std::vector<double> y, mean, rstd, dx, dgamma, dbeta;
+};
+LayerNormRef ref_layer_norm(int64_t rows, int64_t features, float epsilon, const float* x,
+                            const float* gamma, const float* beta, const float* dy) {
+  LayerNormRef r{std::vector<double>(rows * features),
+                 std::vector<double>(rows),
+                 std::vector<double>(rows),
+                 std::vector<double>(rows * features),
+                 std::vector<double>(features),
+                 std::vector<double>(features)};
+  const double f = static_cast<double>(features);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* xr = x + i * features;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < features; ++c) mean += xr[c];
+    mean /= f;
+    for (int64_t c = 0; c < features; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    var /= f;
+    const double rstd = 1 / std::sqrt(var + epsilon);
+    r.mean[i] = mean;
+    r.rstd[i] = rstd;
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t c = 0; c < features; ++c) {
+      const double xhat = (xr[c] - mean) * rstd, d = dy[i * features + c];
+      r.y[i * features + c] = xhat * gamma[c] + (beta ? beta[c] : 0.0);
+      sum_g += d * gamma[c];
+      sum_gx += d * gamma[c] * xhat;
+      r.dgamma[c] += d * xhat;
+      r.dbeta[c] += d;
+    }
+    for (int64_t c = 0; c < features; ++c) {
+      const double xhat = (xr[c] - mean) * rstd;
+      r.dx[i * features + c] =
+          rstd * (dy[i * features + c] * gamma[c] - sum_g / f - xhat * sum_gx / f);
+    }
+  }
+  return r;
+}
+
+void check_layer_norm(int64_t spec_rows, int64_t rows, int64_t features, bool bias) {
+  const std::string op = "layer_norm " + dims({rows, features}) + (bias ? "" : " nobias") +
+                         (rows < spec_rows ? " (of " + std::to_string(spec_rows) + ")" : "");
+  run_case(op, [&] {
+    const float eps = 1e-5f;
+    auto gop = gpu().make_layer_norm({spec_rows, features, eps, bias});
+    const Tensor x = host_normal({rows, features}, 3.0f, 2.0f);  // a mean far from 0
+    const Tensor gamma = host_normal({features}, 0.3f, 1.0f), beta = host_normal({features});
+    const Tensor dy = host_normal({rows, features});
+    const Tensor gx = to_gpu(x), ggamma = to_gpu(gamma), gbeta = to_gpu(beta), gdy = to_gpu(dy);
+    const Tensor none;
+    Tensor gy = gpu_nans({rows, features}), gmean = gpu_nans({rows}), grstd = gpu_nans({rows});
+    gop->forward(gx, ggamma, bias ? gbeta : none, gy, gmean, grstd);
+    const LayerNormRef r = ref_layer_norm(rows, features, eps, x.data<float>(), gamma.data<float>(),
+                                          bias ? beta.data<float>() : nullptr, dy.data<float>());
+    expect_close_to(op, "y", gy, r.y, tol::layer_norm);
+    expect_close_to(op, "mean", gmean, r.mean, tol::layer_norm);
+    expect_close_to(op, "rstd", grstd, r.rstd, tol::layer_norm);
+    Tensor gdx = gpu_nans({rows, features}), gdgamma = gpu_nans({features});
+    Tensor gdbeta = gpu_nans({features});
+    gop->backward(gx, gdy, ggamma, gmean, grstd, gdx, gdgamma, bias ? gdbeta : none);
+    expect_close_to(op, "dx", gdx, r.dx, tol::layer_norm_grad);
+    expect_close_to(op, "dgamma", gdgamma, r.dgamma, tol::layer_norm_grad);
+    if (bias) expect_close_to(op, "dbeta", gdbeta, r.dbeta, tol::layer_norm_grad);
+    const Tensor dx1 = to_host(gdx), dgamma1 = to_host(gdgamma);
+    gop->backward(gx, gdy, ggamma, gmean, grstd, gdx, gdgamma, bias ? gdbeta : none);
+    expect_equal(op, "dx again", gdx, dx1);
+    expect_equal(op, "dgamma again", gdgamma, dgamma1);
+  });
+}
+
+TEST_CASE("cuda layer_norm: forward, mean and rstd, backward, against double") {
+  std::cout << "[layer_norm] forward " << num(tol::layer_norm) << ", backward "
+            << num(tol::layer_norm_grad) << " of max |ref|\n";
+  check_layer_norm(1, 1, 1, true);  // one feature: y = beta, dx = 0
+  check_layer_norm(7, 7, 70, true);
+  check_layer_norm(10, 7, 70, false);  // a smaller last batch
+  check_layer_norm(300, 300, 5, true);
+  check_layer_norm(1024, 1024, 768, true);  // GPT-2's width
+  check_layer_norm(1024, 1024, 768, false);
+  check_layer_norm(4100, 4100, 33, true);  // more rows than chunks of the column sums
+}
+
+// Causal attention in double: y, lse and the gradient of qkv for an output gradient dy, with
+// ops.h's dropout draw (dropout 0: none).
+struct AttentionRef {
+  std::vector<double> y, lse, dqkv;
+};
+AttentionRef ref_attention(const AttentionSpec& s, const float* qkv, const float* dy, float dropout,
+                           uint64_t seed, uint64_t stream) {
+  const int64_t N = s.batch, T = s.seq, H = s.heads, D = s.head_dim, C = H * D, W = 3 * C;
+  const double scale = 1 / std::sqrt(static_cast<double>(D));
+  const double keep_scale = dropout > 0 ? 1 / (1 - static_cast<double>(dropout)) : 1.0;
+  AttentionRef r{std::vector<double>(N * T * C), std::vector<double>(N * H * T),
+                 std::vector<double>(N * T * W)};
+  std::vector<double> p(T), z(T), dp(T);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        const float* q = qkv + (n * T + t) * W + h * D;
+        double m = -1e300;
+        for (int64_t u = 0; u <= t; ++u) {
+          const float* k = qkv + (n * T + u) * W + C + h * D;
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * k[d];
+          p[u] = dot * scale;
+          m = std::max(m, p[u]);
+        }
+        double l = 0;
+        for (int64_t u = 0; u <= t; ++u) l += std::exp(p[u] - m);
+        const double lse = m + std::log(l);
+        r.lse[(n * H + h) * T + t] = lse;
+        for (int64_t u = 0; u <= t; ++u) {
+          p[u] = std::exp(p[u] - lse);
+          const uint64_t index = static_cast<uint64_t>(((n * H + h) * T + t) * T + u);
+          const bool keep = dropout == 0 || random_uniform(seed, stream, index) >= dropout;
+          z[u] = keep ? p[u] * keep_scale : 0.0;
+          dp[u] = keep ? keep_scale : 0.0;  // dP = dZ · this
+        }
+        double* yt = r.y.data() + (n * T + t) * C + h * D;
+        for (int64_t u = 0; u <= t; ++u) {
+          const float* v = qkv + (n * T + u) * W + 2 * C + h * D;
+          for (int64_t d = 0; d < D; ++d) yt[d] += z[u] * v[d];
+        }
+        const float* g = dy + (n * T + t) * C + h * D;
+        double rowdot = 0;
+        for (int64_t u = 0; u <= t; ++u) {
+          const float* v = qkv + (n * T + u) * W + 2 * C + h * D;
+          double dz = 0;
+          for (int64_t d = 0; d < D; ++d) dz += static_cast<double>(g[d]) * v[d];
+          double* dv = r.dqkv.data() + (n * T + u) * W + 2 * C + h * D;
+          for (int64_t d = 0; d < D; ++d) dv[d] += z[u] * g[d];
+          dp[u] *= dz;
+          rowdot += p[u] * dp[u];
+        }
+        double* dq = r.dqkv.data() + (n * T + t) * W + h * D;
+        for (int64_t u = 0; u <= t; ++u) {
+          const double ds = p[u] * (dp[u] - rowdot) * scale;
+          const float* k = qkv + (n * T + u) * W + C + h * D;
+          double* dk = r.dqkv.data() + (n * T + u) * W + C + h * D;
+          for (int64_t d = 0; d < D; ++d) {
+            dq[d] += ds * k[d];
+            dk[d] += ds * q[d];
+          }
+        }
+      }
+  return r;
+}
+
+// The spec's batch is spec.batch; the op runs on the first `batch` samples.
+void check_attention(const AttentionSpec& spec, int64_t batch) {
+  std::ostringstream name;
+  name << "attention " << dims({batch, spec.seq, spec.heads, spec.head_dim}) << " dropout "
+       << spec.dropout;
+  if (batch < spec.batch) name << " (of " << spec.batch << ")";
+  const std::string op = name.str();
+  run_case(op, [&] {
+    AttentionSpec s = spec;
+    s.batch = batch;
+    const int64_t T = s.seq, H = s.heads, C = s.channels();
+    const uint64_t seed = kSeed, stream = stream_id(RngStream::dropout, 77);
+    auto gop = gpu().make_attention(spec);
+    const Tensor qkv = host_normal({batch, T, 3 * C}, 1.5f), dy = host_normal({batch, T, C});
+    const Tensor gqkv = to_gpu(qkv), gdy = to_gpu(dy);
+    const Tensor ws = workspace(gpu(), gop->workspace_bytes());
+    const AttentionRef r =
+        ref_attention(s, qkv.data<float>(), dy.data<float>(), s.dropout, seed, stream);
+    Tensor gy = gpu_nans({batch, T, C}), glse = gpu_nans({batch, H, T});
+    gop->forward(gqkv, gy, glse, ws, /*training=*/true, seed, stream);
+    expect_close_to(op, "y", gy, r.y, tol::attention);
+    expect_close_to(op, "lse", glse, r.lse, tol::attention);
+    Tensor gdqkv = gpu_nans({batch, T, 3 * C});
+    gop->backward(gqkv, gy, gdy, glse, ws, seed, stream, gdqkv);
+    expect_close_to(op, "dqkv", gdqkv, r.dqkv, tol::attention_grad);
+
+    // The same bits again, forward and backward.
+    const Tensor y1 = to_host(gy), dqkv1 = to_host(gdqkv);
+    gop->forward(gqkv, gy, glse, ws, true, seed, stream);
+    expect_equal(op, "y again", gy, y1);
+    gop->backward(gqkv, gy, gdy, glse, ws, seed, stream, gdqkv);
+    expect_equal(op, "dqkv again", gdqkv, dqkv1);
+
+    if (s.dropout > 0) {
+      // Another stream drops other weights; evaluation drops none.
+      gop->forward(gqkv, gy, glse, ws, true, seed, stream + 1);
+      const Tensor other = to_host(gy);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < other.numel(); ++i)
+        differ += other.data<float>()[i] != y1.data<float>()[i];
+      report(differ > 0, op + "  another stream: " + std::to_string(differ) + " of " +
+                             std::to_string(other.numel()) + " outputs differ");
+      const AttentionRef plain = ref_attention(s, qkv.data<float>(), dy.data<float>(), 0.0f, 0, 0);
+      gop->forward(gqkv, gy, glse, ws, /*training=*/false, seed, stream);
+      expect_close_to(op, "y in evaluation (no dropout)", gy, plain.y, tol::attention);
+      expect_close_to(op, "lse in evaluation", glse, plain.lse, tol::attention);
+    }
+  });
+}
+
+TEST_CASE("cuda attention: causal flash attention against double, dropout, same bits twice") {
+  std::cout << "[attention] forward " << num(tol::attention) << ", backward "
+            << num(tol::attention_grad) << " of max |ref|\n";
+  check_attention({1, 1, 1, 64, 0.0f}, 1);     // one position
+  check_attention({2, 70, 2, 8, 0.0f}, 2);     // T not a multiple of the tile
+  check_attention({2, 64, 1, 64, 0.0f}, 2);    // exactly one tile, one head
+  check_attention({3, 70, 2, 24, 0.0f}, 2);    // a smaller last batch
+  check_attention({1, 130, 3, 40, 0.2f}, 1);   // dropout, head_dim not a power of two
+  check_attention({2, 100, 2, 128, 0.1f}, 2);  // the largest head_dim
+  check_attention({1, 97, 1, 96, 0.0f}, 1);
+  check_attention({1, 1024, 2, 64, 0.0f}, 1);  // GPT-2's block and head_dim
+  check_attention({1, 1024, 1, 64, 0.1f}, 1);
+  check_attention({1, 1100, 1, 32, 0.0f}, 1);  // beyond 1024
+}
+
+// Informational, asserts nothing about time: GPT-2 124M's attention at block 1024, so that a
+// GPU run's log shows the kernels' speed (the causal forward does 2·N·heads·T²·D flops).
+TEST_CASE("cuda attention: GPT-2's shape, timed (informational)") {
+  const AttentionSpec spec{8, 1024, 12, 64, 0.0f};
+  const int64_t N = spec.batch, T = spec.seq, C = spec.channels();
+  auto gop = gpu().make_attention(spec);
+  const Tensor gqkv = to_gpu(host_normal({N, T, 3 * C})), gdy = to_gpu(host_normal({N, T, C}));
+  Tensor gy = gpu().empty({N, T, C}), glse = gpu().empty({N, spec.heads, T});
+  Tensor gdqkv = gpu().empty({N, T, 3 * C});
+  const Tensor ws = workspace(gpu(), gop->workspace_bytes());
+  const auto time_ms = [&](const std::function<void()>& pass) {
+    pass();  // warm-up
+    gpu().synchronize();
+    constexpr int kRuns = 5;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRuns; ++i) pass();
+    gpu().synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() /
+           kRuns;
+  };
+  const double forward = time_ms([&] { gop->forward(gqkv, gy, glse, ws, true, kSeed, 1); });
+  const double backward = time_ms([&] { gop->backward(gqkv, gy, gdy, glse, ws, kSeed, 1, gdqkv); });
+  const double flops = 2.0 * N * spec.heads * T * T * spec.head_dim;
+  std::cout << "[attention] " << dims({N, T, spec.heads, spec.head_dim}) << ": forward "
+            << num(forward) << " ms (" << num(flops / forward / 1e9) << " TFLOP/s), backward "
+            << num(backward) << " ms\n";
+  CHECK(std::isfinite(to_host(gdqkv).data<float>()[0]));
 }
 
 // ---- flat-buffer operations ----------------------------------------------------------------

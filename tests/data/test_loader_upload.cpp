@@ -9,7 +9,8 @@
 #include "../support/stub_backend.h"  // StubBackend
 #include "backend/backend.h"
 #include "data/loader.h"
-#include "fixtures.h"  // IndexDataset
+#include "data/token_windows.h"  // TokenArrayWindows: batches with labels [rows, T]
+#include "fixtures.h"            // IndexDataset
 
 using namespace dtrain;
 using namespace dtrain::testing;
@@ -81,5 +82,33 @@ TEST_CASE("loader: batches uploaded to a device equal the host batches, off the 
     }
     CHECK(device.uploads == 2 * static_cast<int>(reference.size()));
     CHECK(device.uploads_off_main == (prefetch > 0 ? device.uploads : 0));
+  }
+}
+
+TEST_CASE("loader: sequence batches' [rows, T] labels are uploaded with them") {
+  auto tokens = std::make_shared<std::vector<int32_t>>(61);
+  for (size_t i = 0; i < tokens->size(); ++i) (*tokens)[i] = static_cast<int32_t>(i * 3 % 50);
+  TokenArrayWindows<int32_t> data(tokens->data(), 15, 4, 50, "sequence", tokens);
+  LoaderOptions o;
+  o.global_batch = 4;
+  o.drop_last = false;
+  Loader host(data, o);
+  const auto reference = epoch(host, Device::cpu);
+  REQUIRE(reference.size() == 4);
+  CHECK(reference[3].second.size() == 3 * 4);  // the short last batch: 3 rows of 4 labels
+  for (int prefetch : {0, 2}) {
+    CAPTURE(prefetch);
+    FakeDevice device;
+    o.prefetch = prefetch;
+    o.device = &device;
+    {
+      Loader loader(data, o);
+      loader.start_epoch(1);
+      Batch b;
+      REQUIRE(loader.next(b));
+      CHECK(b.labels.shape() == Shape{4, 4});
+      CHECK(b.images.shape() == Shape{4, 4});
+      CHECK(epoch(loader, Device::cuda) == reference);
+    }
   }
 }

@@ -282,3 +282,67 @@ TEST_CASE("malformed --set items are InputErrors") {
   CHECK_THROWS_WITH_AS(load("cluster.stragglers[2].rank=1"), doctest::Contains("no list to index"),
                        InputError);
 }
+
+TEST_CASE("language-model dataset keys: required, bounded, and only for their datasets") {
+  const std::string model = "model: {name: mlp}\n";
+  auto lines = problems_of(error_of(model + "dataset: {name: text}\n"));
+  CHECK(has_line(lines,
+                 "bad.yaml:2: dataset.block_size: required: the tokens per sample, e.g. "
+                 "256"));
+  CHECK(has_line(lines, "bad.yaml:2: dataset.path: required for dataset 'text': the text file"));
+  lines = problems_of(error_of(model + "dataset: {name: tokens}\n"));
+  CHECK(has_line(lines,
+                 "bad.yaml:2: dataset.block_size: required: the tokens per sample, e.g. "
+                 "256"));
+  CHECK(has_line(lines,
+                 "bad.yaml:2: dataset.path: required for dataset 'tokens': the directory "
+                 "holding its files"));
+
+  lines = problems_of(error_of(model + "dataset: {name: text, path: a.txt, block_size: 0, "
+                                       "valid_fraction: 1, tokenizer: bpe}\n"));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].starts_with("bad.yaml:2: dataset.block_size: must be > 0, got 0"));
+  CHECK(lines[1].starts_with("bad.yaml:2: dataset.tokenizer: "));
+  CHECK(lines[2].starts_with("bad.yaml:2: dataset.valid_fraction: must be "));
+  CHECK(problems_of(error_of(model + "dataset: {name: text, path: a.txt, block_size: 8, "
+                                     "valid_fraction: 0}\n"))
+            .at(0)
+            .starts_with("bad.yaml:2: dataset.valid_fraction: must be "));
+  lines = problems_of(
+      error_of(model + "dataset: {name: tokens, path: d, block_size: 8, vocab_size: 70000}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:2: dataset.vocab_size: must be "));
+
+  // Each key applies only to its datasets.
+  lines = problems_of(error_of(model + "dataset: {name: fashion_mnist, block_size: 8}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:2: dataset.block_size: "));
+  CHECK(lines[0].find("applies only to dataset text or tokens, not to 'fashion_mnist'") !=
+        std::string::npos);
+  for (const char* key : {"tokenizer: char", "valid_fraction: 0.2"}) {
+    CAPTURE(key);
+    lines = problems_of(
+        error_of(model + "dataset: {name: tokens, path: d, block_size: 8, " + key + "}\n"));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("applies only to dataset text, not to 'tokens'") != std::string::npos);
+  }
+  lines = problems_of(
+      error_of(model + "dataset: {name: text, path: a, block_size: 8, vocab_size: 100}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:2: dataset.vocab_size: "));
+  lines = problems_of(
+      error_of(model + "dataset: {name: text, path: a, block_size: 8, augment: true}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:2: dataset.augment: "));
+
+  // Valid: the defaults fill in.
+  TempConfig file("text.yaml", model + "dataset: {name: text, path: a.txt, block_size: 64}\n");
+  const ExperimentConfig c = load_config({file.path.string(), {}, {}});
+  CHECK(c.dataset.block_size == 64);
+  CHECK(c.dataset.tokenizer == "byte");
+  CHECK(c.dataset.valid_fraction == 0.1);
+  const std::string resolved = to_yaml(c);
+  CHECK(resolved.find("tokenizer: byte") != std::string::npos);
+  CHECK(resolved.find("valid_fraction: 0.1") != std::string::npos);
+  CHECK(resolved.find("vocab_size") == std::string::npos);
+}

@@ -3,7 +3,11 @@
 // refuses to start.
 #include <doctest/doctest.h>
 
-#include <cstring>  // memcmp
+#include <unistd.h>  // getpid: a temporary file per test process
+
+#include <cstring>     // memcmp
+#include <filesystem>  // a text file for the text dataset
+#include <fstream>
 
 #include "core/error.h"
 #include "run/config.h"
@@ -75,6 +79,39 @@ TEST_CASE("missing dataset files: a stand-in of the shape for dry-run and plan, 
   CHECK(run->notes[0].find("datasets/README.md") != std::string::npos);
   CHECK_THROWS_WITH_AS(build_run(config, {0, 1, 0, false}, DataFiles::required),
                        doctest::Contains("datasets/README.md"), InputError);
+}
+
+TEST_CASE("a language model's input is [block_size] and its classes the vocabulary") {
+  const std::string model = "model: {name: mlp, hidden: [16]}\ncluster: {device: cpu}\n";
+  ExperimentConfig config = parse_config(
+      model + "dataset: {name: tokens, path: /nonexistent/owt, block_size: 32, batch_size: 8}\n",
+      "owt.yaml");
+  auto run = build_run(config, {0, 2, 0, false}, DataFiles::stand_in_when_missing);
+  CHECK(run->model_input.sample_shape == Shape({32}));
+  CHECK(run->model_input.classes == 50257);
+  CHECK(run->train_set->label_shape() == Shape({32}));
+  CHECK(run->train_set->describe().find("STAND-IN") != std::string::npos);
+  run->train_loader->start_epoch(0);
+  Batch batch;
+  REQUIRE(run->train_loader->next(batch));
+  CHECK(batch.images.shape() == Shape({4, 32}));
+  CHECK(batch.labels.shape() == Shape({4, 32}));
+  CHECK(batch.rows() == 4);
+  CHECK_THROWS_WITH_AS(build_run(config, {0, 1, 0, false}, DataFiles::required),
+                       doctest::Contains("dataset.path: /nonexistent/owt does not exist"),
+                       InputError);
+
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("dtrain-test-builder-" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(file) << std::string(200, 'a') + std::string(100, 'b') + "c\n";
+  config = parse_config(model + "dataset: {name: text, path: " + file.string() +
+                            ", tokenizer: char, block_size: 16, batch_size: 4}\n",
+                        "text.yaml");
+  run = build_run(config, {0, 1, 0, false});
+  CHECK(run->model_input.sample_shape == Shape({16}));
+  CHECK(run->model_input.classes == 4);  // \n, a, b, c
+  CHECK(run->train_set->vocabulary_json() == "[\n\"\\n\",\n\"a\",\n\"b\",\n\"c\"\n]\n");
+  std::filesystem::remove(file);
 }
 
 TEST_CASE("the builder refuses what the config and the ranks cannot do together") {

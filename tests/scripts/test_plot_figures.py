@@ -8,6 +8,7 @@ matplotlib.
 
 import contextlib
 import io
+import math
 import os
 import sys
 import tempfile
@@ -32,16 +33,21 @@ TIMING_ROW = dict(data_s=0.1, forward_s=1.0, backward_s=2.0, update_s=0.2, compr
 
 
 def make_run(name, algorithm="sync", compression="none", ranks=1, accuracy=(0.5, 0.7, 0.8),
-             seconds_per_epoch=10.0, timing=None, bandwidth=None, status=None):
+             seconds_per_epoch=10.0, timing=None, bandwidth=None, status=None, dataset=None,
+             losses=None):
     """A results.Run as load_run would give it: one evaluation and one timing row per rank per
-    epoch; `timing` overrides the phases' seconds of every row."""
+    epoch; `timing` overrides the phases' seconds of every row. `dataset` names the dataset
+    ("text": a language model), `losses` the test_loss of each evaluation (1.0 without)."""
     config = {"algorithm": {"name": algorithm}, "compression": {"name": compression},
               "dataset": {"batch_size": 32}, "name": name}
+    if dataset:
+        config["dataset"]["name"] = dataset
     if bandwidth:
         config["cluster"] = {"bandwidth": bandwidth}
+    losses = losses or [1.0] * len(accuracy)
     accuracy_rows = [dict(epoch=e + 1, iteration=10 * (e + 1), wall_s=seconds_per_epoch * (e + 1),
-                          train_loss=1.0, train_acc=a, test_loss=1.0, test_acc=a)
-                     for e, a in enumerate(accuracy)]
+                          train_loss=1.0, train_acc=a, test_loss=loss, test_acc=a)
+                     for e, (a, loss) in enumerate(zip(accuracy, losses))]
     phases = dict(TIMING_ROW, **(timing or {}))
     timing_rows = [dict(rank=r, epoch=e + 1, iterations=10, wall_s=seconds_per_epoch, **phases)
                    for e in range(len(accuracy)) for r in range(ranks)]
@@ -213,22 +219,176 @@ class Figures(unittest.TestCase):
 
     def test_command_line_writes_the_figures(self):
         with tempfile.TemporaryDirectory() as folder:
-            run_dir = os.path.join(folder, "run")
-            os.makedirs(run_dir)
-            run = make_run("r", accuracy=(0.5,))
-            with open(os.path.join(run_dir, "config.yaml"), "w") as handle:
-                yaml.safe_dump(run.config, handle)
-            for name, columns, rows in (("accuracy.csv", results.ACCURACY_COLUMNS, run.accuracy),
-                                        ("timing.csv", results.TIMING_COLUMNS, run.timing)):
-                with open(os.path.join(run_dir, name), "w") as handle:
-                    handle.write(",".join(columns) + "\n")
-                    for row in rows:
-                        handle.write(",".join(str(row[c]) for c in columns) + "\n")
-            with contextlib.redirect_stdout(io.StringIO()) as printed:
-                self.assertEqual(plot.main([run_dir]), 0)
-            self.assertIn("time_breakdown.svg", printed.getvalue())
+            run_dir = write_run_folder(folder, make_run("r", accuracy=(0.5,)))
+            printed = run_plot([run_dir])
+            self.assertIn("time_breakdown.svg", printed)
             for name in ("accuracy_vs_time", "time_breakdown"):
                 self.assertTrue(os.path.getsize(os.path.join(run_dir, name + ".png")) > 0)
+            # Image runs: the loss figures are not attempted, not even reported as skipped.
+            self.assertNotIn("loss_vs", printed)
+            self.assertIn(">test accuracy<", read(run_dir, "accuracy_vs_time.svg"))
+
+
+def write_run_folder(folder, run):
+    """`run` (make_run's) as the folder dtrain writes: config.yaml and the two CSVs."""
+    run_dir = os.path.join(folder, run.name)
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "config.yaml"), "w") as handle:
+        yaml.safe_dump(run.config, handle)
+    for name, columns, rows in (("accuracy.csv", results.ACCURACY_COLUMNS, run.accuracy),
+                                ("timing.csv", results.TIMING_COLUMNS, run.timing)):
+        with open(os.path.join(run_dir, name), "w") as handle:
+            handle.write(",".join(columns) + "\n")
+            for row in rows:
+                handle.write(",".join(str(row[c]) for c in columns) + "\n")
+    return run_dir
+
+
+def run_plot(argv):
+    """plot.py's main on `argv`, which must succeed; what it printed."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        status = plot.main(argv)
+    if status != 0:
+        raise AssertionError(f"plot.py {argv}: exit {status}: {printed.getvalue()}")
+    return printed.getvalue()
+
+
+def read(folder, name):
+    """A written figure's SVG: its text stays text (svg.fonttype none), so labels can be found."""
+    with open(os.path.join(folder, name)) as handle:
+        return handle.read()
+
+
+LM_LOSSES = (5.5, 3.1, 2.3, 1.9)
+
+
+def make_lm_run(name, losses=LM_LOSSES, **more):
+    """A language-model run: dataset.name text, one evaluation per loss."""
+    accuracy = [0.1 + 0.1 * i for i in range(len(losses))]
+    return make_run(name, dataset="text", losses=list(losses), accuracy=accuracy, **more)
+
+
+class LanguageModelFigures(unittest.TestCase):
+    def tearDown(self):
+        plot.plt.close("all")
+
+    def loss_figures(self, runs):
+        series = plot.make_series(runs)
+        ctx = context(runs, language_model=True)
+        return [plot.loss_vs_time(series, ctx), plot.loss_vs_iteration(series, ctx)]
+
+    def test_perplexity_axis_reads_exp_of_the_plotted_loss(self):
+        runs = [make_lm_run("s"), make_lm_run("p", algorithm="pipe_sgd",
+                                              losses=(5.5, 2.9, 2.0, 1.6))]
+        for fig, xlabel in zip(self.loss_figures(runs), ("training wall-clock time",
+                                                         "iteration (optimizer steps)")):
+            fig.canvas.draw()
+            ax = fig.axes[0]
+            self.assertIn(xlabel, ax.get_xlabel())
+            self.assertIn("validation loss", ax.get_ylabel())
+            self.assertIn("nats", ax.get_ylabel())
+            (right,) = ax.child_axes
+            self.assertEqual(right.get_ylabel(), "perplexity = exp(loss)")
+            lines = data_lines(ax)
+            self.assertEqual(len(lines), 2)
+            self.assertEqual(sorted(tuple(line.get_ydata()) for line in lines),
+                             sorted([(5.5, 2.9, 2.0, 1.6), LM_LOSSES]))
+            for line in lines:
+                for x, loss in line.get_xydata():
+                    # Where the loss is drawn, the perplexity axis reads exp(loss).
+                    height = ax.transData.transform((x, loss))[1]
+                    read_off = right.transData.inverted().transform((0, height))[1]
+                    self.assertAlmostEqual(read_off, math.exp(loss), places=6)
+            ticks = [t for t in right.get_yticks() if right.get_ylim()[0] <= t
+                     <= right.get_ylim()[1]]
+            self.assertGreaterEqual(len(ticks), 3, ticks)
+            # The legend gives each series' final perplexity: exp of its last loss.
+            finals = [t.replace("\n", " ").replace("\u00a0", " ") for t in legend_texts(fig)]
+            self.assertIn(f"perplexity {math.exp(1.9):.3g} (loss 1.900)", " ".join(finals))
+            self.assertIn(f"perplexity {math.exp(1.6):.3g} (loss 1.600)", " ".join(finals))
+            # Okabe-Ito per algorithm, as in the accuracy figures.
+            self.assertEqual({to_rgba(line.get_color()) for line in lines},
+                             {to_rgba(plot.ALGORITHM_COLOURS[a]) for a in ("sync", "pipe_sgd")})
+
+    def test_repeats_are_one_mean_curve(self):
+        runs = [make_lm_run("r1", losses=(4.0, 2.0)), make_lm_run("r2", losses=(3.0, 1.0))]
+        fig = self.loss_figures(runs)[1]
+        (line,) = data_lines(fig.axes[0])
+        self.assertEqual(list(line.get_ydata()), [3.5, 1.5])
+        self.assertIn("mean of 2", line.get_label())
+        self.assertIn(f"perplexity\u00a0{math.exp(1.5):.3g}", line.get_label())
+
+    def test_compression_is_marker_and_line_style_and_one_evaluation_a_dot(self):
+        runs = [make_lm_run("a"), make_lm_run("b", compression="quantize8", losses=(4.2,))]
+        fig = self.loss_figures(runs)[0]
+        lines = data_lines(fig.axes[0])
+        self.assertEqual(len({line.get_marker() for line in lines}), 2)
+        self.assertEqual(len({line.get_linestyle() for line in lines}), 2)
+        (dot,) = [line for line in lines if len(line.get_xdata()) == 1]
+        self.assertEqual(dot.get_markersize(), plot.SINGLE_POINT_MARKER_SIZE)
+
+    def test_coinciding_loss_curves_are_named(self):
+        runs = [make_lm_run("s"), make_lm_run("p", algorithm="ps_sync")]
+        notes = [t for t in legend_texts(self.loss_figures(runs)[0]) if "coincide" in t]
+        self.assertEqual(len(notes), 1)
+        self.assertIn("sync and ps_sync coincide", notes[0].replace("\n", " "))
+
+    def test_perplexity_ticks_stay_inside_any_range(self):
+        locator = plot.PerplexityLocator()
+        for low, high in ((1.0, 30000.0), (4.0, 250.0), (4.05, 4.27), (1.0, 1.001)):
+            ticks = [t for t in locator.tick_values(low, high) if low <= t <= high]
+            self.assertGreaterEqual(len(ticks), 3, (low, high, ticks))
+        self.assertEqual(list(locator.tick_values(1.0, float("inf"))), [])
+
+    def test_image_runs_get_no_loss_figure(self):
+        runs = [make_run("i")]
+        with self.assertRaisesRegex(plot.SkipFigure, "no language-model run"):
+            plot.loss_vs_time(plot.make_series(runs), context(runs))
+
+    def test_command_line_on_language_models(self):
+        with tempfile.TemporaryDirectory() as folder:
+            for run in (make_lm_run("sync"), make_lm_run("pipe", algorithm="pipe_sgd")):
+                write_run_folder(folder, run)
+            printed = run_plot([folder])
+            for name in ("accuracy_vs_time", "loss_vs_time", "loss_vs_iteration",
+                         "time_breakdown"):
+                for extension in ("png", "svg"):
+                    path = os.path.join(folder, f"{name}.{extension}")
+                    self.assertIn(path, printed)
+                    self.assertGreater(os.path.getsize(path), 0)
+            self.assertIn("skipped accuracy_vs_epoch: language-model runs are measured in "
+                          "iterations", printed)
+            self.assertFalse(os.path.exists(os.path.join(folder, "accuracy_vs_epoch.png")))
+            self.assertNotIn("note:", printed)
+            self.assertIn(">next-token accuracy<", read(folder, "accuracy_vs_time.svg"))
+            self.assertNotIn(">test accuracy<", read(folder, "accuracy_vs_time.svg"))
+            for name in ("loss_vs_time.svg", "loss_vs_iteration.svg"):
+                self.assertIn("perplexity = exp(loss)", read(folder, name))
+
+    def test_command_line_on_language_models_evaluated_once(self):
+        with tempfile.TemporaryDirectory() as folder:
+            run_dir = write_run_folder(folder, make_lm_run("once", losses=(2.5,)))
+            printed = run_plot([run_dir])
+            self.assertIn("skipped loss_vs_iteration: every language-model run was evaluated "
+                          "once", printed)
+            self.assertIn(os.path.join(run_dir, "loss_vs_time.svg"), printed)
+
+    def test_command_line_on_mixed_kinds_draws_each_from_its_own_runs(self):
+        with tempfile.TemporaryDirectory() as folder:
+            write_run_folder(folder, make_run("image", accuracy=(0.5, 0.7)))
+            write_run_folder(folder, make_lm_run("lm"))
+            printed = run_plot([folder])
+            self.assertIn("note: language models and image models together", printed)
+            self.assertNotIn("skipped accuracy", printed)
+            self.assertNotIn("skipped loss", printed)
+            for name in ("accuracy_vs_time", "accuracy_vs_epoch", "loss_vs_time",
+                         "loss_vs_iteration", "time_breakdown"):
+                self.assertIn(os.path.join(folder, f"{name}.svg"), printed)
+            accuracy = read(folder, "accuracy_vs_time.svg")
+            self.assertIn(">test accuracy<", accuracy)
+            self.assertNotIn("next-token", accuracy)
+            self.assertIn("image-model runs only (1 of 2)", accuracy)
+            self.assertIn("language-model runs only (1 of 2)", read(folder, "loss_vs_time.svg"))
 
 
 if __name__ == "__main__":

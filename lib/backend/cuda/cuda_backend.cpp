@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_context.h"  // CudaContext
 #include "backend/cuda/cuda_ops.h"      // op constructors
 #include "backend/cuda/kernels.h"       // element-wise launchers
+#include "backend/cuda/sequence_kernels.h"
 
 namespace dtrain {
 namespace {
@@ -92,18 +93,14 @@ class CudaBackend final : public Backend {
     DTRAIN_CHECK(s.block == 1) << "dropout: the CUDA backend has plain layouts only";
     return cuda::make_dropout(*ctx_, s.shape);
   }
-  // PENDING (sequence-model ops, being written): replaced by their CUDA implementations.
-  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda embedding";
-    return nullptr;
+  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec& s) override {
+    return cuda::make_embedding(*ctx_, s);
   }
-  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda layer_norm";
-    return nullptr;
+  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec& s) override {
+    return cuda::make_layer_norm(*ctx_, s);
   }
-  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda attention";
-    return nullptr;
+  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec& s) override {
+    return cuda::make_attention(*ctx_, s);
   }
 
   void fill_zero(const Tensor& t) override {
@@ -256,11 +253,21 @@ class CudaBackend final : public Backend {
                   const AdamWHyper&) override {
     DTRAIN_CHECK(false) << "PENDING: cuda adamw_step";
   }
-  void add_to_rows(const Tensor&, const Tensor&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda add_to_rows";
+  void add_to_rows(const Tensor& y, const Tensor& row) override {
+    check_f32(y, "add_to_rows");
+    check_f32(row, "add_to_rows row");
+    DTRAIN_CHECK(row.numel() > 0 && y.numel() % row.numel() == 0)
+        << "add_to_rows: " << y.shape().str() << " is not rows of " << row.shape().str();
+    cuda::add_to_rows_f32(y.data<float>(), row.data<float>(), y.numel() / row.numel(), row.numel(),
+                          ctx_->stream());
   }
-  void sum_rows(const Tensor&, const Tensor&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda sum_rows";
+  void sum_rows(const Tensor& x, const Tensor& out) override {
+    check_f32(x, "sum_rows");
+    check_f32(out, "sum_rows out");
+    DTRAIN_CHECK(out.numel() > 0 && x.numel() % out.numel() == 0)
+        << "sum_rows: " << x.shape().str() << " is not rows of " << out.shape().str();
+    cuda::sum_rows_f32(x.data<float>(), out.data<float>(), x.numel() / out.numel(), out.numel(),
+                       ctx_->stream());
   }
 
  private:

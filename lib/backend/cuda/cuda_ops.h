@@ -18,6 +18,9 @@ std::unique_ptr<ReluOp> make_relu(CudaContext& ctx, const Shape& shape);    // o
 std::unique_ptr<GeluOp> make_gelu(CudaContext& ctx, const GeluSpec& spec);  // own
 std::unique_ptr<SoftmaxXentOp> make_softmax_xent(CudaContext& ctx, const SoftmaxXentSpec& spec);
 std::unique_ptr<DropoutOp> make_dropout(CudaContext& ctx, const Shape& shape);
+std::unique_ptr<EmbeddingOp> make_embedding(CudaContext& ctx, const EmbeddingSpec& spec);   // own
+std::unique_ptr<LayerNormOp> make_layer_norm(CudaContext& ctx, const LayerNormSpec& spec);  // own
+std::unique_ptr<AttentionOp> make_attention(CudaContext& ctx, const AttentionSpec& spec);   // own
 
 // Checks that `t` is an f32 tensor on the CUDA device with at least `numel` elements.
 void check_device_f32(const Tensor& t, int64_t numel, const char* what);

@@ -51,7 +51,7 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
       DTRAIN_CHECK(loader.next(batch)) << "the loader has no minibatch to profile with";
     }
     if (i >= options.warmup) profile[0].forward_s += seconds_since(taking);
-    const int64_t rows = batch.labels.numel();
+    const int64_t rows = batch.rows();
     DTRAIN_CHECK(rows == source.batch_size)
         << "profiling minibatches of " << source.batch_size << " rows, the loader gave " << rows;
     const bool keep = i >= options.warmup;

@@ -180,14 +180,15 @@ void PipelineRunner::keep_batch(int minibatch, const Batch& batch) {
   PhaseTimer timer(totals_.phases, Phase::data);
   Batch own, whole;  // the rows in use; the pooled buffers they are in
   own.index = batch.index;
-  const int64_t rows = batch.labels.numel();
+  const int64_t rows = batch.rows();
   if (stage_.first()) {
     whole.images = take_buffer(free_images_, stage_.input_shape());
     own.images = whole.images.narrow_batch(rows);
     stage_.backend().copy(own.images, batch.images);
   }
   if (stage_.last()) {
-    whole.labels = take_buffer(free_labels_, {stage_.input_shape()[0]}, DType::i32);
+    whole.labels = take_buffer(
+        free_labels_, batch.labels.shape().with_batch(stage_.input_shape()[0]), DType::i32);
     own.labels = whole.labels.narrow_batch(rows);
     stage_.backend().copy(own.labels, batch.labels);
   }
@@ -333,8 +334,8 @@ void PipelineRunner::fetch_batch(int minibatch) {
     PhaseTimer timer(totals_.phases, Phase::data);
     batch = (*args_.batch_of)(minibatch);
   }
-  DTRAIN_CHECK(batch.labels.numel() == rows_) << "pipeline: minibatch " << minibatch << " has "
-                                              << batch.labels.numel() << " rows, not " << rows_;
+  DTRAIN_CHECK(batch.rows() == rows_)
+      << "pipeline: minibatch " << minibatch << " has " << batch.rows() << " rows, not " << rows_;
   keep_batch(minibatch, batch);
 }
 
@@ -469,7 +470,7 @@ PipelineTotals PipelineRunner::evaluate(int minibatches,
     int64_t rows = 0;
     if (stage_.first() || stage_.last()) {
       const Batch batch = batch_of(b);
-      rows = batch.labels.numel();
+      rows = batch.rows();
       keep_batch(b, batch);
     }
     if (stage_.first()) {
