@@ -165,10 +165,13 @@ std::string Graph::layer_profile() const {
     const double gflops = t.forward_s + t.backward_s > 0 && t.backwards > 0
                               ? 3.0 * node.flops * t.samples / (t.forward_s + t.backward_s) / 1e9
                               : 0;
-    out += fmt::format(
-        "{:<{}} {:<18} {:>6} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.1f}\n", node.name, w,
-        node.layer->type(), node.block == 1 ? std::string("nchw") : fmt::format("{}c", node.block),
-        fwd_ms, bwd_ms, total > 0 ? 100 * (t.forward_s + t.backward_s) / total : 0, gflops);
+    out += fmt::format("{:<{}} {:<18} {:>6} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.1f}\n", node.name, w,
+                       node.layer->type(),
+                       node.block > 1           ? fmt::format("{}c", node.block)
+                       : node.shape.rank() == 4 ? std::string("nchw")
+                                                : std::string("plain"),
+                       fwd_ms, bwd_ms, total > 0 ? 100 * (t.forward_s + t.backward_s) / total : 0,
+                       gflops);
   }
   out += fmt::format("total {:.3f} s in layers\n", total);
   return out;
