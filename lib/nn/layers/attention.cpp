@@ -66,12 +66,9 @@ class Attention final : public Layer {
                 std::span<const Tensor> dx, bool) override {
     DTRAIN_CHECK(training_) << "attention: backward after an evaluation forward";
     Plan& p = plans_.at(y.shape()[0]);
-    Tensor dqkv = dx[0];
-    if (!dqkv.defined()) {  // the op writes it: scratch when nobody reads it (the model input)
-      if (!p.dx.defined()) p.dx = ctx.backend->empty(x[0].shape());
-      dqkv = p.dx;
-    }
-    p.op->backward(x[0], y, dy, p.lse, workspace_, seed_, stream_, dqkv);
+    // The op writes dqkv: scratch when nobody reads it (the model input), made once.
+    if (!dx[0].defined() && !p.dx.defined()) p.dx = ctx.backend->empty(x[0].shape());
+    p.op->backward(x[0], y, dy, p.lse, workspace_, seed_, stream_, dx[0].defined() ? dx[0] : p.dx);
   }
   // Per head and query t: t + 1 scores and t + 1 weighted values of D multiply-adds each (the
   // causal half of the T×T products).

@@ -51,7 +51,9 @@ class LayerNorm final : public Layer {
     const int64_t rows = batch * rows_per_sample_;
     if (!stats_.defined()) {  // the build batch: the largest
       stats_ = backend.empty({2, rows});
-      frozen_dgamma_ = backend.empty({2, features_});
+      const Tensor frozen = backend.empty({2, features_});
+      frozen_dgamma_ = frozen.slice(0, {features_});
+      if (options_.bias) frozen_dbeta_ = frozen.slice(features_, {features_});
     }
     const int64_t most = stats_.shape()[1];
     plans_.add(batch, {backend.make_layer_norm(
@@ -66,17 +68,13 @@ class LayerNorm final : public Layer {
                 std::span<const Tensor> dx, bool weights) override {
     Plan& p = plans_.at(y.shape()[0]);
     // The op writes every gradient: scratch for those nobody reads (frozen, or the model input).
-    Tensor dgamma = dgamma_, dbeta = dbeta_;
-    if (!weights) {
-      dgamma = frozen_dgamma_.slice(0, {features_});
-      if (options_.bias) dbeta = frozen_dgamma_.slice(features_, {features_});
-    }
-    Tensor dinput = dx[0];
-    if (!dinput.defined()) {
-      if (!p.dx.defined()) p.dx = ctx.backend->empty(y.shape());  // once per batch size
-      dinput = p.dx;
-    }
-    p.op->backward(x[0], dy, gamma_, p.mean, p.rstd, dinput, dgamma, dbeta);
+    // Pointers, not copies: a Tensor copy allocates its shape.
+    const Tensor* dgamma = weights ? &dgamma_ : &frozen_dgamma_;
+    const Tensor* dbeta = weights ? &dbeta_ : &frozen_dbeta_;
+    if (!dx[0].defined() && !p.dx.defined())
+      p.dx = ctx.backend->empty(y.shape());  // once per batch size
+    p.op->backward(x[0], dy, gamma_, p.mean, p.rstd, dx[0].defined() ? dx[0] : p.dx, *dgamma,
+                   *dbeta);
   }
   // Per element: −mean, ·rstd, ·gamma, +beta, and the two row reductions.
   int64_t flops() const override { return 6 * rows_per_sample_ * features_; }
@@ -91,8 +89,8 @@ class LayerNorm final : public Layer {
   Shape shape_;
   int64_t features_ = 0, rows_per_sample_ = 0;
   Tensor gamma_, beta_, dgamma_, dbeta_;
-  Tensor stats_;          // [2, rows at the build batch]: means, then reciprocal deviations
-  Tensor frozen_dgamma_;  // where a frozen layer's parameter gradients go
+  Tensor stats_;  // [2, rows at the build batch]: means, then reciprocal deviations
+  Tensor frozen_dgamma_, frozen_dbeta_;  // where a frozen layer's parameter gradients go
   PerBatch<Plan> plans_;
 };
 

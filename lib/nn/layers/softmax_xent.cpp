@@ -20,7 +20,8 @@ SoftmaxCrossEntropy::Plan& SoftmaxCrossEntropy::plan_for(int64_t batch) {
     DTRAIN_CHECK(batch > 0 && batch <= most)
         << "batch of " << batch << " exceeds the build batch " << most;
     plans_.add(batch, {backend_.make_softmax_xent({batch * positions_, classes_}),
-                       probs_.narrow_batch(batch * positions_), labels_.narrow_batch(batch)});
+                       probs_.narrow_batch(batch * positions_), labels_.narrow_batch(batch),
+                       Tensor(), Tensor()});
   }
   return plans_.at(batch);
 }
@@ -44,7 +45,8 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
     return;
   }
   // The op scores rows: a sequence's positions are rows of their own.
-  current_->op->forward(rows_of(logits, logit_rows_), bound_labels_, current_->probs, stats_);
+  current_->op->forward(rows_of(logits, current_->logit_rows), bound_labels_, current_->probs,
+                        stats_);
 }
 
 void SoftmaxCrossEntropy::backward(const Tensor& dlogits, float grad_scale) {
@@ -52,13 +54,14 @@ void SoftmaxCrossEntropy::backward(const Tensor& dlogits, float grad_scale) {
     current_->op->backward(current_->probs, bound_labels_, dlogits, grad_scale);
     return;
   }
-  current_->op->backward(current_->probs, bound_labels_, rows_of(dlogits, gradient_rows_),
+  current_->op->backward(current_->probs, bound_labels_, rows_of(dlogits, current_->gradient_rows),
                          grad_scale / static_cast<float>(positions_));
 }
 
 const Tensor& SoftmaxCrossEntropy::rows_of(const Tensor& t, Tensor& view) const {
   const int64_t rows = batch_ * positions_;
-  // Made again only for another tensor or batch: the steady state allocates nothing.
+  // Made again only for another tensor (one view per batch size): the steady state allocates
+  // nothing.
   if (!view.defined() || view.raw() != t.raw() || view.shape()[0] != rows)
     view = t.reshape({rows, classes_});
   return view;

@@ -35,6 +35,7 @@ class SoftmaxCrossEntropy {
   struct Plan {
     std::unique_ptr<SoftmaxXentOp> op;
     Tensor probs, labels;
+    Tensor logit_rows, gradient_rows;  // a sequence's logits and their gradient as rows
   };
   Plan& plan_for(int64_t batch);
   // `t` [b, T, classes] viewed as the op's rows [b·T, classes], through a view kept in `view`.
@@ -43,8 +44,7 @@ class SoftmaxCrossEntropy {
   Backend& backend_;
   int64_t classes_, positions_;
   Tensor probs_, labels_, stats_, host_stats_;
-  Tensor bound_labels_;                // labels of the last forward (device)
-  Tensor logit_rows_, gradient_rows_;  // sequence logits and their gradient as rows
+  Tensor bound_labels_;  // labels of the last forward (device)
   Plan* current_ = nullptr;
   int64_t batch_ = 0;
   PerBatch<Plan> plans_;
