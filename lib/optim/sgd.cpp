@@ -8,18 +8,17 @@ namespace dtrain {
 
 Sgd::Sgd(Backend& backend, Tensor parameters, Tensor gradients, const SgdOptions& options,
          int64_t trainable_offset)
-    : backend_(backend),
-      parameters_(std::move(parameters)),
-      gradients_(std::move(gradients)),
-      options_(options),
-      trainable_offset_(trainable_offset) {
-  DTRAIN_CHECK(parameters_.numel() == gradients_.numel())
-      << "parameters and gradients differ in size";
-  DTRAIN_CHECK(trainable_offset_ >= 0 && trainable_offset_ <= parameters_.numel())
-      << "trainable offset " << trainable_offset_ << " outside the buffer";
+    : Optimizer(std::move(parameters), std::move(gradients), trainable_offset),
+      backend_(backend),
+      options_(options) {
   DTRAIN_CHECK(!options_.nesterov || (options_.momentum > 0 && options_.dampening == 0))
       << "Nesterov momentum needs momentum > 0 and dampening = 0";
   if (options_.momentum != 0.0f) momentum_ = backend_.zeros(parameters_.shape());
+}
+
+std::vector<std::pair<std::string, Tensor>> Sgd::state_buffers() const {
+  if (!momentum_.defined()) return {};
+  return {{"momentum", momentum_}};
 }
 
 void Sgd::step(float lr, const Tensor& parameters, const Tensor& gradients) {

@@ -4,6 +4,7 @@
 #pragma once
 #include "backend/backend.h"  // Backend, SgdHyper
 #include "core/tensor.h"
+#include "optim/optimizer.h"  // Optimizer
 
 namespace dtrain {
 
@@ -12,25 +13,24 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
-class Sgd {
+class Sgd final : public Optimizer {
  public:
   // Updates parameters[trainable_offset, P) from gradients of the same range; the frozen
   // prefix [0, trainable_offset) is never touched.
   Sgd(Backend& backend, Tensor parameters, Tensor gradients, const SgdOptions& options,
       int64_t trainable_offset = 0);
 
-  void step(float lr) { step(lr, parameters_, gradients_); }
-  // Same, with other buffers of the model's layout (a stashed or predicted copy, an
+  std::string name() const override { return "sgd"; }
+  using Optimizer::step;
+  using Optimizer::step_range;
+  // step(lr) with other buffers of the model's layout (a stashed or predicted copy, an
   // aggregated gradient from the communication thread).
-  void step(float lr, const Tensor& parameters, const Tensor& gradients);
-  // Only [offset, offset + count) of the flat buffers (clipped to the trainable range).
-  void step_range(float lr, int64_t offset, int64_t count) {
-    step_range(lr, parameters_, gradients_, offset, count);
-  }
-  // Same, with other buffers of the model's layout (SAPipe steps its stale prefix and its fresh
-  // layers at different times, from gradient slots of its own).
+  void step(float lr, const Tensor& parameters, const Tensor& gradients) override;
+  // Only [offset, offset + count) of the flat buffers (clipped to the trainable range), with
+  // other buffers of the model's layout (SAPipe steps its stale prefix and its fresh layers at
+  // different times, from gradient slots of its own). SGD keeps no step count: any order works.
   void step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
-                  int64_t count);
+                  int64_t count) override;
   // The weights step_range would produce, written to the same range of `out`, with the weights
   // and the momentum unchanged (SAPipe's weight prediction: Backend::sgd_predict).
   void predict_range(float lr, const Tensor& out, const Tensor& parameters, const Tensor& gradients,
@@ -41,8 +41,9 @@ class Sgd {
                           const Tensor& ghat, const Tensor& out, int64_t offset, int64_t count);
 
   const Tensor& momentum() const { return momentum_; }
-  int64_t trainable_offset() const { return trainable_offset_; }
   const SgdOptions& options() const { return options_; }
+  // "momentum" when there is one (the checkpoint's optimizer.momentum).
+  std::vector<std::pair<std::string, Tensor>> state_buffers() const override;
 
  private:
   SgdHyper hyper(float lr) const {
@@ -50,9 +51,8 @@ class Sgd {
   }
 
   Backend& backend_;
-  Tensor parameters_, gradients_, momentum_;
+  Tensor momentum_;
   SgdOptions options_;
-  int64_t trainable_offset_;
 };
 
 }  // namespace dtrain

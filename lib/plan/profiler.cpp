@@ -132,8 +132,8 @@ double expected_max_excess(std::vector<double> samples, int p) {
   return std::max(expected - mean(samples), 0.0);
 }
 
-ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int world, int warmup,
-                             int iterations, double budget_s) {
+ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader, int world,
+                             int warmup, int iterations, double budget_s) {
   DTRAIN_CHECK(iterations > 0) << "nothing to profile";
   Backend& backend = model.backend();
   model.set_training(true);

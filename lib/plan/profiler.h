@@ -11,7 +11,7 @@
 
 #include "data/loader.h"        // Loader: the batches, as training gets them
 #include "nn/model.h"           // Model
-#include "optim/sgd.h"          // Sgd: the update step
+#include "optim/optimizer.h"    // Optimizer: the update step
 #include "plan/stale_layers.h"  // LayerCost
 #include "plan/timing_model.h"  // CodecCost
 
@@ -32,8 +32,8 @@ struct ComputeTimes {
 // `iterations` steps, scaling the loss as one of `world` ranks does. Big models stop early: after
 // `budget_s` seconds, once 3 steps were timed. The optimizer steps with a small learning rate:
 // only its cost matters.
-ComputeTimes profile_compute(Model& model, Sgd& optimizer, Loader& loader, int world, int warmup,
-                             int iterations, double budget_s = 2.0);
+ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader, int world,
+                             int warmup, int iterations, double budget_s = 2.0);
 
 // Each trainable parameterised layer's mean forward and backward time (plan/layer_timer.h) over
 // `iterations` steps after one warm-up, continuing the loader's epoch; comm_s left 0.

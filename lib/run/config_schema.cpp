@@ -140,7 +140,8 @@ const Schema<ScheduleConfig>& schedule_schema() {
   static const auto s =
       Schema<ScheduleConfig>("schedule")
           .key("name", &ScheduleConfig::name, choice({"constant", "step", "multistep", "cosine"}),
-               "learning-rate schedule over the epochs")
+               "learning-rate schedule over the epochs (cosine: over train.max_iterations when "
+               "that is set)")
           .key("every_epochs", &ScheduleConfig::every_epochs, integer(Bounds::at_least(1)),
                "decay period")
           .only_for("name", {"step"})
@@ -150,28 +151,48 @@ const Schema<ScheduleConfig>& schedule_schema() {
                "epochs at which to decay, increasing")
           .only_for("name", {"multistep"})
           .key("min_lr", &ScheduleConfig::min_lr, real(Bounds::at_least(0)),
-               "the floor reached at the last epoch")
+               "the floor reached at the last epoch (or iteration of train.max_iterations)")
           .only_for("name", {"cosine"})
           .key("warmup_epochs", &ScheduleConfig::warmup_epochs, real(Bounds::at_least(0)),
                "linear warm-up in front of any schedule (fractions allowed)")
           .key("warmup_start_factor", &ScheduleConfig::warmup_start_factor,
-               real(Bounds::open_closed(0, 1)), "the warm-up starts at this × lr");
+               real(Bounds::open_closed(0, 1)), "warmup_epochs' warm-up starts at this × lr")
+          .key("warmup_iterations", &ScheduleConfig::warmup_iterations,
+               integer64(Bounds::at_least(0)),
+               "linear warm-up over the first N iterations of the run, as nanoGPT's: lr·(it + "
+               "1)/(N + 1) at iteration it (0-based); a cosine starts after it");
   return s;
 }
 
 const Schema<OptimizerConfig>& optimizer_schema() {
   static const auto s =
       Schema<OptimizerConfig>("optimizer")
-          .key("name", &OptimizerConfig::name, choice({"sgd"}), "the optimizer")
+          .key("name", &OptimizerConfig::name, choice({"sgd", "adamw"}),
+               "the optimizer: SGD, or AdamW (torch.optim.AdamW)")
           .key("lr", &OptimizerConfig::lr, real(Bounds::above(0)), "learning rate")
           .key("momentum", &OptimizerConfig::momentum, real(Bounds::closed_open(0, 1)),
                "heavy-ball momentum (PyTorch semantics)")
+          .only_for("name", {"sgd"})
           .key("dampening", &OptimizerConfig::dampening, real(Bounds::closed_open(0, 1)),
                "momentum dampening")
+          .only_for("name", {"sgd"})
           .key("weight_decay", &OptimizerConfig::weight_decay, real(Bounds::at_least(0)),
-               "L2 penalty added to the gradient")
+               "sgd: L2 penalty added to the gradient; adamw: decoupled decay w·(1 − lr·wd) of "
+               "the parameters of two or more dimensions only (not biases, norms' weights)")
+          .fallback([](OptimizerConfig& o) { o.weight_decay = o.name == "adamw" ? 0.01 : 0.0; },
+                    "0 (sgd), 0.01 (adamw): PyTorch's defaults")
           .key("nesterov", &OptimizerConfig::nesterov, boolean(),
                "Nesterov momentum (needs momentum > 0, dampening 0)")
+          .only_for("name", {"sgd"})
+          .key("betas", &OptimizerConfig::betas, list_of(real(Bounds::closed_open(0, 1)), 2),
+               "[β1, β2]: the decay rates of the first and second moments")
+          .only_for("name", {"adamw"})
+          .key("eps", &OptimizerConfig::eps, real(Bounds::above(0)),
+               "added to the second moment's root in the denominator")
+          .only_for("name", {"adamw"})
+          .key("clip_grad_norm", &OptimizerConfig::clip_grad_norm, real(Bounds::at_least(0)),
+               "clip the whole model's gradient to this global L2 norm before each step, as "
+               "torch.nn.utils.clip_grad_norm_ (0: off)")
           .key("freeze_layers", &OptimizerConfig::freeze_layers, integer(Bounds::at_least(0)),
                "the first N layers with parameters are not trained (nor communicated)")
           .section("schedule", &OptimizerConfig::schedule, schedule_schema(),
@@ -186,8 +207,11 @@ const Schema<TrainConfig>& train_schema() {
                "passes over the training set")
           .key("eval_every_epochs", &TrainConfig::eval_every_epochs, integer(Bounds::at_least(1)),
                "evaluate every N epochs (and always at the end)")
+          .key("eval_every_iterations", &TrainConfig::eval_every_iterations,
+               integer64(Bounds::at_least(0)),
+               "also evaluate every N iterations of the run (0: at epoch ends only)")
           .key("max_iterations", &TrainConfig::max_iterations, integer64(Bounds::at_least(0)),
-               "stop after this many iterations (0: no limit)")
+               "stop after this many iterations (0: no limit); a cosine schedule then spans them")
           .key("log_every_iterations", &TrainConfig::log_every_iterations,
                integer64(Bounds::at_least(0)), "progress line period (0: chosen automatically)");
   return s;
@@ -335,7 +359,7 @@ const Schema<ExperimentConfig>& experiment_schema() {
           .section("compression", &ExperimentConfig::compression, compression_schema(),
                    "the gradient codec")
           .section("optimizer", &ExperimentConfig::optimizer, optimizer_schema(),
-                   "SGD and its learning-rate schedule")
+                   "SGD or AdamW, gradient clipping and the learning-rate schedule")
           .section("train", &ExperimentConfig::train, train_schema(),
                    "how long, and how often to evaluate")
           .section("output", &ExperimentConfig::output, output_schema(), "where the results go")

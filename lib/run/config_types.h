@@ -86,18 +86,24 @@ struct ScheduleConfig {
   // epochs are allowed because short runs warm up for part of an epoch.
   double warmup_epochs = 0;
   double warmup_start_factor = 0.1;
+  // Linear warm-up over the first N iterations, as nanoGPT's: lr·(it + 1)/(N + 1) at iteration
+  // it (0-based, counted over the run); a cosine then starts at iteration N.
+  int64_t warmup_iterations = 0;
 
   bool operator==(const ScheduleConfig&) const = default;
 };
 
 struct OptimizerConfig {
-  std::string name = "sgd";
+  std::string name = "sgd";  // sgd | adamw
   double lr = 0.1;
-  double momentum = 0.9;
-  double dampening = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
-  int freeze_layers = 0;  // the first N layers that have parameters stay fixed
+  double momentum = 0.9;    // sgd
+  double dampening = 0;     // sgd
+  double weight_decay = 0;  // sgd: 0; adamw: 0.01 (config_schema.cpp's fallback), PyTorch's
+  bool nesterov = false;    // sgd
+  std::vector<double> betas{0.9, 0.999};  // adamw: the moments' decay rates
+  double eps = 1e-8;                      // adamw
+  double clip_grad_norm = 0;              // the whole gradient's L2 norm is clipped to this; 0: off
+  int freeze_layers = 0;                  // the first N layers that have parameters stay fixed
   ScheduleConfig schedule;
 
   bool operator==(const OptimizerConfig&) const = default;
@@ -106,8 +112,9 @@ struct OptimizerConfig {
 struct TrainConfig {
   int epochs = 5;
   int eval_every_epochs = 1;
-  int64_t max_iterations = 0;        // 0: no limit
-  int64_t log_every_iterations = 0;  // 0: chosen automatically
+  int64_t eval_every_iterations = 0;  // 0: at epoch ends only
+  int64_t max_iterations = 0;         // 0: no limit
+  int64_t log_every_iterations = 0;   // 0: chosen automatically
 
   bool operator==(const TrainConfig&) const = default;
 };

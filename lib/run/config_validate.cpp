@@ -1,11 +1,11 @@
 // Cross-setting rules (see config_validate.h).
 #include "run/config_validate.h"
 
-#include <fmt/format.h>  // fmt::format: messages
+#include <fmt/format.h>  // fmt::format, fmt::join: messages
+#include <unistd.h>      // sysconf: the cores, for threads_per_rank
 
-#include <unistd.h>  // sysconf: the cores, for threads_per_rank
-
-#include <map>  // straggler ranks seen
+#include <algorithm>  // find
+#include <map>        // straggler ranks seen
 
 #include "sched/algorithm.h"  // find_algorithm: the chosen algorithm's own rules
 
@@ -71,6 +71,12 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
               fmt::format("milestones must increase: {} follows {}", s.milestones[i],
                           s.milestones[i - 1]));
   }
+  if (s.warmup_epochs > 0 && s.warmup_iterations > 0 &&
+      !r.has_problem("optimizer.schedule.warmup_epochs") &&
+      !r.has_problem("optimizer.schedule.warmup_iterations"))
+    r.add("optimizer.schedule.warmup_iterations",
+          fmt::format("give warmup_epochs ({}) or warmup_iterations ({}), not both",
+                      s.warmup_epochs, s.warmup_iterations));
   // Cosine anneals from lr down to min_lr; a floor above the start would anneal upwards.
   if (s.name == "cosine" && s.min_lr > o.lr && !r.has_problem("optimizer.schedule.min_lr") &&
       !r.has_problem("optimizer.lr"))
@@ -79,11 +85,32 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
         fmt::format("must be <= optimizer.lr ({}) for schedule 'cosine', got {}", o.lr, s.min_lr));
 }
 
-// The chosen algorithm's own rules (its registry row's `check`).
+// The chosen algorithm's own rules: the optimizers its update is written for and whether it
+// clips (its registry row's `optimizers` and `clips_gradients`), then its `check`.
 void check_algorithm(const ExperimentConfig& c, Reader& r) {
   const AlgorithmEntry* algorithm = find_algorithm(c.algorithm.name);
-  if (algorithm && algorithm->check)
-    algorithm->check(c.algorithm, {.momentum = c.optimizer.momentum}, r);
+  if (!algorithm) return;
+  const OptimizerConfig& o = c.optimizer;
+  const auto& works_with = algorithm->optimizers;
+  if (!r.has_problem("optimizer.name") &&
+      std::find(works_with.begin(), works_with.end(), o.name) == works_with.end()) {
+    r.add("optimizer.name",
+          fmt::format("algorithm {} updates with {} only: {} with {} comes with a later version",
+                      algorithm->name, fmt::join(works_with, " or "), o.name, algorithm->name));
+    return;  // its own rules judge the optimizer it is written for
+  }
+  if (o.clip_grad_norm > 0 && !algorithm->clips_gradients &&
+      !r.has_problem("optimizer.clip_grad_norm"))
+    r.add("optimizer.clip_grad_norm",
+          fmt::format("algorithm {} does not clip gradients yet (it comes with a later version); "
+                      "set it to 0, or use algorithm sync",
+                      algorithm->name));
+  if (algorithm->check)
+    algorithm->check(
+        c.algorithm,
+        CheckedSettings{
+            .momentum = o.momentum, .optimizer = o.name, .clip_grad_norm = o.clip_grad_norm},
+        r);
 }
 
 // Settings that are valid but will have no effect here.

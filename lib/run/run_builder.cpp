@@ -123,9 +123,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   }
   freeze_layers(config, *run->model);
   run->schedule = std::make_unique<LrSchedule>(schedule_options(config));
-  run->optimizer =
-      std::make_unique<Sgd>(*run->backend, run->model->parameters(), run->model->gradients(),
-                            sgd_options(config), run->model->trainable_offset());
+  run->optimizer = make_optimizer(config, *run->model);
   return run;
 }
 
@@ -199,7 +197,8 @@ std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
                        compute_slowdown(c, comm.rank()),
                        c.cluster.comm,
                        model_source(run),
-                       stop};
+                       stop,
+                       c.optimizer.clip_grad_norm};
   try {
     return make_scheduler(c.algorithm, std::move(ctx));
   } catch (const InputError& e) {

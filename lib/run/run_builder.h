@@ -50,8 +50,8 @@ struct Run {
   // model.init_from's tensors, kept for a model-parallel scheduler's parts (null otherwise).
   std::shared_ptr<const NamedTensors> initial_weights;
   std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<Sgd> optimizer;
-  std::vector<std::string> notes;  // for the log: stand-in data, settings without effect
+  std::unique_ptr<Optimizer> optimizer;  // optimizer.name's
+  std::vector<std::string> notes;        // for the log: stand-in data, settings without effect
   // Settings without effect on place.world ranks (rank_checks.h): warnings, and run.yaml's notes.
   std::vector<std::string> no_effect;
   std::string planned;  // what a planner decided for `auto` keys, and why (empty: nothing)

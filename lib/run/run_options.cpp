@@ -72,6 +72,27 @@ SgdOptions sgd_options(const ExperimentConfig& c) {
                     static_cast<float>(o.weight_decay), o.nesterov};
 }
 
+AdamWOptions adamw_options(const ExperimentConfig& c) {
+  const OptimizerConfig& o = c.optimizer;
+  return AdamWOptions{static_cast<float>(o.betas.at(0)), static_cast<float>(o.betas.at(1)),
+                      static_cast<float>(o.eps), static_cast<float>(o.weight_decay)};
+}
+
+std::vector<DecayRange> decay_ranges(const Model& model) {
+  std::vector<DecayRange> ranges;
+  for (const WeightSlot& slot : model.weight_slots())
+    if (!slot.buffer) ranges.push_back({slot.offset, slot.shape.numel(), slot.shape.rank() >= 2});
+  return ranges;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& model) {
+  if (c.optimizer.name == "adamw")
+    return std::make_unique<AdamW>(model.backend(), model.parameters(), model.gradients(),
+                                   adamw_options(c), decay_ranges(model), model.trainable_offset());
+  return std::make_unique<Sgd>(model.backend(), model.parameters(), model.gradients(),
+                               sgd_options(c), model.trainable_offset());
+}
+
 LrScheduleOptions schedule_options(const ExperimentConfig& c) {
   const ScheduleConfig& s = c.optimizer.schedule;
   LrScheduleOptions o;
@@ -84,6 +105,8 @@ LrScheduleOptions schedule_options(const ExperimentConfig& c) {
   o.total_epochs = c.train.epochs;
   o.warmup_epochs = s.warmup_epochs;
   o.warmup_start_factor = s.warmup_start_factor;
+  o.warmup_iterations = s.warmup_iterations;
+  o.total_iterations = c.train.max_iterations;
   return o;
 }
 

@@ -1,14 +1,18 @@
 // Maps the validated experiment settings onto the options structs of the modules below run/,
 // which know nothing of the config format.
 #pragma once
+#include <memory>    // unique_ptr: make_optimizer
 #include <optional>  // emulated_link: none without cluster.link
+#include <vector>
 
 #include "backend/backend.h"    // BackendOptions
 #include "comm/paced_comm.h"    // LinkModel
 #include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
 #include "nn/model.h"           // Model: optimizer.freeze_layers
+#include "optim/adamw.h"        // AdamWOptions, DecayRange
 #include "optim/lr_schedule.h"  // LrScheduleOptions
+#include "optim/optimizer.h"    // Optimizer
 #include "optim/sgd.h"          // SgdOptions
 #include "run/config.h"         // ExperimentConfig
 
@@ -21,6 +25,12 @@ DatasetOptions dataset_options(const ExperimentConfig& c);
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);
 LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);
 SgdOptions sgd_options(const ExperimentConfig& c);
+AdamWOptions adamw_options(const ExperimentConfig& c);
+// AdamW's weight decay per parameter tensor of `model`: tensors of two or more dimensions decay,
+// biases, norms' weights and other 1-D tensors do not (nanoGPT's configure_optimizers).
+std::vector<DecayRange> decay_ranges(const Model& model);
+// optimizer.name's optimizer over `model`'s flat buffers (its frozen prefix excluded).
+std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& model);
 // The multiples of `ranks` nearest to `batch` ("64 or 72", "8"): the fix of a global batch that
 // the ranks do not divide.
 std::string nearest_batches(int64_t batch, int ranks);

@@ -117,11 +117,16 @@ double from_bits(int64_t v) {
 }
 
 // The iterations of the next part of an epoch when `done` are done: up to the next checkpoint
-// (checkpoint.every_iterations) or the end of train.max_iterations; 0: to the epoch's end.
+// (checkpoint.every_iterations), evaluation (train.eval_every_iterations) or the end of
+// train.max_iterations; 0: to the epoch's end.
 int64_t part_length(const TrainConfig& tc, const std::optional<CheckpointConfig>& cc,
                     int64_t done) {
   int64_t count = 0;
   if (cc && cc->every_iterations > 0) count = cc->every_iterations - done % cc->every_iterations;
+  if (tc.eval_every_iterations > 0) {
+    const int64_t to_eval = tc.eval_every_iterations - done % tc.eval_every_iterations;
+    count = count > 0 ? std::min(count, to_eval) : to_eval;
+  }
   if (tc.max_iterations > 0) {
     const int64_t left = tc.max_iterations - done;
     count = count > 0 ? std::min(count, left) : left;
@@ -294,7 +299,7 @@ RunResult Trainer::run() {
       throw stop(at.point, cc.has_value());
     }
     const bool last = epoch + 1 == tc.epochs || end.budget_done;
-    finish_epoch(at, result, last);
+    finish_epoch(at, result, last, end.eval_due);
     // (A budget that ended the epoch early leaves no checkpoint: its rows are written.)
     const bool due = cc && cc->every_epochs > 0 && ((epoch + 1) % cc->every_epochs == 0 || last);
     const bool save = cc && whole && (due || end.stopping);  // a stop saves where it is
@@ -362,16 +367,23 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
       spdlog::warn("{}: stopping at {} (Ctrl-C again to end at once)", signal_name(stop_->signal()),
                    at.point.describe());
     }
+    const bool eval_due =
+        tc.eval_every_iterations > 0 &&
+        before / tc.eval_every_iterations != result.iterations / tc.eval_every_iterations;
     if (end.stopping || count == 0 || advanced == 0 || at.point.iteration >= epoch_length ||
-        end.budget_done)
+        end.budget_done) {
+      // The epoch's end (or the run's) evaluates anyway when the run goes on to it.
+      end.eval_due = eval_due && !end.stopping;
       return end;
+    }
+    if (eval_due) evaluate_within(at, result);
     if (cc && cc->every_iterations > 0 &&
         before / cc->every_iterations != result.iterations / cc->every_iterations)
       checkpoint(at, result);  // at.updates: the epoch's end adds all of its iterations
   }
 }
 
-void Trainer::finish_epoch(Position& at, RunResult& result, bool last) {
+void Trainer::finish_epoch(Position& at, RunResult& result, bool last, bool eval_due) {
   const int epoch = at.point.epoch;
   const EpochStats& mine = at.epoch_so_far;
   result.train_wall_s += mine.wall_s;
@@ -393,7 +405,7 @@ void Trainer::finish_epoch(Position& at, RunResult& result, bool last) {
     result.train_acc = train_sums[1] / train_sums[2];
   }
   const TrainConfig& tc = run_->config.train;
-  if ((epoch + 1) % tc.eval_every_epochs == 0 || last) {
+  if ((epoch + 1) % tc.eval_every_epochs == 0 || last || eval_due) {
     evaluate(epoch, updates, mine, train_sums[2], result);
   } else if (comm_.rank() == 0) {
     progress_->clear_line();
@@ -407,8 +419,23 @@ void Trainer::finish_epoch(Position& at, RunResult& result, bool last) {
   at = Position{{epoch + 1, 0}, EpochStats{}, updates};
 }
 
+void Trainer::evaluate_within(const Position& at, RunResult& result) {
+  const EpochStats& mine = at.epoch_so_far;
+  std::vector<double> train_sums{mine.loss_sum, mine.correct, static_cast<double>(mine.samples)};
+  comm_.allreduce_sum(train_sums);
+  RunResult so_far = result;  // the epoch's training loss so far, its time counted
+  so_far.train_wall_s += mine.wall_s;
+  if (train_sums[2] > 0) {
+    so_far.train_loss = train_sums[0] / train_sums[2];
+    so_far.train_acc = train_sums[1] / train_sums[2];
+  }
+  evaluate(at.point.epoch, at.updates + at.point.iteration, mine, train_sums[2], so_far,
+           at.point.iteration);
+  result.test_loss = so_far.test_loss, result.test_acc = so_far.test_acc;
+}
+
 void Trainer::evaluate(int epoch, int64_t updates, const EpochStats& mine, double samples,
-                       RunResult& result) {
+                       RunResult& result, int64_t within) {
   EvalResult e;
   {
     TraceScope span(Region::evaluate);
@@ -419,11 +446,12 @@ void Trainer::evaluate(int epoch, int64_t updates, const EpochStats& mine, doubl
   progress_->clear_line();
   metrics_->accuracy({epoch + 1, updates, result.train_wall_s, result.train_loss, result.train_acc,
                       e.loss, e.acc});
+  const std::string where = within > 0 ? fmt::format(", iteration {}", within) : std::string();
   spdlog::info(
-      "epoch {}/{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "
+      "epoch {}/{}{}: train loss {:.4f} acc {:.4f} | test loss {:.4f} acc {:.4f} | {:.1f} s, "
       "{:.0f} samples/s",
-      epoch + 1, run_->config.train.epochs, result.train_loss, result.train_acc, e.loss, e.acc,
-      mine.wall_s, mine.wall_s > 0 ? samples / mine.wall_s : 0.0);
+      epoch + 1, run_->config.train.epochs, where, result.train_loss, result.train_acc, e.loss,
+      e.acc, mine.wall_s, mine.wall_s > 0 ? samples / mine.wall_s : 0.0);
 }
 
 void Trainer::finish(const RunResult& result) {

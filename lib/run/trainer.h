@@ -77,6 +77,9 @@ class Trainer {
   struct EpochEnd {
     bool budget_done = false;  // train.max_iterations reached
     bool stopping = false;     // the ranks agreed to stop (a signal)
+    // The epoch's last part ended at a multiple of train.eval_every_iterations: its end is
+    // evaluated whether eval_every_epochs asks or not.
+    bool eval_due = false;
   };
   // Loads the newest valid checkpoint (--resume) into the scheduler, `result` and the returned
   // position; `accuracy_csv` and `timing_csv` get the rows written so far.
@@ -95,10 +98,13 @@ class Trainer {
   EpochEnd train_epoch(Position& at, RunResult& result, int64_t epoch_length);
   // The epoch of `at` is over: timing.csv's rows, the training loss, the evaluation when due
   // (`last`: the run's last epoch) and the log line; `at` moves to the next epoch's start.
-  void finish_epoch(Position& at, RunResult& result, bool last);
+  void finish_epoch(Position& at, RunResult& result, bool last, bool eval_due = false);
+  // train.eval_every_iterations came within the epoch of `at`: an evaluation and its row of
+  // accuracy.csv, with the training loss of the epoch's iterations so far.
+  void evaluate_within(const Position& at, RunResult& result);
   // Evaluates the scheduler's model and writes accuracy.csv's row of `epoch`.
   void evaluate(int epoch, int64_t updates, const EpochStats& mine, double samples,
-                RunResult& result);
+                RunResult& result, int64_t within = 0);
   // Training is over: flush, the scheduler's own result files, model.safetensors, trace.json,
   // the last line.
   void finish(const RunResult& result);

@@ -64,7 +64,9 @@ struct PlannerContext {
 // The experiment's settings outside `algorithm:` that an algorithm's own validation rule judges
 // (AlgorithmEntry::check); config_validate.cpp fills them in.
 struct CheckedSettings {
-  double momentum = 0;  // optimizer.momentum
+  double momentum = 0;            // optimizer.momentum (sgd)
+  std::string optimizer = "sgd";  // optimizer.name
+  double clip_grad_norm = 0;      // optimizer.clip_grad_norm
 };
 
 // What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
@@ -145,6 +147,14 @@ struct AlgorithmEntry {
   std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches)>
       profile_chain{};
   std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
+  // The optimizers (optimizer.name) its update works with: an algorithm that only steps the
+  // whole model, or ranges of it, through the Optimizer interface works with any; one written for
+  // SGD alone (weight prediction, plain steps of its own) keeps {"sgd"}. Validation refuses the
+  // others, naming optimizer.name.
+  std::vector<std::string> optimizers{"sgd"};
+  // Whether it clips the whole gradient's norm before each step (optimizer.clip_grad_norm);
+  // validation refuses a clip for the others.
+  bool clips_gradients = false;
 };
 
 // Every registered algorithm, in the order of the documentation.

@@ -15,7 +15,9 @@ AlgorithmEntry d_psgd_algorithm() {
               "D-PSGD (Lian et al., 2017): each iteration every rank averages its model with "
               "its neighbours' (uniform weights) and steps with its own gradient",
           .keys = erase(std::move(keys)),
-          .make = scheduler_factory<DPsgdScheduler, DPsgdOptions>()};
+          .make = scheduler_factory<DPsgdScheduler, DPsgdOptions>(),
+          // Each rank steps its own model through Optimizer::step: any optimizer.
+          .optimizers = {"sgd", "adamw"}};
 }
 
 DPsgdScheduler::DPsgdScheduler(SchedulerContext ctx, const DPsgdOptions& options)

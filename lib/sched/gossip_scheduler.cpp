@@ -39,7 +39,9 @@ AlgorithmEntry gossip_algorithm() {
               "random neighbour per update, asynchronously, no global barrier",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<GossipScheduler, GossipOptions>(),
-          .own_data_stream = true};
+          .own_data_stream = true,
+          // Each rank steps its own model through Optimizer::step: any optimizer.
+          .optimizers = {"sgd", "adamw"}};
 }
 
 GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& options)

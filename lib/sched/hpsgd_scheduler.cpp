@@ -89,7 +89,7 @@ HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options
       period_(options.sync_period.is("auto") ? 0 : options.sync_period.value),
       plain_(ctx_.model.backend(), ctx_.model.parameters(), ctx_.model.gradients(),
              SgdOptions{0.0f, 0.0f, 0.0f, false}, ctx_.model.trainable_offset()) {
-  DTRAIN_INPUT_CHECK(ctx_.optimizer.options().momentum == 0.0f)
+  DTRAIN_INPUT_CHECK(sgd().options().momentum == 0.0f)
       << "optimizer.momentum: hpsgd applies every gradient to the global model exactly once "
          "with plain SGD (the paper's Eq. 1); set it to 0";
   DTRAIN_INPUT_CHECK(options.sync_period.is("auto") || period_ >= 1)
@@ -148,7 +148,7 @@ void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases) {
   const float ranks = static_cast<float>(ctx_.comm.size());
   model.backend().sgd_step_accumulate(
       trainable_part(model.parameters()), trainable_part(model.gradients()), trainable_part(a_),
-      lr * ranks, ctx_.optimizer.options().weight_decay / ranks, accumulated_++ > 0);
+      lr * ranks, sgd().options().weight_decay / ranks, accumulated_++ > 0);
 }
 
 void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {

@@ -35,9 +35,12 @@ AlgorithmEntry local_sgd_algorithm() {
               "models (parameters and BatchNorm statistics) are averaged (HPSGD's baseline)",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<LocalSgdScheduler, LocalSgdOptions>(),
-          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            return predict(in, codec, a.get<LocalSgdOptions>().sync_period);
-          }};
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                return predict(in, codec, a.get<LocalSgdOptions>().sync_period);
+              },
+          // Each rank steps its own model through Optimizer::step: any optimizer.
+          .optimizers = {"sgd", "adamw"}};
 }
 
 LocalSgdScheduler::LocalSgdScheduler(SchedulerContext ctx, const LocalSgdOptions& options)

@@ -149,7 +149,9 @@ AlgorithmEntry pipe_sgd_algorithm() {
                     "(algorithm.warmup_epochs={}: those epochs of pipe_sgd run as D-Sync, the "
                     "sync rows)\n",
                     o.warmup_epochs);
-              }};
+              },
+          // The stale gradient is applied through Optimizer::step: any optimizer.
+          .optimizers = {"sgd", "adamw"}};
 }
 
 PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx, const PipeSgdOptions& options)

@@ -42,9 +42,10 @@ AlgorithmEntry ps_sync_algorithm() {
               "workers push gradients, the server updates and sends the weights back",
           .keys = config::erase(config::Schema<PsSyncOptions>("ps_sync")),
           .make = scheduler_factory<PsSyncScheduler, PsSyncOptions>(),
-          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig&) {
-            return predict_ps_sync(in, codec);
-          }};
+          .predict = [](const TimingInputs& in, const CodecCost& codec,
+                        const AlgorithmConfig&) { return predict_ps_sync(in, codec); },
+          // The server steps through Optimizer::step: any optimizer.
+          .optimizers = {"sgd", "adamw"}};
 }
 
 PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions&)

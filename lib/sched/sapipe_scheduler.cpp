@@ -258,10 +258,10 @@ void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats,
   }
   if (options_.compensation == "wp3") backend.copy(prefix(delta_), prefix(master));
   if (predict_with)  // wp1, wp2: the step and the weight prediction in one pass
-    ctx_.optimizer.step_predict_range(lr, master, slot.gradients, *predict_with,
-                                      ctx_.model.parameters(), begin_, prefix_end_ - begin_);
+    sgd().step_predict_range(lr, master, slot.gradients, *predict_with, ctx_.model.parameters(),
+                             begin_, prefix_end_ - begin_);
   else
-    ctx_.optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
+    sgd().step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
   if (options_.compensation == "wp3") {
     // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step just taken, new − old in one pass.
     backend.axpby(1.0f, prefix(master), -1.0f, prefix(delta_));
@@ -274,8 +274,8 @@ void SapipeScheduler::apply_fresh(Slot& slot, EpochStats* stats) {
   wait(slot.fresh, stats);
   PhaseTimes unused;
   PhaseTimer t(stats ? stats->phases : unused, Phase::update);
-  ctx_.optimizer.step_range(slot.lr, ctx_.model.parameters(), slot.gradients, prefix_end_,
-                            end_ - prefix_end_);
+  sgd().step_range(slot.lr, ctx_.model.parameters(), slot.gradients, prefix_end_,
+                   end_ - prefix_end_);
   slot.fresh_pending = false;
 }
 
@@ -333,7 +333,7 @@ void SapipeScheduler::run_dsync(Slot& slot, const Batch& batch, float lr, EpochS
   }
   {
     PhaseTimer t(stats.phases, Phase::update);
-    ctx_.optimizer.step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
+    sgd().step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
   }
   if (timing && allreducer_) {
     // The fixed cost of an all-reduce, on a few floats of the spent gradient.
@@ -366,7 +366,7 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
     PhaseTimer t(stats.phases, Phase::update);
     const Tensor& params = model.parameters();
     if (const Tensor* ghat = prediction_gradient(current, previous, stepped))
-      ctx_.optimizer.predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
+      sgd().predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
     else
       backend.copy(prefix(params), prefix(master_));
   }

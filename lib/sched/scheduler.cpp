@@ -55,6 +55,13 @@ NamedTensors Scheduler::weights_mean(ModelAverager* averager) {
   return mean;
 }
 
+Sgd& Scheduler::sgd() const {
+  auto* sgd = dynamic_cast<Sgd*>(&ctx_.optimizer);
+  DTRAIN_CHECK(sgd != nullptr) << name() << " updates with SGD only, not with optimizer "
+                               << ctx_.optimizer.name();
+  return *sgd;
+}
+
 Tensor Scheduler::trainable_part(const Tensor& flat) const {
   const int64_t offset = ctx_.model.trainable_offset();
   return flat.slice(offset, {flat.numel() - offset});
@@ -119,8 +126,12 @@ void Scheduler::save(SchedulerState& state) {
   Backend& backend = model.backend();
   state.put("model.parameters", model.parameters(), backend);
   state.put("model.buffers", model.buffers(), backend);
-  const Tensor& momentum = ctx_.optimizer.momentum();
-  if (momentum.defined()) state.put("optimizer.momentum", momentum, backend);
+  // SGD's momentum is "optimizer.momentum"; AdamW's moments and step count "optimizer.m",
+  // "optimizer.v", "optimizer.step".
+  for (const auto& [name, buffer] : ctx_.optimizer.state_buffers())
+    state.put("optimizer." + name, buffer, backend);
+  for (const auto& [name, value] : ctx_.optimizer.counters())
+    state.set_counter("optimizer." + name, value);
   state.set_counter("model.step", static_cast<int64_t>(model.graph().step()));
 }
 
@@ -129,8 +140,10 @@ void Scheduler::load(const SchedulerState& state) {
   Backend& backend = model.backend();
   state.get("model.parameters", model.parameters(), backend);
   state.get("model.buffers", model.buffers(), backend);
-  const Tensor& momentum = ctx_.optimizer.momentum();
-  if (momentum.defined()) state.get("optimizer.momentum", momentum, backend);
+  for (const auto& [name, buffer] : ctx_.optimizer.state_buffers())
+    state.get("optimizer." + name, buffer, backend);
+  for (const auto& [name, value] : ctx_.optimizer.counters())
+    ctx_.optimizer.load_counter(name, state.counter("optimizer." + name));
   model.graph().set_step(static_cast<uint64_t>(state.counter("model.step")));
 }
 

@@ -18,7 +18,8 @@
 #include "nn/model.h"                  // Model
 #include "nn/safetensors.h"            // NamedTensors: weights()
 #include "optim/lr_schedule.h"         // LrSchedule
-#include "optim/sgd.h"                 // Sgd
+#include "optim/optimizer.h"           // Optimizer
+#include "optim/sgd.h"                 // Sgd: the algorithms written for SGD
 #include "sched/scheduler_state.h"     // SchedulerState: save() and load()
 
 namespace dtrain {
@@ -78,7 +79,10 @@ struct ModelSource {
 
 struct SchedulerContext {
   Model& model;
-  Sgd& optimizer;
+  // SGD or AdamW; an algorithm whose update is written for SGD alone (weight prediction, plain
+  // steps of its own) refuses AdamW at validation (AlgorithmEntry::optimizers) and reaches it
+  // through Scheduler::sgd().
+  Optimizer& optimizer;
   const LrSchedule& schedule;
   Comm& comm;
   int64_t iterations_per_epoch = 1;
@@ -92,6 +96,9 @@ struct SchedulerContext {
   ModelSource source{};
   // The ranks' agreement to stop at an iteration boundary (a signal); null: never asked.
   StopVote* stop = nullptr;
+  // optimizer.clip_grad_norm: the whole gradient's L2 norm is clipped to this before the step
+  // (0: off). Only algorithms whose row says clips_gradients see a value above 0.
+  double clip_grad_norm = 0;
 };
 
 class Scheduler {
@@ -153,10 +160,12 @@ class Scheduler {
   virtual void load(const SchedulerState& state);
 
  protected:
-  // Learning rate at iteration `i` (0-based) of `epoch`.
+  // Learning rate at iteration `i` (0-based) of `epoch`; the iteration over the run, for the
+  // schedules counted in iterations, is epoch · iterations_per_epoch + i.
   float lr_at(int epoch, int64_t i) const {
     return static_cast<float>(
-        ctx_.schedule.lr_at(epoch + static_cast<double>(i) / ctx_.iterations_per_epoch));
+        ctx_.schedule.lr_at(epoch + static_cast<double>(i) / ctx_.iterations_per_epoch,
+                            epoch * ctx_.iterations_per_epoch + i));
   }
   // The factor on the summed loss of a local batch of `rows`: 1 / (rows · ranks) makes the sum
   // of the ranks' gradients the global-batch mean (data parallel); an algorithm whose ranks
@@ -171,6 +180,9 @@ class Scheduler {
   // `on_ready(offset)`: gradients[offset, P) are final (Model::backward).
   void compute_gradients(const Batch& batch, EpochStats& stats,
                          const std::function<void(int64_t)>& on_ready = {});
+  // The optimizer as SGD, for an algorithm whose update is written for SGD alone (validation
+  // refused any other optimizer for it).
+  Sgd& sgd() const;
   // The part of a flat buffer the optimizer updates: frozen layers are not communicated.
   Tensor trainable_part(const Tensor& flat) const;
   Tensor trainable_gradients() const { return trainable_part(ctx_.model.gradients()); }

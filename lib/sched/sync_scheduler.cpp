@@ -1,6 +1,7 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
+#include "optim/clip.h"                // clip_grad_norm
 #include "sched/pipe_sgd_scheduler.h"  // predict_pipe_sgd: D-Sync in segments is Eq. 6, K = 1
 
 namespace dtrain {
@@ -39,10 +40,13 @@ AlgorithmEntry sync_algorithm() {
               "backward in segments (Pipe-SGD paper's baseline)",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<SyncScheduler, SyncOptions>(),
-          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            return predict_sync(in, codec,
-                                static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
-          }};
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                return predict_sync(in, codec,
+                                    static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
+              },
+          .optimizers = {"sgd", "adamw"},
+          .clips_gradients = true};
 }
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
@@ -71,12 +75,21 @@ std::string SyncScheduler::describe() const {
   return s + ", " + allreducer_->describe();
 }
 
+void SyncScheduler::step(int epoch, int64_t i, EpochStats& stats) {
+  PhaseTimer timer(stats.phases, Phase::update);
+  // The all-reduced gradient is the same on every rank, so are its norm and its clip.
+  if (ctx_.clip_grad_norm > 0)
+    clip_grad_norm(ctx_.model.backend(), trainable_gradients(), ctx_.clip_grad_norm);
+  ctx_.optimizer.step(lr_at(epoch, i));
+}
+
 EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
   const int epoch = part.epoch;
   EpochStats stats;
   PhaseTimes& t = stats.phases;
   const auto epoch_start = Clock::now();
   const Tensor& grads = ctx_.model.gradients();
+  const bool clipping = ctx_.clip_grad_norm > 0;
   Batch batch;
   for (int64_t i = part.first; part.includes(i); ++i) {
     if (stop_requested()) break;  // every rank at the same iteration
@@ -84,17 +97,25 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       PhaseTimer timer(t, Phase::data);
       if (!loader.next(batch)) break;
     }
-    if (!allreducer_) {
+    if (!allreducer_ && !clipping) {
       // One rank: a layer's parameters are stepped as soon as backward has made their
       // gradients final, while parameters and gradients are still in cache (the same update
       // element for element, only earlier; PyTorch's optimizer-in-backward hooks do the same).
-      // The update phase then counts as backward.
+      // The update phase then counts as backward. (Clipping needs the whole gradient's norm
+      // before any layer steps: it takes the path below.)
       const float lr = lr_at(epoch, i);
       int64_t end = ctx_.model.num_parameters();
+      ctx_.optimizer.begin_step();  // the ranges below are one step (AdamW's t)
       compute_gradients(batch, stats, [&](int64_t offset) {
         ctx_.optimizer.step_range(lr, offset, end - offset);
         end = offset;
       });
+      finish_iteration(epoch, i, batch.rows(), stats);
+      continue;
+    }
+    if (!allreducer_) {
+      compute_gradients(batch, stats);
+      step(epoch, i, stats);
       finish_iteration(epoch, i, batch.rows(), stats);
       continue;
     }
@@ -113,10 +134,7 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       for (auto& f : inflight_) f.get();
       inflight_.clear();
     }
-    {
-      PhaseTimer timer(t, Phase::update);
-      ctx_.optimizer.step(lr_at(epoch, i));
-    }
+    step(epoch, i, stats);
     finish_iteration(epoch, i, batch.rows(), stats);
   }
   stats.wall_s = seconds_since(epoch_start);

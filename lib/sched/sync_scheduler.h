@@ -34,6 +34,10 @@ class SyncScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
 
  private:
+  // The update of iteration i of `epoch` from the whole (all-reduced) gradient, clipped first
+  // when optimizer.clip_grad_norm is on.
+  void step(int epoch, int64_t i, EpochStats& stats);
+
   GradientSegments segments_;
   bool auto_segments_ = false;  // segments: auto (resolved_settings says how many it made)
   std::vector<std::future<void>> inflight_;

@@ -6,6 +6,7 @@
 #include <algorithm>  // min
 
 #include "backend/backend.h"
+#include "optim/sgd.h"  // Sgd: the step profiled
 #include "plan/profiler.h"
 
 using namespace dtrain;

@@ -346,3 +346,72 @@ TEST_CASE("language-model dataset keys: required, bounded, and only for their da
   CHECK(resolved.find("valid_fraction: 0.1") != std::string::npos);
   CHECK(resolved.find("vocab_size") == std::string::npos);
 }
+
+TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms and clipping") {
+  auto lines = problems_of(
+      error_of(std::string(kValid) + "optimizer: {name: adamw, momentum: 0.9, nesterov: true}\n"));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] ==
+        "bad.yaml:3: optimizer.momentum: applies only to optimizer sgd, not to 'adamw'");
+  CHECK(lines[1] ==
+        "bad.yaml:3: optimizer.nesterov: applies only to optimizer sgd, not to 'adamw'");
+
+  lines = problems_of(error_of(std::string(kValid) + "optimizer: {betas: [0.9, 0.99], eps: 1}\n"));
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "bad.yaml:3: optimizer.betas: applies only to optimizer adamw, not to 'sgd'");
+  CHECK(lines[1] == "bad.yaml:3: optimizer.eps: applies only to optimizer adamw, not to 'sgd'");
+
+  lines = problems_of(error_of(std::string(kValid) + "optimizer: {name: adamw, betas: [0.9]}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "bad.yaml:3: optimizer.betas: expected 2 entries, got 1");
+  lines =
+      problems_of(error_of(std::string(kValid) + "optimizer: {name: adamw, betas: [0.9, 1]}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:3: optimizer.betas[1]: must be"));
+  lines = problems_of(error_of(std::string(kValid) + "optimizer: {name: adamw, eps: 0}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "bad.yaml:3: optimizer.eps: must be > 0, got 0");
+  lines = problems_of(error_of(std::string(kValid) + "optimizer: {clip_grad_norm: -1}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "bad.yaml:3: optimizer.clip_grad_norm: must be >= 0, got -1");
+
+  // Algorithms whose update is written for SGD refuse AdamW, naming the key.
+  for (const char* algorithm : {"sapipe", "hpsgd", "pipedream"}) {
+    CAPTURE(algorithm);
+    lines = problems_of(error_of(
+        std::string(kValid) + "optimizer: {name: adamw}\nalgorithm: {name: " + algorithm + "}\n"));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].starts_with("bad.yaml:3: optimizer.name: algorithm " + std::string(algorithm) +
+                               " updates with sgd only: adamw with " + algorithm +
+                               " comes with a later version"));
+  }
+  // Only sync clips.
+  lines = problems_of(error_of(std::string(kValid) +
+                               "optimizer: {clip_grad_norm: 1}\nalgorithm: {name: pipe_sgd}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with(
+      "bad.yaml:3: optimizer.clip_grad_norm: algorithm pipe_sgd does not clip gradients yet"));
+
+  lines = problems_of(error_of(
+      std::string(kValid) + "optimizer: {schedule: {warmup_epochs: 1, warmup_iterations: 10}}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(
+      lines[0].starts_with("bad.yaml:3: optimizer.schedule.warmup_iterations: give "
+                           "warmup_epochs (1) or warmup_iterations (10), not both"));
+}
+
+TEST_CASE("adamw's defaults: PyTorch's betas, eps and weight decay 0.01; sgd keeps 0") {
+  for (const char* algorithm : {"sync", "pipe_sgd", "ps_sync", "local_sgd", "d_psgd", "gossip"}) {
+    CAPTURE(algorithm);
+    TempConfig file("good.yaml", std::string(kValid) + "optimizer: {name: adamw, clip_grad_norm: " +
+                                     (std::string(algorithm) == "sync" ? "1" : "0") +
+                                     "}\nalgorithm: {name: " + algorithm + "}\n");
+    const ExperimentConfig c = load_config({file.path.string(), {}, {}});
+    CHECK(c.optimizer.name == "adamw");
+    CHECK(c.optimizer.betas == std::vector<double>{0.9, 0.999});
+    CHECK(c.optimizer.eps == 1e-8);
+    CHECK(c.optimizer.weight_decay == 0.01);
+  }
+  TempConfig file("good.yaml", kValid);
+  CHECK(load_config({file.path.string(), {}, {}}).optimizer.weight_decay == 0.0);
+}

@@ -146,3 +146,23 @@ TEST_CASE("cluster.stragglers slows the ranks it lists and no other") {
                        doctest::Contains("cluster.stragglers[1].rank: 3, but the job has 2"),
                        InputError);
 }
+
+TEST_CASE("optimizer.name picks the optimizer; AdamW decays the weight matrices, not the biases") {
+  const ExperimentConfig sgd = parse_config(
+      "model: {name: mlp, hidden: [16]}\n"
+      "dataset: {name: synthetic, shape: [1, 4, 4], classes: 3, batch_size: 8}\n"
+      "cluster: {device: cpu}\n",
+      "sgd.yaml");
+  CHECK(build_run(sgd, {0, 1, 0, false})->optimizer->name() == "sgd");
+  ExperimentConfig config = sgd;
+  config.optimizer.name = "adamw";
+  auto run = build_run(config, {0, 1, 0, false});
+  REQUIRE(run->optimizer->name() == "adamw");
+  const auto& adamw = dynamic_cast<const AdamW&>(*run->optimizer);
+  // The MLP's tensors in forward order: fc weight [16, 16], its bias, out weight [3, 16], its
+  // bias: four runs, decayed and not in turn.
+  std::vector<std::pair<int64_t, bool>> runs;
+  for (const DecayRange& r : adamw.ranges()) runs.emplace_back(r.count, r.decay);
+  CHECK(runs == std::vector<std::pair<int64_t, bool>>{
+                    {16 * 16, true}, {16, false}, {3 * 16, true}, {3, false}});
+}

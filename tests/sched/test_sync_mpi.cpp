@@ -41,3 +41,35 @@ TEST_CASE("sync and ps_sync on p ranks equal one rank with the same global batch
       CHECK(test::max_difference(parallel.weights(), single.weights(), w.numel()) < 1e-4);
     }
 }
+
+TEST_CASE("sync with AdamW, the gradient clipped or not, on p ranks equals one rank") {
+  auto world = make_mpi_comm();
+  auto local = make_local_comm();
+  // eps well above the float noise of a near-zero gradient, whose sign AdamW's first steps
+  // would otherwise amplify to a whole lr.
+  std::vector<float> unclipped;
+  for (const char* clip : {"0", "0.05"}) {
+    CAPTURE(clip);
+    TraineeOptions o;
+    o.optimizer = "adamw";
+    o.lr = 0.01f;
+    o.weight_decay = 0.1f;
+    o.optimizer_keys = std::string("eps: 1e-3, clip_grad_norm: ") + clip;
+    Trainee parallel(*world, o);
+    parallel.start_epoch(0);
+    const EpochStats first = parallel.train(0, 6);
+    const EpochStats later = parallel.train(0, 6);
+    Trainee single(*local, o);
+    single.start_epoch(0);
+    single.train(0, 12);
+    const int64_t n = parallel.model->num_parameters();
+    CHECK(test::max_difference(parallel.weights(), single.weights(), n) < 1e-5);
+    // It learns: the loss of the later iterations is below the first ones'.
+    CHECK(later.loss_sum / later.samples < first.loss_sum / first.samples);
+    // A clip of 0.05 bites: the weights differ from the unclipped run's.
+    if (unclipped.empty())
+      unclipped = parallel.host_weights();
+    else
+      CHECK(test::max_difference(parallel.weights(), unclipped.data(), n) > 1e-4);
+  }
+}

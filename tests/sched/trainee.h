@@ -32,18 +32,27 @@ struct TraineeOptions {
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
   std::string stragglers = "[]";    // cluster.stragglers
+  // optimizer: sgd (momentum, weight_decay), or adamw with `optimizer_keys` ("eps: 1e-3")
+  std::string optimizer = "sgd";
+  std::string optimizer_keys;
 };
 
 // The experiment a Trainee runs, as a user would write it.
 inline std::string trainee_yaml(const TraineeOptions& o) {
+  const std::string optimizer =
+      o.optimizer == "sgd"
+          ? fmt::format("{{lr: {}, momentum: {}, weight_decay: {}}}", o.lr, o.momentum,
+                        o.weight_decay)
+          : fmt::format("{{name: {}, lr: {}, weight_decay: {}{}{}}}", o.optimizer, o.lr,
+                        o.weight_decay, o.optimizer_keys.empty() ? "" : ", ", o.optimizer_keys);
   return fmt::format(
       "name: trainee\nseed: 5\nmodel: {}\n"
       "dataset: {{name: synthetic, shape: {}, classes: 3, train_size: {}, batch_size: {}}}\n"
       "cluster: {{device: {}, stragglers: {}}}\n"
       "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
-      "optimizer: {{lr: {}, momentum: {}, weight_decay: {}}}\n",
+      "optimizer: {}\n",
       o.model, o.shape, o.train_size, o.global_batch, o.device, o.stragglers, o.algorithm,
-      o.keys.empty() ? "" : ", ", o.keys, o.compression, o.lr, o.momentum, o.weight_decay);
+      o.keys.empty() ? "" : ", ", o.keys, o.compression, optimizer);
 }
 
 struct Trainee {

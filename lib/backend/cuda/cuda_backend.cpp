@@ -248,10 +248,16 @@ class CudaBackend final : public Backend {
     cuda::dc_diagonal_f32(grads.data<float>(), delta.data<float>(), grads.numel(), lambda,
                           ctx_->stream());
   }
-  // PENDING (sequence-model ops, being written): replaced by their CUDA implementations.
-  void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                  const AdamWHyper&) override {
-    DTRAIN_CHECK(false) << "PENDING: cuda adamw_step";
+  void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
+                  const AdamWHyper& h) override {
+    check_f32(weights, "adamw_step");
+    check_same_size(weights, grads, "adamw_step");
+    check_same_size(weights, m, "adamw_step m");
+    check_same_size(weights, v, "adamw_step v");
+    DTRAIN_CHECK(h.step >= 1) << "adamw_step: the step count starts at 1, got " << h.step;
+    cuda::adamw_step_f32(weights.data<float>(), grads.data<float>(), m.data<float>(),
+                         v.data<float>(), weights.numel(), h.lr, h.beta1, h.beta2, h.eps,
+                         h.weight_decay, h.step, ctx_->stream());
   }
   void add_to_rows(const Tensor& y, const Tensor& row) override {
     check_f32(y, "add_to_rows");

@@ -30,6 +30,9 @@ void sgd_predict_f32(float* out, const float* w, const float* g, const float* v,
 void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat, float* out,
                           int64_t n, float lr, float momentum, float dampening, float weight_decay,
                           bool nesterov, cudaStream_t stream);
+// Backend::adamw_step (backend/adamw_update.h, as the CPU loop): w, m and v in place.
+void adamw_step_f32(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream);
 // Backend::dc_diagonal: g += λ·g·g·Δ.
 void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream);
 // Backend::dot: a fixed-order sum in double; `scratch` holds kDotBlocks + 1 doubles on the

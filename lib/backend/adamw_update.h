@@ -1,0 +1,65 @@
+// The per-element arithmetic of AdamW (torch.optim.AdamW's single-tensor path), written once for
+// both backends: the CPU loop (cpu/cpu_adamw.cpp) and the CUDA kernel (cuda/adamw.cu) only run
+// step() over their buffers. The scalars PyTorch computes in double on the host (the bias
+// corrections, the step size, the decay factor) are computed here in double too and then
+// rounded to float, as PyTorch does when it passes them to its float kernels.
+#pragma once
+#include <cmath>    // pow, sqrt, sqrtf
+#include <cstdint>  // int64_t
+
+#include "backend/sgd_update.h"  // DTRAIN_HOST_DEVICE
+
+namespace dtrain::adamw {
+
+// The hyper-parameters of one step as the element arithmetic uses them.
+struct Coeffs {
+  float keep;           // 1 − lr·wd: decoupled weight decay
+  float beta1, beta2;   // the moments' decay rates
+  float grad_weight1;   // 1 − β1: the weight of lerp(m, g, 1 − β1)
+  float grad_weight2;   // 1 − β2
+  float neg_step_size;  // −lr / (1 − β1^t)
+  float bias2_sqrt;     // √(1 − β2^t)
+  float eps;
+};
+
+inline Coeffs coeffs(float lr, float beta1, float beta2, float eps, float weight_decay,
+                     int64_t step) {
+  const double t = static_cast<double>(step);
+  const double bias1 = 1.0 - std::pow(static_cast<double>(beta1), t);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(beta2), t);
+  return {static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay),
+          beta1,
+          beta2,
+          static_cast<float>(1.0 - static_cast<double>(beta1)),
+          static_cast<float>(1.0 - static_cast<double>(beta2)),
+          static_cast<float>(-static_cast<double>(lr) / bias1),
+          static_cast<float>(std::sqrt(bias2)),
+          eps};
+}
+
+// PyTorch's lerp(start, end, weight): the form it picks by weight keeps the result exact at
+// both ends.
+DTRAIN_HOST_DEVICE inline float lerp(float start, float end, float weight) {
+  return weight < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
+}
+
+// Backend::adamw_step on element i: w, m and v in place, in PyTorch's order:
+//   w ← w·(1 − lr·wd);  m ← lerp(m, g, 1 − β1);  v ← β2·v + (1 − β2)·g·g;
+//   w ← w − step_size · m / (√v / √(1 − β2^t) + ε).
+DTRAIN_HOST_DEVICE inline void step(int64_t i, float* w, const float* g, float* m, float* v,
+                                    const Coeffs& c) {
+  const float gi = g[i];
+  const float wi = w[i] * c.keep;
+  const float mi = lerp(m[i], gi, c.grad_weight1);
+  const float vi = v[i] * c.beta2 + c.grad_weight2 * gi * gi;
+#ifdef __CUDA_ARCH__
+  const float denom = ::sqrtf(vi) / c.bias2_sqrt + c.eps;
+#else
+  const float denom = std::sqrt(vi) / c.bias2_sqrt + c.eps;
+#endif
+  m[i] = mi;
+  v[i] = vi;
+  w[i] = wi + c.neg_step_size * (mi / denom);
+}
+
+}  // namespace dtrain::adamw

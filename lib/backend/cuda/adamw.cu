@@ -1,0 +1,27 @@
+// Backend::adamw_step on the GPU: a grid-stride kernel over the element arithmetic of
+// backend/adamw_update.h, shared with the CPU loop (compiled without FMA contraction, as the
+// other element-wise kernels).
+#include "backend/adamw_update.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+
+namespace dtrain::cuda {
+namespace {
+
+__global__ void adamw_step_kernel(float* w, const float* g, float* m, float* v, int64_t n,
+                                  adamw::Coeffs c) {
+  DTRAIN_GRID_STRIDE(i, n) adamw::step(i, w, g, m, v, c);
+}
+
+}  // namespace
+
+void adamw_step_f32(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream) {
+  if (n <= 0) return;
+  const adamw::Coeffs c = adamw::coeffs(lr, beta1, beta2, eps, weight_decay, step);
+  adamw_step_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, c);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dtrain::cuda

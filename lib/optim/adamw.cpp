@@ -1,0 +1,86 @@
+#include "optim/adamw.h"
+
+#include <algorithm>  // max, min, sort
+
+#include "core/error.h"
+
+namespace dtrain {
+
+namespace {
+
+// `ranges` sorted, the gaps filled with decayed runs, neighbours of equal decay merged: the
+// whole buffer [0, size) in as few backend calls as the model's layout allows.
+std::vector<DecayRange> cover(std::vector<DecayRange> ranges, int64_t size) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const DecayRange& a, const DecayRange& b) { return a.offset < b.offset; });
+  std::vector<DecayRange> runs;
+  auto append = [&runs](int64_t offset, int64_t count, bool decay) {
+    if (count <= 0) return;
+    if (!runs.empty() && runs.back().decay == decay &&
+        runs.back().offset + runs.back().count == offset)
+      runs.back().count += count;
+    else
+      runs.push_back({offset, count, decay});
+  };
+  int64_t at = 0;
+  for (const DecayRange& r : ranges) {
+    if (r.count == 0 || (r.offset + r.count <= at && r.offset < at)) continue;  // a tied weight's
+    DTRAIN_CHECK(r.offset >= at && r.count >= 0 && r.offset + r.count <= size)
+        << "AdamW: decay range [" << r.offset << ", " << r.offset + r.count
+        << ") overlaps another or lies outside the " << size << " parameters";
+    append(at, r.offset - at, true);
+    append(r.offset, r.count, r.decay);
+    at = r.offset + r.count;
+  }
+  append(at, size - at, true);
+  return runs;
+}
+
+}  // namespace
+
+AdamW::AdamW(Backend& backend, Tensor parameters, Tensor gradients, const AdamWOptions& options,
+             std::vector<DecayRange> ranges, int64_t trainable_offset)
+    : Optimizer(std::move(parameters), std::move(gradients), trainable_offset),
+      backend_(backend),
+      options_(options),
+      ranges_(cover(std::move(ranges), parameters_.numel())),
+      m_(backend.zeros(parameters_.shape())),
+      v_(backend.zeros(parameters_.shape())) {}
+
+void AdamW::step(float lr, const Tensor& parameters, const Tensor& gradients) {
+  begin_step();
+  step_range(lr, parameters, gradients, 0, parameters_.numel());
+}
+
+void AdamW::step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
+                       int64_t count) {
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::step_range");
+  if (end <= begin) return;
+  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_range before begin_step";
+  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_};
+  for (const DecayRange& r : ranges_) {
+    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
+    if (to <= from) continue;
+    const Shape s{to - from};
+    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
+    backend_.adamw_step(parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
+                        v_.slice(from, s), h);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::state_buffers() const {
+  return {{"m", m_}, {"v", v_}};
+}
+
+std::vector<std::pair<std::string, int64_t>> AdamW::counters() const {
+  return {{"step", step_}};
+}
+
+void AdamW::load_counter(const std::string& name, int64_t value) {
+  if (name != "step") return Optimizer::load_counter(name, value);
+  DTRAIN_CHECK(value >= 0) << "AdamW: a step count of " << value;
+  step_ = value;
+}
+
+}  // namespace dtrain

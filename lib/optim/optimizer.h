@@ -1,0 +1,60 @@
+// The optimizer as the schedulers see it: an update of the flat parameter buffer from the flat
+// gradient buffer, over the whole trainable range or a contiguous range of it, with the model's
+// own buffers or others of the same layout (a stashed copy, an aggregated gradient); and its
+// state by name, for checkpoints. Sgd and AdamW implement it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>  // std::pair: named state
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace dtrain {
+
+class Optimizer {
+ public:
+  Optimizer(Tensor parameters, Tensor gradients, int64_t trainable_offset);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual std::string name() const = 0;  // optimizer.name
+
+  // One optimizer step over the trainable range [trainable_offset, P): begin_step, then the
+  // update of every trainable element.
+  void step(float lr) { step(lr, parameters_, gradients_); }
+  // Same, with other buffers of the model's layout.
+  virtual void step(float lr, const Tensor& parameters, const Tensor& gradients) = 0;
+  // A new optimizer step begins (AdamW: its step count t advances). step() calls it; a scheduler
+  // that updates the model in ranges (step_range) calls it once before the ranges of one step.
+  virtual void begin_step() {}
+  // Only [offset, offset + count) of the flat buffers (clipped to the trainable range), as part
+  // of the step begun last.
+  void step_range(float lr, int64_t offset, int64_t count) {
+    step_range(lr, parameters_, gradients_, offset, count);
+  }
+  virtual void step_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                          int64_t offset, int64_t count) = 0;
+
+  // The state a resumed run needs, by name: flat buffers (SGD's momentum, AdamW's moments) and
+  // counters (AdamW's step count). load_counter restores a counter that counters() named.
+  virtual std::vector<std::pair<std::string, Tensor>> state_buffers() const = 0;
+  virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
+  virtual void load_counter(const std::string& name, int64_t value);
+
+  int64_t trainable_offset() const { return trainable_offset_; }
+  const Tensor& parameters() const { return parameters_; }
+  const Tensor& gradients() const { return gradients_; }
+
+ protected:
+  // [begin, end) of the buffers a call on [offset, offset + count) updates (empty: begin >= end);
+  // checks the buffers have the model's size.
+  std::pair<int64_t, int64_t> clipped_range(const Tensor& parameters, const Tensor& gradients,
+                                            int64_t offset, int64_t count, const char* what) const;
+
+  Tensor parameters_, gradients_;
+  int64_t trainable_offset_;
+};
+
+}  // namespace dtrain
