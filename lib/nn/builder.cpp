@@ -7,7 +7,7 @@
 
 namespace dtrain {
 
-std::vector<GraphNode> make_nodes(const YAML::Node& layers) {
+std::vector<GraphNode> make_nodes(const YAML::Node& layers, int64_t classes) {
   std::vector<GraphNode> nodes;
   for (const YAML::Node& e : layers) {
     GraphNode node;
@@ -18,6 +18,7 @@ std::vector<GraphNode> make_nodes(const YAML::Node& layers) {
     node.layer = entry->make(config::read_resolved(*entry->options, e));
     DTRAIN_CHECK(node.layer->type() == type)
         << "the row of '" << type << "' builds a '" << node.layer->type() << "' layer";
+    if (classes > 0) node.layer->set_dataset_classes(classes);
     if (e["inputs"])
       for (const YAML::Node& in : e["inputs"]) node.inputs.push_back(in.as<std::string>());
     nodes.push_back(std::move(node));

@@ -127,7 +127,39 @@ Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape, bool fuse_r
     }
     node.flops = node.layer->flops();
   }
+  resolve_ties();
   if (fuse_relus) fuse_activations();
+}
+
+// A layer that computes with an earlier layer's weight (a tied output head): the lender must
+// come before it in forward order (so its backward, which runs later, adds to the gradient the
+// borrower wrote), lend that weight and have its shape; each lender lends once.
+void Graph::resolve_ties() {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    const std::optional<Layer::WeightTie> tie = node.layer->weight_tie();
+    if (!tie) continue;
+    const std::string at =
+        "model: layer '" + node.name + "' (" + tie->key + ": '" + tie->layer + "')";
+    size_t lender = 0;
+    for (size_t j = 1; j < nodes_.size(); ++j)
+      if (nodes_[j].name == tie->layer) lender = j;
+    DTRAIN_INPUT_CHECK(lender > 0) << at << ": no layer of the model has that name";
+    const Node& from = nodes_[lender];
+    DTRAIN_INPUT_CHECK(from.layer->lends_weight() && !from.params.empty())
+        << at << ": '" << from.name << "' is a " << from.layer->type()
+        << ", which has no weight to lend (tie to an embedding)";
+    DTRAIN_INPUT_CHECK(lender < i)
+        << at << ": '" << from.name << "' runs after it; the embedding must come first";
+    DTRAIN_INPUT_CHECK(from.params[0].shape == tie->shape)
+        << at << ": its weight is " << tie->shape.str() << " but '" << from.name << "' has "
+        << from.params[0].shape.str();
+    for (size_t j = 1; j < i; ++j)
+      DTRAIN_INPUT_CHECK(nodes_[j].tie != static_cast<int>(lender))
+          << at << ": '" << nodes_[j].name << "' already uses that weight";
+    node.tie = static_cast<int>(lender);
+    nodes_[lender].layer->set_weight_gradient_accumulates();
+  }
 }
 
 std::vector<WeightSlot> Graph::weight_slots() const {
@@ -136,14 +168,23 @@ std::vector<WeightSlot> Graph::weight_slots() const {
     const Node& node = nodes_[i];
     int64_t offset = node.param_offset;
     for (const ParamDecl& d : node.params) {
-      slots.push_back({node.name + "." + d.name, d.shape, false, offset});
+      slots.push_back({node.name + "." + d.name, d.shape, false, offset, {}});
       offset += d.shape.numel();
     }
     offset = node.buffer_offset;
     for (const ParamDecl& d : node.buffers) {
-      slots.push_back({node.name + "." + d.name, d.shape, true, offset});
+      slots.push_back({node.name + "." + d.name, d.shape, true, offset, {}});
       offset += d.shape.numel();
     }
+  }
+  // A tied weight is one tensor, saved under its lender's name; a file may hold it under the
+  // borrower's name too (PyTorch's state_dict has both).
+  for (const Node& node : nodes_) {
+    if (node.tie < 0) continue;
+    const Node& lender = nodes_[node.tie];
+    for (WeightSlot& s : slots)
+      if (s.name == lender.name + "." + lender.params[0].name)
+        s.aliases.push_back(node.name + ".weight");
   }
   return slots;
 }
@@ -209,16 +250,23 @@ int64_t Graph::forward_flops() const {
   return total;
 }
 
+size_t Graph::name_width() const {
+  size_t width = 22;  // long names (transformer.h.11.attn.c_attn) widen the column
+  for (const Node& node : nodes_) width = std::max(width, node.name.size() + 1);
+  return width;
+}
+
 std::string Graph::summary() const {
-  std::string out = fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "layer", "type",
+  const size_t w = name_width();
+  std::string out = fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "layer", w, "type",
                                 "output shape", "parameters", "FLOPs");
   for (const Node& node : nodes_) {
     std::string type = node.layer ? std::string(node.layer->type()) : "input";
     if (node.layer && node.layer->absorbed()) type += " (fused)";
-    out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", node.name, type,
+    out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", node.name, w, type,
                        node.shape.inner().str(), node.param_count, node.flops);
   }
-  out += fmt::format("{:<22} {:<15} {:<20} {:>14} {:>16}\n", "total", "",
+  out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "total", w, "",
                      fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());
   if (arena_elements_ > 0) {
     const int64_t batch = nodes_[0].shape[0];
@@ -257,6 +305,9 @@ Graph::Cut Graph::cut_before(const std::string& name) const {
     }
   const Node& node = nodes_[c];
   if (node.layer->absorbed() && !node.inputs.empty()) cut.fused_into = nodes_[node.inputs[0]].name;
+  for (size_t j = c; j < nodes_.size() && cut.tied.empty(); ++j)
+    if (nodes_[j].tie >= 0 && static_cast<size_t>(nodes_[j].tie) < c)
+      cut.tied = nodes_[j].name + " uses the weight of " + nodes_[nodes_[j].tie].name;
   for (size_t p = 1; p < c; ++p) {
     cut.parameters_before += nodes_[p].param_count;
     cut.param_streams_before += nodes_[p].params.size();

@@ -59,14 +59,15 @@ class Graph {
 
   // A cut before layer `name` (pipeline stages, docs/architecture.md, decision 8): the tensors made
   // before it and read at or after it. Valid when exactly one crosses and the layer is not a
-  // ReLU fused into the layer before it.
+  // ReLU fused into the layer before it, and no tied weight (Layer::weight_tie) is used across it.
   struct Cut {
     std::vector<std::string> crossing;  // producer names ("input" for the graph input)
     std::string fused_into;             // the producer a fused ReLU belongs to, or empty
-    Shape shape;                        // of the crossing tensor, at the build batch (valid cuts)
+    std::string tied;  // a layer after the cut computing with a weight before it, or empty
+    Shape shape;       // of the crossing tensor, at the build batch (valid cuts)
     int64_t parameters_before = 0;      // elements of the flat buffer before the cut
     uint64_t param_streams_before = 0;  // parameter tensors before the cut (initialisation)
-    bool valid() const { return crossing.size() == 1 && fused_into.empty(); }
+    bool valid() const { return crossing.size() == 1 && fused_into.empty() && tied.empty(); }
   };
   // InputError when no layer has that name.
   Cut cut_before(const std::string& name) const;
@@ -158,6 +159,8 @@ class Graph {
   void bind_input(Plan& plan, const Tensor& input);
   void refresh_input_views(Plan& plan);
   void fuse_activations();
+  size_t name_width() const;  // of the layer column of the summary and the profile
+  void resolve_ties();
   void choose_layouts();
   bool runs_in_place(int node) const;
   void share_first_gradients();

@@ -20,6 +20,7 @@ struct Graph::Node {
   std::vector<ParamDecl> params, buffers;
   int64_t param_offset = 0, param_count = 0, buffer_offset = 0;
   int range = -1;     // index in ranges_, for parameterised layers
+  int tie = -1;       // the node whose parameter 0 this one uses as its weight (Layer::weight_tie)
   int64_t flops = 0;  // per sample
 
   // Memory (materialize): whose buffers this node's output and gradient live in.

@@ -29,6 +29,13 @@ void Graph::bind_layers() {
     }
     node.layer->bind(p, g, b);
   }
+  for (Node& node : nodes_) {
+    if (node.tie < 0) continue;
+    const Node& lender = nodes_[node.tie];
+    const Shape& shape = lender.params[0].shape;
+    node.layer->bind_tied(params_.slice(lender.param_offset, shape),
+                          grads_.slice(lender.param_offset, shape));
+  }
 }
 
 void Graph::set_gradients(const Tensor& flat) {
@@ -276,6 +283,8 @@ void Graph::update_needs() {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     node.trainable = node.range >= frozen_;
+    // A tied layer trains with its lender, which precedes it: frozen when the lender is.
+    if (node.tie >= 0) node.trainable = nodes_[node.tie].range >= frozen_;
     node.need_grad = node.trainable;
     for (int src : node.inputs) node.need_grad |= nodes_[src].need_grad;
   }

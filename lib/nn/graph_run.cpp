@@ -124,7 +124,9 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
       times_[i].backward_s += seconds_since(start);
       ++times_[i].backwards;
     }
-    if (node.trainable && on_ready) {
+    // A layer without parameters of its own (a tied head) finishes no range: its borrowed
+    // gradient is final only after the lender's backward, which reports it.
+    if (node.trainable && node.param_count > 0 && on_ready) {
       on_ready(node.param_offset);
       reported = true;
     }
@@ -150,8 +152,9 @@ void Graph::freeze_first(int layers) {
 std::string Graph::layer_profile() const {
   double total = 0;
   for (const LayerTime& t : times_) total += t.forward_s + t.backward_s;
-  std::string out = fmt::format("{:<22} {:<15} {:>6} {:>11} {:>11} {:>7} {:>9}\n", "layer", "type",
-                                "layout", "forward ms", "backward ms", "share", "GFLOP/s");
+  const size_t w = name_width();
+  std::string out = fmt::format("{:<{}} {:<18} {:>6} {:>11} {:>11} {:>7} {:>9}\n", "layer", w,
+                                "type", "layout", "forward ms", "backward ms", "share", "GFLOP/s");
   for (size_t i = 1; i < times_.size() && i < nodes_.size(); ++i) {
     const LayerTime& t = times_[i];
     const Node& node = nodes_[i];
@@ -162,10 +165,13 @@ std::string Graph::layer_profile() const {
     const double gflops = t.forward_s + t.backward_s > 0 && t.backwards > 0
                               ? 3.0 * node.flops * t.samples / (t.forward_s + t.backward_s) / 1e9
                               : 0;
-    out += fmt::format(
-        "{:<22} {:<15} {:>6} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.1f}\n", node.name,
-        node.layer->type(), node.block == 1 ? std::string("nchw") : fmt::format("{}c", node.block),
-        fwd_ms, bwd_ms, total > 0 ? 100 * (t.forward_s + t.backward_s) / total : 0, gflops);
+    out += fmt::format("{:<{}} {:<18} {:>6} {:>11.3f} {:>11.3f} {:>6.1f}% {:>9.1f}\n", node.name, w,
+                       node.layer->type(),
+                       node.block > 1           ? fmt::format("{}c", node.block)
+                       : node.shape.rank() == 4 ? std::string("nchw")
+                                                : std::string("plain"),
+                       fwd_ms, bwd_ms, total > 0 ? 100 * (t.forward_s + t.backward_s) / total : 0,
+                       gflops);
   }
   out += fmt::format("total {:.3f} s in layers\n", total);
   return out;

@@ -5,9 +5,10 @@
 // every iteration without allocating. The Graph owns activations and gradient buffers; a layer
 // keeps only what its own backward needs (pool indices, dropout masks, batch statistics).
 #pragma once
-#include <cstdint>  // int64_t, uint64_t
-#include <memory>   // unique_ptr: op plans
-#include <span>     // span: input lists
+#include <cstdint>   // int64_t, uint64_t
+#include <memory>    // unique_ptr: op plans
+#include <optional>  // weight_tie
+#include <span>      // span: input lists
 #include <string>
 #include <string_view>
 #include <utility>  // pair
@@ -106,6 +107,28 @@ class Layer {
   // Nothing reads this layer's output gradient after its backward (the graph's plan says so
   // before prepare): the backward may overwrite it.
   virtual void set_output_gradient_writable(bool) {}
+
+  // ---- weight tying (a linear output head computing with an embedding's table) ----
+  // The layer whose parameter 0 this layer uses as its own weight, of shape `shape` (it
+  // declares no parameter for it); the graph checks the lender and binds its views here.
+  struct WeightTie {
+    std::string layer;  // an earlier layer that lends_weight()
+    std::string key;    // the option that named it, for messages
+    Shape shape;        // the weight as this layer reads it
+  };
+  virtual std::optional<WeightTie> weight_tie() const { return std::nullopt; }
+  // Tied: the views of the lender's weight and gradient, at every bind (set_parameters,
+  // set_gradients rebind them).
+  virtual void bind_tied(const Tensor& weight, const Tensor& gradient) {}
+  // May lend parameter 0 to a later layer (an embedding's table to the output head).
+  virtual bool lends_weight() const { return false; }
+  // A later layer lends this weight and writes its gradient first (its backward runs
+  // earlier): this layer's backward adds its part to what is there instead of overwriting.
+  virtual void set_weight_gradient_accumulates() {}
+
+  // The dataset's class count (a vocabulary), for layers whose size defaults to it (an
+  // embedding's rows); called before infer when the model is built for a dataset.
+  virtual void set_dataset_classes(int64_t classes) {}
 
   virtual std::vector<ParamDecl> params() const { return {}; }
   virtual std::vector<ParamDecl> buffers() const { return {}; }  // non-trainable state

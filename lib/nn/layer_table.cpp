@@ -21,6 +21,10 @@ LayerEntry batchnorm2d_layer();
 LayerEntry flatten_layer();
 LayerEntry add_layer();
 LayerEntry channel_pad_layer();
+LayerEntry embedding_layer();
+LayerEntry position_embedding_layer();
+LayerEntry layer_norm_layer();
+LayerEntry attention_layer();
 
 // One row per line, in the order of the documentation and the messages.
 // clang-format off
@@ -39,6 +43,10 @@ const std::vector<LayerEntry>& layer_types() {
       flatten_layer(),
       add_layer(),
       channel_pad_layer(),
+      embedding_layer(),
+      position_embedding_layer(),
+      layer_norm_layer(),
+      attention_layer(),
   };
   return table;
 }

@@ -12,13 +12,21 @@
 
 namespace dtrain {
 
-Model::Model(std::unique_ptr<Graph> graph, const ModelInput& input) : graph_(std::move(graph)) {
-  const Shape& out = graph_->output_shape();
-  DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
-      << "model: the last layer '" << graph_->output_name() << "' gives " << out.str()
+int64_t loss_positions(const Shape& out, const std::string& name, const ModelInput& input) {
+  const bool classes = out.rank() == 2 && out[1] == input.classes;
+  const bool sequence = out.rank() == 3 && out[2] == input.classes;
+  DTRAIN_INPUT_CHECK(classes || sequence)
+      << "model: the last layer '" << name << "' gives " << out.str()
       << " but the loss needs [batch, classes] = [" << input.batch << ", " << input.classes
-      << "] (the dataset has " << input.classes << " classes)";
-  loss_ = std::make_unique<SoftmaxCrossEntropy>(graph_->backend(), input.batch, input.classes);
+      << "] or, per position, [batch, positions, classes] (the dataset has " << input.classes
+      << " classes)";
+  return sequence ? out[1] : 1;
+}
+
+Model::Model(std::unique_ptr<Graph> graph, const ModelInput& input) : graph_(std::move(graph)) {
+  const int64_t positions = loss_positions(graph_->output_shape(), graph_->output_name(), input);
+  loss_ = std::make_unique<SoftmaxCrossEntropy>(graph_->backend(), input.batch, input.classes,
+                                                positions);
 }
 
 Model::~Model() = default;
@@ -112,12 +120,8 @@ std::unique_ptr<Graph> make_graph(const YAML::Node& model, const ModelInput& inp
   const YAML::Node layers = expand_model_spec(model, input)["layers"];
   std::vector<int64_t> dims{input.batch};
   for (int64_t d : input.sample_shape.dims()) dims.push_back(d);
-  auto graph = std::make_unique<Graph>(make_nodes(layers), Shape(dims));
-  const Shape& out = graph->output_shape();
-  DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
-      << "model: the last layer '" << graph->output_name() << "' gives " << out.str()
-      << " but the loss needs [batch, classes] = [" << input.batch << ", " << input.classes
-      << "] (the dataset has " << input.classes << " classes)";
+  auto graph = std::make_unique<Graph>(make_nodes(layers, input.classes), Shape(dims));
+  loss_positions(graph->output_shape(), graph->output_name(), input);
   return graph;
 }
 
@@ -190,6 +194,10 @@ std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& i
     DTRAIN_INPUT_CHECK(cut.fused_into.empty())
         << at << ": cannot cut before '" << starts[k] << "': it is a ReLU fused into '"
         << cut.fused_into << "' (cut after it)";
+    DTRAIN_INPUT_CHECK(cut.tied.empty())
+        << at << ": cannot cut before '" << starts[k] << "': " << cut.tied
+        << " (tie_weight), which would be in another stage; untie them (a gpt's "
+        << "tie_weights: false) to pipeline it";
     DTRAIN_INPUT_CHECK(cut.crossing.size() == 1)
         << at << ": cannot cut before '" << starts[k] << "': " << cut.crossing.size()
         << " tensors would cross (" << fmt::format("{}", fmt::join(cut.crossing, ", "))

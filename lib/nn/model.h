@@ -1,7 +1,8 @@
 // Model: the network the schedulers train — a layer Graph on a Backend, its flat parameter and
-// gradient buffers, and the softmax cross-entropy loss on its last layer. Built by name from
-// the zoo (mlp, lenet, cifar_cnn, alexnet, vgg16, resnet18, resnet50, resnet20) or from a
-// YAML `layers:` list; both go through the same builder (the zoo writes the list).
+// gradient buffers, and the softmax cross-entropy loss on its last layer (per position for a
+// sequence model's [N, T, classes]). Built by name from the zoo (mlp, lenet, cifar_cnn, alexnet,
+// vgg16, resnet18, resnet50, resnet20, gpt, gpt2) or from a YAML `layers:` list; both go through
+// the same builder (the zoo writes the list).
 #pragma once
 #include <yaml-cpp/yaml.h>  // YAML::Node: the `model:` section of an experiment
 
@@ -35,6 +36,9 @@ struct WeightSlot {
   Shape shape;
   bool buffer = false;
   int64_t offset = 0;
+  // Other names of the same tensor (a tied output head's "lm_head.weight"): never written,
+  // accepted in a file when equal to it.
+  std::vector<std::string> aliases;
 };
 struct LossStats {
   double loss_sum = 0;
@@ -44,6 +48,12 @@ struct LossStats {
 
 class Graph;
 class SoftmaxCrossEntropy;
+
+// How many positions the loss scores per sample for a model whose last layer `name` gives
+// `out` (at the build batch): 1 for [batch, classes] logits, T for a sequence model's
+// [batch, T, classes] (the mean per-position cross-entropy, layers/softmax_xent.h). InputError
+// for any other shape.
+int64_t loss_positions(const Shape& out, const std::string& name, const ModelInput& input);
 
 class Model {
  public:
@@ -71,12 +81,14 @@ class Model {
   void set_training(bool training);
   bool training() const;
   // images [b, C, H, W] f32 and labels [b] i32, on the host or on the device; b ≤ build batch.
+  // A sequence model reads token ids [b, T] (f32) and labels [b, T] (i32, the next tokens).
   // Device tensors are used in place: keep them unchanged until backward has run.
   void forward(const Tensor& images, const Tensor& labels);
   // Backward of the loss scaled by grad_scale (1/b for the batch mean; schedulers pass other
-  // values). Overwrites the gradients of trainable layers. If given, on_ready(offset) is called
-  // each time gradients[offset, P) are final (offsets decrease; the last call is
-  // trainable_offset()). On asynchronous backends the work is only enqueued at that point.
+  // values; a sequence model's loss is already the mean over its positions). Overwrites the
+  // gradients of trainable layers. If given, on_ready(offset) is called each time gradients[offset,
+  // P) are final (offsets decrease; the last call is trainable_offset()). On asynchronous backends
+  // the work is only enqueued at that point.
   void backward(float grad_scale, const std::function<void(int64_t)>& on_ready = {});
   LossStats last_stats();  // of the last forward; copies 2 floats to the host (synchronises)
   void freeze_first(int layers);
@@ -88,7 +100,7 @@ class Model {
   // Dropout masks are drawn from (seed, layer, step); data-parallel ranks may want distinct
   // masks (PyTorch draws them from each rank's own generator).
   void set_dropout_seed(uint64_t seed);
-  // The logits of the last forward ([b, classes], device memory).
+  // The logits of the last forward ([b, classes] or [b, T, classes], device memory).
   const Tensor& logits() const;
   Graph& graph() { return *graph_; }
 

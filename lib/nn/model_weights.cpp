@@ -75,6 +75,19 @@ void check_weights(const std::vector<WeightSlot>& slots, const NamedTensors& ten
   const auto index = by_name(tensors);
   std::unordered_map<std::string, const WeightSlot*> wanted;
   for (const WeightSlot& s : slots) wanted.emplace(s.name, &s);
+  // A tied weight's other name (PyTorch's state_dict holds both) is accepted when its tensor
+  // equals the one under the slot's own name, which is what the model loads.
+  for (const WeightSlot& s : slots)
+    for (const std::string& alias : s.aliases) {
+      const auto copy = index.find(alias);
+      const auto own = index.find(s.name);
+      if (copy == index.end() || own == index.end()) continue;
+      DTRAIN_INPUT_CHECK(copy->second->shape == own->second->shape &&
+                         copy->second->values == own->second->values)
+          << origin << ": tensor '" << alias << "' is tied to '" << s.name
+          << "' in the model but differs from it in the file";
+      wanted.emplace(alias, &s);
+    }
   std::string unknown;  // the first name of the file the model does not have
   for (const NamedTensor& t : tensors)
     if (unknown.empty() && !wanted.count(t.name)) unknown = t.name;

@@ -32,8 +32,9 @@ std::string model_markdown();
 // The `layers:` list of a checked zoo spec for this input.
 YAML::Node zoo_layers(const YAML::Node& model, const ModelInput& input);
 
-// Graph nodes from a checked `layers:` list.
-std::vector<GraphNode> make_nodes(const YAML::Node& layers);
+// Graph nodes from a checked `layers:` list; `classes`, when known, is the dataset's class
+// count (a vocabulary), the default size of layers that take it (embedding).
+std::vector<GraphNode> make_nodes(const YAML::Node& layers, int64_t classes = 0);
 
 // Throws InputError listing the problems, if any.
 void throw_if_problems(const std::vector<std::string>& problems);

@@ -9,7 +9,8 @@
 
 namespace dtrain {
 
-// The classic networks' rows are in zoo.cpp, the ResNets' in zoo_resnet.cpp.
+// The classic networks' rows are in zoo.cpp, the ResNets' in zoo_resnet.cpp, the GPTs' in
+// zoo_gpt.cpp.
 ZooEntry mlp_model();
 ZooEntry lenet_model();
 ZooEntry cifar_cnn_model();
@@ -18,6 +19,8 @@ ZooEntry vgg16_model();
 ZooEntry resnet18_model();
 ZooEntry resnet50_model();
 ZooEntry resnet20_model();
+ZooEntry gpt_model();
+ZooEntry gpt2_model();
 
 // One row per line, in the order of the documentation and the messages.
 // clang-format off
@@ -31,6 +34,8 @@ const std::vector<ZooEntry>& zoo_models() {
       resnet18_model(),
       resnet50_model(),
       resnet20_model(),
+      gpt_model(),
+      gpt2_model(),
   };
   return table;
 }
@@ -51,6 +56,9 @@ YAML::Node zoo_layers(const YAML::Node& model, const ModelInput& input) {
   DTRAIN_INPUT_CHECK(!zoo->image_input || input.sample_shape.rank() == 3)
       << "model '" << name << "' needs [channels, height, width] samples, the dataset gives "
       << input.sample_shape.str();
+  DTRAIN_INPUT_CHECK(!zoo->sequence_input || input.sample_shape.rank() == 1)
+      << "model '" << name << "' is a language model: it needs sequences of token ids [T] (a "
+      << "text or tokens dataset), the dataset gives samples " << input.sample_shape.str();
   return zoo->layers(config::read_resolved(*zoo->options, model), input);
 }
 

@@ -26,7 +26,8 @@ struct ZooEntry {
   std::shared_ptr<const config::AnySchema> options;
   // The model as {layers: [...]} for this input (a checked `layers:` list follows from it).
   std::function<YAML::Node(const std::any& options, const ModelInput& input)> layers;
-  bool image_input = true;  // needs [channels, height, width] samples
+  bool image_input = true;      // needs [channels, height, width] samples
+  bool sequence_input = false;  // needs sequences of token ids [T] (a language model)
 };
 
 // Every zoo model, in the order of the documentation and the messages.

@@ -71,7 +71,7 @@ TEST_CASE("shape mismatches name both layers and both shapes") {
   // The loss needs [batch, classes].
   CHECK(model_error("{layers: [{name: fc, type: linear, out_features: 7}]}", {{4}, 10, 2}) ==
         "model: the last layer 'fc' gives [2, 7] but the loss needs [batch, classes] = [2, 10] "
-        "(the dataset has 10 classes)");
+        "or, per position, [batch, positions, classes] (the dataset has 10 classes)");
   CHECK(model_error("{name: alexnet}", {{3, 32, 32}, 10, 2}).find("layer 'pool5'") == 0);
 }
 

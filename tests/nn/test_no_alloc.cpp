@@ -85,6 +85,28 @@ struct NopDropout final : DropoutOp {
   void backward(const Tensor&, const Tensor&, float, const Tensor&) override {}
 };
 
+struct NopEmbedding final : EmbeddingOp {
+  void forward(const Tensor&, const Tensor&, const Tensor&) override {}
+  void backward(const Tensor&, const Tensor&, const Tensor&, bool) override {}
+};
+struct NopLayerNorm final : LayerNormOp {
+  void forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+               const Tensor&) override {}
+  void backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                const Tensor&, const Tensor&, const Tensor&) override {}
+};
+struct NopAttention final : AttentionOp {
+  size_t workspace_bytes() const override { return 64; }
+  void forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, uint64_t,
+               uint64_t) override {}
+  void backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, uint64_t,
+                uint64_t, const Tensor&) override {}
+};
+struct NopGelu final : GeluOp {
+  void forward(const Tensor&, const Tensor&) override {}
+  void backward(const Tensor&, const Tensor&, const Tensor&) override {}
+};
+
 // Every op the models below reach does nothing; the rest stay unused.
 class NopBackend final : public test::StubBackend {
  public:
@@ -108,6 +130,20 @@ class NopBackend final : public test::StubBackend {
   std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec&) override {
     return std::make_unique<NopDropout>();
   }
+  std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec&) override {
+    return std::make_unique<NopEmbedding>();
+  }
+  std::unique_ptr<LayerNormOp> make_layer_norm(const LayerNormSpec&) override {
+    return std::make_unique<NopLayerNorm>();
+  }
+  std::unique_ptr<AttentionOp> make_attention(const AttentionSpec&) override {
+    return std::make_unique<NopAttention>();
+  }
+  std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) override {
+    return std::make_unique<NopGelu>();
+  }
+  void add_to_rows(const Tensor&, const Tensor&) override {}
+  void sum_rows(const Tensor&, const Tensor&) override {}
   void fill_zero(const Tensor&) override {}
   void copy_channels(const Tensor&, int64_t, const Tensor&, int64_t, int64_t,
                      ChannelBlock) override {}
@@ -163,5 +199,40 @@ TEST_CASE("forward and backward allocate nothing at steady state") {
     counting = false;
     CHECK(allocations.load() == 0);
     CHECK(last == m->trainable_offset());
+  }
+}
+
+TEST_CASE("a GPT's forward and backward allocate nothing at steady state") {
+  NopBackend backend;
+  for (const char* spec : {"{name: gpt, n_layer: 2, n_embd: 32, dropout: 0.1}",
+                           "{name: gpt, n_layer: 2, n_embd: 32, tie_weights: false}"}) {
+    const std::string name = spec;
+    CAPTURE(name);
+    auto m = build_model(backend, YAML::Load(spec), {{8}, 11, 4}, 1);
+    m->freeze_first(1);  // the frozen paths: the table (and with it the tied head), ln_1
+    Tensor a = Tensor::zeros({4, 8}), b = Tensor::zeros({4, 8});
+    Tensor labels = Tensor::zeros({4, 8}, DType::i32);
+    Tensor a2 = a.narrow_batch(2), labels2 = labels.narrow_batch(2);
+    auto step = [&](const Tensor& x, const Tensor& y) {
+      m->set_training(true);
+      m->forward(x, y);
+      m->backward(0.25f, [](int64_t) {});
+      m->last_stats();
+      m->set_training(false);
+      m->forward(x, y);
+      m->last_stats();
+    };
+    step(a, labels);  // warm-up: plans for both batch sizes
+    step(a2, labels2);
+    step(b, labels);
+    allocations = 0;
+    counting = true;
+    for (int i = 0; i < 3; ++i) {
+      step(a, labels);
+      step(b, labels);
+      step(a2, labels2);
+    }
+    counting = false;
+    CHECK(allocations.load() == 0);
   }
 }

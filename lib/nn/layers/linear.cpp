@@ -1,5 +1,12 @@
-// Linear: y = x·wᵀ + b on [batch, features]; a 4-D input is read as its flattened view. May
-// absorb the ReLU that follows it (the op then applies it, see ops.h).
+// Linear: y = x·wᵀ + b on [batch, features]; a 4-D input is read as its flattened view, and a
+// sequence [N, T, C] is transformed position by position (PyTorch's nn.Linear on the last
+// axis: one GEMM of N·T rows, output [N, T, out]). May absorb the ReLU that follows it (the op
+// then applies it, see ops.h).
+//
+// `tie_weight: <embedding>` makes it a tied output head (GPT-2's lm_head): it computes with
+// that embedding's table [vocab, C] as its [out, in] weight and has no weight of its own. Its
+// backward writes the table's gradient first and the embedding's, which runs later, adds its
+// part (the graph arranges it: Layer::weight_tie).
 #include "nn/layers/layers.h"
 
 namespace dtrain {
@@ -9,6 +16,7 @@ struct LinearOptions : InitOptions {
   int64_t out_features = 0;            // required
   std::optional<int64_t> in_features;  // none: inferred from the input
   bool bias = true;
+  std::optional<std::string> tie_weight;  // an embedding whose table is the weight
 };
 
 config::Schema<LinearOptions> linear_schema() {
@@ -20,7 +28,10 @@ config::Schema<LinearOptions> linear_schema() {
       .key("in_features", &LinearOptions::in_features,
            config::optional_of(config::integer64(Bounds::above(0))),
            "inputs (checked against the graph when given)")
-      .key("bias", &LinearOptions::bias, config::boolean(), "learn a bias");
+      .key("bias", &LinearOptions::bias, config::boolean(), "learn a bias")
+      .key("tie_weight", &LinearOptions::tie_weight, config::optional_of(config::nonempty_text()),
+           "name of an earlier embedding layer whose [vocab, C] table is the weight (a tied "
+           "output head: no weight of its own, the gradients of both uses add up)");
   return with_init_keys(s);
 }
 
@@ -34,26 +45,43 @@ class Linear final : public Layer {
     DTRAIN_INPUT_CHECK(s.rank() >= 2)
         << "layer '" << self << "' expects a [batch, features] input but '" << in[0].name
         << "' gives " << s.str();
-    in_features_ = s.numel() / s[0];
+    // A sequence: every position is a row of its own.
+    positions_ = s.rank() == 3 ? s[1] : 1;
+    in_features_ = s.rank() == 3 ? s[2] : s.numel() / s[0];
     DTRAIN_INPUT_CHECK(!config_.in_features || *config_.in_features == in_features_)
         << "layer '" << self << "' expects " << *config_.in_features << " input features but '"
         << in[0].name << "' gives " << s.str() << " (= " << in_features_ << ")";
+    if (s.rank() == 3) return {s[0], s[1], config_.out_features};
     return {s[0], config_.out_features};
   }
-  Shape input_view(int, const Shape& s) const override { return {s[0], s.numel() / s[0]}; }
+  Shape input_view(int, const Shape& s) const override {
+    if (s.rank() == 3) return s;  // the op reads it as [N·T, C]
+    return {s[0], s.numel() / s[0]};
+  }
+
+  std::optional<WeightTie> weight_tie() const override {
+    if (!config_.tie_weight) return std::nullopt;
+    return WeightTie{*config_.tie_weight, "tie_weight", {config_.out_features, in_features_}};
+  }
+  void bind_tied(const Tensor& weight, const Tensor& gradient) override {
+    w_ = weight, dw_ = gradient;
+  }
 
   std::vector<ParamDecl> params() const override {
-    std::vector<ParamDecl> p{{"weight",
-                              {config_.out_features, in_features_},
-                              weight_init(config_, in_features_, config_.out_features)}};
+    std::vector<ParamDecl> p;
+    if (!config_.tie_weight)
+      p.push_back({"weight",
+                   {config_.out_features, in_features_},
+                   weight_init(config_, in_features_, config_.out_features)});
     if (config_.bias)
       p.push_back({"bias", {config_.out_features}, bias_init(config_, in_features_)});
     return p;
   }
   void bind(std::span<const Tensor> p, std::span<const Tensor> g,
             std::span<const Tensor>) override {
-    w_ = p[0], dw_ = g[0];
-    if (config_.bias) b_ = p[1], db_ = g[1];
+    size_t k = 0;
+    if (!config_.tie_weight) w_ = p[k], dw_ = g[k], ++k;
+    if (config_.bias) b_ = p[k], db_ = g[k];
   }
 
   bool backward_reads_output() const override { return relu_; }
@@ -64,8 +92,8 @@ class Linear final : public Layer {
   }
 
   void prepare(Backend& backend, int64_t batch) override {
-    ops_.add(batch,
-             backend.make_linear({batch, in_features_, config_.out_features, config_.bias, relu_}));
+    ops_.add(batch, backend.make_linear({batch * positions_, in_features_, config_.out_features,
+                                         config_.bias, relu_}));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
     ops_.at(y.shape()[0])->forward(x[0], w_, b_, y);
@@ -77,13 +105,15 @@ class Linear final : public Layer {
     if (dx[0].defined()) op.backward_data(y, dy, w_, dx[0]);
   }
   int64_t flops() const override {
-    return 2 * in_features_ * config_.out_features + (config_.bias ? config_.out_features : 0);
+    return positions_ *
+           (2 * in_features_ * config_.out_features + (config_.bias ? config_.out_features : 0));
   }
 
  private:
   LinearOptions config_;
   int64_t in_features_ = 0;
-  bool relu_ = false;  // absorbed the following ReLU
+  int64_t positions_ = 1;  // T of a sequence input [N, T, C]
+  bool relu_ = false;      // absorbed the following ReLU
   Tensor w_, b_, dw_, db_;
   PerBatch<std::unique_ptr<LinearOp>> ops_;
 };
@@ -91,7 +121,9 @@ class Linear final : public Layer {
 }  // namespace
 
 LayerEntry linear_layer() {
-  return layer_row("linear", "y = x·wᵀ + b on [batch, features] (a 4-D input is read flattened)",
+  return layer_row("linear",
+                   "y = x·wᵀ + b on [batch, features] (a 4-D input is read flattened, a sequence "
+                   "[N, T, C] position by position)",
                    linear_schema(),
                    [](const LinearOptions& o) { return std::make_unique<Linear>(o); });
 }

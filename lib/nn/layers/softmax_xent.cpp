@@ -2,10 +2,13 @@
 
 namespace dtrain {
 
-SoftmaxCrossEntropy::SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_t classes)
-    : backend_(backend), classes_(classes) {
-  probs_ = backend.empty({batch, classes});
-  labels_ = backend.empty({batch}, DType::i32);
+SoftmaxCrossEntropy::SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_t classes,
+                                         int64_t positions)
+    : backend_(backend), classes_(classes), positions_(positions) {
+  DTRAIN_CHECK(positions >= 1) << "softmax cross-entropy over " << positions << " positions";
+  probs_ = backend.empty({batch * positions, classes});
+  labels_ = positions == 1 ? backend.empty({batch}, DType::i32)
+                           : backend.empty({batch, positions}, DType::i32);
   stats_ = backend.zeros({2});
   host_stats_ = Tensor::zeros({2});
   current_ = &plan_for(batch);
@@ -13,19 +16,22 @@ SoftmaxCrossEntropy::SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_
 
 SoftmaxCrossEntropy::Plan& SoftmaxCrossEntropy::plan_for(int64_t batch) {
   if (!plans_.has(batch)) {  // the build batch, and once for a smaller last batch
-    DTRAIN_CHECK(batch > 0 && batch <= probs_.shape()[0])
-        << "batch of " << batch << " exceeds the build batch " << probs_.shape()[0];
-    plans_.add(batch, {backend_.make_softmax_xent({batch, classes_}), probs_.narrow_batch(batch),
-                       labels_.narrow_batch(batch)});
+    const int64_t most = labels_.shape()[0];
+    DTRAIN_CHECK(batch > 0 && batch <= most)
+        << "batch of " << batch << " exceeds the build batch " << most;
+    plans_.add(batch, {backend_.make_softmax_xent({batch * positions_, classes_}),
+                       probs_.narrow_batch(batch * positions_), labels_.narrow_batch(batch),
+                       Tensor(), Tensor()});
   }
   return plans_.at(batch);
 }
 
 void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
   const int64_t batch = logits.shape()[0];
-  DTRAIN_CHECK(labels.dtype() == DType::i32 && labels.numel() == batch)
+  DTRAIN_CHECK(labels.dtype() == DType::i32 && labels.numel() == batch * positions_)
       << "labels " << labels.shape().str() << " " << dtype_name(labels.dtype()) << " for " << batch
-      << " samples, expected [" << batch << "] i32";
+      << " samples, expected " << (positions_ == 1 ? Shape{batch} : Shape{batch, positions_}).str()
+      << " i32";
   current_ = &plan_for(batch);
   batch_ = batch;
   if (labels.device() == backend_.device()) {
@@ -34,17 +40,40 @@ void SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
     backend_.copy(current_->labels, labels);
     bound_labels_ = current_->labels;
   }
-  current_->op->forward(logits, bound_labels_, current_->probs, stats_);
+  if (positions_ == 1) {  // no copy of the tensor: the steady state allocates nothing
+    current_->op->forward(logits, bound_labels_, current_->probs, stats_);
+    return;
+  }
+  // The op scores rows: a sequence's positions are rows of their own.
+  current_->op->forward(rows_of(logits, current_->logit_rows), bound_labels_, current_->probs,
+                        stats_);
 }
 
 void SoftmaxCrossEntropy::backward(const Tensor& dlogits, float grad_scale) {
-  current_->op->backward(current_->probs, bound_labels_, dlogits, grad_scale);
+  if (positions_ == 1) {
+    current_->op->backward(current_->probs, bound_labels_, dlogits, grad_scale);
+    return;
+  }
+  current_->op->backward(current_->probs, bound_labels_, rows_of(dlogits, current_->gradient_rows),
+                         grad_scale / static_cast<float>(positions_));
+}
+
+const Tensor& SoftmaxCrossEntropy::rows_of(const Tensor& t, Tensor& view) const {
+  const int64_t rows = batch_ * positions_;
+  // Made again only for another tensor (one view per batch size): the steady state allocates
+  // nothing.
+  if (!view.defined() || view.raw() != t.raw() || view.shape()[0] != rows)
+    view = t.reshape({rows, classes_});
+  return view;
 }
 
 std::pair<double, double> SoftmaxCrossEntropy::stats() {
   backend_.copy(host_stats_, stats_);
   backend_.synchronize();
-  return {host_stats_.data<float>()[0], host_stats_.data<float>()[1]};
+  const double loss = host_stats_.data<float>()[0], correct = host_stats_.data<float>()[1];
+  if (positions_ == 1) return {loss, correct};
+  // Per sample: the mean over its positions, summed over the samples.
+  return {loss / static_cast<double>(positions_), correct / static_cast<double>(positions_)};
 }
 
 }  // namespace dtrain

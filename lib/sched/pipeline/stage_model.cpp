@@ -14,17 +14,15 @@ StageModel::StageModel(Backend& backend, const StageSlice& stage, const ModelInp
   std::vector<int64_t> dims{input.batch};
   for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
   for (int s = 0; s < slots; ++s) {
-    auto graph = std::make_unique<Graph>(make_nodes(stage.layers), Shape(dims));
+    auto graph = std::make_unique<Graph>(make_nodes(stage.layers, input.classes), Shape(dims));
     if (s == 0)
       graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
     else  // the first slot's weights, gradients and statistics; its own activations
       graph->materialize_sharing(*graphs_[0], /*input_gradient=*/!first);
     if (last) {
-      const Shape& out = graph->output_shape();
-      DTRAIN_INPUT_CHECK(out.rank() == 2 && out[1] == input.classes)
-          << "model: the last layer '" << graph->output_name() << "' gives " << out.str()
-          << " but the loss needs [batch, classes]";
-      losses_.push_back(std::make_unique<SoftmaxCrossEntropy>(backend, input.batch, input.classes));
+      const int64_t positions = loss_positions(graph->output_shape(), graph->output_name(), input);
+      losses_.push_back(
+          std::make_unique<SoftmaxCrossEntropy>(backend, input.batch, input.classes, positions));
     }
     graphs_.push_back(std::move(graph));
   }
