@@ -145,4 +145,36 @@ pipe_loss=$(tail -1 "$WORK/pipe/accuracy.csv" | cut -d, -f6)
 pipe_loss=${pipe_loss:-nan}
 /usr/bin/python3 -c "import math, sys; sys.exit(0 if float("$pipe_loss") < 0.75 * math.log($vocab) else 1)" ||
   fail "the pipeline's test loss $pipe_loss did not fall below 0.75·ln($vocab)"
+# A resumed GPT run equals the uninterrupted one bit for bit: dropout on (its masks follow the
+# step), AdamW with warm-up, cosine over max_iterations and clipping, the char vocabulary kept
+# in vocab.json; resumed mid-epoch and after an epoch. A changed vocabulary is refused on resume.
+TOOL="/usr/bin/python3 $ROOT/tests/app/checkpoint_tool.py"
+resume_sets=(--set model.dropout=0.1 --set optimizer.clip_grad_norm=1.0
+  --set "optimizer.schedule={name: cosine, min_lr: 0.0003, warmup_iterations: 4}"
+  --set train.max_iterations=60 --set train.eval_every_iterations=20
+  --set "checkpoint={every_epochs: 1, every_iterations: 12, keep: 100}")
+"$DTRAIN" --config "$WORK/gpt.yaml" "${resume_sets[@]}" --out "$WORK/whole" --progress none \
+  > "$WORK/whole.log" 2>&1 || fail "the checkpointed run: $(tail -3 "$WORK/whole.log")"
+[ -s "$WORK/whole/vocab.json" ] || fail "no vocab.json in the run's folder"
+mid=$(cd "$WORK/whole/checkpoints" && ls -d epoch-0001-iteration-* | head -1)
+for from in "$mid" epoch-0001; do
+  copy="$WORK/whole.from.$from"
+  cp -r "$WORK/whole" "$copy"
+  $TOOL rewind "$copy" "$from"
+  "$DTRAIN" --config "$WORK/gpt.yaml" "${resume_sets[@]}" --resume "$copy" --progress none \
+    > "$copy.log" 2>&1 || { fail "resumed from $from: $(tail -3 "$copy.log")"; continue; }
+  $TOOL same "$WORK/whole" "$copy" > "$WORK/same.txt" ||
+    fail "the GPT resumed from $from differs from the uninterrupted run: $(cat "$WORK/same.txt")"
+  cmp -s "$WORK/whole/model.safetensors" "$copy/model.safetensors" ||
+    fail "the GPT resumed from $from saved other weights"
+done
+copy="$WORK/whole.vocab"
+cp -r "$WORK/whole" "$copy"
+$TOOL rewind "$copy" "$mid"
+echo "Zebra" >> "$WORK/corpus.txt"  # a letter the vocabulary did not have
+"$DTRAIN" --config "$WORK/gpt.yaml" "${resume_sets[@]}" --resume "$copy" --progress none \
+  > "$copy.log" 2>&1
+code=$?
+[ "$code" -eq 2 ] || fail "a resume with another vocabulary: exit $code, expected 2"
+grep -q "vocab.json" "$copy.log" || fail "the vocabulary's refusal does not name vocab.json: $(tail -2 "$copy.log")"
 finish
