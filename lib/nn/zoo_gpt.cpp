@@ -15,6 +15,7 @@
 #include <fmt/format.h>  // layer names
 
 #include <cmath>  // sqrt
+#include <optional>
 
 #include "core/error.h"  // DTRAIN_INPUT_CHECK
 #include "nn/zoo_builder.h"
@@ -34,13 +35,20 @@ struct GptOptions {
   double dropout = 0.0;
   bool bias = true;  // in the linear layers and the LayerNorms
   bool tie_weights = true;
+  // The position table's rows; none: the dataset's block_size. A longer table serves every
+  // shorter context (GPT-2's 1024 rows, fine-tuned at any block_size up to 1024).
+  std::optional<int64_t> block_size;
 };
 
 YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
   DTRAIN_INPUT_CHECK(o.n_embd % o.n_head == 0)
       << "model.n_embd: " << o.n_embd << " is not a multiple of model.n_head (" << o.n_head
       << "): each head gets n_embd / n_head channels";
-  const int64_t block_size = input.sample_shape[0], c = o.n_embd;
+  const int64_t context = input.sample_shape[0], c = o.n_embd;
+  const int64_t block_size = o.block_size.value_or(context);
+  DTRAIN_INPUT_CHECK(context <= block_size)
+      << "dataset.block_size: " << context << " tokens of context is above the model's position "
+      << "table of " << block_size << " (model.block_size)";
   const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(o.n_layer));
   LayerList l;
   auto linear = [&](const std::string& name, int64_t out, bool bias, double std,
@@ -106,7 +114,11 @@ config::Schema<GptOptions> gpt_schema() {
            "biases in the linear layers and LayerNorms (the output head has none)")
       .key("tie_weights", &GptOptions::tie_weights, config::boolean(),
            "the output head computes with the token embedding's table (false: a weight of its "
-           "own; needed to cut a pipeline between them)");
+           "own; needed to cut a pipeline between them)")
+      .key("block_size", &GptOptions::block_size,
+           config::optional_of(config::integer64(Bounds::above(0))),
+           "rows of the position table (default: the dataset's block_size, which must not be "
+           "above it)");
   return s;
 }
 
@@ -121,6 +133,7 @@ YAML::Node gpt2(const Gpt2Options& o, const ModelInput& input) {
   shape.n_head = 12;
   shape.n_embd = 768;
   shape.dropout = o.dropout;
+  shape.block_size = 1024;
   return gpt(shape, input);
 }
 

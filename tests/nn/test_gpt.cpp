@@ -308,6 +308,8 @@ TEST_CASE("gpt's names are nanoGPT's, its summary shows [T, C] per sample") {
 
 TEST_CASE("gpt parameter counts: GPT-2 small is 124,439,808 at its vocabulary and block size") {
   CHECK(count_parameters(YAML::Load("{name: gpt2}"), {{1024}, 50257, 1}) == 124439808);
+  // Its position table stays GPT-2's 1024 rows at a shorter context (fine-tuning).
+  CHECK(count_parameters(YAML::Load("{name: gpt2}"), {{80}, 50257, 1}) == 124439808);
   // Untied: the head's [vocab, C] on top.
   const int64_t tied = count_parameters(small_gpt(true), kInput);
   CHECK(count_parameters(small_gpt(false), kInput) == tied + kVocab * kC);
@@ -370,6 +372,13 @@ TEST_CASE("gpt errors: widths that do not split into heads, image samples, long 
   std::string m = what_throws(
       [] { count_parameters(YAML::Load("{name: gpt, n_embd: 30, n_head: 4}"), kInput); });
   CHECK(m.find("model.n_embd") != std::string::npos);
+  // A context above the position table: gpt2's 1024, or gpt's model.block_size.
+  m = what_throws([] { count_parameters(YAML::Load("{name: gpt2}"), {{2048}, 50257, 1}); });
+  CHECK(m.find("dataset.block_size: 2048 tokens of context is above the model's position table "
+               "of 1024") != std::string::npos);
+  m = what_throws(
+      [] { count_parameters(YAML::Load("{name: gpt, block_size: 8}"), {{16}, 65, 1}); });
+  CHECK(m.find("model.block_size") != std::string::npos);
   m = what_throws([] { count_parameters(YAML::Load("{name: gpt}"), {{3, 32, 32}, 10, 2}); });
   CHECK(m.find("language model") != std::string::npos);
   // An image model on token sequences is refused the other way round.
