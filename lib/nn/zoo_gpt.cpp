@@ -15,7 +15,6 @@
 #include <fmt/format.h>  // layer names
 
 #include <cmath>  // sqrt
-#include <optional>
 
 #include "core/error.h"  // DTRAIN_INPUT_CHECK
 #include "nn/zoo_builder.h"
@@ -35,9 +34,9 @@ struct GptOptions {
   double dropout = 0.0;
   bool bias = true;  // in the linear layers and the LayerNorms
   bool tie_weights = true;
-  // The position table's rows; none: the dataset's block_size. A longer table serves every
+  // The position table's rows; 0: the dataset's block_size. A longer table serves every
   // shorter context (GPT-2's 1024 rows, fine-tuned at any block_size up to 1024).
-  std::optional<int64_t> block_size;
+  int64_t block_size = 0;
 };
 
 YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
@@ -45,7 +44,7 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
       << "model.n_embd: " << o.n_embd << " is not a multiple of model.n_head (" << o.n_head
       << "): each head gets n_embd / n_head channels";
   const int64_t context = input.sample_shape[0], c = o.n_embd;
-  const int64_t block_size = o.block_size.value_or(context);
+  const int64_t block_size = o.block_size > 0 ? o.block_size : context;
   DTRAIN_INPUT_CHECK(context <= block_size)
       << "dataset.block_size: " << context << " tokens of context is above the model's position "
       << "table of " << block_size << " (model.block_size)";
@@ -115,10 +114,9 @@ config::Schema<GptOptions> gpt_schema() {
       .key("tie_weights", &GptOptions::tie_weights, config::boolean(),
            "the output head computes with the token embedding's table (false: a weight of its "
            "own; needed to cut a pipeline between them)")
-      .key("block_size", &GptOptions::block_size,
-           config::optional_of(config::integer64(Bounds::above(0))),
-           "rows of the position table (default: the dataset's block_size, which must not be "
-           "above it)");
+      .key("block_size", &GptOptions::block_size, config::integer64(Bounds::at_least(0)),
+           "rows of the position table (0: the dataset's block_size, which must not be above "
+           "it)");
   return s;
 }
 
