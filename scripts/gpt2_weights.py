@@ -97,6 +97,7 @@ def write_safetensors(path, tensors, metadata):
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as the format advises
     temporary = f"{path}.tmp{os.getpid()}"
     try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(temporary, "wb") as f:
             f.write(struct.pack("<Q", len(text)))
             f.write(text)

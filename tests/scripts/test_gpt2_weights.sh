@@ -149,8 +149,9 @@ PY
   fail "converting without --block-size"
 "$DTRAIN" eval --config gpt.yaml --weights all_positions.safetensors > wrong_t.txt 2>&1
 rc=$?
-[ "$rc" -eq 2 ] && grep -q "transformer.wpe.weight" wrong_t.txt ||
+if [ "$rc" -ne 2 ] || ! grep -q "transformer.wpe.weight" wrong_t.txt; then
   fail "eval of a 32-row position table for block size 8: exit $rc: $(tail -2 wrong_t.txt)"
+fi
 
 # --- refusals: exit 2, a message naming the problem, nothing written --------------------------
 refused() {  # refused WHAT PATTERN ARGS...
