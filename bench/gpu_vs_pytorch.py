@@ -281,7 +281,7 @@ def dtrain_rate(args, tmp, name, m):
     p, out = run_dtrain(args, tmp, name, m, m["batch"], iterations_of(args, m),
                         1 + args.repeats, "cuda")
     if p.returncode != 0:
-        fail(dtrain_failure(f"training {name} on the GPU", p))
+        raise RuntimeError(dtrain_failure(f"training {name} on the GPU", p))
     backend = re.search(r"^backend\s+(.*)$", p.stdout, re.M)
     with open(os.path.join(out, "timing.csv")) as f:
         rows = [r for r in csv.DictReader(f) if r["rank"] == "0"]
@@ -380,11 +380,20 @@ def benchmark(args, names):
         header = (f"{'model':14} {'batch':>5} {'N':>4} {'unit':>7} {'dtrain/s':>10} "
                   f"{'data wait':>9} {'w/o wait/s':>10} {'torch/s':>10} {'ratio':>6} "
                   f"{'torch+item/s':>12}  goal")
-        lines, backend = [], None
+        lines, backend, failed = [], None, []
         for name in names:
             m = MODELS[name]
-            ours, data_wait, no_wait, backend = dtrain_rate(args, tmp, name, m)
-            lean, synced = torch_rate(args, name, m)
+            # A model that fails on either side is reported and the others still run (the
+            # first GPU runs of a new model are where that happens).
+            try:
+                ours, data_wait, no_wait, backend = dtrain_rate(args, tmp, name, m)
+                lean, synced = torch_rate(args, name, m)
+            except Exception as e:  # dtrain's exit, PyTorch's out-of-memory or CUDA error
+                print(f"gpu_vs_pytorch: {name}: {e}", file=sys.stderr, flush=True)
+                torch.cuda.empty_cache()
+                lines.append(f"{name:14} {m['batch']:5d} FAILED (see above)")
+                failed.append(name)
+                continue
             ratio = ours / lean
             verdict = "met" if ratio >= 1.0 else "NOT met"
             unit = "tokens" if "block" in m else "samples"
@@ -392,7 +401,7 @@ def benchmark(args, names):
             lines.append(f"{name:14} {m['batch']:5d} {iterations_of(args, m):4d} {unit:>7} "
                          f"{ours:10.1f} {data_wait:9.0%} {no_wait:10.1f} {lean:10.1f} "
                          f"{ratio:5.2f}x {item}  >= 1.0x lean torch: {verdict}")
-            print(f"  {name} done", file=sys.stderr)
+            print(f"  done: {lines[-1]}", file=sys.stderr, flush=True)
         print(f"dtrain: {backend}")
         print(header)
         print("\n".join(lines))
@@ -404,7 +413,9 @@ def benchmark(args, names):
                   + ("F.scaled_dot_product_attention" if hasattr(F, "scaled_dot_product_attention")
                      else "explicit (this torch has no scaled_dot_product_attention)")
                   + "; its AdamW torch's default (not fused=True)")
-    return 0
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 def main():
