@@ -166,7 +166,10 @@ awk -v words="$words" 'BEGIN {
   x = 1
   for (line = 0; line < 1500; ++line) {
     s = ""
-    for (k = 6 + x % 9; k > 0; --k) { x = (x * 16807) % 2147483647; s = s w[1 + x % n] (k > 1 ? " " : "") }
+    for (k = 6 + x % 9; k > 0; --k) {
+      x = (x * 16807) % 2147483647
+      s = s w[1 + x % n] (k > 1 ? " " : "")
+    }
     printf "%d:%d %s.\n", 1 + line % 50, 1 + x % 30, s
   }
 }' > "$WORK/corpus.txt"
@@ -175,7 +178,9 @@ name: gpt_cpu_vs_gpu
 seed: 3
 model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 64, dropout: 0.0}
 dataset: {name: text, path: $WORK/corpus.txt, tokenizer: char, block_size: 64, batch_size: 16}
-optimizer: {name: adamw, lr: 0.003, betas: [0.9, 0.99], weight_decay: 0.1, clip_grad_norm: 1.0, schedule: {name: cosine, min_lr: 0.0003, warmup_iterations: 10}}
+optimizer:
+  {name: adamw, lr: 0.003, betas: [0.9, 0.99], weight_decay: 0.1, clip_grad_norm: 1.0,
+   schedule: {name: cosine, min_lr: 0.0003, warmup_iterations: 10}}
 train: {max_iterations: 100, eval_every_iterations: 25}
 YAML
 compare gpt 1e-3 0.01 --config "$WORK/gpt.yaml"
@@ -190,7 +195,8 @@ if [ -f "$WORK/gpt-cuda/model.safetensors" ]; then
   for dev in cpu cuda; do
     "$DTRAIN" eval --config "$WORK/gpt.yaml" --set cluster.device=$dev \
       --weights "$WORK/gpt-cuda/model.safetensors" > "$WORK/gpt-eval-$dev.txt" 2>&1 ||
-      { fail "gpt: eval on $dev of the GPU run's weights: $(tail -3 "$WORK/gpt-eval-$dev.txt")"; continue; }
+      { fail "gpt: eval on $dev of the GPU run's weights: $(tail -3 "$WORK/gpt-eval-$dev.txt")"
+        continue; }
     eval_loss=$(grep -Eo "test loss [0-9.]+" "$WORK/gpt-eval-$dev.txt" | cut -d' ' -f3)
     awk -v a="${eval_loss:-x}" -v b="$run_loss" 'BEGIN {
       d = a - b; if (d < 0) d = -d; exit !(a ~ /^[0-9.]+$/ && d <= 1e-4 * b + 1e-5) }' ||
