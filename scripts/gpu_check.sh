@@ -9,8 +9,9 @@
 #
 # `run` fails (rather than skips) when no GPU is usable, runs the CUDA op and codec tests, the
 # GPU all-reduce and scheduler tests on 1 and 2 ranks (two ranks share the GPU through host
-# staging), the end-to-end CPU-vs-GPU loss curves, and bench/gpu_vs_pytorch.py; it writes the
-# outputs under ${OUT:-gpu-check}/ and ends with a summary.
+# staging), the end-to-end CPU-vs-GPU loss curves (the small GPT's included), and
+# bench/gpu_vs_pytorch.py (the CNNs and GPT-2 124M); it writes the outputs under
+# ${OUT:-gpu-check}/ and ends with a summary. The whole run should stay within ~8 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tests=(tests/backend/test_cuda_ops tests/compress/test_cuda_codecs
@@ -59,7 +60,9 @@ case "${1:-}" in
       step gpu_allreduce_np$np 60 mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_allreduce_mpi
       step gpu_sched_np$np 90 mpirun -np $np --oversubscribe /tmp/devbundle/bin/test_gpu_sched_mpi
     done
-    step app_cuda 180 bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
+    # The CPU-vs-GPU curves: MLP, LeNet, ResNet-20, then two small GPTs (seconds each) and eval.
+    step app_cuda 240 bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
+    # resnet18, alexnet, mlp and gpt2 (10-iteration runs: about half a minute of GPT-2 a side).
     step bench "${GPU_CHECK_BENCH_SECONDS:-300}" python3 bench/gpu_vs_pytorch.py \
       --dtrain /tmp/devbundle/bin/dtrain ${GPU_CHECK_BENCH_ARGS:-}
     echo "== summary"
@@ -72,7 +75,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    sed -n 2,11p "$0"
+    sed -n 2,14p "$0"
     exit 2
     ;;
 esac
