@@ -11,8 +11,9 @@ dtrain's (nanoGPT's) names, which `model: {name: gpt2, init_from: OUT}` and `dtr
   - the Conv1D weights of c_attn, attn.c_proj, c_fc and mlp.c_proj, stored [in, out], are
     transposed to a linear layer's [out, in];
   - wte, the LayerNorms and the biases are copied as they are;
-  - wpe keeps its first --block-size rows (default: all 1024): dtrain's position table has as
-    many rows as the dataset's block_size, and position p reads row p either way;
+  - wpe keeps all 1024 rows (the gpt2 model's table, at any block_size up to 1024), or its
+    first --block-size rows for a gpt model whose model.block_size is that (position p reads
+    row p either way);
   - the causal-mask buffers (`attn.bias` of shape [1, 1, n, n], `attn.masked_bias`) are
     dropped, and `lm_head.weight`, when present, must equal wte (GPT-2 ties them; dtrain's file
     holds the table once).
@@ -190,7 +191,7 @@ def main(argv):
     parser.add_argument("source", help="Hugging Face's model.safetensors")
     parser.add_argument("out", help="the file to write (dtrain's names)")
     parser.add_argument("--block-size", type=int, default=None,
-                        help="the rows of wpe to keep: the config's dataset.block_size "
+                        help="the rows of wpe to keep: a gpt model's model.block_size "
                              "(default: all of the file's)")
     parser.add_argument("--any-size", action="store_true",
                         help="accept any size of GPT-2's layout, not only 124M")

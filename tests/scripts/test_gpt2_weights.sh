@@ -152,6 +152,9 @@ rc=$?
 if [ "$rc" -ne 2 ] || ! grep -q "transformer.wpe.weight" wrong_t.txt; then
   fail "eval of a 32-row position table for block size 8: exit $rc: $(tail -2 wrong_t.txt)"
 fi
+# ... but it is the model whose position table has 32 rows at a context of 8 (as gpt2's 1024).
+"$DTRAIN" eval --config gpt.yaml --set model.block_size=32 --weights all_positions.safetensors \
+  > all_t.txt 2>&1 || fail "eval of the 32-row table with model.block_size 32: $(tail -2 all_t.txt)"
 
 # --- refusals: exit 2, a message naming the problem, nothing written --------------------------
 refused() {  # refused WHAT PATTERN ARGS...
