@@ -22,9 +22,16 @@ void CpuBackend::adamw_step(const Tensor& weights, const Tensor& grads, const Te
   float* mp = m.data<float>();
   float* vp = v.data<float>();
   const adamw::Coeffs c = adamw::coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
-  // Small buffers stay on one thread: waking a team costs more than the loop.
+  // Small buffers stay on one thread: waking a team costs more than the loop. (Two loops: the
+  // single-thread one vectorises as a plain simd loop, not as an OpenMP region run alone.)
   constexpr int64_t kParallelThreshold = 1 << 16;
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
+  if (n <= kParallelThreshold || threads_ <= 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw::step(i, wp, gp, mp, vp, c);
+    return;
+  }
+  // firstprivate: each thread's own copy of the coefficients, which no store can alias.
+#pragma omp parallel for simd num_threads(threads_) firstprivate(c)
   for (int64_t i = 0; i < n; ++i) adamw::step(i, wp, gp, mp, vp, c);
 }
 
