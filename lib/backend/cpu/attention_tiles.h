@@ -78,6 +78,51 @@ inline Vec first_lanes_or(Vec v, int64_t n, Vec other) {
   return lanes_below(n) ? v : other;
 }
 
+#ifdef __AVX512F__
+// One round of transpose16: row pairs (i, i + B) swap their off-diagonal B-lane blocks, i.e.
+// lo[l] = (l & B) ? hi_row[l − B] : lo_row[l], hi[l] = (l & B) ? hi_row[l] : lo_row[l + B]
+// (indices ≥ 16 name the permute's second source).
+template <int B>
+inline void transpose_round(Vec (&rows)[L]) {
+  static constexpr auto kIndex = [] {
+    struct {
+      int32_t lo[L], hi[L];
+    } index{};
+    for (int l = 0; l < L; ++l) {
+      index.lo[l] = (l & B) ? L + l - B : l;
+      index.hi[l] = (l & B) ? L + l : l + B;
+    }
+    return index;
+  }();
+  const __m512i lo_sel = _mm512_loadu_si512(kIndex.lo), hi_sel = _mm512_loadu_si512(kIndex.hi);
+#pragma GCC unroll 16
+  for (int i = 0; i < L; ++i) {
+    if (i & B) continue;
+    const __m512 a = reinterpret_cast<__m512>(rows[i]);
+    const __m512 c = reinterpret_cast<__m512>(rows[i + B]);
+    rows[i] = reinterpret_cast<Vec>(_mm512_permutex2var_ps(a, lo_sel, c));
+    rows[i + B] = reinterpret_cast<Vec>(_mm512_permutex2var_ps(a, hi_sel, c));
+  }
+}
+#endif
+
+// Transposes the 16 × 16 block held in rows[0 … 15] in registers: four rounds that swap the
+// off-diagonal blocks of 8, 4, 2 and 1 lanes between row pairs, two two-source permutes per
+// pair (a column gathered lane by lane costs sixteen inserts per vector).
+inline void transpose16(Vec (&rows)[L]) {
+#ifdef __AVX512F__
+  transpose_round<8>(rows);
+  transpose_round<4>(rows);
+  transpose_round<2>(rows);
+  transpose_round<1>(rows);
+#else
+  Vec out[L];
+  for (int d = 0; d < L; ++d)
+    for (int l = 0; l < L; ++l) out[d][l] = rows[l][d];
+  for (int d = 0; d < L; ++d) rows[d] = out[d];
+#endif
+}
+
 // 2^x, relative error about 1e-7 (a degree-7 Taylor polynomial of 2^f on |f| ≤ ½); x is
 // clamped to [−126, 127], so that arguments far below the row's maximum give 2^−126 rather
 // than denormals (the callers zero what the causal mask removes).
