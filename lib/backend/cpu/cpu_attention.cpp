@@ -155,8 +155,7 @@ class CpuAttention final : public AttentionOp {
         << "attention: y or lse of the wrong size";
     check_workspace(workspace);
     const DropoutDraw drop(training, spec_.dropout, seed, stream);
-    // No software prefetch of the next head: the hardware's was measured as fast or faster
-    // at T = 64 (12 % there, the whole call's data in L2) and T = 256 (9 MB of qkv).
+    // No software prefetch of the next head here: at T = 64 it cost more than it saved.
     for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
       forward_head(n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws, drop);
     });
@@ -172,8 +171,10 @@ class CpuAttention final : public AttentionOp {
     check_workspace(workspace);
     const DropoutDraw drop(true, spec_.dropout, seed, stream);
     for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+      const Slices nx = next_head(N, n, h, {qkv.data<float>(), y.data<float>()});
+      const Slices nd = next_head(N, n, h, {dqkv.data<float>(), dy.data<float>()});
       backward_head(n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(), lse.data<float>(),
-                    ws, drop, dqkv.data<float>());
+                    ws, drop, dqkv.data<float>(), nx, nd);
     });
   }
 
@@ -205,6 +206,31 @@ class CpuAttention final : public AttentionOp {
 #pragma omp for schedule(dynamic, 1)
       for (int64_t pair = 0; pair < pairs; ++pair) body(pair / H_, pair % H_, ws);
     }
+  }
+
+  // The next (sequence, head) pair's first column in a [.., T, 3C] and a [.., T, C] tensor (or
+  // nulls): while a head's backward computes, each of its query rows asks for one row of the
+  // next head's slices to come into L2. A head's slice of a row is 1/heads of it, rows apart,
+  // which the hardware prefetchers do not foresee; one row per query row spreads the requests
+  // over the head's arithmetic (all at once, they were slower than none).
+  struct Slices {
+    const float* qkv = nullptr;
+    const float* rows = nullptr;
+  };
+  Slices next_head(int64_t N, int64_t n, int64_t h, Slices base) const {
+    const int64_t next = n * H_ + h + 1;
+    if (next >= N * H_) return {};
+    const int64_t nn = next / H_, nh = next % H_;
+    return {base.qkv + nn * T_ * 3 * C_ + nh * D_, base.rows + nn * T_ * C_ + nh * D_};
+  }
+  void prefetch_row(const float* first, int parts, bool for_writing) const {
+    for (int part = 0; part < parts; ++part)
+      for (int64_t d = 0; d < D_; d += L) {
+        if (for_writing)
+          __builtin_prefetch(first + part * C_ + d, 1, 2);
+        else
+          __builtin_prefetch(first + part * C_ + d, 0, 2);
+      }
   }
 
   // rows[t][0, D) ← src[t·stride + …]·factor, columns D … Dp−1 zero.
@@ -325,7 +351,8 @@ class CpuAttention final : public AttentionOp {
   }
 
   void backward_head(int64_t n, int64_t h, const float* qkv, const float* y, const float* dy,
-                     const float* lse, float* ws, const DropoutDraw& drop, float* dqkv) const {
+                     const float* lse, float* ws, const DropoutDraw& drop, float* dqkv,
+                     const Slices& nx, const Slices& nd) const {
     const int64_t stride = 3 * C_;
     const float* base = qkv + n * T_ * stride + h * D_;
     float* q = ws;               // [T, Dp], scaled by log2(e)/√D
@@ -363,9 +390,16 @@ class CpuAttention final : public AttentionOp {
         auto keys_of = [&](int64_t r) { return std::min(bk, q0 + r - k0 + 1); };
         scores(q + q0 * Dp_, Dp_, bq, kt + k0, Tp_, Dp_, p, kKeyBlock, keys_of);
         scores(dout + q0 * Dp_, Dp_, bq, vt + k0, Tp_, Dp_, dp, kKeyBlock, keys_of);
-        for (int64_t r = 0; r < bq; ++r)
+        for (int64_t r = 0; r < bq; ++r) {
+          if (k0 == 0 && nx.qkv) {
+            prefetch_row(nx.qkv + (q0 + r) * 3 * C_, 3, false);
+            prefetch_row(nx.rows + (q0 + r) * C_, 1, false);
+            prefetch_row(nd.qkv + (q0 + r) * 3 * C_, 3, true);
+            prefetch_row(nd.rows + (q0 + r) * C_, 1, false);
+          }
           weight_gradients(p + r * kKeyBlock, dp + r * kKeyBlock, keys_of(r), bk, lse2[q0 + r],
                            rowdot[q0 + r], drop, weight_index(n, h, q0 + r, k0));
+        }
         // dV[s] += Σ_t P̃[t, s]·dy[t] and dK[s] += Σ_t dS[t, s]·q[t] over the tile's queries
         // t ≥ s: the rows are keys, the coefficients the tile read transposed.
         auto queries_of = [&](int64_t first, int64_t) {
