@@ -14,12 +14,25 @@ namespace {
 #ifdef __AVX512F__
 using simd::Vec;
 
-// e^a for a in [-87, 88] (callers clamp): a = n ln2 + r with |r| <= ln2/2, e^r by its Taylor
-// series to r^7 (truncation below 1e-8 relative), 2^n put into the exponent bits. -87 keeps
-// 2^n normal, 88 keeps e^a finite.
+inline __m512 m(Vec v) {
+  return reinterpret_cast<__m512>(v);
+}
+inline Vec v(__m512 m) {
+  return reinterpret_cast<Vec>(m);
+}
+inline Vec vmin(Vec a, float b) {
+  return v(_mm512_maskz_min_ps(0xffff, m(a), _mm512_set1_ps(b)));
+}
+inline Vec vmax(Vec a, float b) {
+  return v(_mm512_maskz_max_ps(0xffff, m(a), _mm512_set1_ps(b)));
+}
+
+// e^a for a in [-200, 88] (callers clamp): a = n ln2 + r with |r| <= ln2/2, e^r by its Taylor
+// series to r^7 (truncation below 1e-8 relative), times 2^n by vscalefps, which goes to exactly
+// 0 below float's range (so ∞·0 never arises for huge inputs); 88 keeps e^a finite.
 inline Vec exp_clamped(Vec a) {
-  const Vec round_magic = Vec{} + 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
-  const Vec n = (a * 1.44269504f + round_magic) - round_magic;
+  const Vec n =
+      v(_mm512_maskz_roundscale_ps(0xffff, m(a * 1.44269504f), _MM_FROUND_TO_NEAREST_INT));
   const Vec r = (a - n * 0.693145752f) - n * 1.42860677e-6f;  // ln2 in two parts: r is exact
   Vec p = Vec{} + 1.0f / 5040;
   p = p * r + 1.0f / 720;
@@ -29,54 +42,49 @@ inline Vec exp_clamped(Vec a) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const simd::IVec bits = (__builtin_convertvector(n, simd::IVec) + 127) << 23;
-  return p * reinterpret_cast<Vec>(bits);
+  return v(_mm512_maskz_scalef_ps(0xffff, m(p), m(n)));
 }
 
 // 1/d for normal positive d (the quotients below): AVX-512's 14-bit estimate and one Newton
 // step, within ~1 ulp. vdivps would be the loop's bottleneck (one per ~16 cycles).
 inline Vec reciprocal(Vec d) {
-  const Vec r = reinterpret_cast<Vec>(_mm512_maskz_rcp14_ps(0xffff, reinterpret_cast<__m512>(d)));
+  const Vec r = v(_mm512_maskz_rcp14_ps(0xffff, m(d)));
   return r * (2.0f - d * r);
 }
 
-// Φ(x) and x·φ(x) for the exact form. 0.5·erfc(|x|/√2) is Abramowitz & Stegun's 7.1.26
-// rational form (absolute error below 1.5e-7 on erfc, i.e. ~1 float ulp of Φ near 0.5) times
-// e^{-x²/2}, which the derivative's density reuses. Past |x| = 13 the density is below float's
-// range: it is set to 0 so that x·φ stays 0 (not ∞·0) for huge x.
+// Φ(x) and x·φ(x) for the exact form. Φ(-|x|) = 0.5·erfc(|x|/√2) is Abramowitz & Stegun's
+// 7.1.26 rational form (absolute error below 1.5e-7 on erfc, i.e. ~1 float ulp of Φ near 0.5;
+// its coefficients halved here) times e^{-x²/2}, which the derivative's density reuses. Past
+// |x| = 20 the density is exactly 0 (the exponent is clamped at -200), so x·φ stays 0 for huge x.
 struct ErfParts {
   Vec cdf, x_pdf;
 };
 inline ErfParts erf_parts(Vec x) {
-  const Vec ax = x < 0 ? -x : x;
-  const Vec half_sq = x * x * 0.5f;
-  const Vec e = half_sq > 87.0f ? Vec{} : exp_clamped(half_sq > 87.0f ? Vec{} - 87.0f : -half_sq);
-  const Vec t_arg = ax > 20.0f ? Vec{} + 20.0f : ax;  // past 20 the tail is 0 anyway; no ∞
-  const Vec t = reciprocal(t_arg * (0.3275911f * 0.70710678f) + 1.0f);
-  Vec poly = Vec{} + 1.061405429f;
-  poly = poly * t - 1.453152027f;
-  poly = poly * t + 1.421413741f;
-  poly = poly * t - 0.284496736f;
-  poly = poly * t + 0.254829592f;
-  const Vec lower_tail = 0.5f * (poly * t) * e;  // Φ(-|x|)
+  const Vec ax = v(_mm512_abs_ps(m(x)));
+  const Vec e = exp_clamped(vmax(x * (x * -0.5f), -200.0f));
+  const Vec t = reciprocal(vmin(ax, 20.0f) * (0.3275911f * 0.70710678f) + 1.0f);
+  Vec poly = Vec{} + 0.5f * 1.061405429f;
+  poly = poly * t - 0.5f * 1.453152027f;
+  poly = poly * t + 0.5f * 1.421413741f;
+  poly = poly * t - 0.5f * 0.284496736f;
+  poly = poly * t + 0.5f * 0.254829592f;
+  const Vec lower_tail = (poly * t) * e;  // Φ(-|x|)
   return {x >= 0 ? 1.0f - lower_tail : lower_tail, x * e * 0.398942280f};
 }
 
 // The tanh form: 0.5·(1 + tanh u) = s = 1 / (1 + e^{-2u}), u = √(2/π)(x + 0.044715x³), and
 // 0.5·(1 - tanh²u) = 2s(1-s) with 1 - s = e^{-2u}·s, exact in the saturated tail as well.
+// Past |x| = 20 both have saturated; x is clamped there so that x³ stays finite.
 struct TanhParts {
   Vec s, ds;  // s and d(x·s)/dx - s
 };
 inline TanhParts tanh_parts(Vec x) {
   constexpr float c = 0.797884561f, k = 0.044715f;
-  const auto big = (x < 0 ? -x : x) > 20.0f;  // u' would overflow; the term is 0 there
-  const Vec xs = big ? Vec{} : x;
-  const Vec m2u = -2.0f * c * (xs + k * xs * xs * xs);
-  const Vec e = exp_clamped(m2u > 88.0f ? Vec{} + 88.0f : (m2u < -87.0f ? Vec{} - 87.0f : m2u));
-  Vec s = reciprocal(1.0f + e);
-  s = big ? (x > 0 ? Vec{} + 1.0f : Vec{}) : s;
-  const Vec ds =
-      (e * s) * s * (2.0f * c) * xs * (1.0f + 3.0f * k * xs * xs);  // e·s <= 1: no overflow
+  const Vec xc = vmin(vmax(x, -20.0f), 20.0f);
+  const Vec xc2 = xc * xc;
+  const Vec e = exp_clamped(vmax(vmin(xc * (-2.0f * c) * (1.0f + k * xc2), 88.0f), -200.0f));
+  const Vec s = reciprocal(1.0f + e);
+  const Vec ds = (e * s) * s * (2.0f * c) * xc * (1.0f + 3.0f * k * xc2);  // e·s <= 1: finite
   return {s, ds};
 }
 
