@@ -4,7 +4,8 @@
 
 #include <algorithm>  // copy, max
 #include <cmath>
-#include <vector>  // the wide-range inputs
+#include <cstring>  // memcmp: same bits
+#include <vector>   // the wide-range inputs
 
 #include "backend/backend.h"
 #include "core/rng.h"
@@ -236,6 +237,29 @@ TEST_CASE("gelu over a wide range: -10…10, tiny, huge, signed zeros and denorm
     MESSAGE("gelu wide range max error: y " << worst_y << ", dx " << worst_dx);
     CHECK(worst_y <= 2e-6);
     CHECK(worst_dx <= 2e-6);
+  }
+}
+
+TEST_CASE("gelu: the same bits on one thread and on a team") {
+  // Several chunks and an odd tail: the team splits the work, each element's arithmetic is the
+  // same.
+  const Shape shape{100003};
+  Tensor x = random_tensor(shape, 24), dy = random_tensor(shape, 25);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 16.0f;
+  for (const GeluApproximation form : {GeluApproximation::none, GeluApproximation::tanh}) {
+    CAPTURE(static_cast<int>(form));
+    std::vector<Tensor> ys, dxs;
+    for (const int threads : {1, 2}) {
+      auto be = make_backend({DeviceChoice::cpu, threads, 0});
+      be->set_num_threads(threads);
+      auto op = be->make_gelu({shape, form});
+      ys.push_back(be->empty(shape));
+      dxs.push_back(be->empty(shape));
+      op->forward(x, ys.back());
+      op->backward(x, dy, dxs.back());
+    }
+    CHECK(std::memcmp(ys[0].raw(), ys[1].raw(), ys[0].bytes()) == 0);
+    CHECK(std::memcmp(dxs[0].raw(), dxs[1].raw(), dxs[0].bytes()) == 0);
   }
 }
 
