@@ -2,7 +2,10 @@
 // (backward): for a linear map y = A(x), <A(x), g> = <x, Aᵀ(g)> must hold.
 #include <doctest/doctest.h>
 
+#include <algorithm>  // copy, max
 #include <cmath>
+#include <cstring>  // memcmp: same bits
+#include <vector>   // the wide-range inputs
 
 #include "backend/backend.h"
 #include "core/rng.h"
@@ -194,6 +197,69 @@ TEST_CASE("gelu, exact and tanh forms, forward and backward against a double ref
     MESSAGE("gelu max error: y " << worst_y << ", dx " << worst_dx);
     CHECK(worst_y <= 2e-6);
     CHECK(worst_dx <= 2e-6);
+  }
+}
+
+TEST_CASE("gelu over a wide range: -10…10, tiny, huge, signed zeros and denormals") {
+  // The same tolerance as above on every kind of input the kernels branch on (the saturated
+  // tails, the clamp of the exponential, the masked row tail of an odd count). Huge inputs only
+  // for the exact form: the tanh form's slope has x³ in it, and oneDNN's (the fallback without
+  // AVX-512) is not finite there.
+  std::vector<float> values;
+  for (int i = -20000; i <= 20000; ++i) values.push_back(static_cast<float>(i) * 5e-4f);
+  for (const float v : {0.0f, -0.0f, 1e-38f, -1e-38f, 1e-42f, -1e-42f, 1e-20f, -1e-20f, 1e-6f,
+                        -1e-6f, 13.0f, -13.0f, 19.9f, -19.9f, 20.1f, -20.1f, 1e4f, -1e4f})
+    values.push_back(v);
+  const int64_t tanh_count = static_cast<int64_t>(values.size());
+  for (const float v : {1e30f, -1e30f, 3e38f, -3e38f}) values.push_back(v);
+  const int64_t n = static_cast<int64_t>(values.size());
+  auto be = cpu();
+  const Shape shape{n};
+  Tensor x = be->empty(shape), dy = random_tensor(shape, 23);
+  std::copy(values.begin(), values.end(), x.data<float>());
+  for (const GeluApproximation form : {GeluApproximation::none, GeluApproximation::tanh}) {
+    CAPTURE(static_cast<int>(form));
+    auto op = be->make_gelu({shape, form});
+    Tensor y = be->empty(shape), dx = be->empty(shape);
+    op->forward(x, y);
+    op->backward(x, dy, dx);
+    double worst_y = 0, worst_dx = 0;
+    for (int64_t i = 0; i < (form == GeluApproximation::tanh ? tanh_count : n); ++i) {
+      const test::GeluRef r = test::ref_gelu(values[i], form);
+      const double g = dy.data<float>()[i];
+      CAPTURE(values[i]);
+      REQUIRE(std::isfinite(y.data<float>()[i]));
+      REQUIRE(std::isfinite(dx.data<float>()[i]));
+      worst_y = std::max(worst_y, std::fabs(y.data<float>()[i] - r.y) / (1 + std::fabs(r.y)));
+      worst_dx = std::max(
+          worst_dx, std::fabs(dx.data<float>()[i] - g * r.dydx) / (1 + std::fabs(g * r.dydx)));
+    }
+    MESSAGE("gelu wide range max error: y " << worst_y << ", dx " << worst_dx);
+    CHECK(worst_y <= 2e-6);
+    CHECK(worst_dx <= 2e-6);
+  }
+}
+
+TEST_CASE("gelu: the same bits on one thread and on a team") {
+  // Several chunks and an odd tail: the team splits the work, each element's arithmetic is the
+  // same.
+  const Shape shape{100003};
+  Tensor x = random_tensor(shape, 24), dy = random_tensor(shape, 25);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 16.0f;
+  for (const GeluApproximation form : {GeluApproximation::none, GeluApproximation::tanh}) {
+    CAPTURE(static_cast<int>(form));
+    std::vector<Tensor> ys, dxs;
+    for (const int threads : {1, 2}) {
+      auto be = make_backend({DeviceChoice::cpu, threads, 0});
+      be->set_num_threads(threads);
+      auto op = be->make_gelu({shape, form});
+      ys.push_back(be->empty(shape));
+      dxs.push_back(be->empty(shape));
+      op->forward(x, ys.back());
+      op->backward(x, dy, dxs.back());
+    }
+    CHECK(std::memcmp(ys[0].raw(), ys[1].raw(), ys[0].bytes()) == 0);
+    CHECK(std::memcmp(dxs[0].raw(), dxs[1].raw(), dxs[0].bytes()) == 0);
   }
 }
 

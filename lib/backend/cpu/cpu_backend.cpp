@@ -58,7 +58,7 @@ std::unique_ptr<ReluOp> CpuBackend::make_relu(const Shape& s) {
   return cpu::make_relu(*ctx_, s);
 }
 std::unique_ptr<GeluOp> CpuBackend::make_gelu(const GeluSpec& s) {
-  return cpu::make_gelu(*ctx_, s);
+  return cpu::make_gelu(*ctx_, s, threads_);
 }
 std::unique_ptr<LrnOp> CpuBackend::make_lrn(const LrnSpec& s) {
   return cpu::make_lrn(*ctx_, s);
