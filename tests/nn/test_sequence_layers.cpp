@@ -10,40 +10,9 @@ using namespace dtrain::test;
 
 namespace {
 
-// Integer token ids in [0, vocab) as f32, the way the loader hands them over.
-Tensor random_ids(const Shape& shape, int64_t vocab, uint64_t stream) {
-  Tensor ids = Tensor::empty(shape);
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    ids.data<float>()[i] = static_cast<float>(random_bits(17, stream, i) % vocab);
-  return ids;
-}
-
-// As check_graph_gradients, for a graph that reads token ids: the parameters' gradients of
-// L = Σ y·r against central differences.
+// As check_graph_gradients, for a graph that reads token ids: the parameters' gradients.
 void check_id_graph_gradients(const std::string& yaml, const Shape& ids_shape, int64_t vocab) {
-  auto backend = cpu();
-  Graph g(nodes(yaml), ids_shape);
-  g.materialize(*backend, 7);
-  fill_random(g.parameters(), 3, -0.6f, 0.6f);
-  const Tensor ids = random_ids(ids_shape, vocab, 1);
-  const Tensor r = random_tensor(g.output_shape(), 2);
-  auto loss = [&]() {
-    const Tensor& y = g.forward(ids);
-    double sum = 0;
-    for (int64_t i = 0; i < y.numel(); ++i)
-      sum += static_cast<double>(y.data<float>()[i]) * r.data<float>()[i];
-    return sum;
-  };
-  loss();
-  backend->copy(g.output_gradient(), r);
-  g.backward();
-  const std::vector<float> dparams = to_vector(g.gradients());
-  for (const LayerRange& range : g.layer_ranges()) {
-    std::vector<float> part(dparams.begin() + range.offset,
-                            dparams.begin() + range.offset + range.count);
-    compare_gradients("d/d" + range.name, g.parameters().slice(range.offset, {range.count}), part,
-                      loss, 1e-2f);
-  }
+  check_graph_gradients(yaml, ids_shape, {.randomise_params = true, .token_vocab = vocab});
 }
 
 std::string what_throws(const std::function<void()>& f) {
