@@ -38,19 +38,29 @@ inline Coeffs coeffs(float lr, float beta1, float beta2, float eps, float weight
 }
 
 // PyTorch's lerp(start, end, weight): the form it picks by weight keeps the result exact at
-// both ends.
+// both ends. The weight is the same for every element of a step, so the form is a template
+// argument: a loop over elements then has no branch and vectorises.
+template <bool kWeightBelowHalf>
 DTRAIN_HOST_DEVICE inline float lerp(float start, float end, float weight) {
-  return weight < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
+  if constexpr (kWeightBelowHalf) return start + weight * (end - start);
+  return end - (end - start) * (1.0f - weight);
+}
+
+// Which lerp form a step's coefficients take.
+DTRAIN_HOST_DEVICE inline bool weight_below_half(const Coeffs& c) {
+  return c.grad_weight1 < 0.5f;
 }
 
 // Backend::adamw_step on element i: w, m and v in place, in PyTorch's order:
 //   w ← w·(1 − lr·wd);  m ← lerp(m, g, 1 − β1);  v ← β2·v + (1 − β2)·g·g;
 //   w ← w − step_size · m / (√v / √(1 − β2^t) + ε).
+// kWeightBelowHalf must equal weight_below_half(c).
+template <bool kWeightBelowHalf>
 DTRAIN_HOST_DEVICE inline void step(int64_t i, float* w, const float* g, float* m, float* v,
                                     const Coeffs& c) {
   const float gi = g[i];
   const float wi = w[i] * c.keep;
-  const float mi = lerp(m[i], gi, c.grad_weight1);
+  const float mi = lerp<kWeightBelowHalf>(m[i], gi, c.grad_weight1);
   const float vi = v[i] * c.beta2 + c.grad_weight2 * gi * gi;
 #ifdef __CUDA_ARCH__
   const float denom = ::sqrtf(vi) / c.bias2_sqrt + c.eps;

@@ -9,9 +9,10 @@
 namespace dtrain::cuda {
 namespace {
 
+template <bool kWeightBelowHalf>
 __global__ void adamw_step_kernel(float* w, const float* g, float* m, float* v, int64_t n,
                                   adamw::Coeffs c) {
-  DTRAIN_GRID_STRIDE(i, n) adamw::step(i, w, g, m, v, c);
+  DTRAIN_GRID_STRIDE(i, n) adamw::step<kWeightBelowHalf>(i, w, g, m, v, c);
 }
 
 }  // namespace
@@ -20,7 +21,10 @@ void adamw_step_f32(float* w, const float* g, float* m, float* v, int64_t n, flo
                     float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream) {
   if (n <= 0) return;
   const adamw::Coeffs c = adamw::coeffs(lr, beta1, beta2, eps, weight_decay, step);
-  adamw_step_kernel<<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, c);
+  if (adamw::weight_below_half(c))
+    adamw_step_kernel<true><<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, c);
+  else
+    adamw_step_kernel<false><<<grid_for(n), kThreads, 0, stream>>>(w, g, m, v, n, c);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
