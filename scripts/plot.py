@@ -10,12 +10,15 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
 --out, else into the sweep folder, the one run folder, or the runs' common parent folder:
 
   accuracy_vs_time        test accuracy against training wall-clock time (time to accuracy);
-                          for language models (dataset.name text or tokens) next-token accuracy
+                          for language models (dataset.name text or tokens, or any dataset
+                          with a block_size: dtrain_results.is_language_model) next-token
+                          accuracy
   accuracy_vs_epoch       test accuracy against epoch (needs two evaluations in some run; not
                           for language models, which are measured in iterations)
   loss_vs_time            language models only: validation loss (mean per-token cross-entropy,
                           nats) against training wall-clock time, perplexity = exp(loss) on
-                          the right-hand axis and each series' final perplexity in the legend
+                          the right-hand axis and each series' final perplexity in the legend;
+                          a sweep's --target-ppl as a dotted line
   loss_vs_iteration       the same against iterations (optimizer steps; needs two evaluations
                           in some language-model run)
   time_breakdown          per run, seconds per iteration by part (data, forward, backward,
@@ -23,9 +26,11 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
                           communication (comm_s) as a hatched bar beside it: hidden
                           communication is the comm bar's excess over the wait part. A
                           pipedream rank's wait beyond its comm_s is pipeline idle time (the
-                          bubble: waiting on neighbour stages), drawn in its own colour
-  scaling                 samples/s, speedup and scaling efficiency against ranks, with the ideal
-                          (needs a setup run at two or more rank counts)
+                          bubble: waiting on neighbour stages), drawn in its own colour; for
+                          language models each bar's text adds the run's training tokens/s
+  scaling                 samples/s (language models: tokens/s), speedup and scaling efficiency
+                          against ranks, with the ideal (needs a setup run at two or more rank
+                          counts)
   stragglers              mean epoch time per rank of runs with cluster.stragglers, the slow
                           rank hatched, beside the same setup without stragglers when present
   predicted_vs_measured   dtrain plan's predicted against measured seconds per iteration (needs
@@ -37,9 +42,12 @@ accuracy figures draw the image runs and the loss figures the language models (t
 and next-token accuracy share no axis), which a printed note and the legends say. Runs with
 identical settings (sweep repeats) are one series: the mean, with the single runs faint or as a
 min-max bar. Colours are Okabe-Ito, fixed per algorithm across figures; the compression is the
-line style and the marker shape (or the hatch of a bar), other differences the marker's fill. A
-run evaluated once is a dot. Curves that lie on top of each other are named in the legend ("sync
-and ps_sync coincide") and drawn nested, wide under narrow. The points of predicted_vs_measured
+line style and the marker shape (or the hatch of a bar), other differences the marker's fill.
+In the curve figures (accuracy_*, loss_*) of runs that are all one algorithm, such as a sweep
+over optimizer.lr, the settings that vary take the colours instead, in the order of their
+values (the fill still differs too). A run evaluated once is a dot. Curves that lie on top of
+each other are named in the legend ("sync and ps_sync coincide") and drawn nested, wide under
+narrow. The points of predicted_vs_measured
 are numbered, each number placed clear of the others and of the points.
 
 Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
@@ -703,9 +711,10 @@ def scaling_figure(_series, context):
     handles = []
     for setup, by_ranks in setups:
         ranks = sorted(by_ranks)
-        means = [sum(throughput_of(r, tokens) for r in by_ranks[k]) / len(by_ranks[k]) for k in ranks]
-        spreads = [[m - min(throughput_of(r, tokens) for r in by_ranks[k]) for m, k in zip(means, ranks)],
-                   [max(throughput_of(r, tokens) for r in by_ranks[k]) - m for m, k in zip(means, ranks)]]
+        rates = {k: [throughput_of(run, tokens) for run in by_ranks[k]] for k in ranks}
+        means = [sum(rates[k]) / len(rates[k]) for k in ranks]
+        spreads = [[m - min(rates[k]) for m, k in zip(means, ranks)],
+                   [max(rates[k]) - m for m, k in zip(means, ranks)]]
         base, base_throughput = ranks[0], means[0]
         base_ranks.add(base)
         ideal = [base_throughput * k / base for k in ranks]

@@ -15,6 +15,7 @@ done > corpus.txt
 # --- the LM sweep: lr 1e-3 and 3e-3 on 1 and 2 ranks, 4 iterations, evaluated at 2 and 4 ------
 # A perplexity of 1000 is above a fresh model's (about the vocabulary's 36): reached at the first
 # evaluation, whose time is then time_to_target_s.
+# shellcheck disable=SC2054  # the commas are the grid's
 lm_sweep=(--config "$ROOT/configs/gpt_kjv.yaml" --ranks 1,2 --grid optimizer.lr=1e-3,3e-3
           --set "dataset.path=$WORK/corpus.txt" --set train.max_iterations=4
           --set train.eval_every_iterations=2 --set dataset.test_size=24
@@ -81,7 +82,8 @@ for name in loss_vs_time loss_vs_iteration accuracy_vs_time time_breakdown scali
     || fail "lm/$name.png: not a PNG"
 done
 grep -q "throughput (tokens/s)" lm/scaling.svg || fail "scaling.svg: throughput not in tokens/s"
-grep -q "perplexity = exp(loss)" lm/loss_vs_iteration.svg || fail "loss_vs_iteration: no perplexity axis"
+grep -q "perplexity = exp(loss)" lm/loss_vs_iteration.svg \
+  || fail "loss_vs_iteration: no perplexity axis"
 grep -q "target perplexity 1000" lm/loss_vs_time.svg || fail "loss_vs_time: no --target-ppl line"
 grep -q "skipped accuracy_vs_epoch: language-model runs" plot.out \
   || fail "plot.py should skip accuracy_vs_epoch for language models: $(cat plot.out)"
@@ -99,13 +101,15 @@ for r in rows:
     for column in ("final_test_ppl", "best_test_ppl", "tokens_per_s", "time_to_target_s"):
         assert column in r and r[column] == "", f"{r['dir']}: {column} '{r.get(column)}'"
 PY
-grep -q "perplexity" image.out && fail "image runs' progress lines name a perplexity: $(cat image.out)"
+grep -q "perplexity" image.out \
+  && fail "image runs' progress lines name a perplexity: $(cat image.out)"
 
 # --- a perplexity target below 1 is no perplexity: exit 2, nothing run ------------------------
 sweep --config image.yaml --target-ppl 0.5 --out bad > bad.out 2>&1
 rc=$?
 [ "$rc" -eq 2 ] || fail "--target-ppl 0.5: exit $rc, expected 2"
-grep -q -- "--target-ppl 0.5: a perplexity, at least 1" bad.out || fail "--target-ppl message: $(cat bad.out)"
+grep -q -- "--target-ppl 0.5: a perplexity, at least 1" bad.out \
+  || fail "--target-ppl message: $(cat bad.out)"
 [ ! -e bad ] || fail "--target-ppl 0.5 created its output folder"
 [ -n "${KEEP_WORK:-}" ] && cp -r "$WORK" "$KEEP_WORK"  # KEEP_WORK=DIR: keep the scratch folder
 finish
