@@ -2,7 +2,8 @@
 // two small matrix products a flash-attention tile needs, and the dropout mask of 16
 // consecutive attention weights. Vectors are simd.h's 16 floats.
 #pragma once
-#include <algorithm>  // min
+#include <algorithm>  // min, fill
+#include <cmath>      // ceil
 #include <cstdint>
 
 #include "backend/cpu/simd.h"
@@ -79,21 +80,25 @@ inline Vec first_lanes_or(Vec v, int64_t n, Vec other) {
 }
 
 #ifdef __AVX512F__
-// One round of transpose16: row pairs (i, i + B) swap their off-diagonal B-lane blocks, i.e.
-// lo[l] = (l & B) ? hi_row[l − B] : lo_row[l], hi[l] = (l & B) ? hi_row[l] : lo_row[l + B]
-// (indices ≥ 16 name the permute's second source).
+// The permute indices of one round of transpose16 and lane_reductions: row pairs (i, i + B)
+// swap their off-diagonal B-lane blocks, i.e. lo[l] = (l & B) ? hi_row[l − B] : lo_row[l],
+// hi[l] = (l & B) ? hi_row[l] : lo_row[l + B] (indices ≥ 16 name the permute's second source).
 template <int B>
-inline void transpose_round(Vec (&rows)[L]) {
-  static constexpr auto kIndex = [] {
-    struct {
-      int32_t lo[L], hi[L];
-    } index{};
+struct RoundIndex {
+  int32_t lo[L], hi[L];
+  static constexpr RoundIndex make() {
+    RoundIndex index{};
     for (int l = 0; l < L; ++l) {
       index.lo[l] = (l & B) ? L + l - B : l;
       index.hi[l] = (l & B) ? L + l : l + B;
     }
     return index;
-  }();
+  }
+};
+
+template <int B>
+inline void transpose_round(Vec (&rows)[L]) {
+  static constexpr RoundIndex<B> kIndex = RoundIndex<B>::make();
   const __m512i lo_sel = _mm512_loadu_si512(kIndex.lo), hi_sel = _mm512_loadu_si512(kIndex.hi);
 #pragma GCC unroll 16
   for (int i = 0; i < L; ++i) {
@@ -104,7 +109,48 @@ inline void transpose_round(Vec (&rows)[L]) {
     rows[i + B] = reinterpret_cast<Vec>(_mm512_permutex2var_ps(a, hi_sel, c));
   }
 }
+
+// A round of transpose16 whose two halves are combined at once: rows[i] for i < B becomes
+// op(lo, hi) of the pair (i, i + B), which holds half-reduced lanes of both rows.
+template <int B, class Op>
+inline void reduce_round(Vec (&rows)[L], Op op) {
+  static constexpr RoundIndex<B> kIndex = RoundIndex<B>::make();
+  const __m512i lo_sel = _mm512_loadu_si512(kIndex.lo), hi_sel = _mm512_loadu_si512(kIndex.hi);
+#pragma GCC unroll 8
+  for (int i = 0; i < B; ++i) {
+    const __m512 a = reinterpret_cast<__m512>(rows[i]);
+    const __m512 c = reinterpret_cast<__m512>(rows[i + B]);
+    rows[i] = op(reinterpret_cast<Vec>(_mm512_permutex2var_ps(a, lo_sel, c)),
+                 reinterpret_cast<Vec>(_mm512_permutex2var_ps(a, hi_sel, c)));
+  }
+}
 #endif
+
+// The lanes of each of 16 vectors reduced with op, as one vector: lane r is the reduction of
+// rows[r] (rows is overwritten). Four rounds of transpose16 that combine as they go: 30
+// permutes and 15 operations for 16 reductions, where one tree each costs 4 and 4.
+template <class Op>
+inline Vec lane_reductions(Vec (&rows)[L], Op op) {
+#ifdef __AVX512F__
+  reduce_round<8>(rows, op);
+  reduce_round<4>(rows, op);
+  reduce_round<2>(rows, op);
+  reduce_round<1>(rows, op);
+  return rows[0];
+#else
+  Vec out;
+  for (int r = 0; r < L; ++r) {
+    Vec v = rows[r];
+    for (int width = L / 2; width > 0; width /= 2) {
+      Vec shifted = v;
+      for (int l = 0; l < width; ++l) shifted[l] = v[l + width];
+      v = op(v, shifted);
+    }
+    out[r] = v[0];
+  }
+  return out;
+#endif
+}
 
 // Transposes the 16 × 16 block held in rows[0 … 15] in registers: four rounds that swap the
 // off-diagonal blocks of 8, 4, 2 and 1 lanes between row pairs, two two-source permutes per
@@ -142,6 +188,29 @@ inline Vec exp2(Vec x) {
   p = fma(p, f, splat(1.0f));
   const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
   return p * reinterpret_cast<Vec>(bits);
+}
+
+// exp2 with AVX-512's rounding and scaling instructions where there are some: no clamp
+// (scalef underflows to 0 and overflows to ∞ by itself), no integer detour; the same
+// polynomial, so the same accuracy. Arguments of −∞ or NaN give NaN: the callers mask them.
+inline Vec exp2_scaled(Vec x) {
+#ifdef __AVX512F__
+  // The zero-masked forms: the plain ones trip GCC 12's -Wmaybe-uninitialized in its header.
+  const __m512 n = _mm512_maskz_roundscale_ps(0xffff, reinterpret_cast<__m512>(x),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const Vec f = x - reinterpret_cast<Vec>(n);
+  Vec p = splat(1.5252733804059841e-5f);
+  p = fma(p, f, splat(1.5403530393381608e-4f));
+  p = fma(p, f, splat(1.3333558146428443e-3f));
+  p = fma(p, f, splat(9.6181291076284772e-3f));
+  p = fma(p, f, splat(5.5504108664821580e-2f));
+  p = fma(p, f, splat(2.4022650695910071e-1f));
+  p = fma(p, f, splat(6.9314718055994531e-1f));
+  p = fma(p, f, splat(1.0f));
+  return reinterpret_cast<Vec>(_mm512_maskz_scalef_ps(0xffff, reinterpret_cast<__m512>(p), n));
+#else
+  return exp2(x);
+#endif
 }
 
 // s[r·lds + j] = Σ_d a[r·lda + d]·bt[d·ldb + j] for r < R, j < 16·NV, d < depth: R rows of a
@@ -194,6 +263,56 @@ inline IVec kept_lanes(uint64_t key, uint64_t first, uint64_t threshold) {
 
 inline Vec select(IVec mask, Vec v) {
   return reinterpret_cast<Vec>(reinterpret_cast<IVec>(v) & mask);
+}
+
+// Dropout of the attention weights of one call (ops.h): weight (n, h, t, s) is dropped when
+// random_uniform(seed, stream, ((n·heads + h)·T + t)·T + s) < p.
+struct DropoutDraw {
+  bool on = false;
+  uint64_t key = 0;        // mix64(seed ^ mix64(stream)): random_bits = mix64(key + index)
+  uint64_t threshold = 0;  // ⌈p·2^24⌉: kept when the 24-bit draw is at least this
+  float keep_scale = 1.0f;
+  DropoutDraw(bool training, float p, uint64_t seed, uint64_t stream) {
+    on = training && p > 0.0f;
+    if (!on) return;
+    key = dtrain::mix64(seed ^ dtrain::mix64(stream));
+    threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+    keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  }
+};
+
+// rows[t][0, ld) ← src[t·stride + …]·factor for t < count: the first `width` columns, the
+// others up to ld (a multiple of 16 below width + 16) zero; rows count … padded − 1 zero.
+inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride, int64_t count,
+                      int64_t padded, int64_t width, float factor) {
+  const Vec f = splat(factor);
+  for (int64_t t = 0; t < count; ++t) {
+    float* dst = rows + t * ld;
+    const float* in = src + t * stride;
+    for (int64_t d = 0; d < ld; d += L)
+      simd::store(dst + d, simd::load_part(in + d, std::min<int64_t>(L, width - d)) * f);
+  }
+  std::fill(rows + count * ld, rows + padded * ld, 0.0f);
+}
+
+// cols[d][t] ← src[t·stride + d] for t < count, d < width ([round_up(width, 16), ld], padding
+// zero; ld a multiple of 16), in blocks of 16 × 16 transposed in registers: whole vectors are
+// read and written.
+inline void copy_transposed(float* cols, int64_t ld, const float* src, int64_t stride,
+                            int64_t count, int64_t width) {
+  Vec block[L];
+  for (int64_t t0 = 0; t0 < ld; t0 += L) {
+    const int64_t rows = std::min<int64_t>(L, count - t0);
+    for (int64_t d0 = 0; d0 < width; d0 += L) {
+      const int64_t part = std::min<int64_t>(L, width - d0);
+#pragma GCC unroll 16
+      for (int64_t l = 0; l < L; ++l)
+        block[l] = l < rows ? simd::load_part(src + (t0 + l) * stride + d0, part) : Vec{};
+      transpose16(block);
+#pragma GCC unroll 16
+      for (int64_t d = 0; d < L; ++d) simd::store(cols + (d0 + d) * ld + t0, block[d]);
+    }
+  }
 }
 
 }  // namespace dtrain::cpu::attention
