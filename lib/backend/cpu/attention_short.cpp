@@ -24,18 +24,42 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// s[r][0, 16·vectors) = a[r]·bt[:, …] for the 16 rows r of a (lda apart) against bt [depth,
-// ldb], in tiles of sixteen accumulators.
-void block_scores(const float* a, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
-                  float* s, int64_t lds, int64_t vectors) {
+// Rows of the score, weight and gradient blocks are kShortSeq floats apart whatever T: a
+// constant stride makes a tile's 16 rows constant offsets from one pointer (runtime strides
+// took a register per row, more than there are).
+constexpr int64_t kLds = kShortSeq;
+
+// s[r·kLds + j] = scale·Σ_{d < depth} at[d·lda + r]·bt[d·ldb + j] for r < R, j < 16·NV: R
+// columns of at (rows of a, stored transposed, so that their broadcasts are constant offsets)
+// against 16·NV columns of bt.
+template <int R, int NV>
+inline void score_tile(const float* at, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
+                       float* s, Vec scale) {
+  Vec acc[R][NV] = {};
+  for (int64_t d = 0; d < depth; ++d) {
+    Vec b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = simd::load(bt + d * ldb + v * L);
+    for (int r = 0; r < R; ++r) {
+      const Vec ar = splat(at[d * lda + r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = fma(ar, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) simd::store(s + r * kLds + v * L, acc[r][v] * scale);
+}
+
+// s[r][0, 16·vectors) = scale·a[r]·bt[:, …] for the 16 rows r of a, given as at [depth, lda],
+// against bt [depth, ldb], in tiles of sixteen accumulators.
+void block_scores(const float* at, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
+                  float* s, int64_t vectors, Vec scale) {
   int64_t j = 0;
   for (; j + 4 <= vectors; j += 4)
     for (int r = 0; r < L; r += 4)
-      dot_tile<4, 4>(a + r * lda, lda, bt + j * L, ldb, depth, s + r * lds + j * L, lds);
+      score_tile<4, 4>(at + r, lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
   for (; j + 2 <= vectors; j += 2)
     for (int r = 0; r < L; r += 8)
-      dot_tile<8, 2>(a + r * lda, lda, bt + j * L, ldb, depth, s + r * lds + j * L, lds);
-  if (j < vectors) dot_tile<16, 1>(a, lda, bt + j * L, ldb, depth, s + j * L, lds);
+      score_tile<8, 2>(at + r, lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
+  if (j < vectors) score_tile<16, 1>(at, lda, bt + j * L, ldb, depth, s + j * L, scale);
 }
 
 // body.template operator()<R, NV>(d) for the columns [d, d + 16·NV) that cover [0, Dp): four
@@ -51,18 +75,18 @@ void column_chunks(int64_t Dp, const Body& body) {
   if (d < Dp) body.template operator()<16, 1>(d);
 }
 
-// acc[i][v] = Σ_{k ∈ [begin, end)} a[i·ars + k·acs]·x[k·ldx + 16·v + …]: R rows of a
-// coefficient matrix (any strides, so also transposed) times rows of x.
-template <int R, int NV>
-inline void product_tile(const float* a, int64_t ars, int64_t acs, const float* x, int64_t ldx,
-                         int64_t begin, int64_t end, Vec (&acc)[R][NV]) {
+// acc[i][v] = Σ_{k ∈ [begin, end)} a[i·ARS + k·ACS]·x[k·ldx + 16·v + …]: R rows of a block
+// (kLds, 1: as stored; 1, kLds: transposed) times rows of x.
+template <int R, int NV, int64_t ARS, int64_t ACS>
+inline void product_tile(const float* a, const float* x, int64_t ldx, int64_t begin, int64_t end,
+                         Vec (&acc)[R][NV]) {
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = Vec{};
   for (int64_t k = begin; k < end; ++k) {
     Vec xv[NV];
     for (int v = 0; v < NV; ++v) xv[v] = simd::load(x + k * ldx + v * L);
     for (int r = 0; r < R; ++r) {
-      const Vec ar = splat(a[r * ars + k * acs]);
+      const Vec ar = splat(a[r * ARS + k * ACS]);
       for (int v = 0; v < NV; ++v) acc[r][v] = fma(ar, xv[v], acc[r][v]);
     }
   }
@@ -84,43 +108,78 @@ uint64_t first_weight(const HeadShape& g, int64_t n, int64_t h, int64_t t) {
   return static_cast<uint64_t>(((n * g.H + h) * g.T + t) * g.T);
 }
 
+// The cache lines of `parts` head slices of D floats, C apart, from `first` (null: none).
+// A head's slice of a row is 1/heads of it, rows apart, which the hardware prefetchers do not
+// foresee: the next pair's rows are asked for one per query row, spread over this pair's
+// arithmetic.
+void prefetch_slices(const float* first, int parts, int64_t C, int64_t D, bool for_writing) {
+  if (!first) return;
+  for (int part = 0; part < parts; ++part)
+    for (int64_t d = 0; d < D; d += L) {
+      if (for_writing)
+        __builtin_prefetch(first + part * C + d, 1, 2);
+      else
+        __builtin_prefetch(first + part * C + d, 0, 2);
+    }
+}
+
+// The first row of the next (sequence, head) pair's slice in a [N, T, width·C] tensor, or null
+// after the last pair.
+template <class F>
+F* next_pair(const HeadShape& g, int64_t N, int64_t n, int64_t h, F* base, int64_t width) {
+  const int64_t next = n * g.H + h + 1;
+  if (next >= N * g.H) return nullptr;
+  return base + (next / g.H) * g.T * width * g.C + (next % g.H) * g.D;
+}
+
 }  // namespace
 
 int64_t short_workspace_floats(const HeadShape& g) {
-  const int64_t forward = 3 * g.Tp * g.Dp + L * g.Tp;
-  const int64_t backward = 5 * g.Tp * g.Dp + 2 * g.Tp * g.Tp + 2 * g.Tp;
+  const int64_t forward = 3 * g.Tp * g.Dp + L * kLds;
+  const int64_t backward = 7 * g.Tp * g.Dp + 2 * g.Tp * kLds + 2 * g.Tp;
   return (std::max(forward, backward) + L - 1) / L * L;
 }
 
-void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y,
-                        float* lse, float* ws, const DropoutDraw& drop) {
+void short_forward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, const float* qkv,
+                        float* y, float* lse, float* ws, const DropoutDraw& drop) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
   const float* base = qkv + n * T * stride + h * D;
-  float* q = ws;            // [Tp, Dp], scaled by log2(e)/√D: scores in base 2
-  float* kt = q + Tp * Dp;  // [Dp, Tp]
-  float* v = kt + Dp * Tp;  // [Tp, Dp]
-  float* s = v + Tp * Dp;   // [16, Tp]: a block's scores, then its weights
-  copy_rows(q, Dp, base, stride, T, Tp, D, kLog2e / std::sqrt(static_cast<float>(D)));
+  float* qt = ws;            // [Dp, Tp]
+  float* kt = qt + Dp * Tp;  // [Dp, Tp]
+  float* v = kt + Dp * Tp;   // [Tp, Dp]: the values, unless read in place
+  float* s = v + Tp * Dp;    // [16, kLds]: a block's scores (base 2), then its weights
+  copy_transposed(qt, Tp, base, stride, T, D);
   copy_transposed(kt, Tp, base + C, stride, T, D);
-  copy_rows(v, Dp, base + 2 * C, stride, T, Tp, D, 1.0f);
+  // Rows of whole vectors are read where they lie; others are copied, padded with zeros.
+  const bool direct = D % L == 0;
+  if (!direct) copy_rows(v, Dp, base + 2 * C, stride, T, Tp, D, 1.0f);
+  const float* vrows = direct ? base + 2 * C : v;
+  const int64_t ldv = direct ? stride : Dp;
+  const float* next_qkv = next_pair(g, N, n, h, qkv, 3);
+  float* next_y = next_pair(g, N, n, h, y, 1);
 
+  const Vec score_scale = splat(kLog2e / std::sqrt(static_cast<float>(D)));
   const Vec minus_inf = splat(-std::numeric_limits<float>::infinity());
-  alignas(64) float row_max[L], row_sum[L], row_scale[L];
+  alignas(64) float row_max[L], row_scale[L];
   Vec part[L];
   // Query rows q0 … q0 + 15 see keys 0 … q0 + 15: the vectors before q0's whole, q0's own up
   // to the row's lane (rows past T compute on zero padding and are not written).
   for (int64_t q0 = 0; q0 < T; q0 += L) {
     const int64_t rows = std::min<int64_t>(L, T - q0);
-    block_scores(q + q0 * Dp, Dp, kt, Tp, D, s, Tp, q0 / L + 1);
+    block_scores(qt + q0, Tp, kt, Tp, D, s, q0 / L + 1, score_scale);
     for (int r = 0; r < L; ++r) {
-      const float* row = s + r * Tp;
+      const float* row = s + r * kLds;
       Vec m = first_lanes_or(simd::load(row + q0), r + 1, minus_inf);
       for (int64_t j = 0; j < q0; j += L) m = max(m, simd::load(row + j));
       part[r] = m;
     }
     simd::store(row_max, lane_reductions(part, [](Vec a, Vec b) { return max(a, b); }));
     for (int r = 0; r < L; ++r) {
-      float* row = s + r * Tp;
+      if (r < rows && next_qkv) {
+        prefetch_slices(next_qkv + (q0 + r) * stride, 3, C, D, false);
+        prefetch_slices(next_y + (q0 + r) * C, 1, C, D, true);
+      }
+      float* row = s + r * kLds;
       const Vec m = splat(row_max[r]);
       const uint64_t first = first_weight(g, n, h, q0 + r);
       Vec sum{};
@@ -134,16 +193,16 @@ void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* q
       part[r] = sum;
     }
     const Vec sums = lane_reductions(part, [](Vec a, Vec b) { return a + b; });
-    simd::store(row_sum, sums);
     simd::store(row_scale, splat(drop.keep_scale) / sums);
-    for (int64_t r = 0; r < rows; ++r)
-      lse[(n * g.H + h) * T + q0 + r] = (row_max[r] + std::log2(row_sum[r])) * kLn2;
+    simd::store_part(lse + (n * g.H + h) * T + q0,
+                     (simd::load(row_max) + log2_positive(sums)) * kLn2, rows);
     // y = weights · values / sum; rows r0 … r0 + R − 1 see keys below q0 + r0 + R.
     float* out = y + (n * T + q0) * C + h * D;
     column_chunks(Dp, [&]<int R, int NV>(int64_t d) {
       for (int64_t r0 = 0; r0 < rows; r0 += R) {
         Vec acc[R][NV];
-        product_tile<R, NV>(s + r0 * Tp, Tp, 1, v + d, Dp, 0, q0 + r0 + R, acc);
+        product_tile<R, NV, kLds, 1>(s + r0 * kLds, vrows + d, ldv, 0, std::min(q0 + r0 + R, T),
+                                     acc);
         store_tile<R, NV>(acc, out + r0 * C + d, C, rows - r0, D - d,
                           [&](int i) { return splat(row_scale[r0 + i]); });
       }
@@ -151,48 +210,78 @@ void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* q
   }
 }
 
-void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
-                         const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
-                         float* dqkv) {
+void short_backward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, const float* qkv,
+                         const float* y, const float* dy, const float* lse, float* ws,
+                         const DropoutDraw& drop, float* dqkv) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
   const float* base = qkv + n * T * stride + h * D;
-  float* q = ws;               // [Tp, Dp], scaled by log2(e)/√D
-  float* k = q + Tp * Dp;      // [Tp, Dp]
-  float* dout = k + Tp * Dp;   // [Tp, Dp]: dy of this head
-  float* kt = dout + Tp * Dp;  // [Dp, Tp]
-  float* vt = kt + Dp * Tp;    // [Dp, Tp]
-  float* p = vt + Dp * Tp;     // [Tp, Tp]: scores, then the dropped-out weights P̃
-  float* ds = p + Tp * Tp;     // [Tp, Tp]: the weights' gradients dy·v, then the scores'
-  float* lse2 = ds + Tp * Tp;  // [Tp]: log-sum-exp in base 2 (0 past T)
-  float* rowdot = lse2 + Tp;   // [Tp]: dy_t·y_t (0 past T)
-  copy_rows(q, Dp, base, stride, T, Tp, D, kLog2e / std::sqrt(static_cast<float>(D)));
-  copy_rows(k, Dp, base + C, stride, T, Tp, D, 1.0f);
-  copy_rows(dout, Dp, dy + n * T * C + h * D, C, T, Tp, D, 1.0f);
+  const float* dy_base = dy + n * T * C + h * D;
+  float* q = ws;                 // [Tp, Dp]
+  float* k = q + Tp * Dp;        // [Tp, Dp]
+  float* dout = k + Tp * Dp;     // [Tp, Dp]: dy of this head
+  float* qt = dout + Tp * Dp;    // [Dp, Tp]
+  float* kt = qt + Dp * Tp;      // [Dp, Tp]
+  float* vt = kt + Dp * Tp;      // [Dp, Tp]
+  float* dt = vt + Dp * Tp;      // [Dp, Tp]: dout transposed
+  float* p = dt + Dp * Tp;       // [Tp, kLds]: scores, then the dropped-out weights P̃
+  float* ds = p + Tp * kLds;     // [Tp, kLds]: the weights' gradients dy·v, then the scores'
+  float* lse2 = ds + Tp * kLds;  // [Tp]: log-sum-exp in base 2 (0 past T)
+  float* rowdot = lse2 + Tp;     // [Tp]: dy_t·y_t (0 past T)
+  // Rows of whole vectors are read where they lie; others are copied, padded with zeros.
+  const bool direct = D % L == 0;
+  if (!direct) {
+    copy_rows(q, Dp, base, stride, T, Tp, D, 1.0f);
+    copy_rows(k, Dp, base + C, stride, T, Tp, D, 1.0f);
+    copy_rows(dout, Dp, dy_base, C, T, Tp, D, 1.0f);
+  }
+  const float* qrows = direct ? base : q;
+  const float* krows = direct ? base + C : k;
+  const float* drows = direct ? dy_base : dout;
+  const int64_t ldq = direct ? stride : Dp, ldd = direct ? C : Dp;
+  copy_transposed(qt, Tp, base, stride, T, D);
   copy_transposed(kt, Tp, base + C, stride, T, D);
   copy_transposed(vt, Tp, base + 2 * C, stride, T, D);
-  for (int64_t t = 0; t < Tp; ++t) {
-    if (t >= T) {
-      rowdot[t] = lse2[t] = 0.0f;
-      continue;
-    }
-    const float* yt = y + (n * T + t) * C + h * D;
-    Vec dot{};
-    for (int64_t d = 0; d < D; d += L)
-      dot = fma(simd::load_part(yt + d, std::min<int64_t>(L, D - d)), simd::load(dout + t * Dp + d),
-                dot);
-    rowdot[t] = lane_sum(dot);
-    lse2[t] = lse[(n * g.H + h) * T + t] * kLog2e;
-  }
+  copy_transposed(dt, Tp, dy_base, C, T, D);
+  const float* next_qkv = next_pair(g, N, n, h, qkv, 3);
+  const float* next_y = next_pair(g, N, n, h, y, 1);
+  const float* next_dy = next_pair(g, N, n, h, dy, 1);
+  float* next_dqkv = next_pair(g, N, n, h, dqkv, 3);
 
   // P̃ and dS = P∘(dP − dy·y), dP the gradient of the weights before dropout, block by block.
+  const float rsqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
+  const Vec score_scale = splat(kLog2e * rsqrt_d), one = splat(1.0f);
   const Vec keep_scale = splat(drop.keep_scale);
+  Vec part[L];
   for (int64_t q0 = 0; q0 < T; q0 += L) {
-    block_scores(q + q0 * Dp, Dp, kt, Tp, D, p + q0 * Tp, Tp, q0 / L + 1);
-    block_scores(dout + q0 * Dp, Dp, vt, Tp, D, ds + q0 * Tp, Tp, q0 / L + 1);
+    // dy_t·y_t and the log-sum-exp in base 2 of the block's rows (0 past T).
+    const int64_t rows = std::min<int64_t>(L, T - q0);
+    for (int r = 0; r < L; ++r) {
+      Vec dot{};
+      if (r < rows) {
+        const float* yt = y + (n * T + q0 + r) * C + h * D;
+        const float* dt_row = dy_base + (q0 + r) * C;
+        for (int64_t d = 0; d < D; d += L) {
+          const int64_t width = std::min<int64_t>(L, D - d);
+          dot = fma(simd::load_part(yt + d, width), simd::load_part(dt_row + d, width), dot);
+        }
+      }
+      part[r] = dot;
+    }
+    simd::store(rowdot + q0, lane_reductions(part, [](Vec a, Vec b) { return a + b; }));
+    simd::store(lse2 + q0, simd::load_part(lse + (n * g.H + h) * T + q0, rows) * kLog2e);
+
+    block_scores(qt + q0, Tp, kt, Tp, D, p + q0 * kLds, q0 / L + 1, score_scale);
+    block_scores(dt + q0, Tp, vt, Tp, D, ds + q0 * kLds, q0 / L + 1, one);
     for (int r = 0; r < L; ++r) {
       const int64_t t = q0 + r;
-      float* prow = p + t * Tp;
-      float* dsrow = ds + t * Tp;
+      if (t < T && next_qkv) {
+        prefetch_slices(next_qkv + t * stride, 3, C, D, false);
+        prefetch_slices(next_y + t * C, 1, C, D, false);
+        prefetch_slices(next_dy + t * C, 1, C, D, false);
+        prefetch_slices(next_dqkv + t * stride, 3, C, D, true);
+      }
+      float* prow = p + t * kLds;
+      float* dsrow = ds + t * kLds;
       const Vec m = splat(lse2[t]), dot = splat(rowdot[t]);
       const uint64_t first = first_weight(g, n, h, t);
       for (int64_t j = 0; j <= q0; j += L) {
@@ -213,22 +302,21 @@ void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const float* 
     }
   }
 
-  // dV[s] = Σ_{t ≥ s} P̃[t, s]·dy[t], dK[s] = Σ_{t ≥ s} dS[t, s]·q[t] (against the pre-scaled
-  // q: times ln 2) and dQ[t] = Σ_{s ≤ t} dS[t, s]·k[s] (times 1/√D), tile by tile straight into
-  // dqkv. A tile's keys s0 … s0 + R − 1 (or rows) lie in one 16-block, whose stored vectors
-  // hold the zeros above the diagonal.
+  // dV[s] = Σ_{t ≥ s} P̃[t, s]·dy[t], dK[s] = Σ_{t ≥ s} dS[t, s]·q[t] and dQ[t] = Σ_{s ≤ t}
+  // dS[t, s]·k[s] (both times log2(e)/√D·ln 2 = 1/√D: the scores were base 2), tile by tile
+  // straight into dqkv. A tile's keys s0 … s0 + R − 1 (or rows) lie in one 16-block, whose
+  // stored vectors hold the zeros above the diagonal.
   float* out = dqkv + n * T * stride + h * D;
-  const Vec one = splat(1.0f), dk_scale = splat(kLn2);
-  const Vec dq_scale = splat(1.0f / std::sqrt(static_cast<float>(D)));
+  const Vec d_scale = splat(rsqrt_d);
   column_chunks(Dp, [&]<int R, int NV>(int64_t d) {
     for (int64_t s0 = 0; s0 < T; s0 += R) {
       float* dst = out + s0 * stride + d;
       Vec acc[R][NV];
-      product_tile<R, NV>(ds + s0 * Tp, Tp, 1, k + d, Dp, 0, std::min(s0 + R, T), acc);
-      store_tile<R, NV>(acc, dst, stride, T - s0, D - d, [&](int) { return dq_scale; });
-      product_tile<R, NV>(ds + s0, 1, Tp, q + d, Dp, s0, T, acc);
-      store_tile<R, NV>(acc, dst + C, stride, T - s0, D - d, [&](int) { return dk_scale; });
-      product_tile<R, NV>(p + s0, 1, Tp, dout + d, Dp, s0, T, acc);
+      product_tile<R, NV, kLds, 1>(ds + s0 * kLds, krows + d, ldq, 0, std::min(s0 + R, T), acc);
+      store_tile<R, NV>(acc, dst, stride, T - s0, D - d, [&](int) { return d_scale; });
+      product_tile<R, NV, 1, kLds>(ds + s0, qrows + d, ldq, s0, T, acc);
+      store_tile<R, NV>(acc, dst + C, stride, T - s0, D - d, [&](int) { return d_scale; });
+      product_tile<R, NV, 1, kLds>(p + s0, drows + d, ldd, s0, T, acc);
       store_tile<R, NV>(acc, dst + 2 * C, stride, T - s0, D - d, [&](int) { return one; });
     }
   });

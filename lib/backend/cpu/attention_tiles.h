@@ -3,7 +3,7 @@
 // consecutive attention weights. Vectors are simd.h's 16 floats.
 #pragma once
 #include <algorithm>  // min, fill
-#include <cmath>      // ceil
+#include <cmath>      // ceil, log2
 #include <cstdint>
 
 #include "backend/cpu/simd.h"
@@ -213,6 +213,31 @@ inline Vec exp2_scaled(Vec x) {
 #endif
 }
 
+// log2(x) for positive normal x, to about 1e-7 relative: x = m·2^e with m ∈ [0.75, 1.5)
+// (AVX-512's getmant and getexp), log2(m) = 2·atanh(t)/ln 2 with t = (m − 1)/(m + 1), |t| ≤ 1/5,
+// the series to t^9. Sixteen row sums' logarithms at once, not sixteen libm calls (each of
+// which spilled the caller's vector registers).
+inline Vec log2_positive(Vec x) {
+#ifdef __AVX512F__
+  const __m512 xv = reinterpret_cast<__m512>(x);
+  const Vec m = reinterpret_cast<Vec>(
+      _mm512_maskz_getmant_ps(0xffff, xv, _MM_MANT_NORM_p75_1p5, _MM_MANT_SIGN_src));
+  Vec e = reinterpret_cast<Vec>(_mm512_maskz_getexp_ps(0xffff, xv));
+  e = m < 1.0f ? e + 1.0f : e;  // a mantissa below 1 was halved: the exponent is one more
+  const Vec t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+  Vec p = splat(1.0f / 9.0f);
+  p = fma(p, t2, splat(1.0f / 7.0f));
+  p = fma(p, t2, splat(1.0f / 5.0f));
+  p = fma(p, t2, splat(1.0f / 3.0f));
+  p = fma(p, t2, splat(1.0f));
+  return fma(p * t, splat(2.8853900817779268f), e);  // 2/ln 2
+#else
+  Vec r;
+  for (int l = 0; l < L; ++l) r[l] = std::log2(x[l]);
+  return r;
+#endif
+}
+
 // s[r·lds + j] = Σ_d a[r·lda + d]·bt[d·ldb + j] for r < R, j < 16·NV, d < depth: R rows of a
 // against 16·NV columns of bt (keys stored transposed, so that a vector holds 16 keys).
 template <int R, int NV>
@@ -289,8 +314,9 @@ inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride,
   for (int64_t t = 0; t < count; ++t) {
     float* dst = rows + t * ld;
     const float* in = src + t * stride;
-    for (int64_t d = 0; d < ld; d += L)
-      simd::store(dst + d, simd::load_part(in + d, std::min<int64_t>(L, width - d)) * f);
+    int64_t d = 0;
+    for (; d + L <= width; d += L) simd::store(dst + d, simd::load(in + d) * f);
+    if (d < ld) simd::store(dst + d, simd::load_part(in + d, width - d) * f);  // the tail, if any
   }
   std::fill(rows + count * ld, rows + padded * ld, 0.0f);
 }

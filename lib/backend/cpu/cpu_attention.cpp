@@ -143,8 +143,8 @@ class CpuAttention final : public AttentionOp {
     const DropoutDraw drop(training, spec_.dropout, seed, stream);
     if (T_ <= kShortSeq) {
       for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_forward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws,
-                           drop);
+        short_forward_head(shape(), N, n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(),
+                           ws, drop);
       });
       return;
     }
@@ -165,7 +165,7 @@ class CpuAttention final : public AttentionOp {
     const DropoutDraw drop(true, spec_.dropout, seed, stream);
     if (T_ <= kShortSeq) {
       for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_backward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(),
+        short_backward_head(shape(), N, n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(),
                             lse.data<float>(), ws, drop, dqkv.data<float>());
       });
       return;
