@@ -24,23 +24,23 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// Rows of the score, weight and gradient blocks are kShortSeq floats apart whatever T: a
-// constant stride makes a tile's 16 rows constant offsets from one pointer (runtime strides
-// took a register per row, more than there are).
+// Rows of the score, weight and gradient blocks are kShortSeq floats apart whatever T, and
+// the rows of the copied queries and output gradients kShortDim: constant strides make a
+// tile's rows constant offsets from one pointer (runtime strides took a register per row, more
+// than there are), and rows copied as rows cost no transposition.
 constexpr int64_t kLds = kShortSeq;
 
-// s[r·kLds + j] = scale·Σ_{d < depth} at[d·lda + r]·bt[d·ldb + j] for r < R, j < 16·NV: R
-// columns of at (rows of a, stored transposed, so that their broadcasts are constant offsets)
-// against 16·NV columns of bt.
-template <int R, int NV>
-inline void score_tile(const float* at, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
-                       float* s, Vec scale) {
+// s[r·kLds + j] = scale·Σ_{d < depth} a[r·Lda + d]·bt[d·ldb + j] for r < R, j < 16·NV: R
+// rows of a against 16·NV columns of bt.
+template <int64_t Lda, int R, int NV>
+inline void score_tile(const float* a, const float* bt, int64_t ldb, int64_t depth, float* s,
+                       Vec scale) {
   Vec acc[R][NV] = {};
   for (int64_t d = 0; d < depth; ++d) {
     Vec b[NV];
     for (int v = 0; v < NV; ++v) b[v] = simd::load(bt + d * ldb + v * L);
     for (int r = 0; r < R; ++r) {
-      const Vec ar = splat(at[d * lda + r]);
+      const Vec ar = splat(a[r * Lda + d]);
       for (int v = 0; v < NV; ++v) acc[r][v] = fma(ar, b[v], acc[r][v]);
     }
   }
@@ -48,18 +48,19 @@ inline void score_tile(const float* at, int64_t lda, const float* bt, int64_t ld
     for (int v = 0; v < NV; ++v) simd::store(s + r * kLds + v * L, acc[r][v] * scale);
 }
 
-// s[r][0, 16·vectors) = scale·a[r]·bt[:, …] for the 16 rows r of a, given as at [depth, lda],
-// against bt [depth, ldb], in tiles of sixteen accumulators.
-void block_scores(const float* at, int64_t lda, const float* bt, int64_t ldb, int64_t depth,
-                  float* s, int64_t vectors, Vec scale) {
+// s[r][0, 16·vectors) = scale·a[r]·bt[:, …] for the 16 rows r of a against bt [depth, ldb], in
+// tiles of sixteen accumulators.
+template <int64_t Lda>
+void block_scores(const float* a, const float* bt, int64_t ldb, int64_t depth, float* s,
+                  int64_t vectors, Vec scale) {
   int64_t j = 0;
   for (; j + 4 <= vectors; j += 4)
     for (int r = 0; r < L; r += 4)
-      score_tile<4, 4>(at + r, lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
+      score_tile<Lda, 4, 4>(a + r * Lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
   for (; j + 2 <= vectors; j += 2)
     for (int r = 0; r < L; r += 8)
-      score_tile<8, 2>(at + r, lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
-  if (j < vectors) score_tile<16, 1>(at, lda, bt + j * L, ldb, depth, s + j * L, scale);
+      score_tile<Lda, 8, 2>(a + r * Lda, bt + j * L, ldb, depth, s + r * kLds + j * L, scale);
+  if (j < vectors) score_tile<Lda, 16, 1>(a, bt + j * L, ldb, depth, s + j * L, scale);
 }
 
 // body.template operator()<R, NV>(d) for the columns [d, d + 16·NV) that cover [0, Dp): four
@@ -108,55 +109,28 @@ uint64_t first_weight(const HeadShape& g, int64_t n, int64_t h, int64_t t) {
   return static_cast<uint64_t>(((n * g.H + h) * g.T + t) * g.T);
 }
 
-// The cache lines of `parts` head slices of D floats, C apart, from `first` (null: none).
-// A head's slice of a row is 1/heads of it, rows apart, which the hardware prefetchers do not
-// foresee: the next pair's rows are asked for one per query row, spread over this pair's
-// arithmetic.
-void prefetch_slices(const float* first, int parts, int64_t C, int64_t D, bool for_writing) {
-  if (!first) return;
-  for (int part = 0; part < parts; ++part)
-    for (int64_t d = 0; d < D; d += L) {
-      if (for_writing)
-        __builtin_prefetch(first + part * C + d, 1, 2);
-      else
-        __builtin_prefetch(first + part * C + d, 0, 2);
-    }
+// The stride of the copied query and output-gradient rows: 32 floats for heads up to 32 (the
+// rows of a head take 8 KB, not 16: at T = 64 the backward's data then nearly fits in L1).
+int64_t row_stride(const HeadShape& g) {
+  return g.Dp <= 32 ? 32 : kShortDim;
 }
 
-// The first row of the next (sequence, head) pair's slice in a [N, T, width·C] tensor, or null
-// after the last pair.
-template <class F>
-F* next_pair(const HeadShape& g, int64_t N, int64_t n, int64_t h, F* base, int64_t width) {
-  const int64_t next = n * g.H + h + 1;
-  if (next >= N * g.H) return nullptr;
-  return base + (next / g.H) * g.T * width * g.C + (next % g.H) * g.D;
-}
-
-}  // namespace
-
-int64_t short_workspace_floats(const HeadShape& g) {
-  const int64_t forward = 3 * g.Tp * g.Dp + L * kLds;
-  const int64_t backward = 7 * g.Tp * g.Dp + 2 * g.Tp * kLds + 2 * g.Tp;
-  return (std::max(forward, backward) + L - 1) / L * L;
-}
-
-void short_forward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, const float* qkv,
-                        float* y, float* lse, float* ws, const DropoutDraw& drop) {
+template <int64_t Lda>
+void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y, float* lse,
+                  float* ws, const DropoutDraw& drop) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
   const float* base = qkv + n * T * stride + h * D;
-  float* qt = ws;            // [Dp, Tp]
-  float* kt = qt + Dp * Tp;  // [Dp, Tp]
+  float* q = ws;             // [Tp, Lda]
+  float* kt = q + Tp * Lda;  // [Dp, Tp]
   float* v = kt + Dp * Tp;   // [Tp, Dp]: the values, unless read in place
   float* s = v + Tp * Dp;    // [16, kLds]: a block's scores (base 2), then its weights
-  copy_transposed(qt, Tp, base, stride, T, D);
+  copy_rows(q, Lda, base, stride, T, Tp, D, 1.0f);
   copy_transposed(kt, Tp, base + C, stride, T, D);
   // Rows of whole vectors are read where they lie; others are copied, padded with zeros.
   const bool direct = D % L == 0;
   if (!direct) copy_rows(v, Dp, base + 2 * C, stride, T, Tp, D, 1.0f);
   const float* vrows = direct ? base + 2 * C : v;
   const int64_t ldv = direct ? stride : Dp;
-  const float* next_qkv = next_pair(g, N, n, h, qkv, 3);
-  float* next_y = next_pair(g, N, n, h, y, 1);
 
   const Vec score_scale = splat(kLog2e / std::sqrt(static_cast<float>(D)));
   const Vec minus_inf = splat(-std::numeric_limits<float>::infinity());
@@ -166,7 +140,7 @@ void short_forward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, con
   // to the row's lane (rows past T compute on zero padding and are not written).
   for (int64_t q0 = 0; q0 < T; q0 += L) {
     const int64_t rows = std::min<int64_t>(L, T - q0);
-    block_scores(qt + q0, Tp, kt, Tp, D, s, q0 / L + 1, score_scale);
+    block_scores<Lda>(q + q0 * Lda, kt, Tp, D, s, q0 / L + 1, score_scale);
     for (int r = 0; r < L; ++r) {
       const float* row = s + r * kLds;
       Vec m = first_lanes_or(simd::load(row + q0), r + 1, minus_inf);
@@ -175,10 +149,6 @@ void short_forward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, con
     }
     simd::store(row_max, lane_reductions(part, [](Vec a, Vec b) { return max(a, b); }));
     for (int r = 0; r < L; ++r) {
-      if (r < rows && next_qkv) {
-        prefetch_slices(next_qkv + (q0 + r) * stride, 3, C, D, false);
-        prefetch_slices(next_y + (q0 + r) * C, 1, C, D, true);
-      }
       float* row = s + r * kLds;
       const Vec m = splat(row_max[r]);
       const uint64_t first = first_weight(g, n, h, q0 + r);
@@ -210,42 +180,31 @@ void short_forward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, con
   }
 }
 
-void short_backward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, const float* qkv,
-                         const float* y, const float* dy, const float* lse, float* ws,
-                         const DropoutDraw& drop, float* dqkv) {
+template <int64_t Lda>
+void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
+                   const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
+                   float* dqkv) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
   const float* base = qkv + n * T * stride + h * D;
   const float* dy_base = dy + n * T * C + h * D;
-  float* q = ws;                 // [Tp, Dp]
-  float* k = q + Tp * Dp;        // [Tp, Dp]
-  float* dout = k + Tp * Dp;     // [Tp, Dp]: dy of this head
-  float* qt = dout + Tp * Dp;    // [Dp, Tp]
-  float* kt = qt + Dp * Tp;      // [Dp, Tp]
+  float* q = ws;                 // [Tp, Lda]
+  float* dout = q + Tp * Lda;    // [Tp, Lda]: dy of this head
+  float* k = dout + Tp * Lda;    // [Tp, Dp]: the keys, unless read in place
+  float* kt = k + Tp * Dp;       // [Dp, Tp]
   float* vt = kt + Dp * Tp;      // [Dp, Tp]
-  float* dt = vt + Dp * Tp;      // [Dp, Tp]: dout transposed
-  float* p = dt + Dp * Tp;       // [Tp, kLds]: scores, then the dropped-out weights P̃
+  float* p = vt + Dp * Tp;       // [Tp, kLds]: scores, then the dropped-out weights P̃
   float* ds = p + Tp * kLds;     // [Tp, kLds]: the weights' gradients dy·v, then the scores'
   float* lse2 = ds + Tp * kLds;  // [Tp]: log-sum-exp in base 2 (0 past T)
   float* rowdot = lse2 + Tp;     // [Tp]: dy_t·y_t (0 past T)
-  // Rows of whole vectors are read where they lie; others are copied, padded with zeros.
-  const bool direct = D % L == 0;
-  if (!direct) {
-    copy_rows(q, Dp, base, stride, T, Tp, D, 1.0f);
-    copy_rows(k, Dp, base + C, stride, T, Tp, D, 1.0f);
-    copy_rows(dout, Dp, dy_base, C, T, Tp, D, 1.0f);
-  }
-  const float* qrows = direct ? base : q;
-  const float* krows = direct ? base + C : k;
-  const float* drows = direct ? dy_base : dout;
-  const int64_t ldq = direct ? stride : Dp, ldd = direct ? C : Dp;
-  copy_transposed(qt, Tp, base, stride, T, D);
+  copy_rows(q, Lda, base, stride, T, Tp, D, 1.0f);
+  copy_rows(dout, Lda, dy_base, C, T, Tp, D, 1.0f);
   copy_transposed(kt, Tp, base + C, stride, T, D);
   copy_transposed(vt, Tp, base + 2 * C, stride, T, D);
-  copy_transposed(dt, Tp, dy_base, C, T, D);
-  const float* next_qkv = next_pair(g, N, n, h, qkv, 3);
-  const float* next_y = next_pair(g, N, n, h, y, 1);
-  const float* next_dy = next_pair(g, N, n, h, dy, 1);
-  float* next_dqkv = next_pair(g, N, n, h, dqkv, 3);
+  // Key rows of whole vectors are read where they lie, others copied, padded with zeros.
+  const bool direct = D % L == 0;
+  if (!direct) copy_rows(k, Dp, base + C, stride, T, Tp, D, 1.0f);
+  const float* krows = direct ? base + C : k;
+  const int64_t ldk = direct ? stride : Dp;
 
   // P̃ and dS = P∘(dP − dy·y), dP the gradient of the weights before dropout, block by block.
   const float rsqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
@@ -259,7 +218,7 @@ void short_backward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, co
       Vec dot{};
       if (r < rows) {
         const float* yt = y + (n * T + q0 + r) * C + h * D;
-        const float* dt_row = dy_base + (q0 + r) * C;
+        const float* dt_row = dout + (q0 + r) * Lda;
         for (int64_t d = 0; d < D; d += L) {
           const int64_t width = std::min<int64_t>(L, D - d);
           dot = fma(simd::load_part(yt + d, width), simd::load_part(dt_row + d, width), dot);
@@ -270,16 +229,10 @@ void short_backward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, co
     simd::store(rowdot + q0, lane_reductions(part, [](Vec a, Vec b) { return a + b; }));
     simd::store(lse2 + q0, simd::load_part(lse + (n * g.H + h) * T + q0, rows) * kLog2e);
 
-    block_scores(qt + q0, Tp, kt, Tp, D, p + q0 * kLds, q0 / L + 1, score_scale);
-    block_scores(dt + q0, Tp, vt, Tp, D, ds + q0 * kLds, q0 / L + 1, one);
+    block_scores<Lda>(q + q0 * Lda, kt, Tp, D, p + q0 * kLds, q0 / L + 1, score_scale);
+    block_scores<Lda>(dout + q0 * Lda, vt, Tp, D, ds + q0 * kLds, q0 / L + 1, one);
     for (int r = 0; r < L; ++r) {
       const int64_t t = q0 + r;
-      if (t < T && next_qkv) {
-        prefetch_slices(next_qkv + t * stride, 3, C, D, false);
-        prefetch_slices(next_y + t * C, 1, C, D, false);
-        prefetch_slices(next_dy + t * C, 1, C, D, false);
-        prefetch_slices(next_dqkv + t * stride, 3, C, D, true);
-      }
       float* prow = p + t * kLds;
       float* dsrow = ds + t * kLds;
       const Vec m = splat(lse2[t]), dot = splat(rowdot[t]);
@@ -312,14 +265,40 @@ void short_backward_head(const HeadShape& g, int64_t N, int64_t n, int64_t h, co
     for (int64_t s0 = 0; s0 < T; s0 += R) {
       float* dst = out + s0 * stride + d;
       Vec acc[R][NV];
-      product_tile<R, NV, kLds, 1>(ds + s0 * kLds, krows + d, ldq, 0, std::min(s0 + R, T), acc);
+      product_tile<R, NV, kLds, 1>(ds + s0 * kLds, krows + d, ldk, 0, std::min(s0 + R, T), acc);
       store_tile<R, NV>(acc, dst, stride, T - s0, D - d, [&](int) { return d_scale; });
-      product_tile<R, NV, 1, kLds>(ds + s0, qrows + d, ldq, s0, T, acc);
+      product_tile<R, NV, 1, kLds>(ds + s0, q + d, Lda, s0, T, acc);
       store_tile<R, NV>(acc, dst + C, stride, T - s0, D - d, [&](int) { return d_scale; });
-      product_tile<R, NV, 1, kLds>(p + s0, drows + d, ldd, s0, T, acc);
+      product_tile<R, NV, 1, kLds>(p + s0, dout + d, Lda, s0, T, acc);
       store_tile<R, NV>(acc, dst + 2 * C, stride, T - s0, D - d, [&](int) { return one; });
     }
   });
+}
+
+}  // namespace
+
+int64_t short_workspace_floats(const HeadShape& g) {
+  const int64_t lda = row_stride(g);
+  const int64_t forward = g.Tp * lda + 2 * g.Tp * g.Dp + L * kLds;
+  const int64_t backward = 2 * g.Tp * lda + 3 * g.Tp * g.Dp + 2 * g.Tp * kLds + 2 * g.Tp;
+  return (std::max(forward, backward) + L - 1) / L * L;
+}
+
+void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y,
+                        float* lse, float* ws, const DropoutDraw& drop) {
+  if (row_stride(g) == 32)
+    forward_head<32>(g, n, h, qkv, y, lse, ws, drop);
+  else
+    forward_head<kShortDim>(g, n, h, qkv, y, lse, ws, drop);
+}
+
+void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
+                         const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
+                         float* dqkv) {
+  if (row_stride(g) == 32)
+    backward_head<32>(g, n, h, qkv, y, dy, lse, ws, drop, dqkv);
+  else
+    backward_head<kShortDim>(g, n, h, qkv, y, dy, lse, ws, drop, dqkv);
 }
 
 }  // namespace dtrain::cpu::attention

@@ -306,8 +306,8 @@ struct DropoutDraw {
   }
 };
 
-// rows[t][0, ld) ← src[t·stride + …]·factor for t < count: the first `width` columns, the
-// others up to ld (a multiple of 16 below width + 16) zero; rows count … padded − 1 zero.
+// rows[t·ld + d] ← src[t·stride + d]·factor for t < count and d < width, and 0 for the
+// columns width … up to the next multiple of 16 and the rows count … padded − 1.
 inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride, int64_t count,
                       int64_t padded, int64_t width, float factor) {
   const Vec f = splat(factor);
@@ -316,9 +316,10 @@ inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride,
     const float* in = src + t * stride;
     int64_t d = 0;
     for (; d + L <= width; d += L) simd::store(dst + d, simd::load(in + d) * f);
-    if (d < ld) simd::store(dst + d, simd::load_part(in + d, width - d) * f);  // the tail, if any
+    if (d < width) simd::store(dst + d, simd::load_part(in + d, width - d) * f);
   }
-  std::fill(rows + count * ld, rows + padded * ld, 0.0f);
+  const int64_t whole = (width + L - 1) / L * L;
+  for (int64_t t = count; t < padded; ++t) std::fill(rows + t * ld, rows + t * ld + whole, 0.0f);
 }
 
 // cols[d][t] ← src[t·stride + d] for t < count, d < width ([round_up(width, 16), ld], padding

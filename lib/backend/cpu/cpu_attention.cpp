@@ -141,10 +141,10 @@ class CpuAttention final : public AttentionOp {
         << "attention: y or lse of the wrong size";
     check_workspace(workspace);
     const DropoutDraw drop(training, spec_.dropout, seed, stream);
-    if (T_ <= kShortSeq) {
+    if (short_path()) {
       for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_forward_head(shape(), N, n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(),
-                           ws, drop);
+        short_forward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws,
+                           drop);
       });
       return;
     }
@@ -163,9 +163,9 @@ class CpuAttention final : public AttentionOp {
         << "attention: y, dy, lse or dqkv of the wrong size";
     check_workspace(workspace);
     const DropoutDraw drop(true, spec_.dropout, seed, stream);
-    if (T_ <= kShortSeq) {
+    if (short_path()) {
       for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_backward_head(shape(), N, n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(),
+        short_backward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(),
                             lse.data<float>(), ws, drop, dqkv.data<float>());
       });
       return;
@@ -180,6 +180,7 @@ class CpuAttention final : public AttentionOp {
 
  private:
   HeadShape shape() const { return {T_, H_, D_, C_, Dp_, Tp_}; }
+  bool short_path() const { return T_ <= kShortSeq && Dp_ <= kShortDim; }
   int64_t batch_of(const Tensor& qkv) const {
     const int64_t N = qkv.numel() / (T_ * 3 * C_);
     DTRAIN_CHECK(N * T_ * 3 * C_ == qkv.numel() && N <= spec_.batch)
