@@ -202,7 +202,11 @@ class CpuAttention final : public AttentionOp {
     if (pairs == 0) return;
     const int team = static_cast<int>(
         std::min<int64_t>({static_cast<int64_t>(omp_get_max_threads()), slots_, pairs}));
-#pragma omp parallel num_threads(team) if (team > 1)
+    if (team == 1) {  // a plain loop: the runtime's dynamic schedule cost 2% at T = 64
+      for (int64_t pair = 0; pair < pairs; ++pair) body(pair / H_, pair % H_, base);
+      return;
+    }
+#pragma omp parallel num_threads(team)
     {
       float* ws = base + omp_get_thread_num() * per_thread_;
 #pragma omp for schedule(dynamic, 1)
