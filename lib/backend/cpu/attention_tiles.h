@@ -311,12 +311,19 @@ struct DropoutDraw {
 inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride, int64_t count,
                       int64_t padded, int64_t width, float factor) {
   const Vec f = splat(factor);
+  const bool scaled = factor != 1.0f;
   for (int64_t t = 0; t < count; ++t) {
     float* dst = rows + t * ld;
     const float* in = src + t * stride;
     int64_t d = 0;
-    for (; d + L <= width; d += L) simd::store(dst + d, simd::load(in + d) * f);
-    if (d < width) simd::store(dst + d, simd::load_part(in + d, width - d) * f);
+    for (; d + L <= width; d += L) {
+      const Vec x = simd::load(in + d);
+      simd::store(dst + d, scaled ? x * f : x);
+    }
+    if (d < width) {
+      const Vec x = simd::load_part(in + d, width - d);
+      simd::store(dst + d, scaled ? x * f : x);
+    }
   }
   const int64_t whole = (width + L - 1) / L * L;
   for (int64_t t = count; t < padded; ++t) std::fill(rows + t * ld, rows + t * ld + whole, 0.0f);
@@ -332,9 +339,15 @@ inline void copy_transposed(float* cols, int64_t ld, const float* src, int64_t s
     const int64_t rows = std::min<int64_t>(L, count - t0);
     for (int64_t d0 = 0; d0 < width; d0 += L) {
       const int64_t part = std::min<int64_t>(L, width - d0);
+      const float* in = src + t0 * stride + d0;
+      if (rows == L && part == L) {  // a whole block: plain loads, no per-row tests
 #pragma GCC unroll 16
-      for (int64_t l = 0; l < L; ++l)
-        block[l] = l < rows ? simd::load_part(src + (t0 + l) * stride + d0, part) : Vec{};
+        for (int64_t l = 0; l < L; ++l) block[l] = simd::load(in + l * stride);
+      } else {
+#pragma GCC unroll 16
+        for (int64_t l = 0; l < L; ++l)
+          block[l] = l < rows ? simd::load_part(in + l * stride, part) : Vec{};
+      }
       transpose16(block);
 #pragma GCC unroll 16
       for (int64_t d = 0; d < L; ++d) simd::store(cols + (d0 + d) * ld + t0, block[d]);
