@@ -1,17 +1,24 @@
-// Causal attention of a short sequence (T ≤ kShortSeq), one (sequence, head) pair at a time,
-// without the online softmax: a head's keys and values fit in L1, so a block of 16 query rows
-// is scored against all the keys it sees at once (a 16 × T block), and its softmax is exact
-// in one pass. The 16 rows' maxima and sums are reduced together, four rounds of permutes
-// that transpose as they reduce (lane_reductions), not one reduction tree per row; 2^x uses
-// AVX-512's roundscale and scalef. The backward keeps the head's weights P̃ and score
-// gradients dS whole (T × T each, 16 KB at T = 64), then takes dV = P̃ᵀ·dy, dK = dSᵀ·q and
-// dQ = dS·k as three products whose accumulators go straight to dqkv (no per-head gradient
-// buffers to clear and copy out). Every product runs on register tiles of sixteen
-// accumulators (4 rows × 4 vectors, 8 × 2 or 16 × 1).
-//
-// Measured with `dtrain_attention_bench --batch 12 --seq 64 --heads 4 --head-dim 32
-// --repeats 200` (one thread, best CPU time, old and new binaries interleaved on the shared
-// machine): see the numbers in cpu_attention.cpp's header.
+// Causal attention of a short sequence (T ≤ kShortSeq, head size ≤ kShortDim), one (sequence,
+// head) pair at a time, without the online softmax: a head's keys and values fit in L1, so a
+// block of 16 query rows is scored against all the keys it sees at once (a 16 × T block) and
+// its softmax is exact in one pass. What the profile of the tiled kernels showed at T = 64,
+// and what replaced it here:
+//  - per-row softmax reductions (a tree per row for the maximum and the sum): the 16 rows'
+//    maxima and sums are reduced together, four rounds of permutes that transpose as they
+//    reduce (lane_reductions: 30 permutes for 16 rows, not 64);
+//  - libm log2f for each row's log-sum-exp, whose calls spilled every vector register: one
+//    vectorised log2 per 16 rows; 2^x a degree-5 minimax polynomial with roundscale/scalef;
+//  - small, latency-bound tiles (4 rows × 1 vector at the diagonal) and per-tile dispatch:
+//    every product runs on register tiles of sixteen accumulators (4 rows × 4 vectors, 8 × 2
+//    or 16 × 1), the broadcast rows at constant offsets (rows copied at a fixed stride, no
+//    transposition of the queries);
+//  - the backward's per-head gradient buffers (cleared, accumulated tile by tile, copied out):
+//    the backward keeps the head's weights P̃ and score gradients dS whole (T × 64 floats each),
+//    then takes dV = P̃ᵀ·dy, dK = dSᵀ·q and dQ = dS·k as products whose accumulators go
+//    straight to dqkv; key rows and the values are read in place where they are whole vectors.
+// Tried and dropped (slower or no better): software prefetch of the next pair's rows; dQ taken
+// block by block right after its dS, alone or with dV and dK fused into one pass over the rows.
+// Measured numbers: cpu_attention.cpp's header.
 #include "backend/cpu/attention_short.h"
 
 #include <algorithm>  // min
@@ -134,7 +141,7 @@ void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, fl
 
   const Vec score_scale = splat(kLog2e / std::sqrt(static_cast<float>(D)));
   const Vec minus_inf = splat(-std::numeric_limits<float>::infinity());
-  alignas(64) float row_max[L], row_scale[L];
+  alignas(64) float row_max[L], row_sum[L], row_scale[L];
   Vec part[L];
   // Query rows q0 … q0 + 15 see keys 0 … q0 + 15: the vectors before q0's whole, q0's own up
   // to the row's lane (rows past T compute on zero padding and are not written).
@@ -147,7 +154,8 @@ void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, fl
       for (int64_t j = 0; j < q0; j += L) m = max(m, simd::load(row + j));
       part[r] = m;
     }
-    simd::store(row_max, lane_reductions(part, [](Vec a, Vec b) { return max(a, b); }));
+    lane_reductions(
+        part, [](Vec a, Vec b) { return max(a, b); }, row_max);
     for (int r = 0; r < L; ++r) {
       float* row = s + r * kLds;
       const Vec m = splat(row_max[r]);
@@ -162,7 +170,9 @@ void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, fl
       }
       part[r] = sum;
     }
-    const Vec sums = lane_reductions(part, [](Vec a, Vec b) { return a + b; });
+    lane_reductions(
+        part, [](Vec a, Vec b) { return a + b; }, row_sum);
+    const Vec sums = simd::load(row_sum);
     simd::store(row_scale, splat(drop.keep_scale) / sums);
     simd::store_part(lse + (n * g.H + h) * T + q0,
                      (simd::load(row_max) + log2_positive(sums)) * kLn2, rows);
@@ -226,7 +236,8 @@ void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, c
       }
       part[r] = dot;
     }
-    simd::store(rowdot + q0, lane_reductions(part, [](Vec a, Vec b) { return a + b; }));
+    lane_reductions(
+        part, [](Vec a, Vec b) { return a + b; }, rowdot + q0);
     simd::store(lse2 + q0, simd::load_part(lse + (n * g.H + h) * T + q0, rows) * kLog2e);
 
     block_scores<Lda>(q + q0 * Lda, kt, Tp, D, p + q0 * kLds, q0 / L + 1, score_scale);

@@ -1,6 +1,8 @@
-// The register-tiled pieces of the CPU attention (cpu_attention.cpp): a vectorised 2^x, the
-// two small matrix products a flash-attention tile needs, and the dropout mask of 16
-// consecutive attention weights. Vectors are simd.h's 16 floats.
+// The register-tiled pieces of the CPU attention (cpu_attention.cpp, attention_short.cpp): a
+// vectorised 2^x and log2, the two small matrix products a flash-attention tile needs, 16 × 16
+// transposes and the reductions of 16 vectors at once, the per-head copies, and the dropout
+// mask of 16 consecutive attention weights. Vectors are simd.h's 16 floats; every piece has a
+// plain vector-extension path for machines without AVX-512.
 #pragma once
 #include <algorithm>  // min, fill
 #include <cmath>      // ceil, log2
@@ -126,19 +128,19 @@ inline void reduce_round(Vec (&rows)[L], Op op) {
 }
 #endif
 
-// The lanes of each of 16 vectors reduced with op, as one vector: lane r is the reduction of
-// rows[r] (rows is overwritten). Four rounds of transpose16 that combine as they go: 30
-// permutes and 15 operations for 16 reductions, where one tree each costs 4 and 4.
+// out[r] = the lanes of rows[r] reduced with op, for the 16 vectors (rows is overwritten). Four
+// rounds of transpose16 that combine as they go: 30 permutes and 15 operations for 16
+// reductions, where one tree each costs 4 and 4. (The result goes to memory: returning a
+// vector from the loop of the plain path trips -Wpsabi without AVX-512.)
 template <class Op>
-inline Vec lane_reductions(Vec (&rows)[L], Op op) {
+inline void lane_reductions(Vec (&rows)[L], Op op, float* out) {
 #ifdef __AVX512F__
   reduce_round<8>(rows, op);
   reduce_round<4>(rows, op);
   reduce_round<2>(rows, op);
   reduce_round<1>(rows, op);
-  return rows[0];
+  simd::store(out, rows[0]);
 #else
-  Vec out;
   for (int r = 0; r < L; ++r) {
     Vec v = rows[r];
     for (int width = L / 2; width > 0; width /= 2) {
@@ -148,7 +150,6 @@ inline Vec lane_reductions(Vec (&rows)[L], Op op) {
     }
     out[r] = v[0];
   }
-  return out;
 #endif
 }
 
