@@ -206,11 +206,13 @@ void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {
     plain_.step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
     return;
   }
-  // AdamW: one step on the round's mean gradient, so that m and v see the scale of one
-  // iteration's gradient however many iterations a round spans. SGD: the sum, as above.
-  if (merge_->name() == "adamw" && sum_count_ > 1)
-    ctx_.model.backend().scale(trainable_part(b_), 1.0f / static_cast<float>(sum_count_));
-  merge_->step(lr, w_, b_);
+  // The round's k iterations are k steps of w's optimizer, each with the round's mean gradient
+  // b / k in place of its iteration's own (the sum no longer tells them apart): each gradient
+  // weighs 1 in total, as in Eq. 1 (plain SGD's k steps of μ·b/k are its one step of μ·b),
+  // and AdamW's step count and moments advance as sync's would.
+  const int64_t k = std::max<int64_t>(sum_count_, 1);
+  if (k > 1) ctx_.model.backend().scale(trainable_part(b_), 1.0f / static_cast<float>(k));
+  for (int64_t step = 0; step < k; ++step) merge_->step(lr, w_, b_);
 }
 
 void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {

@@ -6,9 +6,9 @@
 // r ← w. Every gradient computed on every rank is applied to w exactly once (the paper's
 // Eq. 1), so after flush() w = w₀ − μ · Σ of every rank's mean gradients.
 //
-// With momentum or AdamW the merge is one step of the optimizer over w with the round's b as its
-// gradient (AdamW: b's mean over the round's iterations), on a state (momentum; AdamW's m, v and
-// step count) that belongs to w: it is identical on every rank and takes each round's b once.
+// With momentum or AdamW the merge of a round of k iterations is k steps of the optimizer over
+// w, each with the round's mean gradient b / k, on a state (momentum; AdamW's m, v and step
+// count) that belongs to w: it is identical on every rank and takes each round's b once.
 // The replica steps with the run's optimizer, whose state is a scratch copy of w's, reset to it
 // at every r ← w: what the replica's steps put into it is dropped with r, so no gradient reaches
 // w or w's state twice. Plain SGD (no momentum) keeps its one fused pass per iteration.
@@ -71,7 +71,7 @@ class HpsgdScheduler final : public Scheduler {
   // run); the same answer on every rank. `stats` gets the agreement's wait.
   bool round_due(int64_t t, EpochStats& stats);
   // w ← w − μ·b once the round in flight has finished (waiting for it into `phases`); with
-  // momentum or AdamW one step of merge_ over w with b.
+  // momentum or AdamW k steps of merge_ over w with b / k (k: the round's iterations).
   void merge_round(float lr, PhaseTimes& phases);
   // Lines 11–14 and Algorithm 3: merge the finished round, hand a (with this iteration's
   // gradient) to the comm thread, r ← w.

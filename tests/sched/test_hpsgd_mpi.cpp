@@ -109,9 +109,9 @@ class HpsgdReference {
 
 // HPSGD's optimizer path written out on host values: momentum SGD (weight decay in ĝ) or AdamW
 // (torch.optim.AdamW, decay on tensors of two or more dimensions) for w, with a state of w's own
-// that each merge steps once with the round's sum (AdamW: its mean over the round's
-// iterations); the replica steps with a copy of that state taken at every r ← w. The local
-// gradient is clipped by its own norm first.
+// that each merge of a round of k iterations steps k times with the round's mean gradient; the
+// replica steps with a copy of that state taken at every r ← w. The local gradient is clipped by
+// its own norm first.
 class HpsgdOptimizerReference {
  public:
   HpsgdOptimizerReference(Comm& comm, const TraineeOptions& o, int period, double clip)
@@ -178,10 +178,11 @@ class HpsgdOptimizerReference {
   }
   void merge() {
     if (b_.empty()) return;
-    const double n = comm_.size() * (adamw() ? static_cast<double>(sum_count_) : 1.0);
+    // The round's k steps, each with its mean gradient.
+    const double n = comm_.size() * static_cast<double>(sum_count_);
     std::vector<double> g(b_.size());
     for (size_t i = 0; i < g.size(); ++i) g[i] = b_[i] / n;
-    step(global_, w_, g);
+    for (int64_t k = 0; k < sum_count_; ++k) step(global_, w_, g);
     b_.clear();
   }
   void step(State& s, std::vector<float>& p, const std::vector<double>& g) const {
