@@ -1,7 +1,9 @@
 // The pipedream scheduler as training assembles it (run builder, loaders, LR schedule), against
 // sync: GPipe over the job's ranks with one microbatch is single-rank sync bit for bit (stages'
 // weights laid end to end, and the test accuracy); one stage replicated on every rank is sync on
-// those ranks with the replicas' minibatches as its global batch; 1f1b trains.
+// those ranks with the replicas' minibatches as its global batch; 1f1b trains. With AdamW (each
+// stage's own, decay by its own tensors) the same equalities hold, and a clip by the norm over
+// all stages equals single-rank sync's clip to rounding.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -111,35 +113,40 @@ TEST_CASE("gpipe with one microbatch over every rank equals single-rank sync, bi
   }
 }
 
-TEST_CASE("gpipe with one microbatch and AdamW equals single-rank sync with AdamW, clipped too") {
+TEST_CASE(
+    "pipedream with AdamW where it is sync (gpipe with one microbatch, 1f1b with one minibatch in "
+    "flight) equals single-rank sync with AdamW, clipped too") {
   auto world = make_mpi_comm();
   const int S = world->size();
   const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
-  for (const std::string clip : {"", ", clip_grad_norm: 0.05"}) {
-    CAPTURE(clip);
-    const std::string optimizer = std::string(kAdamW).insert(std::strlen(kAdamW) - 1, clip);
-    const Trained pipe =
-        train(experiment(fmt::format("{{name: pipedream, schedule: gpipe, stages: {}}}", stages),
-                         32, kMlp, optimizer),
-              *world);
-    auto local = make_local_comm();
-    const Trained sync = train(experiment("{name: sync}", 32, kMlp, optimizer), *local);
-    const std::vector<float> all = end_to_end(*world, pipe.weights);
-    REQUIRE(all.size() == sync.weights.size());
-    if (clip.empty()) {
-      CHECK(std::memcmp(all.data(), sync.weights.data(), all.size() * sizeof(float)) == 0);
-    } else {
-      // The norm over the stages is their squared norms summed: the whole model's to rounding.
-      double worst = 0;
-      for (size_t i = 0; i < all.size(); ++i)
-        worst = std::max<double>(worst, std::abs(all[i] - sync.weights[i]));
-      CHECK(worst < 1e-5);
-      // The clip bit: the unclipped run ends elsewhere.
-      const Trained free = train(experiment("{name: sync}", 32, kMlp, kAdamW), *local);
-      double moved = 0;
-      for (size_t i = 0; i < all.size(); ++i)
-        moved = std::max<double>(moved, std::abs(free.weights[i] - sync.weights[i]));
-      CHECK(moved > 1e-3);
+  for (const std::string schedule : {"gpipe", "1f1b, in_flight: 1"}) {
+    for (const std::string clip : {"", ", clip_grad_norm: 0.05"}) {
+      CAPTURE(schedule);
+      CAPTURE(clip);
+      const std::string optimizer = std::string(kAdamW).insert(std::strlen(kAdamW) - 1, clip);
+      const Trained pipe = train(
+          experiment(fmt::format("{{name: pipedream, schedule: {}, stages: {}}}", schedule, stages),
+                     32, kMlp, optimizer),
+          *world);
+      auto local = make_local_comm();
+      const Trained sync = train(experiment("{name: sync}", 32, kMlp, optimizer), *local);
+      const std::vector<float> all = end_to_end(*world, pipe.weights);
+      REQUIRE(all.size() == sync.weights.size());
+      if (clip.empty()) {
+        CHECK(std::memcmp(all.data(), sync.weights.data(), all.size() * sizeof(float)) == 0);
+      } else {
+        // The norm over the stages is their squared norms summed: the whole model's to rounding.
+        double worst = 0;
+        for (size_t i = 0; i < all.size(); ++i)
+          worst = std::max<double>(worst, std::abs(all[i] - sync.weights[i]));
+        CHECK(worst < 1e-5);
+        // The clip bit: the unclipped run ends elsewhere.
+        const Trained free = train(experiment("{name: sync}", 32, kMlp, kAdamW), *local);
+        double moved = 0;
+        for (size_t i = 0; i < all.size(); ++i)
+          moved = std::max<double>(moved, std::abs(free.weights[i] - sync.weights[i]));
+        CHECK(moved > 1e-3);
+      }
     }
   }
 }
