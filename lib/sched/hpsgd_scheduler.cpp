@@ -99,7 +99,7 @@ HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options
              SgdOptions{0.0f, 0.0f, 0.0f, false}, ctx_.model.trainable_offset()) {
   DTRAIN_INPUT_CHECK(options.sync_period.is("auto") || period_ >= 1)
       << "algorithm.sync_period: must be auto or >= 1, got " << period_;
-  if (ctx_.comm.size() == 1) return;  // one rank: plain SGD, nothing to synchronise
+  if (ctx_.comm.size() == 1) return;  // one rank: the optimizer's steps, nothing to synchronise
   Model& model = ctx_.model;
   w_ = model_sized_zeros(model);
   a_ = model_sized_zeros(model);
