@@ -72,6 +72,10 @@ NamedTensors StageModel::weights() {
   return download_weights(graphs_[0]->weight_slots(), parameters(), buffers(), backend_);
 }
 
+std::vector<WeightSlot> StageModel::weight_slots() const {
+  return graphs_[0]->weight_slots();
+}
+
 void StageModel::load_weights(const NamedTensors& tensors, const std::string& origin) {
   upload_weights(graphs_[0]->weight_slots(), tensors, parameters(), buffers(), backend_, origin);
 }
