@@ -82,10 +82,10 @@ void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
     }
     // The step's loss statistics: the micro-batches' sum, read once by finish_iteration.
     if (!last) model.hold_stats();
+    // A straggler's extra compute time (the whole step's) counts, and shows in the trace, as
+    // the last backward.
+    if (last) emulate_straggler(seconds_since(start));
   }
-  // A straggler's extra compute time counts, and shows in the trace, as backward.
-  PhaseTimer timer(t, Phase::backward);
-  emulate_straggler(seconds_since(start));
 }
 
 void Scheduler::accumulate_backward(float scale, bool last,
