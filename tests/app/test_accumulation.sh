@@ -2,8 +2,9 @@
 # Gradient accumulation (train.accumulation_steps) end to end: a tiny GPT trained with 2 and 4
 # micro-batches a step ends with the weights of the run without accumulation, and so does sync
 # on 2 ranks; the resolved config.yaml holds the key; --dry-run shows the micro-batch the model
-# is built for; every algorithm that computes through the shared path trains with it and a
-# clipped gradient on 2 ranks; bad values are exit 2 naming the key, with nothing written.
+# is built for; a resumed run ends as the uninterrupted one; every algorithm that computes
+# through the shared path trains with it and a clipped gradient on 2 ranks; bad values are
+# exit 2 naming the key, with nothing written.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -73,6 +74,21 @@ for steps in 1 2; do
 done
 same_weights "$WORK/sync_2/model.safetensors" "$WORK/sync_1/model.safetensors" 1e-6 \
   > "$WORK/diff.txt" || fail "sync on 2 ranks: 2 micro-batches differ: $(cat "$WORK/diff.txt")"
+
+# A run resumed within an epoch ends as the uninterrupted one, bit for bit: a step's
+# micro-batches leave no state between steps.
+TOOL="/usr/bin/python3 $ROOT/tests/app/checkpoint_tool.py"
+"$DTRAIN" --config "$WORK/mlp.yaml" --set train.accumulation_steps=4 \
+  --set "checkpoint={every_iterations: 5, keep: 100}" --out "$WORK/whole" --progress none \
+  > "$WORK/whole.log" 2>&1 || fail "checkpointed run: $(tail -3 "$WORK/whole.log")"
+mid=$(cd "$WORK/whole/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
+cp -r "$WORK/whole" "$WORK/resumed"
+$TOOL rewind "$WORK/resumed" "$mid"
+"$DTRAIN" --config "$WORK/mlp.yaml" --set train.accumulation_steps=4 \
+  --set "checkpoint={every_iterations: 5, keep: 100}" --resume "$WORK/resumed" --progress none \
+  > "$WORK/resumed.log" 2>&1 || fail "resumed run: $(tail -3 "$WORK/resumed.log")"
+$TOOL same "$WORK/whole" "$WORK/resumed" > "$WORK/same.txt" ||
+  fail "resumed from $mid differs from the uninterrupted run: $(cat "$WORK/same.txt")"
 
 # Every algorithm that computes through the shared path, accumulating and clipping on 2 ranks.
 for algorithm in ps_sync pipe_sgd local_sgd gossip d_psgd; do
