@@ -80,8 +80,13 @@ void Model::backward(float grad_scale, const std::function<void(int64_t)>& on_re
 }
 
 LossStats Model::last_stats() {
+  const int64_t count = loss_->last_batch();  // before stats() lets the held forwards go
   auto [loss, correct] = loss_->stats();
-  return {loss, correct, loss_->last_batch()};
+  return {loss, correct, count};
+}
+
+void Model::hold_stats() {
+  loss_->hold_stats();
 }
 
 void Model::freeze_first(int layers) {

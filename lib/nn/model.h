@@ -90,7 +90,12 @@ class Model {
   // P) are final (offsets decrease; the last call is trainable_offset()). On asynchronous backends
   // the work is only enqueued at that point.
   void backward(float grad_scale, const std::function<void(int64_t)>& on_ready = {});
-  LossStats last_stats();  // of the last forward; copies 2 floats to the host (synchronises)
+  // Of the last forward (and the held ones); copies 2 floats to the host (synchronises).
+  LossStats last_stats();
+  // Keeps the last forward's loss statistics (on the device, no synchronisation) so that the
+  // next last_stats() reports them summed with the forwards after it: the micro-batches of one
+  // gradient-accumulation step read as the step's batch.
+  void hold_stats();
   void freeze_first(int layers);
   int64_t trainable_offset() const;
   int64_t forward_flops() const;  // per sample

@@ -213,7 +213,11 @@ const Schema<TrainConfig>& train_schema() {
           .key("max_iterations", &TrainConfig::max_iterations, integer64(Bounds::at_least(0)),
                "stop after this many iterations (0: no limit); a cosine schedule then spans them")
           .key("log_every_iterations", &TrainConfig::log_every_iterations,
-               integer64(Bounds::at_least(0)), "progress line period (0: chosen automatically)");
+               integer64(Bounds::at_least(0)), "progress line period (0: chosen automatically)")
+          .key("accumulation_steps", &TrainConfig::accumulation_steps, integer(Bounds::at_least(1)),
+               "micro-batches per optimizer step: each rank's batch is split into this many, run "
+               "forward and backward one after another with their gradients summed, and "
+               "communicated and applied once (dataset.batch_size stays the step's batch)");
   return s;
 }
 

@@ -115,6 +115,9 @@ struct TrainConfig {
   int64_t eval_every_iterations = 0;  // 0: at epoch ends only
   int64_t max_iterations = 0;         // 0: no limit
   int64_t log_every_iterations = 0;   // 0: chosen automatically
+  // Micro-batches per optimizer step: each rank's share of dataset.batch_size is split into this
+  // many, their gradients summed before the one communication and update of the step.
+  int accumulation_steps = 1;
 
   bool operator==(const TrainConfig&) const = default;
 };

@@ -85,6 +85,25 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
         fmt::format("must be <= optimizer.lr ({}) for schedule 'cosine', got {}", o.lr, s.min_lr));
 }
 
+// train.accumulation_steps, as far as the file tells: the global batch must split into equal
+// micro-batches (each rank's share is judged when the ranks are known), and a model-parallel
+// algorithm pipelines micro-batches of its own (algorithm.microbatches) instead.
+void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorithm, Reader& r) {
+  const int steps = c.train.accumulation_steps;
+  if (steps <= 1 || r.has_problem("train.accumulation_steps")) return;
+  if (algorithm.place_batches) {
+    r.add("train.accumulation_steps",
+          fmt::format("algorithm {} splits its minibatch into algorithm.microbatches of its own "
+                      "and does not accumulate across steps; set it to 1 (got {})",
+                      algorithm.name, steps));
+    return;
+  }
+  if (!r.has_problem("dataset.batch_size") && c.dataset.batch_size % steps != 0)
+    r.add("train.accumulation_steps",
+          fmt::format("{} does not divide dataset.batch_size {} into equal micro-batches", steps,
+                      c.dataset.batch_size));
+}
+
 // The chosen algorithm's own rules: the optimizers its update is written for and whether it
 // clips (its registry row's `optimizers` and `clips_gradients`), then its `check`.
 void check_algorithm(const ExperimentConfig& c, Reader& r) {
@@ -105,6 +124,7 @@ void check_algorithm(const ExperimentConfig& c, Reader& r) {
           fmt::format("algorithm {} does not clip gradients yet (it comes with a later version); "
                       "set it to 0, or use algorithm sync",
                       algorithm->name));
+  check_accumulation(c, *algorithm, r);
   if (algorithm->check)
     algorithm->check(
         c.algorithm,

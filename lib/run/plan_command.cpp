@@ -211,13 +211,14 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // The plan profiles the whole model on one rank's share of the global batch, for every
   // data-parallel row: a model-parallel configuration (pipedream) is profiled as the
   // data-parallel rank it would otherwise be (its own row comes from the chain's profile).
+  // It profiles a step on the whole local batch: the model is built for it, also where training
+  // accumulates micro-batches (train.accumulation_steps).
+  ExperimentConfig profiled = config;
+  profiled.train.accumulation_steps = 1;
   const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  if (algorithm && algorithm->place_batches) {
-    ExperimentConfig data_parallel = config;
-    data_parallel.algorithm = AlgorithmConfig();  // the default, data parallel
-    return build_run(data_parallel, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
-  }
-  return build_run(config, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
+  if (algorithm && algorithm->place_batches)
+    profiled.algorithm = AlgorithmConfig();  // the default, data parallel
+  return build_run(profiled, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
 
 std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {

@@ -32,6 +32,16 @@ void check_world(const ExperimentConfig& config, int world) {
       << config.dataset.batch_size << " must be divisible by the " << world
       << " data-parallel ranks (nearest: " << nearest_batches(config.dataset.batch_size, world)
       << ")";
+  check_accumulation(config, world);
+}
+
+void check_accumulation(const ExperimentConfig& config, int world) {
+  const int64_t local = config.dataset.batch_size / std::max(world, 1);
+  const int steps = config.train.accumulation_steps;
+  DTRAIN_INPUT_CHECK(steps >= 1 && local % steps == 0)
+      << config.source_path << ": train.accumulation_steps: " << steps
+      << " must divide each rank's batch, dataset.batch_size " << config.dataset.batch_size << " / "
+      << world << " rank(s) = " << local << ", into equal micro-batches";
 }
 
 std::vector<std::string> unchecked_on_one_rank(const ExperimentConfig& config) {

@@ -15,6 +15,10 @@ namespace dtrain {
 // need another number of ranks.
 void check_world(const ExperimentConfig& config, int world);
 
+// InputError naming train.accumulation_steps when it does not split each of `world`
+// data-parallel ranks' batches (dataset.batch_size / world) into equal micro-batches.
+void check_accumulation(const ExperimentConfig& config, int world);
+
 // What check_world would refuse on one rank that a one-process dry run without --ranks cannot
 // judge: "not checked: cluster.stragglers names rank 1; give --ranks N". Empty when nothing.
 std::vector<std::string> unchecked_on_one_rank(const ExperimentConfig& config);

@@ -5,7 +5,7 @@
 #include "comm/paced_comm.h"   // make_paced_comm: cluster.link
 #include "core/error.h"        // DTRAIN_INPUT_CHECK
 #include "nn/model_weights.h"  // load_model_weights: model.init_from
-#include "run/rank_checks.h"   // no_effect_settings
+#include "run/rank_checks.h"   // no_effect_settings, check_accumulation
 #include "run/run_options.h"   // config → module options
 #include "sched/algorithm.h"   // make_scheduler
 
@@ -35,7 +35,8 @@ ModelSource source_of(const Run& run, const ModelInput& input) {
           static_cast<int64_t>(run.train_set->size()),
           static_cast<int64_t>(run.test_set->size()),
           c.optimizer.freeze_layers,
-          run.initial_weights};
+          run.initial_weights,
+          c.train.accumulation_steps};
 }
 
 // Lets the algorithm's planner fill in its `auto` keys in run.config from measurements of this
@@ -68,6 +69,7 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
       << config.dataset.batch_size << " must be divisible by the " << place.world
       << " data-parallel ranks (nearest: "
       << nearest_batches(config.dataset.batch_size, place.world) << ")";
+  if (!model_parallel) check_accumulation(config, place.world);
   auto run = std::make_unique<Run>();
   run->config = config;
   run->place = place;
@@ -107,8 +109,13 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   run->train_loader = std::make_unique<Loader>(*run->train_set, run->train_loading);
   run->test_loader = std::make_unique<Loader>(*run->test_set, run->test_loading);
 
-  run->model_input = {run->train_set->sample_shape(), run->train_set->num_classes(),
-                      std::max(run->train_loader->local_batch(), run->test_loader->local_batch())};
+  // Gradient accumulation runs micro-batches: the model is built for one of them (its
+  // activations are what accumulation saves), and evaluation splits test batches to fit.
+  const int64_t steps = config.train.accumulation_steps;
+  run->model_input = {
+      run->train_set->sample_shape(), run->train_set->num_classes(),
+      steps > 1 ? run->train_loader->local_batch() / steps
+                : std::max(run->train_loader->local_batch(), run->test_loader->local_batch())};
   // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
   // holds no batch.
   run->model = build_model(
@@ -198,7 +205,8 @@ std::unique_ptr<Scheduler> build_scheduler(Run& run, Comm& comm,
                        c.cluster.comm,
                        model_source(run),
                        stop,
-                       c.optimizer.clip_grad_norm};
+                       c.optimizer.clip_grad_norm,
+                       c.train.accumulation_steps};
   try {
     return make_scheduler(c.algorithm, std::move(ctx));
   } catch (const InputError& e) {

@@ -45,7 +45,9 @@ struct Run {
   std::unique_ptr<Dataset> train_set, test_set;
   LoaderOptions train_loading, test_loading;
   std::unique_ptr<Loader> train_loader, test_loader;
-  ModelInput model_input;  // the build batch is the larger of the train and test local batches
+  // The build batch is the larger of the train and test local batches; with
+  // train.accumulation_steps N > 1, the train micro-batch (local batch / N).
+  ModelInput model_input;
   std::unique_ptr<Model> model;  // initialised, or from model.init_from
   // model.init_from's tensors, kept for a model-parallel scheduler's parts (null otherwise).
   std::shared_ptr<const NamedTensors> initial_weights;

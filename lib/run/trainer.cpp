@@ -85,6 +85,13 @@ std::string Trainer::describe() const {
   std::string notes;  // (the config's warnings were printed when it was loaded)
   for (const auto& n : run_->notes) notes += "note     " + n + "\n";
   if (!run_->planned.empty()) notes += run_->planned;
+  const int steps = run_->config.train.accumulation_steps;
+  if (steps > 1)
+    notes += fmt::format(
+        "note     train.accumulation_steps {}: each rank's batch of {} runs as {} micro-batches "
+        "of {} (the activations below are one micro-batch's); one update per {} rows\n",
+        steps, run_->train_loader->local_batch(), steps, run_->model_input.batch,
+        run_->config.dataset.batch_size);
   return fmt::format("{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n{}\n{}",
                      to_table(run_->config), run_->backend->name(), comm_.name(),
                      scheduler_->describe(), run_->train_set->describe(),

@@ -17,7 +17,9 @@ AlgorithmEntry d_psgd_algorithm() {
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<DPsgdScheduler, DPsgdOptions>(),
           // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"}};
+          .optimizers = {"sgd", "adamw"},
+          // Each rank clips its own gradient (the local norm) before its own step.
+          .clips_gradients = true};
 }
 
 DPsgdScheduler::DPsgdScheduler(SchedulerContext ctx, const DPsgdOptions& options)
@@ -124,6 +126,7 @@ EpochStats DPsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     finish_mixing(stats);
     {
       PhaseTimer t(stats.phases, Phase::update);
+      clip_gradients(trainable_gradients());  // this rank's own gradient: the local norm
       ctx_.optimizer.step(lr_at(epoch, i));
     }
     finish_iteration(epoch, i, batch.rows(), stats);

@@ -41,7 +41,9 @@ AlgorithmEntry gossip_algorithm() {
           .make = scheduler_factory<GossipScheduler, GossipOptions>(),
           .own_data_stream = true,
           // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"}};
+          .optimizers = {"sgd", "adamw"},
+          // Each rank clips its own gradient (the local norm) before its own step.
+          .clips_gradients = true};
 }
 
 GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& options)
@@ -199,6 +201,8 @@ void GossipScheduler::apply_pending() {
 
 void GossipScheduler::update(float lr, EpochStats& stats) {
   PhaseTimer t(stats.phases, Phase::update);
+  // This rank's own gradient (the local norm); the exchanges touch the weights, not it.
+  clip_gradients(trainable_gradients());
   std::lock_guard lock(model_mutex_);
   apply_pending();
   ctx_.optimizer.step(lr);

@@ -40,7 +40,9 @@ AlgorithmEntry local_sgd_algorithm() {
                 return predict(in, codec, a.get<LocalSgdOptions>().sync_period);
               },
           // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"}};
+          .optimizers = {"sgd", "adamw"},
+          // Each rank clips its own gradient (the local norm) before its own step.
+          .clips_gradients = true};
 }
 
 LocalSgdScheduler::LocalSgdScheduler(SchedulerContext ctx, const LocalSgdOptions& options)
@@ -106,6 +108,7 @@ EpochStats LocalSgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     compute_gradients(batch, stats);
     {
       PhaseTimer timer(t, Phase::update);
+      clip_gradients(trainable_gradients());  // this rank's own gradient: the local norm
       ctx_.optimizer.step(lr_at(epoch, i));
     }
     if (deltas_ && ++since_ >= period_) {

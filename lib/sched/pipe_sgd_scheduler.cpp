@@ -151,7 +151,9 @@ AlgorithmEntry pipe_sgd_algorithm() {
                     o.warmup_epochs);
               },
           // The stale gradient is applied through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"}};
+          .optimizers = {"sgd", "adamw"},
+          // The all-reduced (stale) gradient is clipped as it is applied: the same on every rank.
+          .clips_gradients = true};
 }
 
 PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx, const PipeSgdOptions& options)
@@ -226,6 +228,8 @@ void PipeSgdScheduler::apply(Slot& slot, float lr, EpochStats* stats) {
   complete(slot, stats);
   PhaseTimes unused;
   PhaseTimer t(stats ? stats->phases : unused, Phase::update);
+  // The all-reduced gradient of K iterations ago, identical on every rank: so is its clip.
+  clip_gradients(trainable_part(slot.gradients));
   ctx_.optimizer.step(lr, ctx_.model.parameters(), slot.gradients);
   slot.iteration = -1;
 }

@@ -45,7 +45,9 @@ AlgorithmEntry ps_sync_algorithm() {
           .predict = [](const TimingInputs& in, const CodecCost& codec,
                         const AlgorithmConfig&) { return predict_ps_sync(in, codec); },
           // The server steps through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"}};
+          .optimizers = {"sgd", "adamw"},
+          // The server clips the workers' summed gradient, the step every rank receives.
+          .clips_gradients = true};
 }
 
 PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions&)
@@ -126,6 +128,7 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     const float lr = lr_at(epoch, i);
     if (ctx_.comm.size() == 1) {
       PhaseTimer t(stats.phases, Phase::update);
+      clip_gradients(trainable_gradients());
       ctx_.optimizer.step(lr);
     } else {
       // The exchange runs on the comm thread; the compute thread has nothing to overlap. GPU
@@ -135,6 +138,7 @@ EpochStats PsSyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       if (server) {
         thread_.submit([&] { gather_gradients(&compress_s); }).get();
         grads_.upload();
+        clip_gradients(trainable_gradients());  // the sum of all ranks' gradients
         ctx_.optimizer.step(lr);
         weights_.download();
         thread_.submit([&] { send_weights(); }).get();

@@ -1,5 +1,6 @@
 #include "sched/scheduler.h"
 
+#include <algorithm>  // min, max: micro-batches
 #include <chrono>
 #include <cmath>   // isfinite
 #include <thread>  // sleep_for
@@ -7,6 +8,7 @@
 #include "core/error.h"
 #include "nn/graph.h"             // Graph::step: the dropout counter
 #include "nn/model_weights.h"     // model_weights
+#include "optim/clip.h"           // clip_grad_norm
 #include "sched/model_average.h"  // ModelAverager: evaluate_mean
 
 namespace dtrain {
@@ -38,19 +40,94 @@ double Scheduler::emulate_straggler(double seconds) const {
   return extra;
 }
 
+namespace {
+
+// Rows [first, first + count) of a batch tensor ([rows, ...]): a view, no copy.
+Tensor rows_of(const Tensor& t, int64_t first, int64_t count) {
+  const int64_t per_row = t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 0;
+  return t.slice(first * per_row, t.shape().with_batch(count));
+}
+
+}  // namespace
+
+// Gradient accumulation (train.accumulation_steps N > 1) keeps one extra flat buffer,
+// accumulated_, and adds gradients segment by segment as backward finishes them:
+// - micro-batch 1 writes its gradient straight into accumulated_ (the model's gradients are
+//   pointed there for its backward: no copy);
+// - micro-batches 2..N-1 write into the model's gradients and each finished range is added into
+//   accumulated_;
+// - micro-batch N writes into the model's gradients and each finished range gets accumulated_
+//   added to it: the model's gradients then hold the sum, where the scheduler expects the
+//   step's gradient, and that range is reported to on_ready at once (its all-reduce starts
+//   while backward goes on, as without accumulation).
+// N − 1 passes of axpy over the parameters per step, each over a range backward has just
+// written (still in cache), and one buffer of P floats. Layers accumulating into their gradient
+// themselves would save the buffer but not the passes: oneDNN's and cuDNN's backward-weights
+// primitives overwrite their output, so each layer would need a scratch gradient and an add of
+// its own.
 void Scheduler::compute_gradients(const Batch& batch, EpochStats& stats,
                                   const std::function<void(int64_t)>& on_ready) {
   const int64_t rows = batch.rows();
+  // The loss of every micro-batch is scaled as the whole batch's: their sum is its gradient.
+  const float scale = gradient_scale(rows);
+  const int64_t steps = std::max<int64_t>(1, std::min<int64_t>(ctx_.accumulation_steps, rows));
   PhaseTimes& t = stats.phases;
   const auto start = Clock::now();
-  {
-    PhaseTimer timer(t, Phase::forward);
-    ctx_.model.forward(batch.images, batch.labels);
+  Model& model = ctx_.model;
+  for (int64_t k = 0; k < steps; ++k) {
+    // Micro-batches of equal size (validation makes N divide the batch; a smaller batch, as
+    // from a resumed partial epoch, splits as evenly as it can).
+    const int64_t first = rows * k / steps, count = rows * (k + 1) / steps - first;
+    const bool last = k + 1 == steps;
+    {
+      PhaseTimer timer(t, Phase::forward);
+      if (steps == 1)
+        model.forward(batch.images, batch.labels);
+      else
+        model.forward(rows_of(batch.images, first, count), rows_of(batch.labels, first, count));
+    }
+    PhaseTimer timer(t, Phase::backward);
+    if (steps == 1) {
+      model.backward(scale, on_ready);
+    } else if (k == 0) {
+      if (!accumulated_.defined()) accumulated_ = model.backend().zeros({model.num_parameters()});
+      const Tensor gradients = model.gradients();  // the scheduler's buffer (pipe_sgd's slot)
+      model.set_gradients(accumulated_);
+      model.backward(scale);
+      model.set_gradients(gradients);
+    } else {
+      accumulate_backward(scale, last, on_ready);
+    }
+    // The step's loss statistics: the micro-batches' sum, read once by finish_iteration.
+    if (!last) model.hold_stats();
+    // A straggler's extra compute time (the whole step's) counts, and shows in the trace, as
+    // the last backward.
+    if (last) emulate_straggler(seconds_since(start));
   }
-  PhaseTimer timer(t, Phase::backward);
-  ctx_.model.backward(gradient_scale(rows), on_ready);
-  // A straggler's extra compute time counts, and shows in the trace, as backward.
-  emulate_straggler(seconds_since(start));
+}
+
+void Scheduler::accumulate_backward(float scale, bool last,
+                                    const std::function<void(int64_t)>& on_ready) {
+  Model& model = ctx_.model;
+  Backend& backend = model.backend();
+  const Tensor& gradients = model.gradients();
+  int64_t end = model.num_parameters();  // [offset, end): the range finished since the last call
+  model.backward(scale, [&](int64_t offset) {
+    if (offset < end) {
+      const Tensor mine = gradients.slice(offset, {end - offset});
+      const Tensor sum = accumulated_.slice(offset, {end - offset});
+      if (last)
+        backend.axpy(1.0f, sum, mine);  // the step's gradient, where the scheduler reads it
+      else
+        backend.axpy(1.0f, mine, sum);
+      end = offset;
+    }
+    if (last && on_ready) on_ready(offset);
+  });
+}
+
+void Scheduler::clip_gradients(const Tensor& gradients) const {
+  if (ctx_.clip_grad_norm > 0) clip_grad_norm(ctx_.model.backend(), gradients, ctx_.clip_grad_norm);
 }
 
 EvalResult Scheduler::evaluate_mean(ModelAverager* averager, Loader& test) {
@@ -122,11 +199,20 @@ LossStats test_sums(Model& model, Loader& test) {
   test.start_epoch(0);
   LossStats sums;
   Batch batch;
+  // A model built for micro-batches (train.accumulation_steps) may be smaller than a test
+  // batch: the batch then goes through in parts of the build batch.
+  const int64_t most = model.graph().input_shape()[0];
   while (test.next(batch)) {
-    if (batch.rows() == 0) continue;
-    model.forward(batch.images, batch.labels);
-    const LossStats s = model.last_stats();
-    sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
+    const int64_t rows = batch.rows();
+    for (int64_t first = 0; first < rows; first += most) {
+      const int64_t count = std::min(most, rows - first);
+      if (count == rows)
+        model.forward(batch.images, batch.labels);
+      else
+        model.forward(rows_of(batch.images, first, count), rows_of(batch.labels, first, count));
+      const LossStats s = model.last_stats();
+      sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
+    }
   }
   model.set_training(training);
   return sums;

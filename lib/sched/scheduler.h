@@ -121,6 +121,9 @@ struct SchedulerContext {
   // optimizer.clip_grad_norm: the whole gradient's L2 norm is clipped to this before the step
   // (0: off). Only algorithms whose row says clips_gradients see a value above 0.
   double clip_grad_norm = 0;
+  // train.accumulation_steps: compute_gradients splits each local batch into this many
+  // micro-batches and sums their gradients before the step's one communication (≥ 1).
+  int accumulation_steps = 1;
 };
 
 class Scheduler {
@@ -198,10 +201,18 @@ class Scheduler {
   // Stretches compute that took `seconds` to compute_slowdown × seconds; returns the added time.
   double emulate_straggler(double seconds) const;
   // The local half of a step: forward and backward of this rank's batch with the loss scaled by
-  // gradient_scale (straggler emulation included), timed into `stats`.
-  // `on_ready(offset)`: gradients[offset, P) are final (Model::backward).
+  // gradient_scale of the whole batch (straggler emulation included), timed into `stats`, into
+  // the model's gradients(). With train.accumulation_steps N > 1 the batch runs as N
+  // micro-batches one after another and gradients() ends up holding their sum (the whole
+  // batch's gradient to float rounding); the loss statistics of finish_iteration are the whole
+  // batch's. `on_ready(offset)`: gradients[offset, P) are final (Model::backward) — called only
+  // during the last micro-batch, once the sum of that range is complete, so that whatever it
+  // starts (a segment's all-reduce) runs once per step.
   void compute_gradients(const Batch& batch, EpochStats& stats,
                          const std::function<void(int64_t)>& on_ready = {});
+  // Clips `gradients` (a flat gradient's trainable part) to optimizer.clip_grad_norm when that
+  // is on; the caller chooses which gradient (all-reduced or local: its algorithm's rule).
+  void clip_gradients(const Tensor& gradients) const;
   // The optimizer as SGD, for an algorithm whose update is written for SGD alone (validation
   // refused any other optimizer for it).
   Sgd& sgd() const;
@@ -229,6 +240,14 @@ class Scheduler {
   NamedTensors weights_mean(ModelAverager* averager);
 
   SchedulerContext ctx_;
+
+ private:
+  // Micro-batches 2..N of compute_gradients (the first wrote into accumulated_ directly).
+  void accumulate_backward(float scale, bool last, const std::function<void(int64_t)>& on_ready);
+
+  // The running sum of a step's micro-batch gradients (train.accumulation_steps > 1), laid out
+  // as gradients(); allocated at the first accumulated step.
+  Tensor accumulated_;
 };
 
 }  // namespace dtrain

@@ -1,7 +1,6 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
-#include "optim/clip.h"                // clip_grad_norm
 #include "sched/pipe_sgd_scheduler.h"  // predict_pipe_sgd: D-Sync in segments is Eq. 6, K = 1
 
 namespace dtrain {
@@ -78,8 +77,7 @@ std::string SyncScheduler::describe() const {
 void SyncScheduler::step(int epoch, int64_t i, EpochStats& stats) {
   PhaseTimer timer(stats.phases, Phase::update);
   // The all-reduced gradient is the same on every rank, so are its norm and its clip.
-  if (ctx_.clip_grad_norm > 0)
-    clip_grad_norm(ctx_.model.backend(), trainable_gradients(), ctx_.clip_grad_norm);
+  clip_gradients(trainable_gradients());
   ctx_.optimizer.step(lr_at(epoch, i));
 }
 

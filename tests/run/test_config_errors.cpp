@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "run/config.h"
+#include "sched/algorithm.h"  // algorithms(): the rows that do not clip
 
 using namespace dtrain;
 
@@ -385,12 +386,31 @@ TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms 
                                " updates with sgd only: adamw with " + algorithm +
                                " comes with a later version"));
   }
-  // Only sync clips.
+  // A row that does not clip refuses a clip, naming the key.
+  for (const AlgorithmEntry& row : algorithms()) {
+    if (row.clips_gradients) continue;
+    CAPTURE(row.name);
+    lines = problems_of(error_of(std::string(kValid) + "optimizer: {clip_grad_norm: 1}\n" +
+                                 "algorithm: {name: " + row.name + "}\n"));
+    REQUIRE(!lines.empty());
+    CHECK(lines[0].starts_with("bad.yaml:3: optimizer.clip_grad_norm: algorithm " + row.name +
+                               " does not clip gradients yet"));
+  }
+  // train.accumulation_steps: at least 1, dividing the batch into equal micro-batches, and not
+  // where a model-parallel algorithm splits the minibatch its own way.
+  lines = problems_of(error_of(std::string(kValid) + "train: {accumulation_steps: 0}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].starts_with("bad.yaml:3: train.accumulation_steps: must be >= 1, got 0"));
+  lines = problems_of(error_of(std::string(kValid) + "train: {accumulation_steps: 7}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(
+      lines[0].starts_with("bad.yaml:3: train.accumulation_steps: 7 does not divide "
+                           "dataset.batch_size"));
   lines = problems_of(error_of(std::string(kValid) +
-                               "optimizer: {clip_grad_norm: 1}\nalgorithm: {name: pipe_sgd}\n"));
+                               "train: {accumulation_steps: 2}\nalgorithm: {name: pipedream}\n"));
   REQUIRE(lines.size() == 1);
   CHECK(lines[0].starts_with(
-      "bad.yaml:3: optimizer.clip_grad_norm: algorithm pipe_sgd does not clip gradients yet"));
+      "bad.yaml:3: train.accumulation_steps: algorithm pipedream splits its minibatch"));
 
   lines = problems_of(error_of(
       std::string(kValid) + "optimizer: {schedule: {warmup_epochs: 1, warmup_iterations: 10}}\n"));
@@ -403,9 +423,11 @@ TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms 
 TEST_CASE("adamw's defaults: PyTorch's betas, eps and weight decay 0.01; sgd keeps 0") {
   for (const char* algorithm : {"sync", "pipe_sgd", "ps_sync", "local_sgd", "d_psgd", "gossip"}) {
     CAPTURE(algorithm);
-    TempConfig file("good.yaml", std::string(kValid) + "optimizer: {name: adamw, clip_grad_norm: " +
-                                     (std::string(algorithm) == "sync" ? "1" : "0") +
-                                     "}\nalgorithm: {name: " + algorithm + "}\n");
+    // Each of them clips (optimizer.clip_grad_norm) as well.
+    TempConfig file("good.yaml", std::string(kValid) +
+                                     "optimizer: {name: adamw, clip_grad_norm: 1}\n"
+                                     "algorithm: {name: " +
+                                     algorithm + "}\n");
     const ExperimentConfig c = load_config({file.path.string(), {}, {}});
     CHECK(c.optimizer.name == "adamw");
     CHECK(c.optimizer.betas == std::vector<double>{0.9, 0.999});

@@ -32,10 +32,11 @@ struct TraineeOptions {
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
   std::string stragglers = "[]";    // cluster.stragglers
-  // optimizer: sgd (momentum, weight_decay), or adamw; `optimizer_keys` more of its keys
-  // ("eps: 1e-3", "clip_grad_norm: 1")
+  // optimizer: sgd (momentum, weight_decay), or adamw; either with `optimizer_keys` ("eps: 1e-3",
+  // "clip_grad_norm: 0.1")
   std::string optimizer = "sgd";
   std::string optimizer_keys;
+  int accumulation_steps = 1;  // train.accumulation_steps
 };
 
 // The experiment a Trainee runs, as a user would write it.
@@ -51,9 +52,9 @@ inline std::string trainee_yaml(const TraineeOptions& o) {
       "dataset: {{name: synthetic, shape: {}, classes: 3, train_size: {}, batch_size: {}}}\n"
       "cluster: {{device: {}, stragglers: {}}}\n"
       "algorithm: {{name: {}{}{}}}\ncompression: {{name: {}}}\n"
-      "optimizer: {}\n",
+      "optimizer: {}\ntrain: {{accumulation_steps: {}}}\n",
       o.model, o.shape, o.train_size, o.global_batch, o.device, o.stragglers, o.algorithm,
-      o.keys.empty() ? "" : ", ", o.keys, o.compression, optimizer);
+      o.keys.empty() ? "" : ", ", o.keys, o.compression, optimizer, o.accumulation_steps);
 }
 
 struct Trainee {

@@ -10,6 +10,7 @@ SoftmaxCrossEntropy::SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_
   labels_ = positions == 1 ? backend.empty({batch}, DType::i32)
                            : backend.empty({batch, positions}, DType::i32);
   stats_ = backend.zeros({2});
+  held_ = backend.zeros({2});
   host_stats_ = Tensor::zeros({2});
   current_ = &plan_for(batch);
 }
@@ -67,8 +68,22 @@ const Tensor& SoftmaxCrossEntropy::rows_of(const Tensor& t, Tensor& view) const 
   return view;
 }
 
+void SoftmaxCrossEntropy::hold_stats() {
+  if (held_batch_ == 0)
+    backend_.copy(held_, stats_);
+  else
+    backend_.axpy(1.0f, stats_, held_);
+  held_batch_ += batch_;
+}
+
 std::pair<double, double> SoftmaxCrossEntropy::stats() {
-  backend_.copy(host_stats_, stats_);
+  if (held_batch_ > 0) {
+    backend_.axpy(1.0f, stats_, held_);
+    backend_.copy(host_stats_, held_);
+    held_batch_ = 0;
+  } else {
+    backend_.copy(host_stats_, stats_);
+  }
   backend_.synchronize();
   const double loss = host_stats_.data<float>()[0], correct = host_stats_.data<float>()[1];
   if (positions_ == 1) return {loss, correct};

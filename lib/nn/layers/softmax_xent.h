@@ -27,9 +27,14 @@ class SoftmaxCrossEntropy {
   void forward(const Tensor& logits, const Tensor& labels);
   // dlogits = (softmax − onehot)·grad_scale/T for the last forward.
   void backward(const Tensor& dlogits, float grad_scale);
-  // {loss sum, correct count} over the samples of the last forward; copies them to the host.
+  // {loss sum, correct count} over the samples of the last forward and of the forwards held
+  // since the last call (hold_stats); copies them to the host.
   std::pair<double, double> stats();
-  int64_t last_batch() const { return batch_; }
+  // The samples stats() reports next: the last forward's and the held ones'.
+  int64_t last_batch() const { return batch_ + held_batch_; }
+  // Adds the last forward's statistics to a sum on the device, without synchronising: the
+  // micro-batches of one accumulated step are read as one.
+  void hold_stats();
 
  private:
   struct Plan {
@@ -44,6 +49,8 @@ class SoftmaxCrossEntropy {
   Backend& backend_;
   int64_t classes_, positions_;
   Tensor probs_, labels_, stats_, host_stats_;
+  Tensor held_;  // the held forwards' statistics (device; valid while held_batch_ > 0)
+  int64_t held_batch_ = 0;
   Tensor bound_labels_;  // labels of the last forward (device)
   Plan* current_ = nullptr;
   int64_t batch_ = 0;
