@@ -11,6 +11,7 @@
 #include "core/stop_request.h"              // stop_signal, request_stop
 #include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: stages and replicas left to auto
 #include "sched/pipeline/profile.h"         // profile_pipeline_chain
+#include "sched/pipeline/tied_weights.h"    // check_tied_stages
 
 namespace dtrain {
 
@@ -57,6 +58,7 @@ std::vector<StageSlice> split(const PipelineLayout& l, const ModelSource& source
   std::vector<StageSlice> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
   DTRAIN_CHECK(static_cast<int>(stages.size()) == l.shape.stages())
       << stages.size() << " stages for " << l.shape.stages() << " replica counts";
+  check_tied_stages(stages, l.shape, l.spec);
   return stages;
 }
 
@@ -128,7 +130,8 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   // The link: cluster.link's, or this machine's transport (a memory copy), with what the
   // transport costs here besides.
   const PipelineChoice choice =
-      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world));
+      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world),
+                      chain_ends_tied(ctx.source.spec, ctx.source.input));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
@@ -204,7 +207,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   std::string note;
   const PipelineChoice c = [&] {
     try {
-      return choose_pipeline(in.chain, given, in.ranks, link);
+      return choose_pipeline(in.chain, given, in.ranks, link, in.tied_ends);
     } catch (const InputError& e) {
       note = fmt::format(
           "(the configured partition does not fit {} rank(s): {}; planned with "
@@ -213,7 +216,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
       PipedreamOptions o = given;
       o.stages = PipedreamOptions{}.stages;
       o.replicas = PipedreamOptions{}.replicas;
-      return choose_pipeline(in.chain, o, in.ranks, link);
+      return choose_pipeline(in.chain, o, in.ranks, link, in.tied_ends);
     }
   }();
   return {pipedream_row(c, in.batch),

@@ -47,6 +47,13 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
         static_cast<double>(make_codec(codec)->encoded_bytes(stage.num_parameters()));
     allreduce_message_bytes_ = static_cast<int64_t>(2.0 * (R - 1) / R * encoded);
   }
+  start_tied_weights();
+}
+
+void PipelineRunner::start_tied_weights() {
+  // A tie the stages separate (a GPT's embedding and head): the copies start equal.
+  tied_ = std::make_unique<TiedWeights>(comm_, shape_, stage_);
+  tied_->share_weights();
 }
 
 StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
@@ -435,6 +442,7 @@ void PipelineRunner::exec_reduce_gradients(const Instruction& in) {
 }
 
 void PipelineRunner::exec_step(const Instruction&) {
+  sum_tied_gradients();  // before the step and its divergence check: the gradient is complete
   {
     PhaseTimer timer(totals_.phases, Phase::update);
     // A stage's gradient is applied while later minibatches are in flight: checked here, a
@@ -451,6 +459,12 @@ void PipelineRunner::exec_step(const Instruction&) {
   }
   ++totals_.steps;
   if (on_step_) on_step_(steps_);
+}
+
+void PipelineRunner::sum_tied_gradients() {
+  if (tied_->empty()) return;
+  PhaseTimer timer(totals_.phases, Phase::wait);
+  tied_->sum_gradients(step_gradient_);
 }
 
 PipelineTotals PipelineRunner::evaluate(int minibatches,

@@ -20,6 +20,7 @@
 #include "optim/sgd.h"                       // Sgd
 #include "sched/pipeline/schedule.h"         // PipelineShape, Instruction
 #include "sched/pipeline/stage_model.h"      // StageModel
+#include "sched/pipeline/tied_weights.h"     // TiedWeights: a tie the stages separate
 #include "sched/pipeline/weight_versions.h"  // WeightVersions: stashing, vertical sync
 
 namespace dtrain {
@@ -119,6 +120,9 @@ class PipelineRunner {
   void exec_send_gradient(const pipeline::Instruction& in);
   void exec_reduce_gradients(const pipeline::Instruction& in);
   void exec_step(const pipeline::Instruction& in);
+  // The tied weights' copies (TiedWeights): shared at the start, gradients summed before a step.
+  void start_tied_weights();
+  void sum_tied_gradients();
   // The output stage's mean loss of `minibatch` (< 0: none): kept to pass back with its
   // gradient, or, on the input stage, summed for take_returned_loss.
   void loss_returned(int minibatch, float loss);
@@ -208,7 +212,8 @@ class PipelineRunner {
   // compute goes on while they travel. Declared after the channels: its queue runs dry (the
   // channels' sends complete) before they go.
   CommThread sender_{"pipeline send"};
-  std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
+  std::unique_ptr<Comm> stage_comm_;   // this stage's replicas
+  std::unique_ptr<TiedWeights> tied_;  // its copies' gradients summed with the other stage's
   // Declared last: its comm thread is joined before the buffers it works on go.
   std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only
 };
