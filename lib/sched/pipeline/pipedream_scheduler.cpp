@@ -30,6 +30,20 @@ int64_t units_multiple(const PipelineLayout& l) {
   return std::lcm(m, static_cast<int64_t>(l.spec.units_per_iteration()));
 }
 
+// A stage's part in a tie the stages separate: the copy it holds, or the stage holding one.
+std::string tied_note(const StageSlice& stage, int s) {
+  std::string note;
+  for (const StageTie& t : stage.ties)
+    note += t.borrower_stage == s
+                ? fmt::format(
+                      "; {} holds a copy of {}'s weight (tied), gradients summed with stage "
+                      "{} every step",
+                      t.borrower, t.lender, t.lender_stage)
+                : fmt::format("; {}'s weight is tied to {} on stage {}", t.lender, t.borrower,
+                              t.borrower_stage);
+  return note;
+}
+
 // What each stage holds, one line per stage, and this configuration's schedule for a few
 // minibatches as a rank × step grid.
 std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& stages) {
@@ -43,6 +57,7 @@ std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& sta
         st.first_layer, st.last_layer, st.parameters, l.shape.first_rank(s),
         l.shape.first_rank(s) + l.shape.replicas[static_cast<size_t>(s)] - 1,
         pipeline::in_flight_bound(l.shape, l.spec, s));
+    text += tied_note(st, s);
   }
   pipeline::ScheduleSpec sample = l.spec;
   sample.minibatches = l.spec.flushes() ? 2 : 2 * l.shape.ranks() + 2;
