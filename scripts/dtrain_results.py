@@ -15,6 +15,7 @@ it into exit code 2.
 
 import csv
 import json
+import math
 import os
 import re
 
@@ -31,6 +32,11 @@ ACCURACY_COLUMNS = ["epoch", "iteration", "wall_s", "train_loss", "train_acc", "
                     "test_acc"]
 TIMING_COLUMNS = ["rank", "epoch", "iterations", "wall_s", "data_s", "forward_s", "backward_s",
                   "update_s", "compress_s", "comm_s", "wait_s"]
+# dataset.name of the datasets whose samples are token windows: runs on them train a language
+# model (see is_language_model).
+LANGUAGE_MODEL_DATASETS = ("text", "tokens")
+# The summary columns of a language-model run, empty for other runs (see language_model_metrics).
+LANGUAGE_MODEL_COLUMNS = ["final_test_ppl", "best_test_ppl", "tokens_per_s"]
 # The parts of an iteration the compute thread spends its time in (timing.csv), in the order
 # they happen; wait_s is the communication it could not hide.
 COMPUTE_PARTS = ["data_s", "forward_s", "backward_s", "update_s", "compress_s", "wait_s"]
@@ -205,13 +211,18 @@ def mean_epoch_time_per_rank(run):
     return {rank: sum(w) / len(w) for rank, w in sorted(walls.items())}
 
 
-def run_metrics(run, target=None):
-    """The measured columns of the sweep's summary.csv for one run."""
+def run_metrics(run, target=None, target_ppl=None):
+    """The measured columns of the sweep's summary.csv for one run. time_to_target_s: for a
+    language model with target_ppl given, the first time its validation perplexity is at most
+    target_ppl; else the first time its test accuracy (a language model's next-token accuracy)
+    is at least target."""
     iterations = sum(i for i, _ in epoch_totals(run))
     wall = sum(w for _, w in epoch_totals(run))
     test_accuracies = [row["test_acc"] for row in run.accuracy]
     time_to_target = ""
-    if target is not None:
+    if target_ppl is not None and is_language_model(run):
+        time_to_target = first_time_at_or_below_perplexity(run, target_ppl)
+    elif target is not None:
         reached = [row["wall_s"] for row in run.accuracy if row["test_acc"] >= target]
         time_to_target = reached[0] if reached else ""
     return {
@@ -224,6 +235,64 @@ def run_metrics(run, target=None):
         "iteration_s": wall / iterations if iterations > 0 else "",
         "comm_s_per_iter": per_iteration_mean(run, "comm_s"),
         "wait_s_per_iter": per_iteration_mean(run, "wait_s"),
+    }
+
+
+def dataset_config(run):
+    dataset = run.config.get("dataset")
+    return dataset if isinstance(dataset, dict) else {}
+
+
+def block_size(run):
+    """The tokens of a language model's sample (dataset.block_size), else None."""
+    value = dataset_config(run).get("block_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def is_language_model(run):
+    """Whether the run trained a language model, from its resolved config.yaml: its dataset is
+    one of LANGUAGE_MODEL_DATASETS, or it has a dataset.block_size (its samples are windows of
+    that many tokens: a time axis, whatever the dataset's name). Image datasets have no
+    block_size, and model.block_size is not looked at (the GPT's is 0 when the dataset sets it).
+    Then accuracy.csv's losses are mean per-token cross-entropies in nats and test_acc is the
+    next-token accuracy."""
+    return (str(dataset_config(run).get("name")) in LANGUAGE_MODEL_DATASETS
+            or block_size(run) is not None)
+
+
+def perplexity(loss):
+    """exp(loss) of a per-token cross-entropy in nats; a diverged loss is inf."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return float("inf")
+
+
+def first_time_at_or_below_perplexity(run, target_ppl):
+    """Training seconds (accuracy.csv's wall_s) of the first evaluation whose validation
+    perplexity exp(test_loss) is at most target_ppl, else ""."""
+    reached = [row["wall_s"] for row in run.accuracy if perplexity(row["test_loss"]) <= target_ppl]
+    return reached[0] if reached else ""
+
+
+def language_model_metrics(run):
+    """The LANGUAGE_MODEL_COLUMNS of a run: for a language model final_test_ppl and
+    best_test_ppl (exp of accuracy.csv's last and lowest test_loss) and tokens_per_s (training
+    tokens/s: iterations × dataset.batch_size × dataset.block_size over the wall_s of
+    timing.csv, evaluation excluded — samples_per_s × block_size, the arithmetic of dtrain's
+    "N tokens/s", whose wall time is rank 0's where this takes the slowest rank's); all empty
+    for other runs."""
+    if not is_language_model(run):
+        return {column: "" for column in LANGUAGE_MODEL_COLUMNS}
+    losses = [row["test_loss"] for row in run.accuracy]
+    iterations = sum(i for i, _ in epoch_totals(run))
+    wall = sum(w for _, w in epoch_totals(run))
+    tokens = block_size(run)
+    return {
+        "final_test_ppl": perplexity(losses[-1]) if losses else "",
+        "best_test_ppl": perplexity(min(losses)) if losses else "",
+        "tokens_per_s": (global_batch(run) * tokens * iterations / wall
+                         if tokens and wall > 0 else ""),
     }
 
 

@@ -10,12 +10,15 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
 --out, else into the sweep folder, the one run folder, or the runs' common parent folder:
 
   accuracy_vs_time        test accuracy against training wall-clock time (time to accuracy);
-                          for language models (dataset.name text or tokens) next-token accuracy
+                          for language models (dataset.name text or tokens, or any dataset
+                          with a block_size: dtrain_results.is_language_model) next-token
+                          accuracy
   accuracy_vs_epoch       test accuracy against epoch (needs two evaluations in some run; not
                           for language models, which are measured in iterations)
   loss_vs_time            language models only: validation loss (mean per-token cross-entropy,
                           nats) against training wall-clock time, perplexity = exp(loss) on
-                          the right-hand axis and each series' final perplexity in the legend
+                          the right-hand axis and each series' final perplexity in the legend;
+                          a sweep's --target-ppl as a dotted line
   loss_vs_iteration       the same against iterations (optimizer steps; needs two evaluations
                           in some language-model run)
   time_breakdown          per run, seconds per iteration by part (data, forward, backward,
@@ -23,9 +26,11 @@ sweep, of which the runs that finished are plotted. Each figure is written as PN
                           communication (comm_s) as a hatched bar beside it: hidden
                           communication is the comm bar's excess over the wait part. A
                           pipedream rank's wait beyond its comm_s is pipeline idle time (the
-                          bubble: waiting on neighbour stages), drawn in its own colour
-  scaling                 samples/s, speedup and scaling efficiency against ranks, with the ideal
-                          (needs a setup run at two or more rank counts)
+                          bubble: waiting on neighbour stages), drawn in its own colour; for
+                          language models each bar's text adds the run's training tokens/s
+  scaling                 samples/s (language models: tokens/s), speedup and scaling efficiency
+                          against ranks, with the ideal (needs a setup run at two or more rank
+                          counts)
   stragglers              mean epoch time per rank of runs with cluster.stragglers, the slow
                           rank hatched, beside the same setup without stragglers when present
   predicted_vs_measured   dtrain plan's predicted against measured seconds per iteration (needs
@@ -37,9 +42,12 @@ accuracy figures draw the image runs and the loss figures the language models (t
 and next-token accuracy share no axis), which a printed note and the legends say. Runs with
 identical settings (sweep repeats) are one series: the mean, with the single runs faint or as a
 min-max bar. Colours are Okabe-Ito, fixed per algorithm across figures; the compression is the
-line style and the marker shape (or the hatch of a bar), other differences the marker's fill. A
-run evaluated once is a dot. Curves that lie on top of each other are named in the legend ("sync
-and ps_sync coincide") and drawn nested, wide under narrow. The points of predicted_vs_measured
+line style and the marker shape (or the hatch of a bar), other differences the marker's fill.
+In the curve figures (accuracy_*, loss_*) of runs that are all one algorithm, such as a sweep
+over optimizer.lr, the settings that vary take the colours instead, in the order of their
+values (the fill still differs too). A run evaluated once is a dot. Curves that lie on top of
+each other are named in the legend ("sync and ps_sync coincide") and drawn nested, wide under
+narrow. The points of predicted_vs_measured
 are numbered, each number placed clear of the others and of the points.
 
 Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
@@ -47,6 +55,7 @@ Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to
 
 import argparse
 import json
+import math
 import os
 import sys
 import textwrap
@@ -105,9 +114,10 @@ PART_STYLES = [
 # Settings that name or place a run but do not change what it measures.
 IGNORED_SETTINGS = {"name", "dataset.path", "train.log_every_iterations"}
 IGNORED_SECTIONS = ("output", "checkpoint")
-# dataset.name of the runs that train a language model: their losses are per-token
-# cross-entropies (nats), their test_acc next-token accuracy, their progress counted in iterations.
-LANGUAGE_MODEL_DATASETS = ("text", "tokens")
+# The colours of the series of a curve figure whose runs are all one algorithm (an lr sweep),
+# in turn: Okabe-Ito again, its yellow last (faint on white).
+VARIANT_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000",
+                   "#999999", "#F0E442"]
 FIGURE_FORMATS = ("png", "svg")
 LABEL_WIDTH = 44
 
@@ -397,6 +407,27 @@ def note_handles(notes):
             for note in notes]
 
 
+def part_order(part):
+    """A label part's sort key: by its number ("lr=0.003", "2 ranks") where it has one."""
+    text = part.split("=", 1)[1] if "=" in part else part.split(" ", 1)[0]
+    try:
+        return (0, float(text), part)
+    except ValueError:
+        return (1, 0.0, part)
+
+
+def curve_colours(series):
+    """Each series' colour in a curve figure: its algorithm's (fixed across figures), unless
+    every series is one algorithm and they differ in other settings (a sweep over lr, ranks,
+    ...), where the algorithm's colour would tell nothing: then the settings that vary take
+    VARIANT_COLOURS in the order of their values (marker fill and label still say them too)."""
+    variants = sorted({s.variant for s in series},
+                      key=lambda variant: [part_order(part) for part in variant])
+    if len({s.algorithm for s in series}) > 1 or len(variants) < 2:
+        return [s.colour for s in series]
+    return [VARIANT_COLOURS[variants.index(s.variant) % len(VARIANT_COLOURS)] for s in series]
+
+
 def curve_figure(series, x_column, y_column, labels, context, describe_end=None):
     """One curve per series of accuracy.csv's `y_column` against `x_column`: the mean of the
     repeats, the single repeats faint. `labels` = (xlabel, ylabel, title); `describe_end(y)`,
@@ -404,11 +435,11 @@ def curve_figure(series, x_column, y_column, labels, context, describe_end=None)
     xlabel, ylabel, title = labels
     fig, ax = plt.subplots(figsize=(8, 4.5))
     mean_lines, handles = [], []
-    for s in series:
+    for s, colour in zip(series, curve_colours(series)):
         if len(s.runs) > 1:  # the single repeats, faint, as the spread
             for run in s.runs:
                 style = line_style(s, len(run.accuracy))
-                style.update(linewidth=0.8, alpha=0.3)
+                style.update(linewidth=0.8, alpha=0.3, color=colour)
                 if len(run.accuracy) > 1:
                     style.update(marker="none")
                 ax.plot([r[x_column] for r in run.accuracy], [r[y_column] for r in run.accuracy],
@@ -417,7 +448,8 @@ def curve_figure(series, x_column, y_column, labels, context, describe_end=None)
         suffix = f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""
         if describe_end and ys:
             suffix += f": {describe_end(ys[-1])}"
-        style = dict(linewidth=1.8, label=wrap(s.label + suffix), **line_style(s, len(xs)))
+        style = dict(linewidth=1.8, label=wrap(s.label + suffix),
+                     **dict(line_style(s, len(xs)), color=colour))
         mean_lines.append(ax.plot(xs, ys, **style)[0])
         # The legend shows the style as drawn before mark_coinciding widens some lines.
         handles.append(Line2D([], [], **style))
@@ -467,7 +499,10 @@ def accuracy_vs_epoch(series, context):
 
 
 def is_language_model(run):
-    return str((run.config.get("dataset") or {}).get("name")) in LANGUAGE_MODEL_DATASETS
+    """A language-model run (dataset.name text or tokens, or a dataset.block_size): its losses
+    are per-token cross-entropies (nats), its test_acc next-token accuracy, its progress counted
+    in iterations. The rule is dtrain_results.is_language_model's, shared with sweep.py."""
+    return results.is_language_model(run)
 
 
 def perplexity(loss):
@@ -515,6 +550,10 @@ def loss_figure(series, x_column, xlabel, title, context):
         lm_series, x_column, "test_loss",
         (xlabel, "validation loss (per-token cross-entropy, nats)", title), context,
         describe_end=lambda loss: "final " + perplexity_text(loss))
+    target_ppl = context.get("target_ppl")
+    if target_ppl is not None:  # the sweep's --target-ppl, at the loss it stands for
+        handles.append(ax.axhline(math.log(target_ppl), color="0.4", linestyle=(0, (1, 2)),
+                                  linewidth=1, label=f"target perplexity {target_ppl:g}"))
     ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))  # a cross-entropy is never negative
     right = ax.secondary_yaxis("right", functions=(perplexity, loss_of_perplexity))
     right.set_ylabel("perplexity = exp(loss)")
@@ -586,6 +625,8 @@ def time_breakdown(series, context):
              for group in breakdowns]
     scale, unit = time_unit([sum(m[p] for p, _, _ in PART_STYLES) for m in means]
                             + [m["comm_s"] for m in means])
+    # Language models: each bar's text also gives the run's training tokens/s.
+    tokens, _ = throughput_unit(context)
     fig, ax = plt.subplots(figsize=(9, 1.4 + 0.55 * len(series)))
     for row, (s, mean, group) in enumerate(zip(series, means, breakdowns)):
         left = 0.0
@@ -599,14 +640,17 @@ def time_breakdown(series, context):
             ax.errorbar(left, row, xerr=[[max(0.0, left - min(totals))],
                                          [max(0.0, max(totals) - left)]],
                         color="0.2", capsize=3, linewidth=1)
-        ax.text(max([left] + totals), row, f"  {left:.3g} {unit}", va="center", fontsize=7)
+        rate = (f", {s.mean(lambda run: throughput_of(run, True))[0]:.4g} tokens/s"
+                if tokens else "")
+        ax.text(max([left] + totals), row, f"  {left:.3g} {unit}{rate}", va="center", fontsize=7,
+                gid="bar_total")
         ax.barh(row + 0.38, mean["comm_s"] * scale, height=0.22, facecolor="none",
                 edgecolor=s.colour, hatch=s.hatch, linewidth=1.2)
     ax.set_yticks(range(len(series)))
     ax.set_yticklabels([wrap(s.label + (f" (mean of {len(s.runs)})" if len(s.runs) > 1 else ""))
                         for s in series])
     ax.invert_yaxis()
-    ax.set_xlim(right=ax.get_xlim()[1] * 1.08)  # room for the totals' text
+    ax.set_xlim(right=ax.get_xlim()[1] * (1.3 if tokens else 1.08))  # room for the totals' text
     ax.set_xlabel(f"time per iteration ({unit}), mean over ranks")
     ax.set_title("Where the time goes per iteration" + context_note(context)
                  + "\n(hidden communication: the hatched bar's excess over the wait part)")
@@ -635,8 +679,21 @@ def setups_over_ranks(runs):
     return result
 
 
-def throughput(run):
+def throughput_of(run, tokens=False):
+    """Training samples/s of a run (sweep.py's samples_per_s), or with `tokens` a language
+    model's tokens/s (its tokens_per_s: samples/s × dataset.block_size)."""
+    if tokens:
+        return results.language_model_metrics(run)["tokens_per_s"]
     return results.run_metrics(run)["samples_per_s"]
+
+
+def throughput_unit(context):
+    """(tokens?, unit): tokens/s when every run of the figure is a language model whose
+    block_size is known, else samples/s (in a mixed call a language model's sample is one
+    window)."""
+    tokens = context.get("language_model", False) and all(
+        results.block_size(run) for run in context["runs"])
+    return tokens, "tokens/s" if tokens else "samples/s"
 
 
 def scaling_figure(_series, context):
@@ -646,6 +703,7 @@ def scaling_figure(_series, context):
     setups = setups_over_ranks(runs)
     if not setups:
         raise SkipFigure("no setup was run at two or more rank counts")
+    tokens, rate_unit = throughput_unit(context)
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     all_ranks = sorted({r for _, by_ranks in setups for r in by_ranks})
     base_ranks = set()
@@ -653,9 +711,10 @@ def scaling_figure(_series, context):
     handles = []
     for setup, by_ranks in setups:
         ranks = sorted(by_ranks)
-        means = [sum(throughput(r) for r in by_ranks[k]) / len(by_ranks[k]) for k in ranks]
-        spreads = [[m - min(throughput(r) for r in by_ranks[k]) for m, k in zip(means, ranks)],
-                   [max(throughput(r) for r in by_ranks[k]) - m for m, k in zip(means, ranks)]]
+        rates = {k: [throughput_of(run, tokens) for run in by_ranks[k]] for k in ranks}
+        means = [sum(rates[k]) / len(rates[k]) for k in ranks]
+        spreads = [[m - min(rates[k]) for m, k in zip(means, ranks)],
+                   [max(rates[k]) - m for m, k in zip(means, ranks)]]
         base, base_throughput = ranks[0], means[0]
         base_ranks.add(base)
         ideal = [base_throughput * k / base for k in ranks]
@@ -677,7 +736,7 @@ def scaling_figure(_series, context):
     axes[1].plot(all_ranks, [k / lowest for k in all_ranks], color="0.3", linestyle="--",
                  linewidth=1, label="ideal (linear)")
     axes[2].axhline(1.0, color="0.3", linestyle="--", linewidth=1, label="ideal")
-    axes[0].set_ylabel("throughput (samples/s)")
+    axes[0].set_ylabel(f"throughput ({rate_unit})")
     axes[0].set_title("Throughput (thin dashed: ideal)")
     axes[1].set_ylabel(f"speedup over {base_text}")
     axes[1].set_title("Speedup")
@@ -940,13 +999,14 @@ def runs_by_figure_kind(runs):
 
 # ---------------------------------------------------------------- main
 
-def sweep_target(sweeps):
-    """The --target of the sweep (sweep.json), to draw as a line."""
+def sweep_target(sweeps, key="target"):
+    """The --target (key "target_ppl": --target-ppl) of the sweep (sweep.json), to draw as a
+    line."""
     for sweep in sweeps:
         path = os.path.join(sweep, "sweep.json")
         if os.path.isfile(path):
             with open(path) as handle:
-                target = (json.load(handle).get("definition") or {}).get("target")
+                target = (json.load(handle).get("definition") or {}).get(key)
             if target is not None:
                 return target
     return None
@@ -1005,7 +1065,8 @@ def main(argv):
     for note in notes:
         print(note)
     os.makedirs(out_dir, exist_ok=True)
-    context = {"sweeps": sweeps, "plan_rows": plan_rows, "target": sweep_target(sweeps)}
+    context = {"sweeps": sweeps, "plan_rows": plan_rows, "target": sweep_target(sweeps),
+               "target_ppl": sweep_target(sweeps, "target_ppl")}
     chosen, kind_note = runs_by_figure_kind(runs)
     if kind_note:
         print(f"note: {kind_note}")

@@ -4,8 +4,8 @@
 Usage:
   scripts/sweep.py --config configs/fashion_mlp_sync.yaml --ranks 1,2,4 \\
       --grid algorithm.name=sync,pipe_sgd --grid compression.name=none,quantize8 \\
-      [--set KEY=VALUE]... [--repeat 3] [--target 0.85] [--plan] [--dry-run] \\
-      [--dtrain PATH] --out runs/sweep1
+      [--set KEY=VALUE]... [--repeat 3] [--target 0.85] [--target-ppl 10] [--plan] \\
+      [--dry-run] [--dtrain PATH] --out runs/sweep1
 
 Every combination of the --grid values and of the --ranks list (a grid over ranks 1,2,4 gives
 the scaling table) is trained --repeat times, under mpirun when it has more than one rank.
@@ -24,10 +24,24 @@ What lands in OUT:
                     wait_s_per_iter, [predicted_iteration_s], no_effect (the settings dtrain
                     warned had no effect on the run, e.g. compression.name on one rank, from
                     run.yaml's notes; ';'-separated: such runs are not different experiments),
-                    dir (relative to OUT)
+                    final_test_ppl, best_test_ppl, tokens_per_s (language models only, see
+                    below; empty for other runs), dir (relative to OUT)
   sweep.json        the sweep's definition (and earlier ones, when OUT was reused)
   plan.csv, plans/  with --plan: `dtrain plan` once per ranks (and per non-algorithm grid
                     values), its rows with a leading ranks column and a trailing settings column
+
+Language models: a run trained a language model when its resolved config.yaml has a dataset
+of name text or tokens, or any dataset with a block_size (its samples are windows of that many
+tokens, a time axis; image datasets have none). Its accuracy.csv keeps the columns: test_loss is
+the mean per-token cross-entropy in nats, test_acc the next-token accuracy, so final_test_acc
+and best_test_acc are next-token accuracies. Its row also has final_test_ppl and best_test_ppl
+(exp of accuracy.csv's last and lowest test_loss: validation perplexity) and tokens_per_s
+(training tokens/s: iterations × dataset.batch_size × dataset.block_size over timing.csv's
+wall_s, evaluation excluded; samples_per_s × block_size, the number dtrain prints as "tokens/s",
+which on several ranks takes rank 0's wall time where this takes the slowest rank's).
+--target A is a test accuracy for every run (a language model's next-token accuracy);
+--target-ppl P makes a language model's time_to_target_s the training time of its first
+evaluation with validation perplexity ≤ P instead (other runs keep --target's meaning).
 
 Re-running the same command resumes: completed runs (dtrain exited 0) are skipped; an
 interrupted run that left a checkpoint (its config has `checkpoint:`) continues from it with
@@ -95,7 +109,12 @@ def parse_arguments(argv):
     parser.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
                         help="an override for every run (repeatable)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each combination")
-    parser.add_argument("--target", type=float, help="test accuracy for time_to_target_s")
+    parser.add_argument("--target", type=float,
+                        help="test accuracy (language models: next-token accuracy) for "
+                             "time_to_target_s")
+    parser.add_argument("--target-ppl", type=float, metavar="P",
+                        help="language models: time_to_target_s is the time to validation "
+                             "perplexity <= P")
     parser.add_argument("--plan", action="store_true", help="also run `dtrain plan`: plan.csv")
     parser.add_argument("--dry-run", action="store_true", help="list the runs, run nothing")
     parser.add_argument("--dtrain", help="the dtrain binary (default: the repository's build)")
@@ -196,8 +215,10 @@ def build_definition(args):
         raise UsageError(f"--repeat {args.repeat}: must be at least 1")
     if args.target is not None and not 0 < args.target <= 1:
         raise UsageError(f"--target {args.target}: a test accuracy in (0, 1]")
+    if args.target_ppl is not None and not 1 <= args.target_ppl < float("inf"):
+        raise UsageError(f"--target-ppl {args.target_ppl}: a perplexity, at least 1")
     grid = parse_grid(args.grid)
-    return {
+    definition = {
         "config": os.path.abspath(args.config),
         "ranks": parse_ranks(args.ranks),
         "grid": [[key, values] for key, values in grid],
@@ -206,6 +227,9 @@ def build_definition(args):
         "target": args.target,
         "plan": args.plan,
     }
+    if args.target_ppl is not None:  # absent otherwise: older sweep.json files stay equal
+        definition["target_ppl"] = args.target_ppl
+    return definition
 
 
 # ---------------------------------------------------------------- the runs
@@ -568,7 +592,7 @@ def sweep_run_folders(out_dir, planned_names):
                                                           if n not in planned_names]
 
 
-def summary_row(run_dir, status, target, plan_rows):
+def summary_row(run_dir, status, definition, plan_rows):
     row = dict(status.get("grid", {}))
     row.update(ranks=status.get("ranks"), repeat=status.get("repeat"),
                status=status.get("status"), exit_code=status.get("exit_code"),
@@ -579,7 +603,9 @@ def summary_row(run_dir, status, target, plan_rows):
         except results.ResultsError as error:
             print(f"warning: {error}", file=sys.stderr)
             return row
-        row.update(results.run_metrics(run, target))
+        row.update(results.run_metrics(run, definition["target"],
+                                       definition.get("target_ppl")))
+        row.update(results.language_model_metrics(run))
         row["predicted_iteration_s"] = results.predicted_iteration_s(plan_rows, run)
         row["no_effect"] = ";".join(results.no_effect_settings(run))
     return row
@@ -592,10 +618,10 @@ def write_summary(out_dir, definition, planned_names):
         run_dir = os.path.join(out_dir, name)
         status = results.read_status(run_dir)
         grid_columns += [k for k in status.get("grid", {}) if k not in grid_columns]
-        rows.append(summary_row(run_dir, status, definition["target"], plan_rows))
+        rows.append(summary_row(run_dir, status, definition, plan_rows))
     columns = (grid_columns + ["ranks", "repeat", "status", "exit_code", "seconds"]
                + METRIC_COLUMNS + (["predicted_iteration_s"] if plan_rows else [])
-               + ["no_effect", "dir"])
+               + ["no_effect"] + results.LANGUAGE_MODEL_COLUMNS + ["dir"])
     write_csv_atomically(os.path.join(out_dir, SUMMARY_FILE), columns, rows)
 
 
@@ -621,18 +647,27 @@ def format_duration(seconds):
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-def final_accuracy(run_dir):
+def final_result(run_dir):
+    """What the progress line says of a finished run: "test acc A", and for a language model
+    ", perplexity P" (of its last evaluation); None without an accuracy.csv row."""
     try:
         rows = results.read_numeric_csv(os.path.join(run_dir, results.ACCURACY_FILE),
                                         results.ACCURACY_COLUMNS)
+        config_path = os.path.join(run_dir, results.CONFIG_FILE)
+        config = results.read_yaml(config_path) if os.path.isfile(config_path) else {}
     except results.ResultsError:
         return None
-    return rows[-1]["test_acc"] if rows else None
+    if not rows:
+        return None
+    text = f"test acc {rows[-1]['test_acc']:.4f}"
+    if results.is_language_model(results.Run(run_dir, config, {}, rows, [], None)):
+        text += f", perplexity {results.perplexity(rows[-1]['test_loss']):.4g}"
+    return text
 
 
 def accuracy_note(run_dir):
-    accuracy = final_accuracy(run_dir)
-    return f" (test acc {accuracy:.4f})" if accuracy is not None else ""
+    result = final_result(run_dir)
+    return f" ({result})" if result is not None else ""
 
 
 def dry_run(out_dir, specs, dtrain, progress_log, definition):
@@ -660,8 +695,8 @@ def run_all(out_dir, specs, dtrain, progress_log, definition, failures):
         run_dir = os.path.join(out_dir, spec.name)
         print(f"[{index}/{len(specs)}] {spec.name} ... ", end="", flush=True)
         if folder_state(out_dir, spec) == "done":
-            accuracy = final_accuracy(run_dir)
-            note = f", test acc {accuracy:.4f}" if accuracy is not None else ""
+            result = final_result(run_dir)
+            note = f", {result}" if result is not None else ""
             print(f"skip (completed earlier{note})", flush=True)
             continue
         resume = resumable(run_dir)

@@ -78,19 +78,17 @@ AdamWOptions adamw_options(const ExperimentConfig& c) {
                       static_cast<float>(o.eps), static_cast<float>(o.weight_decay)};
 }
 
+OptimizerSource optimizer_source(const ExperimentConfig& c) {
+  return {c.optimizer.name, sgd_options(c), adamw_options(c)};
+}
+
 std::vector<DecayRange> decay_ranges(const Model& model) {
-  std::vector<DecayRange> ranges;
-  for (const WeightSlot& slot : model.weight_slots())
-    if (!slot.buffer) ranges.push_back({slot.offset, slot.shape.numel(), slot.shape.rank() >= 2});
-  return ranges;
+  return decay_ranges(model.weight_slots());
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& model) {
-  if (c.optimizer.name == "adamw")
-    return std::make_unique<AdamW>(model.backend(), model.parameters(), model.gradients(),
-                                   adamw_options(c), decay_ranges(model), model.trainable_offset());
-  return std::make_unique<Sgd>(model.backend(), model.parameters(), model.gradients(),
-                               sgd_options(c), model.trainable_offset());
+  return make_optimizer(optimizer_source(c), model.backend(), model.parameters(), model.gradients(),
+                        model.weight_slots(), model.trainable_offset());
 }
 
 LrScheduleOptions schedule_options(const ExperimentConfig& c) {

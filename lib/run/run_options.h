@@ -15,6 +15,7 @@
 #include "optim/optimizer.h"    // Optimizer
 #include "optim/sgd.h"          // SgdOptions
 #include "run/config.h"         // ExperimentConfig
+#include "sched/scheduler.h"    // OptimizerSource, make_optimizer
 
 namespace dtrain {
 
@@ -26,6 +27,8 @@ LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int worl
 LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);
 SgdOptions sgd_options(const ExperimentConfig& c);
 AdamWOptions adamw_options(const ExperimentConfig& c);
+// optimizer.name with its options: what an optimizer over the model or a part of it is made of.
+OptimizerSource optimizer_source(const ExperimentConfig& c);
 // AdamW's weight decay per parameter tensor of `model`: tensors of two or more dimensions decay,
 // biases, norms' weights and other 1-D tensors do not (nanoGPT's configure_optimizers).
 std::vector<DecayRange> decay_ranges(const Model& model);

@@ -4,11 +4,13 @@
 
 #include <algorithm>  // max, minmax_element
 #include <bit>        // bit_cast: the learning rate as a counter, exactly
-#include <cmath>      // ceil, llround
+#include <cmath>      // ceil, llround, sqrt
 #include <utility>    // swap
 #include <vector>
 
 #include "core/error.h"
+#include "optim/adamw.h"  // AdamW: w's optimizer when the run's is AdamW
+#include "optim/clip.h"   // clip_coefficient: the replica's local gradient
 
 namespace dtrain {
 
@@ -45,21 +47,23 @@ Prediction predict(const TimingInputs& in, const CodecCost& codec, int period) {
   return make_prediction(in, "hpsgd", codec, iteration, comm, iteration);
 }
 
-// HPSGD merges every gradient into the global model exactly once, as plain SGD (its Eq. 1):
-// a momentum buffer on the replica would re-apply gradients that w already received.
-void check_plain_sgd(const AlgorithmConfig&, const CheckedSettings& s, config::Reader& r) {
-  if (r.has_problem("optimizer.momentum")) return;
-  if (s.momentum != 0)
-    r.add("optimizer.momentum",
-          fmt::format("must be 0 for algorithm hpsgd, got {}: HPSGD is plain SGD (the paper's "
-                      "Eq. 1 applies every gradient to the global model exactly once, and a "
-                      "momentum buffer on the replica would apply them again); set "
-                      "optimizer.momentum: 0",
-                      s.momentum));
-}
-
 Tensor model_sized_zeros(Model& model) {
   return model.backend().zeros({model.num_parameters()});
+}
+
+// w's own optimizer, stepping `w` with the rounds' sums `b`: the run's optimizer's kind and
+// options, with a state of its own. SGD's weight decay is part of ĝ (added at the replica), so
+// the merge's SGD has none; AdamW's decay is decoupled and applies to w at the merge.
+std::unique_ptr<Optimizer> merge_optimizer(const Optimizer& run, Backend& backend, const Tensor& w,
+                                           const Tensor& b, int64_t trainable_offset) {
+  if (const auto* adamw = dynamic_cast<const AdamW*>(&run))
+    return std::make_unique<AdamW>(backend, w, b, adamw->options(), adamw->ranges(),
+                                   trainable_offset);
+  const auto* sgd = dynamic_cast<const Sgd*>(&run);
+  DTRAIN_CHECK(sgd != nullptr) << "hpsgd: no merge for optimizer " << run.name();
+  SgdOptions o = sgd->options();
+  o.weight_decay = 0;
+  return std::make_unique<Sgd>(backend, w, b, o, trainable_offset);
 }
 
 }  // namespace
@@ -73,7 +77,7 @@ AlgorithmEntry hpsgd_algorithm() {
   return {.name = "hpsgd",
           .summary =
               "HPSGD (Zhou et al.): gradients all-reduced in parallel with local training on "
-              "a replica, each merged into the global model exactly once (plain SGD)",
+              "a replica, each merged into the global model exactly once",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<HpsgdScheduler, HpsgdOptions>(),
           .predict =
@@ -81,7 +85,11 @@ AlgorithmEntry hpsgd_algorithm() {
                 const auto& period = a.get<HpsgdOptions>().sync_period;
                 return predict(in, codec, period.is("auto") ? 0 : period.value);
               },
-          .check = check_plain_sgd};
+          // The merge steps w through the optimizer with a state of w's own; the replica steps
+          // with the run's optimizer from a copy of that state.
+          .optimizers = {"sgd", "adamw"},
+          // The local gradient, by its local norm, before the replica's step and the sum.
+          .clips_gradients = true};
 }
 
 HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)
@@ -89,17 +97,17 @@ HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options
       period_(options.sync_period.is("auto") ? 0 : options.sync_period.value),
       plain_(ctx_.model.backend(), ctx_.model.parameters(), ctx_.model.gradients(),
              SgdOptions{0.0f, 0.0f, 0.0f, false}, ctx_.model.trainable_offset()) {
-  DTRAIN_INPUT_CHECK(sgd().options().momentum == 0.0f)
-      << "optimizer.momentum: hpsgd applies every gradient to the global model exactly once "
-         "with plain SGD (the paper's Eq. 1); set it to 0";
   DTRAIN_INPUT_CHECK(options.sync_period.is("auto") || period_ >= 1)
       << "algorithm.sync_period: must be auto or >= 1, got " << period_;
-  if (ctx_.comm.size() == 1) return;  // one rank: plain SGD, nothing to synchronise
+  if (ctx_.comm.size() == 1) return;  // one rank: the optimizer's steps, nothing to synchronise
   Model& model = ctx_.model;
   w_ = model_sized_zeros(model);
   a_ = model_sized_zeros(model);
   b_ = model_sized_zeros(model);
   model.backend().copy(w_, model.parameters());
+  const auto* sgd = dynamic_cast<const Sgd*>(&ctx_.optimizer);
+  if (!sgd || sgd->options().momentum != 0.0f)
+    merge_ = merge_optimizer(ctx_.optimizer, model.backend(), w_, b_, model.trainable_offset());
   allreducer_ = std::make_unique<GradientAllreducer>(
       ctx_.comm, ctx_.compression, trainable_part(w_).numel(), gradient_placement());
 }
@@ -107,7 +115,7 @@ HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options
 HpsgdScheduler::~HpsgdScheduler() = default;
 
 std::string HpsgdScheduler::describe() const {
-  if (!allreducer_) return "hpsgd (one rank: plain SGD)";
+  if (!allreducer_) return "hpsgd (one rank: the optimizer's own steps)";
   const std::string when =
       period_ > 0 ? "every " + std::to_string(period_) + " iteration(s)"
                   : "whenever the previous round has finished on every rank (sync_period: auto)";
@@ -140,15 +148,50 @@ bool HpsgdScheduler::round_due(int64_t t, EpochStats& stats) {
   return t == next_round_;
 }
 
-void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases) {
+void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases, bool step) {
   PhaseTimer timer(phases, Phase::update);
   Model& model = ctx_.model;
-  // The model's gradient is ĝ / ranks (less the decay): a ← a + ĝ / ranks (a ← ĝ / ranks, the
-  // first since the last round) and r ← r − μĝ, in one pass.
+  Backend& backend = model.backend();
+  const Tensor g = trainable_gradients(), r = trainable_part(model.parameters());
   const float ranks = static_cast<float>(ctx_.comm.size());
-  model.backend().sgd_step_accumulate(
-      trainable_part(model.parameters()), trainable_part(model.gradients()), trainable_part(a_),
-      lr * ranks, sgd().options().weight_decay / ranks, accumulated_++ > 0);
+  // The replica's own gradient ĝ is ranks · g: clipped by its local norm, as a rank that
+  // steps its own model clips (the 1e-6 of clip_coefficient is the norm's, not g's).
+  if (ctx_.clip_grad_norm > 0) {
+    const double norm = std::sqrt(backend.dot(g, g)) * ranks;
+    const double coefficient = clip_coefficient(norm, ctx_.clip_grad_norm);
+    if (coefficient < 1.0) backend.scale(g, static_cast<float>(coefficient));
+  }
+  if (!merge_) {
+    // The model's gradient is ĝ / ranks (less the decay): a ← a + ĝ / ranks (a ← ĝ / ranks,
+    // the first since the last round) and r ← r − μĝ, in one pass.
+    backend.sgd_step_accumulate(r, g, trainable_part(a_), lr * ranks,
+                                sgd().options().weight_decay / ranks, accumulated_++ > 0);
+    return;
+  }
+  const Tensor a = trainable_part(a_);
+  if (accumulated_++ > 0)
+    backend.axpy(1.0f, g, a);
+  else
+    backend.copy(a, g);
+  // SGD's weight decay is part of ĝ (the replica's step adds λr itself): a gets λr / ranks.
+  if (const auto* sgd = dynamic_cast<const Sgd*>(&ctx_.optimizer);
+      sgd && sgd->options().weight_decay != 0.0f)
+    backend.axpy(sgd->options().weight_decay / ranks, r, a);
+  if (!step) return;        // r ← w follows: the replica's step would be dropped
+  backend.scale(g, ranks);  // ĝ, the unit of w's state
+  ctx_.optimizer.step(lr);
+}
+
+void HpsgdScheduler::restart_replica() {
+  Backend& backend = ctx_.model.backend();
+  backend.copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));  // r ← w
+  if (!merge_) return;
+  // The replica continues from w's optimizer state; what its own steps put in is dropped.
+  const auto global = merge_->state_buffers();
+  const auto replica = ctx_.optimizer.state_buffers();
+  DTRAIN_CHECK(global.size() == replica.size()) << "hpsgd: optimizer states differ";
+  for (size_t i = 0; i < global.size(); ++i) backend.copy(replica[i].second, global[i].second);
+  for (const auto& [name, value] : merge_->counters()) ctx_.optimizer.load_counter(name, value);
 }
 
 void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {
@@ -158,14 +201,25 @@ void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {
     round_.get();
   }
   PhaseTimer timer(phases, Phase::update);
-  plain_.step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
   sum_pending_ = false;
+  if (!merge_) {
+    plain_.step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
+    return;
+  }
+  // The round's k iterations are k steps of w's optimizer, each with the round's mean gradient
+  // b / k in place of its iteration's own (the sum no longer tells them apart): each gradient
+  // weighs 1 in total, as in Eq. 1 (plain SGD's k steps of μ·b/k are its one step of μ·b),
+  // and AdamW's step count and moments advance as sync's would.
+  const int64_t k = std::max<int64_t>(sum_count_, 1);
+  if (k > 1) ctx_.model.backend().scale(trainable_part(b_), 1.0f / static_cast<float>(k));
+  for (int64_t step = 0; step < k; ++step) merge_->step(lr, w_, b_);
 }
 
 void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
-  train_replica(lr, phases);  // line 12 (r's step is void: r ← w follows)
-  merge_round(lr, phases);    // Algorithm 3, lines 1–3
+  train_replica(lr, phases, /*step=*/false);  // line 12 (r's step is void: r ← w follows)
+  merge_round(lr, phases);                    // Algorithm 3, lines 1–3
   std::swap(a_, b_);
+  sum_count_ = accumulated_;
   accumulated_ = 0;
   if (meet_) {
     // The paper's waiting phase (Fig. 1), when the agreement showed a rank ahead by more than
@@ -205,7 +259,7 @@ void HpsgdScheduler::start_round(int64_t t, float lr, PhaseTimes& phases) {
     });
   }
   PhaseTimer timer(phases, Phase::update);
-  ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));  // r ← w
+  restart_replica();
 }
 
 EpochStats HpsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
@@ -226,6 +280,8 @@ EpochStats HpsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
     compute_gradients(batch, stats);
     if (!allreducer_) {
       PhaseTimer timer(t, Phase::update);
+      if (ctx_.clip_grad_norm > 0)
+        clip_grad_norm(ctx_.model.backend(), trainable_gradients(), ctx_.clip_grad_norm);
       ctx_.optimizer.step(lr);
     } else if (round_due(iteration_, stats)) {
       start_round(iteration_, lr, t);
@@ -270,12 +326,14 @@ void HpsgdScheduler::flush() {
     // What was accumulated since the last round: one more, at once, so that every gradient
     // reaches w (every rank accumulated as many: the rounds start at the same boundaries).
     std::swap(a_, b_);
+    sum_count_ = accumulated_;
     accumulated_ = 0;
-    allreducer_->start(trainable_part(b_)).get();
+    round_ = allreducer_->start(trainable_part(b_));
+    sum_pending_ = true;
     ++rounds_total_;
-    plain_.step(last_lr_, w_, b_);
+    merge_round(last_lr_, unused);
   }
-  ctx_.model.backend().copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));
+  restart_replica();
   // Nothing is in flight: with `auto` the next boundary starts a round, on every rank alike.
   if (period_ == 0) next_round_ = iteration_;
   allreducer_->take_times(&comm, &compress);
@@ -325,6 +383,13 @@ void HpsgdScheduler::save(SchedulerState& state) {
   state.put("hpsgd.sum", b_, backend);
   state.set_counter("hpsgd.accumulated_count", accumulated_);
   state.set_counter("hpsgd.sum_pending", sum_pending_ ? 1 : 0);
+  state.set_counter("hpsgd.sum_count", sum_count_);
+  if (merge_) {  // w's optimizer state (the replica's is the base's "optimizer.*")
+    for (const auto& [name, buffer] : merge_->state_buffers())
+      state.put("hpsgd.global_optimizer." + name, buffer, backend);
+    for (const auto& [name, value] : merge_->counters())
+      state.set_counter("hpsgd.global_optimizer." + name, value);
+  }
   state.set_counter("hpsgd.next_round", next_round_);
   state.set_counter("hpsgd.meet", meet_ ? 1 : 0);
 }
@@ -342,6 +407,13 @@ void HpsgdScheduler::load(const SchedulerState& state) {
   state.get("hpsgd.sum", b_, backend);
   accumulated_ = state.counter("hpsgd.accumulated_count");
   sum_pending_ = state.counter("hpsgd.sum_pending") != 0;
+  sum_count_ = state.has("hpsgd.sum_count") ? state.counter("hpsgd.sum_count") : 0;
+  if (merge_) {
+    for (const auto& [name, buffer] : merge_->state_buffers())
+      state.get("hpsgd.global_optimizer." + name, buffer, backend);
+    for (const auto& [name, value] : merge_->counters())
+      merge_->load_counter(name, state.counter("hpsgd.global_optimizer." + name));
+  }
   // A state saved with a fixed period says nothing of `auto`'s next round: the next boundary.
   next_round_ = period_ == 0 ? std::max(state.counter("hpsgd.next_round"), iteration_) : 0;
   meet_ = state.has("hpsgd.meet") && state.counter("hpsgd.meet") != 0;

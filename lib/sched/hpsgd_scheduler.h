@@ -6,6 +6,13 @@
 // r ← w. Every gradient computed on every rank is applied to w exactly once (the paper's
 // Eq. 1), so after flush() w = w₀ − μ · Σ of every rank's mean gradients.
 //
+// With momentum or AdamW the merge of a round of k iterations is k steps of the optimizer over
+// w, each with the round's mean gradient b / k, on a state (momentum; AdamW's m, v and step
+// count) that belongs to w: it is identical on every rank and takes each round's b once.
+// The replica steps with the run's optimizer, whose state is a scratch copy of w's, reset to it
+// at every r ← w: what the replica's steps put into it is dropped with r, so no gradient reaches
+// w or w's state twice. Plain SGD (no momentum) keeps its one fused pass per iteration.
+//
 // When to synchronise is decided together, so that every rank issues the same all-reduces in the
 // same order: `sync_period: N` every N iterations (waiting if the previous round is late);
 // `auto` as soon as the previous round has finished on every rank. For `auto`, the comm thread
@@ -22,6 +29,7 @@
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
 #include "config/kinds.h"              // WordOr
+#include "optim/optimizer.h"           // Optimizer: the merge's and the replica's steps
 #include "optim/sgd.h"                 // Sgd: the plain steps of w and r
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/scheduler.h"           // Scheduler
@@ -62,23 +70,32 @@ class HpsgdScheduler final : public Scheduler {
   // Whether the round starts at boundary `t` (after iteration t's gradient, 0-based over the
   // run); the same answer on every rank. `stats` gets the agreement's wait.
   bool round_due(int64_t t, EpochStats& stats);
-  // w ← w − μ·b once the round in flight has finished (waiting for it into `phases`).
+  // w ← w − μ·b once the round in flight has finished (waiting for it into `phases`); with
+  // momentum or AdamW k steps of merge_ over w with b / k (k: the round's iterations).
   void merge_round(float lr, PhaseTimes& phases);
   // Lines 11–14 and Algorithm 3: merge the finished round, hand a (with this iteration's
   // gradient) to the comm thread, r ← w.
   void start_round(int64_t t, float lr, PhaseTimes& phases);
-  // Lines 4–10: a += ĝ and r ← r − μĝ, weight decay joining ĝ at the replica. The loss was
-  // scaled by 1 / (rows · ranks), so that the ranks' sum is the global mean: a holds ĝ / ranks.
-  void train_replica(float lr, PhaseTimes& phases);
+  // Lines 4–10: a += ĝ and r ← r − μĝ, weight decay joining ĝ at the replica (SGD). The loss
+  // was scaled by 1 / (rows · ranks), so that the ranks' sum is the global mean: a holds
+  // ĝ / ranks. ĝ is first clipped to optimizer.clip_grad_norm by its local norm. `step`: false
+  // at a round's start, where r ← w follows (the optimizer path then skips r's step).
+  void train_replica(float lr, PhaseTimes& phases, bool step = true);
+  // r ← w, and the replica optimizer's state ← merge_'s (the optimizer path).
+  void restart_replica();
   // Waits for the round and the agreement in flight (their results are kept).
   void complete_inflight(PhaseTimes& phases);
 
-  int period_;                // 0: auto
-  Tensor w_;                  // the global model (model layout; identical on every rank)
-  Tensor a_;                  // gradients accumulated since the last round started
-  Tensor b_;                  // the round in flight: a's sum over the ranks, in place
-  Sgd plain_;                 // momentum- and decay-free steps (weight decay is part of ĝ)
+  int period_;  // 0: auto
+  Tensor w_;    // the global model (model layout; identical on every rank)
+  Tensor a_;    // gradients accumulated since the last round started
+  Tensor b_;    // the round in flight: a's sum over the ranks, in place
+  Sgd plain_;   // momentum- and decay-free steps (weight decay is part of ĝ)
+  // SGD with momentum or AdamW: w's optimizer (its state is the global model's), stepping w
+  // with b; the replica steps with ctx_.optimizer. Null for plain SGD.
+  std::unique_ptr<Optimizer> merge_;
   int64_t accumulated_ = 0;   // gradients in a (the paper's counter + 1)
+  int64_t sum_count_ = 0;     // iterations whose gradients b sums (the round in flight)
   bool sum_pending_ = false;  // b holds a round not yet merged into w
   std::future<void> round_;   // b's all-reduce
   int64_t iteration_ = 0;     // boundaries passed over the run

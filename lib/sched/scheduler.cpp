@@ -11,6 +11,24 @@
 
 namespace dtrain {
 
+std::vector<DecayRange> decay_ranges(const std::vector<WeightSlot>& slots) {
+  std::vector<DecayRange> ranges;
+  for (const WeightSlot& slot : slots)
+    if (!slot.buffer) ranges.push_back({slot.offset, slot.shape.numel(), slot.shape.rank() >= 2});
+  return ranges;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSource& source, Backend& backend,
+                                          const Tensor& parameters, const Tensor& gradients,
+                                          const std::vector<WeightSlot>& slots,
+                                          int64_t trainable_offset) {
+  if (source.name == "adamw")
+    return std::make_unique<AdamW>(backend, parameters, gradients, source.adamw,
+                                   decay_ranges(slots), trainable_offset);
+  DTRAIN_CHECK(source.name == "sgd") << "optimizer.name: no optimizer " << source.name;
+  return std::make_unique<Sgd>(backend, parameters, gradients, source.sgd, trainable_offset);
+}
+
 // ---- Scheduler -----------------------------------------------------------------------------
 
 double Scheduler::emulate_straggler(double seconds) const {

@@ -17,6 +17,7 @@
 #include "data/loader.h"               // Loader: this rank's batches
 #include "nn/model.h"                  // Model
 #include "nn/safetensors.h"            // NamedTensors: weights()
+#include "optim/adamw.h"               // AdamWOptions, DecayRange: a model part's optimizer
 #include "optim/lr_schedule.h"         // LrSchedule
 #include "optim/optimizer.h"           // Optimizer
 #include "optim/sgd.h"                 // Sgd: the algorithms written for SGD
@@ -62,19 +63,40 @@ struct EvalResult {
 // rank's batches of `test`, from its start; the model's training mode is kept.
 LossStats test_sums(Model& model, Loader& test);
 
+// optimizer.name and its options: what an optimizer over a part of the model is built from.
+struct OptimizerSource {
+  std::string name = "sgd";  // sgd | adamw
+  SgdOptions sgd;
+  AdamWOptions adamw;
+};
+
+// AdamW's weight decay per parameter tensor of `slots` (a model's or a stage's): tensors of two
+// or more dimensions decay, biases, norms' weights and other 1-D tensors do not (nanoGPT's
+// configure_optimizers).
+std::vector<DecayRange> decay_ranges(const std::vector<WeightSlot>& slots);
+// `source`'s optimizer over the flat buffers whose tensors `slots` describe (AdamW's decay by
+// decay_ranges), the prefix [0, trainable_offset) left alone.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSource& source, Backend& backend,
+                                          const Tensor& parameters, const Tensor& gradients,
+                                          const std::vector<WeightSlot>& slots,
+                                          int64_t trainable_offset = 0);
+
 // What a model-parallel algorithm (pipedream) builds its own part of the model from: the whole
 // model (SchedulerContext::model) only describes the run there.
 struct ModelSource {
-  YAML::Node spec;         // the checked `model:` section
-  ModelInput input;        // the dataset's sample shape and classes
-  uint64_t seed = 0;       // initialisation
-  SgdOptions sgd;          // the optimizer's options, for an optimizer of the part
-  int64_t batch_size = 0;  // dataset.batch_size: the global minibatch
+  YAML::Node spec;            // the checked `model:` section
+  ModelInput input;           // the dataset's sample shape and classes
+  uint64_t seed = 0;          // initialisation
+  OptimizerSource optimizer;  // for an optimizer of the part
+  int64_t batch_size = 0;     // dataset.batch_size: the global minibatch
   int64_t train_samples = 0, test_samples = 0;
   int frozen_layers = 0;  // optimizer.freeze_layers
   // model.init_from's tensors (the whole model's, checked): the part starts from them instead
   // of the initialisation. Null: initialised from `seed`.
   std::shared_ptr<const NamedTensors> weights{};
+  // train.accumulation_steps: micro-batches per optimizer step (pipedream refuses more than 1:
+  // its flush schedules' algorithm.microbatches are the accumulation).
+  int accumulation_steps = 1;
 };
 
 struct SchedulerContext {

@@ -88,9 +88,6 @@ for a in gossip d_psgd; do
   expect_2 "$a with a codec" "compression.name: $a exchanges whole models, uncompressed" \
     --config "$good" --set "algorithm={name: $a}" --set compression.name=quantize8
 done
-# HPSGD is plain SGD: momentum is refused, naming the key (also the default 0.9).
-expect_2 "hpsgd with momentum" "optimizer.momentum: must be 0 for algorithm hpsgd" \
-  --config "$good" --set "algorithm={name: hpsgd}" --set optimizer.momentum=0.9
 expect_2 "schedule key of another schedule" "milestones: applies only to schedule multistep" \
   --config "$good" --set "optimizer.schedule={name: cosine, milestones: [2]}"
 

@@ -2,8 +2,8 @@
 # Checkpoints and --resume. For every algorithm that is deterministic on 2 ranks: a
 # run resumed from its checkpoint after epoch 1 of 2, and from one in the middle of epoch 2,
 # ends with the same training state as the uninterrupted run, bit for bit (every buffer and
-# counter of the newest checkpoint: weights, momentum, gradients in flight, the algorithm's
-# own), and its accuracy.csv / timing.csv continue without a duplicated or missing row. Gossip
+# counter of the newest checkpoint: weights, momentum or AdamW's moments and step count,
+# gradients in flight, the algorithm's own), with SGD and with AdamW, and its accuracy.csv / timing.csv continue without a duplicated or missing row. Gossip
 # (timing-dependent) resumes and finishes. Then the failures: a damaged checkpoint is named and
 # skipped, a rank killed while it writes leaves the previous one in use, another config or
 # another number of ranks is exit 2 naming why; the output-folder rule.
@@ -67,6 +67,17 @@ check_algorithm pipedream "{name: pipedream, stages: [fc2]}"
 check_algorithm local_sgd "{name: local_sgd, sync_period: 3}"
 check_algorithm d_psgd "{name: d_psgd, topology: ring}"
 check_algorithm hpsgd "{name: hpsgd, sync_period: 2}" --set optimizer.momentum=0
+
+# AdamW: its moments and step count travel in every algorithm's checkpoint, bit for bit.
+ADAMW=(--set "optimizer={name: adamw, lr: 0.01, weight_decay: 0.1, schedule: {name: step, every_epochs: 1, gamma: 0.5}}")
+check_algorithm sync_adamw "{name: sync, segments: 2}" "${ADAMW[@]}"
+check_algorithm ps_sync_adamw "{name: ps_sync}" "${ADAMW[@]}"
+check_algorithm pipe_sgd_adamw "{name: pipe_sgd, K: 2}" "${ADAMW[@]}"
+check_algorithm sapipe_adamw "{name: sapipe, stale_layers: 1, compensation: wp3}" "${ADAMW[@]}"
+check_algorithm pipedream_adamw "{name: pipedream, stages: [fc2]}" "${ADAMW[@]}"
+check_algorithm local_sgd_adamw "{name: local_sgd, sync_period: 3}" "${ADAMW[@]}"
+check_algorithm d_psgd_adamw "{name: d_psgd, topology: ring}" "${ADAMW[@]}"
+check_algorithm hpsgd_adamw "{name: hpsgd, sync_period: 2}" "${ADAMW[@]}"
 
 # Gossip and the automatic choices depend on timing: a resumed run continues and finishes with
 # every epoch's row.

@@ -108,8 +108,11 @@ TEST_CASE(
   struct Case {
     int64_t N, T, H, D;
   };
+  // Up to T = 64 and D = 64 the whole-head kernels (row strides 32 and 64, column tiles of one,
+  // two and four vectors), past either the tiled ones.
   for (Case c : {Case{1, 1, 1, 1}, Case{2, 5, 1, 3}, Case{2, 17, 2, 5}, Case{1, 64, 2, 16},
-                 Case{2, 70, 3, 32}, Case{1, 130, 2, 64}, Case{1, 200, 1, 40}, Case{1, 300, 2, 24}})
+                 Case{2, 20, 1, 48}, Case{1, 33, 2, 64}, Case{2, 70, 3, 32}, Case{1, 130, 2, 64},
+                 Case{1, 64, 1, 80}, Case{1, 200, 1, 40}, Case{1, 300, 2, 24}})
     for (float p : {0.0f, 0.1f, 0.5f})
       for (int threads : {1, 2}) {
         CAPTURE(c.N);
@@ -166,28 +169,32 @@ TEST_CASE("attention dropout: p = 0 and inference drop nothing, another seed dra
 
 TEST_CASE("attention is causal: inputs after position t leave the output at t unchanged") {
   auto be = cpu_backend(2);
-  const int64_t T = 150, C = 3 * 32;
-  AttentionSpec sp{2, T, 3, 32, 0.1f};
-  auto op = be->make_attention(sp);
-  Tensor ws = be->empty({static_cast<int64_t>(op->workspace_bytes())}, DType::u8);
-  Tensor qkv = random_tensor({2, T, 3 * C}, 5, 4.0f);
-  Tensor y = be->empty({2, T, C}), lse = be->empty({2, 3, T});
-  op->forward(qkv, y, lse, ws, true, 7, 8);
-  for (int64_t t : {0, 1, 15, 16, 63, 64, 100, 127, 128, 148}) {
-    Tensor changed = Tensor::empty(qkv.shape()), y2 = be->empty({2, T, C}),
-           lse2 = be->empty({2, 3, T});
-    be->copy(changed, qkv);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t i = (n * T + t + 1) * 3 * C; i < (n + 1) * T * 3 * C; ++i)
-        changed.data<float>()[i] += 1.0f;
-    op->forward(changed, y2, lse2, ws, true, 7, 8);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t i = n * T * C; i < (n * T + t + 1) * C; ++i)
-        REQUIRE(y2.data<float>()[i] == y.data<float>()[i]);
-    bool later_changed = false;
-    for (int64_t i = (t + 1) * C; i < T * C; ++i)
-      later_changed |= y2.data<float>()[i] != y.data<float>()[i];
-    CHECK(later_changed == (t + 1 < T));
+  for (int64_t T : {150, 50}) {  // the tiled kernels, the whole-head ones
+    CAPTURE(T);
+    const int64_t C = 3 * 32;
+    AttentionSpec sp{2, T, 3, 32, 0.1f};
+    auto op = be->make_attention(sp);
+    Tensor ws = be->empty({static_cast<int64_t>(op->workspace_bytes())}, DType::u8);
+    Tensor qkv = random_tensor({2, T, 3 * C}, 5, 4.0f);
+    Tensor y = be->empty({2, T, C}), lse = be->empty({2, 3, T});
+    op->forward(qkv, y, lse, ws, true, 7, 8);
+    for (int64_t t : {0, 1, 15, 16, 40, 48, 49, 63, 64, 100, 127, 128, 148}) {
+      if (t >= T) continue;
+      Tensor changed = Tensor::empty(qkv.shape()), y2 = be->empty({2, T, C}),
+             lse2 = be->empty({2, 3, T});
+      be->copy(changed, qkv);
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = (n * T + t + 1) * 3 * C; i < (n + 1) * T * 3 * C; ++i)
+          changed.data<float>()[i] += 1.0f;
+      op->forward(changed, y2, lse2, ws, true, 7, 8);
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = n * T * C; i < (n * T + t + 1) * C; ++i)
+          REQUIRE(y2.data<float>()[i] == y.data<float>()[i]);
+      bool later_changed = false;
+      for (int64_t i = (t + 1) * C; i < T * C; ++i)
+        later_changed |= y2.data<float>()[i] != y.data<float>()[i];
+      CHECK(later_changed == (t + 1 < T));
+    }
   }
 }
 

@@ -94,21 +94,19 @@ TEST_CASE("algorithm keys: defaults, auto | N, and exactly the chosen algorithm'
         std::string::npos);
 }
 
-TEST_CASE("hpsgd: sync_period auto | N, and plain SGD only (momentum is refused, naming it)") {
-  ExperimentConfig c =
-      parse_config(kValid, "exp.yaml", {"algorithm={name: hpsgd}", "optimizer.momentum=0"});
+TEST_CASE("hpsgd: sync_period auto | N, with SGD (momentum too) or AdamW, clipping") {
+  ExperimentConfig c = parse_config(kValid, "exp.yaml", {"algorithm={name: hpsgd}"});
   CHECK(to_yaml(c).find("algorithm: {name: hpsgd, sync_period: auto}") != std::string::npos);
-  c = parse_config(kValid, "exp.yaml",
-                   {"algorithm={name: hpsgd, sync_period: 4}", "optimizer.momentum=0"});
+  c = parse_config(kValid, "exp.yaml", {"algorithm={name: hpsgd, sync_period: 4}"});
   CHECK(c.algorithm.get<HpsgdOptions>().sync_period == config::WordOr<int>::of(4));
-  CHECK(error_of(kValid, {"algorithm={name: hpsgd, sync_period: 0}", "optimizer.momentum=0"})
-            .find("algorithm.sync_period") != std::string::npos);
-  // The default momentum (0.9) is refused with the reason and the fix.
-  const std::string msg = error_of(kValid, {"algorithm={name: hpsgd}"});
-  CHECK(msg.find("optimizer.momentum: must be 0 for algorithm hpsgd, got 0.9") !=
-        std::string::npos);
-  CHECK(msg.find("exactly once") != std::string::npos);
-  CHECK(msg.find("set optimizer.momentum: 0") != std::string::npos);
+  CHECK(
+      error_of(kValid, {"algorithm={name: hpsgd, sync_period: 0}"}).find("algorithm.sync_period") !=
+      std::string::npos);
+  // The default momentum (0.9), AdamW and a clip are accepted.
+  c = parse_config(kValid, "exp.yaml",
+                   {"algorithm={name: hpsgd}", "optimizer={name: adamw, lr: 0.001}",
+                    "optimizer.clip_grad_norm=1"});
+  CHECK(c.optimizer.name == "adamw");
 }
 
 TEST_CASE("dtrain plan --profile without --config plans pipedream: its keys need no name") {

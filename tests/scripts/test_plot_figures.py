@@ -34,14 +34,19 @@ TIMING_ROW = dict(data_s=0.1, forward_s=1.0, backward_s=2.0, update_s=0.2, compr
 
 def make_run(name, algorithm="sync", compression="none", ranks=1, accuracy=(0.5, 0.7, 0.8),
              seconds_per_epoch=10.0, timing=None, bandwidth=None, status=None, dataset=None,
-             losses=None):
+             losses=None, lr=None, block_size=None):
     """A results.Run as load_run would give it: one evaluation and one timing row per rank per
     epoch; `timing` overrides the phases' seconds of every row. `dataset` names the dataset
-    ("text": a language model), `losses` the test_loss of each evaluation (1.0 without)."""
+    ("text": a language model), `losses` the test_loss of each evaluation (1.0 without),
+    `block_size` the tokens of a language model's sample, `lr` optimizer.lr."""
     config = {"algorithm": {"name": algorithm}, "compression": {"name": compression},
               "dataset": {"batch_size": 32}, "name": name}
     if dataset:
         config["dataset"]["name"] = dataset
+    if block_size:
+        config["dataset"]["block_size"] = block_size
+    if lr is not None:
+        config["optimizer"] = {"lr": lr}
     if bandwidth:
         config["cluster"] = {"bandwidth": bandwidth}
     losses = losses or [1.0] * len(accuracy)
@@ -344,6 +349,64 @@ class LanguageModelFigures(unittest.TestCase):
         runs = [make_run("i")]
         with self.assertRaisesRegex(plot.SkipFigure, "no language-model run"):
             plot.loss_vs_time(plot.make_series(runs), context(runs))
+
+    def test_one_algorithms_lr_sweep_is_coloured_by_lr(self):
+        # An lr sweep of one algorithm: its colour would tell the curves nothing, the lr does.
+        runs = [make_lm_run(f"lr{lr}", lr=lr, losses=(5.5, 2 + 10 * lr))
+                for lr in (0.03, 0.001, 0.01)]
+        for fig in self.loss_figures(runs):
+            lines = data_lines(fig.axes[0])
+            colours = {line.get_label().split(":")[0]: to_rgba(line.get_color()) for line in lines}
+            self.assertEqual(len(set(colours.values())), 3, colours)
+            # In the order of the values, from the palette's first colour.
+            self.assertEqual([colours[f"sync, lr={lr}"] for lr in (0.001, 0.01, 0.03)],
+                             [to_rgba(c) for c in plot.VARIANT_COLOURS[:3]])
+        # Two algorithms: each keeps its own colour, as in every other figure.
+        runs.append(make_lm_run("p", algorithm="pipe_sgd", lr=0.01))
+        lines = data_lines(self.loss_figures(runs)[0].axes[0])
+        self.assertEqual({to_rgba(line.get_color()) for line in lines},
+                         {to_rgba(plot.ALGORITHM_COLOURS[a]) for a in ("sync", "pipe_sgd")})
+
+    def test_target_perplexity_is_a_line_at_its_loss(self):
+        runs = [make_lm_run("s")]
+        fig = plot.loss_vs_time(plot.make_series(runs),
+                                context(runs, language_model=True, target_ppl=10.0))
+        (target,) = [line for line in fig.axes[0].get_lines()
+                     if line.get_label() == "target perplexity 10"]
+        self.assertAlmostEqual(target.get_ydata()[0], math.log(10.0))
+
+    def test_language_model_throughput_is_tokens_per_s(self):
+        # Epochs of 10 iterations of 32 windows of 64 tokens, 10 s each on 1 rank: 2048
+        # tokens/s; 5 s each on 2 ranks: 4096.
+        runs = [make_lm_run(f"r{r}", ranks=r, seconds_per_epoch=10.0 / r, block_size=64)
+                for r in (1, 2)]
+        for run, expected in zip(runs, (2048.0, 4096.0)):
+            metrics = results.language_model_metrics(run)
+            self.assertAlmostEqual(metrics["tokens_per_s"], expected)
+            self.assertAlmostEqual(metrics["final_test_ppl"], math.exp(LM_LOSSES[-1]))
+            self.assertAlmostEqual(metrics["best_test_ppl"], math.exp(min(LM_LOSSES)))
+        ctx = context(runs, language_model=True)
+        fig = plot.scaling_figure(plot.make_series(runs), ctx)
+        self.assertEqual(fig.axes[0].get_ylabel(), "throughput (tokens/s)")
+        self.assertEqual(sorted(fig.axes[0].get_lines()[0].get_ydata()), [2048.0, 4096.0])
+        fig = plot.time_breakdown(plot.make_series(runs), ctx)
+        totals = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "bar_total"]
+        self.assertEqual(len(totals), 2)
+        self.assertTrue(any(t.endswith(", 2048 tokens/s") for t in totals), totals)
+        # Image runs: samples/s, no tokens.
+        images = [make_run(f"i{r}", ranks=r, seconds_per_epoch=10.0 / r) for r in (1, 2)]
+        fig = plot.scaling_figure(plot.make_series(images), context(images))
+        self.assertEqual(fig.axes[0].get_ylabel(), "throughput (samples/s)")
+        self.assertEqual(results.language_model_metrics(images[0]),
+                         {c: "" for c in results.LANGUAGE_MODEL_COLUMNS})
+        fig = plot.time_breakdown(plot.make_series(images), context(images))
+        self.assertFalse([t for t in fig.axes[0].texts if "tokens/s" in t.get_text()])
+
+    def test_a_block_size_makes_a_language_model(self):
+        self.assertTrue(results.is_language_model(make_run("w", dataset="windows",
+                                                           block_size=16)))
+        self.assertTrue(results.is_language_model(make_run("t", dataset="tokens")))
+        self.assertFalse(results.is_language_model(make_run("i", dataset="synthetic")))
 
     def test_command_line_on_language_models(self):
         with tempfile.TemporaryDirectory() as folder:

@@ -2,11 +2,16 @@
 // row. The backward's parameter gradients are sums over rows: each block of kRowBlock rows
 // writes its partial sums, and the blocks are added in order, so the bits do not depend on
 // the thread count.
+// Rows of a multiple of 16 features (every GPT width) take 16-float vectors with the row's sums
+// reduced as a tree (simd::tree_sum): OpenMP's simd reductions ended each of the row's sums in
+// 16 scalar additions through memory. Measured on the baby GPT's 768 rows of 128 (one thread,
+// best CPU time of 30 × 100 calls): forward 30 → 22.5 µs, backward 35 → 28 µs.
 #include <algorithm>  // min
 #include <cmath>      // sqrt
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/simd.h"
 #include "core/error.h"
 
 namespace dtrain::cpu {
@@ -34,6 +39,12 @@ class CpuLayerNorm final : public LayerNormOp {
     float* mp = mean.data<float>();
     float* rp = rstd.data<float>();
     const float eps = spec_.epsilon;
+    if (F % simd::L == 0) {
+#pragma omp parallel for if (x.numel() > kParallelThreshold)
+      for (int64_t r = 0; r < rows; ++r)
+        forward_row(xp + r * F, g, b, yp + r * F, F, eps, mp[r], rp[r]);
+      return;
+    }
 #pragma omp parallel for if (x.numel() > kParallelThreshold)
     for (int64_t r = 0; r < rows; ++r) {
       const float* in = xp + r * F;
@@ -85,6 +96,10 @@ class CpuLayerNorm final : public LayerNormOp {
 #pragma omp simd
       for (int64_t c = 0; c < F; ++c) pg[c] = pb[c] = 0.0f;
       for (int64_t r = k * kRowBlock; r < std::min(rows, (k + 1) * kRowBlock); ++r) {
+        if (F % simd::L == 0) {
+          backward_row(xp + r * F, gp + r * F, g, mp[r], rp[r], dxp + r * F, pg, pb, F, inv_f);
+          continue;
+        }
         const float* in = xp + r * F;
         const float* grad = gp + r * F;
         float* out = dxp + r * F;
@@ -121,6 +136,47 @@ class CpuLayerNorm final : public LayerNormOp {
   }
 
  private:
+  // One row of F (a multiple of 16) features: y, and the row's mean and 1/σ.
+  static void forward_row(const float* in, const float* g, const float* b, float* out, int64_t F,
+                          float eps, float& mean, float& rstd) {
+    using simd::load, simd::store, simd::Vec, simd::L;
+    Vec acc{};
+    for (int64_t c = 0; c < F; c += L) acc += load(in + c);
+    const float mu = simd::tree_sum(acc) / static_cast<float>(F);
+    // Two passes: the variance of the centred values loses nothing to cancellation.
+    acc = Vec{};
+    for (int64_t c = 0; c < F; c += L) {
+      const Vec d = load(in + c) - mu;
+      acc += d * d;
+    }
+    const float rs = 1.0f / std::sqrt(simd::tree_sum(acc) / static_cast<float>(F) + eps);
+    mean = mu;
+    rstd = rs;
+    for (int64_t c = 0; c < F; c += L) {
+      const Vec y = (load(in + c) - mu) * rs * load(g + c);
+      store(out + c, b ? y + load(b + c) : y);
+    }
+  }
+
+  // One row's dx, its terms of dgamma and dbeta added into pg and pb (F a multiple of 16).
+  static void backward_row(const float* in, const float* grad, const float* g, float mu, float rs,
+                           float* out, float* pg, float* pb, int64_t F, float inv_f) {
+    using simd::load, simd::store, simd::Vec, simd::L;
+    Vec sum_g{}, sum_gx{};
+    for (int64_t c = 0; c < F; c += L) {
+      const Vec dy = load(grad + c), xhat = (load(in + c) - mu) * rs, ghat = dy * load(g + c);
+      sum_g += ghat;
+      sum_gx += ghat * xhat;
+      store(pg + c, load(pg + c) + dy * xhat);
+      store(pb + c, load(pb + c) + dy);
+    }
+    const float mean_g = simd::tree_sum(sum_g) * inv_f, mean_gx = simd::tree_sum(sum_gx) * inv_f;
+    for (int64_t c = 0; c < F; c += L) {
+      const Vec xhat = (load(in + c) - mu) * rs;
+      store(out + c, rs * (load(grad + c) * load(g + c) - mean_g - xhat * mean_gx));
+    }
+  }
+
   int64_t rows_of(const Tensor& x) const {
     const int64_t rows = x.numel() / spec_.features;
     DTRAIN_CHECK(rows * spec_.features == x.numel() && rows <= spec_.rows)

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>  // ranges::any_of
+#include <algorithm>  // ranges::any_of, ranges::all_of
 #include <cmath>      // isfinite
 #include <numeric>    // accumulate, lcm
 
@@ -77,6 +77,17 @@ std::vector<StageSlice> split(const PipelineLayout& l, const ModelSource& source
   return stages;
 }
 
+// Pipedream's gradient accumulation is its flush schedules' microbatches: a step's minibatch in
+// `microbatches` parts run one after another through the pipeline, their gradients summed into
+// one step. 1f1b steps after every minibatch by design (its weight versions count them).
+void check_accumulation(const ModelSource& source) {
+  DTRAIN_INPUT_CHECK(source.accumulation_steps == 1)
+      << "train.accumulation_steps: pipedream does not take it (got " << source.accumulation_steps
+      << "); its gradient accumulation is algorithm.microbatches with schedule gpipe or "
+         "1f1b_flush (a step's minibatch in that many microbatches, their gradients summed "
+         "into one step); set train.accumulation_steps: 1";
+}
+
 void place_batches(const AlgorithmConfig& a, int rank, int world, LoaderOptions& train,
                    LoaderOptions& test) {
   // Not planned yet (a one-process --dry-run of `auto`): no stage to read for.
@@ -137,6 +148,7 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   }
   DTRAIN_INPUT_CHECK(ctx.source.frozen_layers == 0)
       << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
+  check_accumulation(ctx.source);
   DTRAIN_INPUT_CHECK(ctx.source.batch_size % o.microbatches == 0)
       << "dataset.batch_size: " << ctx.source.batch_size
       << " is not divisible by algorithm.microbatches " << o.microbatches;
@@ -312,7 +324,11 @@ AlgorithmEntry pipedream_algorithm() {
           [](Backend& backend, const ModelSource& source, Loader& minibatches) {
             return profile_pipeline_chain(backend, source, minibatches);
           },
-      .plan_chain = plan_chain};
+      .plan_chain = plan_chain,
+      // Each stage steps its own parameters through the Optimizer interface, with its state.
+      .optimizers = {"sgd", "adamw"},
+      // By the norm over all stages (one all-reduce of a double per step).
+      .clips_gradients = true};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
@@ -320,6 +336,7 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   const ModelSource& src = ctx_.source;
   DTRAIN_INPUT_CHECK(src.frozen_layers == 0)
       << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
+  check_accumulation(src);
   layout_ = pipeline_layout(options_, ctx_.comm.size(), src.batch_size);
   stages_ = split(layout_, src);
   const int rank = ctx_.comm.rank();
@@ -333,11 +350,26 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
       pipeline::in_flight_bound(layout_.shape, layout_.spec, stage_), stage_ == 0, stage_ == S - 1);
   // model.init_from (checked against the whole model by the run builder): the stage's part.
   if (src.weights) model_->load_weights(*src.weights, "model.init_from");
-  sgd_ = std::make_unique<Sgd>(ctx_.model.backend(), model_->parameters(), model_->gradients(),
-                               src.sgd);
-  runner_ = std::make_unique<PipelineRunner>(ctx_.comm, layout_.shape, *model_, *sgd_,
+  // The run's optimizer over the stage's parameters (AdamW's decay by the stage's tensors, as
+  // the whole model's by its own).
+  optimizer_ = make_optimizer(src.optimizer, ctx_.model.backend(), model_->parameters(),
+                              model_->gradients(), model_->weight_slots());
+  runner_ = std::make_unique<PipelineRunner>(ctx_.comm, layout_.shape, *model_, *optimizer_,
                                              layout_.unit_rows, options_.weight_stashing,
                                              ctx_.compression, options_.vertical_sync);
+  if (ctx_.clip_grad_norm > 0) {
+    // The norm over all stages is one minibatch's (a step's) only where every stage steps on
+    // the same minibatches: 1f1b steps each stage once per round of its replicas.
+    const auto& replicas = layout_.shape.replicas;
+    DTRAIN_INPUT_CHECK(layout_.spec.flushes() ||
+                       std::ranges::all_of(replicas, [&](int r) { return r == replicas[0]; }))
+        << "optimizer.clip_grad_norm: pipedream clips by the norm over all stages, which needs "
+           "every stage to step on the same minibatches; with schedule 1f1b the stages' "
+           "replicas ("
+        << dashed(replicas)
+        << ") must be equal (or use schedule gpipe or 1f1b_flush, or clip_grad_norm: 0)";
+    runner_->clip_gradients(ctx_.clip_grad_norm);
+  }
   // A signal ends a 1f1b run early: the input stage's replicas decide alike (a vote among
   // them) and the end travels down the pipeline in the messages' headers.
   if (ctx_.stop) {  // (set on every rank or none: the splits are collectives)
@@ -519,12 +551,17 @@ std::vector<std::pair<std::string, std::string>> PipedreamScheduler::own_results
 
 void PipedreamScheduler::save(SchedulerState& state) {
   // The pipeline is drained at the end of every epoch: the stage's weights, statistics and
-  // momentum are the whole state (no version is stashed between epochs).
+  // optimizer state are the whole state (no version is stashed between epochs).
   Backend& backend = model_->backend();
   state.put("pipedream.stage.parameters", model_->parameters(), backend);
   if (model_->buffers().numel() > 0)
     state.put("pipedream.stage.buffers", model_->buffers(), backend);
-  if (sgd_->momentum().defined()) state.put("pipedream.stage.momentum", sgd_->momentum(), backend);
+  // The optimizer's state: SGD's "pipedream.stage.momentum"; AdamW's "pipedream.stage.m",
+  // "pipedream.stage.v" and the counter "pipedream.stage.step".
+  for (const auto& [name, buffer] : optimizer_->state_buffers())
+    state.put("pipedream.stage." + name, buffer, backend);
+  for (const auto& [name, value] : optimizer_->counters())
+    state.set_counter("pipedream.stage." + name, value);
   state.set_counter("pipedream.minibatches_done", static_cast<int64_t>(minibatches_done_));
 }
 
@@ -559,7 +596,10 @@ void PipedreamScheduler::load(const SchedulerState& state) {
   state.get("pipedream.stage.parameters", model_->parameters(), backend);
   if (model_->buffers().numel() > 0)
     state.get("pipedream.stage.buffers", model_->buffers(), backend);
-  if (sgd_->momentum().defined()) state.get("pipedream.stage.momentum", sgd_->momentum(), backend);
+  for (const auto& [name, buffer] : optimizer_->state_buffers())
+    state.get("pipedream.stage." + name, buffer, backend);
+  for (const auto& [name, value] : optimizer_->counters())
+    optimizer_->load_counter(name, state.counter("pipedream.stage." + name));
   minibatches_done_ = static_cast<uint64_t>(state.counter("pipedream.minibatches_done"));
 }
 

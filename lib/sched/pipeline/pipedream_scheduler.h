@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "config/kinds.h"                // WordOr
-#include "optim/sgd.h"                   // Sgd: the stage's optimizer
+#include "optim/optimizer.h"             // Optimizer: the stage's (SGD or AdamW)
 #include "sched/algorithm.h"             // AlgorithmEntry
 #include "sched/pipeline/runner.h"       // PipelineRunner
 #include "sched/pipeline/schedule.h"     // PipelineShape, ScheduleSpec
@@ -89,7 +89,7 @@ class PipedreamScheduler : public Scheduler {
   std::unique_ptr<StopVote> input_vote_;  // input stage, 1f1b: whether a signal ends a run
   int32_t notice_signal_ = 0;             // other stages: the signal passed on to rank 0
   std::unique_ptr<CommRequest> stop_notice_;
-  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Optimizer> optimizer_;    // over the stage's parameters
   uint64_t minibatches_done_ = 0;           // over all epochs: dropout masks never repeat
   std::unique_ptr<PipelineRunner> runner_;  // last: its comm thread goes first
 };

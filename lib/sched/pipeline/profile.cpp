@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "core/error.h"
-#include "core/timer.h"         // Clock, seconds_since
-#include "optim/sgd.h"          // Sgd: each piece's update
+#include "core/timer.h"                  // Clock, seconds_since
+#include "optim/optimizer.h"             // Optimizer: each piece's update (the run's optimizer)
 #include "sched/pipeline/stage_model.h"  // StageModel: each piece as a stage runs it
 
 namespace dtrain {
@@ -18,13 +18,13 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
       split_model(source.spec, input, model_stage_boundaries(source.spec, input));
   const size_t n = pieces.size();
   std::vector<std::unique_ptr<StageModel>> models;
-  std::vector<std::unique_ptr<Sgd>> optimizers;
+  std::vector<std::unique_ptr<Optimizer>> optimizers;
   std::vector<LayerProfile> profile(n);
   for (size_t k = 0; k < n; ++k) {
     models.push_back(std::make_unique<StageModel>(backend, pieces[k], input, source.seed, 1, k == 0,
                                                   k + 1 == n));
-    optimizers.push_back(std::make_unique<Sgd>(backend, models[k]->parameters(),
-                                               models[k]->gradients(), source.sgd));
+    optimizers.push_back(make_optimizer(source.optimizer, backend, models[k]->parameters(),
+                                        models[k]->gradients(), models[k]->weight_slots()));
     LayerProfile& p = profile[k];
     p.name = pieces[k].first_layer;
     p.activation_bytes = 4.0 * static_cast<double>(models[k]->output_shape().numel());

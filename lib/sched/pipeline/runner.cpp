@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>  // max
-#include <cmath>      // isfinite: a diverged minibatch ends the run at once
+#include <cmath>      // isfinite: a diverged minibatch ends the run at once; sqrt
 #include <iterator>   // size: the handler table
 #include <utility>    // pair, move
 
 #include "compress/codec.h"  // make_codec: the all-reduce's bytes per element
 #include "core/error.h"
+#include "optim/clip.h"  // clip_coefficient: the norm over all stages
 
 namespace dtrain {
 
@@ -16,12 +17,12 @@ using pipeline::Instruction;
 using pipeline::Op;
 
 PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
-                               Sgd& sgd, int64_t rows, bool weight_stashing,
+                               Optimizer& optimizer, int64_t rows, bool weight_stashing,
                                const std::string& codec, bool vertical_sync)
     : comm_(comm),
       shape_(shape),
       stage_(stage),
-      sgd_(sgd),
+      optimizer_(optimizer),
       rows_(rows),
       stage_index_(shape.stage_of(comm.rank())),
       versions_(stage, shape, comm.rank(), weight_stashing, vertical_sync),
@@ -54,6 +55,13 @@ void PipelineRunner::start_tied_weights() {
   // A tie the stages separate (a GPT's embedding and head): the copies start equal.
   tied_ = std::make_unique<TiedWeights>(comm_, shape_, stage_);
   tied_->share_weights();
+}
+
+void PipelineRunner::clip_gradients(double max_norm) {
+  DTRAIN_CHECK(max_norm > 0) << "pipeline: a clip of " << max_norm;
+  clip_max_norm_ = max_norm;
+  // Collectives on a communicator of their own: the sends' thread uses comm_ meanwhile.
+  norm_comm_ = comm_.split(0, comm_.rank());
 }
 
 StageChannel& PipelineRunner::channel(int peer, StageMessage::Kind kind) {
@@ -442,17 +450,25 @@ void PipelineRunner::exec_reduce_gradients(const Instruction& in) {
 }
 
 void PipelineRunner::exec_step(const Instruction&) {
-  sum_tied_gradients();  // before the step and its divergence check: the gradient is complete
+  sum_tied_gradients();  // before the norm, the clip and the step: the gradient is complete
+  // The step's gradient (the microbatches' sum where a step accumulates them).
+  const Tensor& gradient = optimizer_.gradients();
+  double squares = 0;
   {
     PhaseTimer timer(totals_.phases, Phase::update);
-    // A stage's gradient is applied while later minibatches are in flight: checked here, a
-    // divergence ends the run at this step.
-    if (!std::isfinite(stage_.backend().dot(stage_.gradients(), stage_.gradients())))
-      throw Error(
-          fmt::format("training diverged: the gradient of step {} is not finite "
-                      "(NaN or inf) on rank {} (lower optimizer.lr?)",
-                      steps_ + 1, comm_.rank()));
-    sgd_.step((*args_.lr)(steps_));
+    squares = stage_.backend().dot(gradient, gradient);
+  }
+  // A stage's gradient is applied while later minibatches are in flight: checked here, a
+  // divergence ends the run at this step.
+  if (!std::isfinite(squares))
+    throw Error(
+        fmt::format("training diverged: the gradient of step {} is not finite "
+                    "(NaN or inf) on rank {} (lower optimizer.lr?)",
+                    steps_ + 1, comm_.rank()));
+  if (clip_max_norm_ > 0) clip(gradient, squares);
+  {
+    PhaseTimer timer(totals_.phases, Phase::update);
+    optimizer_.step((*args_.lr)(steps_));
     ++steps_;
     versions_.stepped(steps_);
     if (accumulate_) stage_.backend().fill_zero(step_gradient_);
@@ -465,6 +481,20 @@ void PipelineRunner::sum_tied_gradients() {
   if (tied_->empty()) return;
   PhaseTimer timer(totals_.phases, Phase::wait);
   tied_->sum_gradients(step_gradient_);
+}
+
+void PipelineRunner::clip(const Tensor& gradient, double squares) {
+  // The whole model's squared norm: every stage's once (its replicas hold the same gradient), a
+  // tied weight once (its copy on the borrower's stage left out, as the single-rank model).
+  if (!tied_->empty()) squares -= tied_->copies_squared_norm(gradient);
+  std::vector<double> sum{shape_.replica_of(comm_.rank()) == 0 ? squares : 0.0};
+  {
+    PhaseTimer timer(totals_.phases, Phase::wait);
+    norm_comm_->allreduce_sum(sum);
+  }
+  PhaseTimer timer(totals_.phases, Phase::update);
+  const double coefficient = clip_coefficient(std::sqrt(sum[0]), clip_max_norm_);
+  if (coefficient < 1.0) stage_.backend().scale(gradient, static_cast<float>(coefficient));
 }
 
 PipelineTotals PipelineRunner::evaluate(int minibatches,

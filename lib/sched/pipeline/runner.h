@@ -17,7 +17,7 @@
 #include "comm/stage_channel.h"              // StageChannel
 #include "core/phase.h"                      // PhaseTimes
 #include "data/loader.h"                     // Batch
-#include "optim/sgd.h"                       // Sgd
+#include "optim/optimizer.h"                 // Optimizer: the stage's (SGD or AdamW)
 #include "sched/pipeline/schedule.h"         // PipelineShape, Instruction
 #include "sched/pipeline/stage_model.h"      // StageModel
 #include "sched/pipeline/tied_weights.h"     // TiedWeights: a tie the stages separate
@@ -43,9 +43,15 @@ class PipelineRunner {
   // `vertical_sync` (needs stashing): minibatch b runs on every stage at the weight version the
   // input stage had when it admitted b (its messages carry that version, checked on arrival);
   // each stage keeps the versions still to be used.
-  PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage, Sgd& sgd,
-                 int64_t rows, bool weight_stashing = true, const std::string& codec = "none",
-                 bool vertical_sync = false);
+  PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape, StageModel& stage,
+                 Optimizer& optimizer, int64_t rows, bool weight_stashing = true,
+                 const std::string& codec = "none", bool vertical_sync = false);
+  // Clips every step's gradient to the L2 norm `max_norm` (> 0) over all stages, as the whole
+  // model's gradient would be clipped: the stages' squared norms are summed by one all-reduce
+  // of a double per step (replica 0 of each stage contributes; its replicas hold the same
+  // gradient). Every stage must take the same steps (1f1b: every stage with the same replicas).
+  // A collective (it makes a communicator): every rank calls it.
+  void clip_gradients(double max_norm);
   // Weight versions stashed at once, at most: pipeline.csv's versions_max.
   int versions_max() const { return versions_.versions_max(); }
   // Minibatches forwarded and not yet backwarded here, at most: pipeline.csv's in_flight_max.
@@ -123,6 +129,8 @@ class PipelineRunner {
   // The tied weights' copies (TiedWeights): shared at the start, gradients summed before a step.
   void start_tied_weights();
   void sum_tied_gradients();
+  // Scales the step's `gradient` (of squared norm `squares`) to the clip over all stages.
+  void clip(const Tensor& gradient, double squares);
   // The output stage's mean loss of `minibatch` (< 0: none): kept to pass back with its
   // gradient, or, on the input stage, summed for take_returned_loss.
   void loss_returned(int minibatch, float loss);
@@ -166,7 +174,7 @@ class PipelineRunner {
   Comm& comm_;
   pipeline::PipelineShape shape_;
   StageModel& stage_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
   int64_t rows_;
   int stage_index_;                                                        // this rank's stage
   std::map<std::pair<int, int>, std::unique_ptr<StageChannel>> channels_;  // (peer, kind)
@@ -214,6 +222,8 @@ class PipelineRunner {
   CommThread sender_{"pipeline send"};
   std::unique_ptr<Comm> stage_comm_;   // this stage's replicas
   std::unique_ptr<TiedWeights> tied_;  // its copies' gradients summed with the other stage's
+  double clip_max_norm_ = 0;           // 0: no clipping
+  std::unique_ptr<Comm> norm_comm_;    // every rank: the squared norms' all-reduce
   // Declared last: its comm thread is joined before the buffers it works on go.
   std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only
 };

@@ -112,6 +112,10 @@ NamedTensors StageModel::weights() {
   return download_weights(named_slots(false), parameters(), buffers(), backend_);
 }
 
+std::vector<WeightSlot> StageModel::weight_slots() const {
+  return graphs_[0]->weight_slots();
+}
+
 void StageModel::load_weights(const NamedTensors& tensors, const std::string& origin) {
   upload_weights(named_slots(true), tensors, parameters(), buffers(), backend_, origin);
 }

@@ -62,6 +62,8 @@ class StageModel {
   // The stage's weights by name (the latest ones and the statistics), on the host; a borrower's
   // copy of a tied weight is left out (the lender's stage holds it under its name).
   NamedTensors weights();
+  // Where each of the stage's tensors lies in its flat buffers (AdamW's decay per tensor).
+  std::vector<WeightSlot> weight_slots() const;
   // Takes the stage's tensors of `tensors` (a whole model's: the others are skipped) as its
   // latest weights and statistics; InputError naming `origin` for a missing one or a shape.
   void load_weights(const NamedTensors& tensors, const std::string& origin);

@@ -81,4 +81,14 @@ void TiedWeights::sum_gradients(const Tensor& gradients) {
   }
 }
 
+double TiedWeights::copies_squared_norm(const Tensor& gradients) const {
+  double squares = 0;
+  for (const Link& link : links_)
+    if (!link.lender) {
+      const Tensor range = gradients.slice(link.offset, link.in.shape());
+      squares += stage_.backend().dot(range, range);
+    }
+  return squares;
+}
+
 }  // namespace dtrain

@@ -35,6 +35,9 @@ class TiedWeights {
   // Adds the other stage's gradient of each tied weight to this stage's, in `gradients` (the
   // stage's step gradient): both stages then hold the same sum.
   void sum_gradients(const Tensor& gradients);
+  // The squared norm of the borrowers' copies in `gradients` (after sum_gradients): what a norm
+  // over all stages leaves out to count the shared weight once, as the single-rank model does.
+  double copies_squared_norm(const Tensor& gradients) const;
 
  private:
   struct Link {

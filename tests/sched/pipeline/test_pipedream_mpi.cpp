@@ -1,10 +1,13 @@
 // The pipedream scheduler as training assembles it (run builder, loaders, LR schedule), against
 // sync: GPipe over the job's ranks with one microbatch is single-rank sync bit for bit (stages'
 // weights laid end to end, and the test accuracy); one stage replicated on every rank is sync on
-// those ranks with the replicas' minibatches as its global batch; 1f1b trains.
+// those ranks with the replicas' minibatches as its global batch; 1f1b trains. With AdamW (each
+// stage's own, decay by its own tensors) the same equalities hold, and a clip by the norm over
+// all stages equals single-rank sync's clip to rounding.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>  // max
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,6 +16,7 @@
 
 #include "comm/mpi_comm.h"      // make_mpi_comm
 #include "comm/stop_vote.h"     // StopVote
+#include "core/error.h"         // InputError
 #include "core/stop_request.h"  // request_stop
 #include "run/config.h"
 #include "run/run_builder.h"
@@ -23,16 +27,21 @@ namespace {
 
 constexpr int kEpochs = 2;
 
-ExperimentConfig experiment(const std::string& algorithm, int batch, const char* model) {
+const char* kMomentum = "{lr: 0.05, momentum: 0.9, weight_decay: 0.0001, schedule: {name: cosine}}";
+// AdamW: matrices decay, biases do not (each stage's optimizer sees its own tensors).
+const char* kAdamW = "{name: adamw, lr: 0.01, weight_decay: 0.1, schedule: {name: cosine}}";
+
+ExperimentConfig experiment(const std::string& algorithm, int batch, const char* model,
+                            const std::string& optimizer = kMomentum) {
   return parse_config(fmt::format(R"(seed: 5
 model: {}
 dataset: {{name: synthetic, shape: [1, 8, 8], classes: 4, train_size: 512, test_size: 100,
           batch_size: {}, test_batch_size: 48}}
 cluster: {{device: cpu, threads_per_rank: 1}}
 algorithm: {}
-optimizer: {{lr: 0.05, momentum: 0.9, weight_decay: 0.0001, schedule: {{name: cosine}}}}
+optimizer: {}
 )",
-                                  model, batch, algorithm),
+                                  model, batch, algorithm, optimizer),
                       "pipedream_test.yaml");
 }
 
@@ -101,6 +110,71 @@ TEST_CASE("gpipe with one microbatch over every rank equals single-rank sync, bi
     CHECK(pipe.eval.acc == sync.eval.acc);
     CHECK(pipe.eval.loss == doctest::Approx(sync.eval.loss).epsilon(1e-6));
     CHECK(pipe.last.iterations == 16);  // 512 / 32 optimizer steps
+  }
+}
+
+TEST_CASE(
+    "pipedream with AdamW where it is sync (gpipe with one microbatch, 1f1b with one minibatch in "
+    "flight) equals single-rank sync with AdamW, clipped too") {
+  auto world = make_mpi_comm();
+  const int S = world->size();
+  const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
+  for (const std::string schedule : {"gpipe", "1f1b, in_flight: 1"}) {
+    for (const std::string clip : {"", ", clip_grad_norm: 0.05"}) {
+      CAPTURE(schedule);
+      CAPTURE(clip);
+      const std::string optimizer = std::string(kAdamW).insert(std::strlen(kAdamW) - 1, clip);
+      const Trained pipe = train(
+          experiment(fmt::format("{{name: pipedream, schedule: {}, stages: {}}}", schedule, stages),
+                     32, kMlp, optimizer),
+          *world);
+      auto local = make_local_comm();
+      const Trained sync = train(experiment("{name: sync}", 32, kMlp, optimizer), *local);
+      const std::vector<float> all = end_to_end(*world, pipe.weights);
+      REQUIRE(all.size() == sync.weights.size());
+      if (clip.empty()) {
+        CHECK(std::memcmp(all.data(), sync.weights.data(), all.size() * sizeof(float)) == 0);
+      } else {
+        // The norm over the stages is their squared norms summed: the whole model's to rounding.
+        double worst = 0;
+        for (size_t i = 0; i < all.size(); ++i)
+          worst = std::max<double>(worst, std::abs(all[i] - sync.weights[i]));
+        CHECK(worst < 1e-5);
+        // The clip bit: the unclipped run ends elsewhere.
+        const Trained free = train(experiment("{name: sync}", 32, kMlp, kAdamW), *local);
+        double moved = 0;
+        for (size_t i = 0; i < all.size(); ++i)
+          moved = std::max<double>(moved, std::abs(free.weights[i] - sync.weights[i]));
+        CHECK(moved > 1e-3);
+      }
+    }
+  }
+}
+
+TEST_CASE("pipedream saves the stage's AdamW state; clipping 1f1b needs equal replicas") {
+  auto world = make_mpi_comm();
+  const int S = world->size();
+  const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
+  const ExperimentConfig c =
+      experiment(fmt::format("{{name: pipedream, stages: {}}}", stages), 16, kMlp, kAdamW);
+  auto run = build_run(c, {world->rank(), world->size(), 0, false});
+  auto sched = build_scheduler(*run, *world, {});
+  run->train_loader->start_epoch(0);
+  sched->run_epoch(*run->train_loader, 0, 4);
+  SchedulerState state;
+  sched->save(state);
+  CHECK(state.has("pipedream.stage.m"));
+  CHECK(state.has("pipedream.stage.v"));
+  CHECK(state.counter("pipedream.stage.step") == 4);  // 1f1b: a step per minibatch
+  if (S == 3) {
+    // Stage 0 on two ranks steps once per two minibatches, stage 1 once per minibatch.
+    const ExperimentConfig uneven =
+        experiment("{name: pipedream, stages: [fc3], replicas: [2, 1]}", 16, kMlp,
+                   std::string(kAdamW).insert(std::strlen(kAdamW) - 1, ", clip_grad_norm: 1"));
+    auto r = build_run(uneven, {world->rank(), world->size(), 0, false});
+    CHECK_THROWS_WITH_AS(build_scheduler(*r, *world, {}),
+                         doctest::Contains("optimizer.clip_grad_norm: pipedream clips"),
+                         InputError);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "comm/mpi_comm.h"
 #include "core/rng.h"
 #include "nn/model.h"
+#include "optim/sgd.h"  // Sgd: the stages' and the reference's optimizer
 #include "sched/pipeline/runner.h"
 
 using namespace dtrain;
