@@ -20,5 +20,7 @@ inline constexpr int kStageGradient = 0x5347;    // "SG": a pipeline stage's gra
 inline constexpr int kProgress = 0x5052;      // "PR": never sent; probed only to let MPI progress
 inline constexpr int kStopNotice = 0x534e;    // "SN": a pipeline rank asked to stop, to rank 0
 inline constexpr int kStageWeights = 0x5357;  // "SW": a pipeline stage's weights file, to rank 0
+inline constexpr int kTiedWeight = 0x5457;    // "TW": a tied weight, lender stage to borrower
+inline constexpr int kTiedGradient = 0x5447;  // "TG": a tied weight's gradient, either way
 
 }  // namespace dtrain::tags

@@ -305,9 +305,6 @@ Graph::Cut Graph::cut_before(const std::string& name) const {
     }
   const Node& node = nodes_[c];
   if (node.layer->absorbed() && !node.inputs.empty()) cut.fused_into = nodes_[node.inputs[0]].name;
-  for (size_t j = c; j < nodes_.size() && cut.tied.empty(); ++j)
-    if (nodes_[j].tie >= 0 && static_cast<size_t>(nodes_[j].tie) < c)
-      cut.tied = nodes_[j].name + " uses the weight of " + nodes_[nodes_[j].tie].name;
   for (size_t p = 1; p < c; ++p) {
     cut.parameters_before += nodes_[p].param_count;
     cut.param_streams_before += nodes_[p].params.size();

@@ -59,15 +59,15 @@ class Graph {
 
   // A cut before layer `name` (pipeline stages, docs/architecture.md, decision 8): the tensors made
   // before it and read at or after it. Valid when exactly one crosses and the layer is not a
-  // ReLU fused into the layer before it, and no tied weight (Layer::weight_tie) is used across it.
+  // ReLU fused into the layer before it. A tied weight (Layer::weight_tie) used across it does not
+  // invalidate it: the later stage holds a copy of the weight (split_model's StageSlice::ties).
   struct Cut {
     std::vector<std::string> crossing;  // producer names ("input" for the graph input)
     std::string fused_into;             // the producer a fused ReLU belongs to, or empty
-    std::string tied;  // a layer after the cut computing with a weight before it, or empty
-    Shape shape;       // of the crossing tensor, at the build batch (valid cuts)
+    Shape shape;                        // of the crossing tensor, at the build batch (valid cuts)
     int64_t parameters_before = 0;      // elements of the flat buffer before the cut
     uint64_t param_streams_before = 0;  // parameter tensors before the cut (initialisation)
-    bool valid() const { return crossing.size() == 1 && fused_into.empty() && tied.empty(); }
+    bool valid() const { return crossing.size() == 1 && fused_into.empty(); }
   };
   // InputError when no layer has that name.
   Cut cut_before(const std::string& name) const;

@@ -143,6 +143,8 @@ YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
   out["layers"] = check_layer_list(spec["layers"], problems);
   DTRAIN_CHECK(problems.empty()) << "zoo model '" << checked["name"].as<std::string>()
                                  << "' is malformed: " << problems.front();
+  // Where a planner may cut it (model_stage_boundaries), when the zoo says.
+  if (spec["stage_boundaries"]) out["stage_boundaries"] = spec["stage_boundaries"];
   return out;
 }
 
@@ -173,6 +175,53 @@ std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelIn
   return make_graph(model, input)->cut_points();
 }
 
+bool chain_ends_tied(const YAML::Node& model, const ModelInput& input) {
+  const std::vector<StageSlice> pieces =
+      split_model(model, input, model_stage_boundaries(model, input));
+  const int last = static_cast<int>(pieces.size()) - 1;
+  return std::ranges::any_of(pieces.front().ties, [last](const StageTie& t) {
+    return t.lender_stage == 0 && t.borrower_stage == last;
+  });
+}
+
+std::vector<std::string> model_stage_boundaries(const YAML::Node& model, const ModelInput& input) {
+  std::vector<std::string> points = model_cut_points(model, input);
+  const YAML::Node boundaries = expand_model_spec(model, input)["stage_boundaries"];
+  if (!boundaries) return points;
+  std::vector<std::string> named;
+  for (const YAML::Node& b : boundaries) named.push_back(b.as<std::string>());
+  std::erase_if(points, [&](const std::string& p) {
+    return std::find(named.begin(), named.end(), p) == named.end();
+  });
+  return points;
+}
+
+namespace {
+
+// The ties whose lender and borrower land in different stages: the borrower's entry loses its
+// `tie_weight` (a weight of its own: the copy) and both stages learn of the tie.
+void separate_ties(const std::vector<std::string>& names, const std::vector<size_t>& bounds,
+                   std::vector<StageSlice>& stages) {
+  auto stage_of = [&](const std::string& layer) {
+    const auto i =
+        static_cast<size_t>(std::find(names.begin(), names.end(), layer) - names.begin());
+    return static_cast<int>(std::upper_bound(bounds.begin(), bounds.end(), i) - bounds.begin()) - 1;
+  };
+  for (size_t s = 0; s < stages.size(); ++s)
+    for (YAML::Node entry : stages[s].layers) {
+      if (!entry["tie_weight"]) continue;
+      StageTie tie{entry["tie_weight"].as<std::string>(), entry["name"].as<std::string>(), 0,
+                   static_cast<int>(s)};
+      tie.lender_stage = stage_of(tie.lender);
+      if (tie.lender_stage == tie.borrower_stage) continue;
+      entry.remove("tie_weight");
+      stages[s].ties.push_back(tie);
+      stages[static_cast<size_t>(tie.lender_stage)].ties.push_back(tie);
+    }
+}
+
+}  // namespace
+
 std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& input,
                                     const std::vector<std::string>& starts,
                                     const std::string& key) {
@@ -199,10 +248,6 @@ std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& i
     DTRAIN_INPUT_CHECK(cut.fused_into.empty())
         << at << ": cannot cut before '" << starts[k] << "': it is a ReLU fused into '"
         << cut.fused_into << "' (cut after it)";
-    DTRAIN_INPUT_CHECK(cut.tied.empty())
-        << at << ": cannot cut before '" << starts[k] << "': " << cut.tied
-        << " (tie_weight), which would be in another stage; untie them (a gpt's "
-        << "tie_weights: false) to pipeline it";
     DTRAIN_INPUT_CHECK(cut.crossing.size() == 1)
         << at << ": cannot cut before '" << starts[k] << "': " << cut.crossing.size()
         << " tensors would cross (" << fmt::format("{}", fmt::join(cut.crossing, ", "))
@@ -249,6 +294,7 @@ std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& i
     }
     stages.push_back(std::move(stage));
   }
+  separate_ties(names, bounds, stages);
   return stages;
 }
 

@@ -125,6 +125,15 @@ std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
                                    const ModelInput& input, uint64_t seed);
 std::vector<std::string> zoo_names();
 
+// A weight tie (a layer's `tie_weight`) that stages separate, as Megatron-LM separates a GPT's
+// token embedding (first stage) from its tied output head (last stage): the borrower's stage
+// holds a copy of the lender's weight as the borrower's own (its `tie_weight` dropped from the
+// stage's list), both copies start equal, and the two stages sum their gradients of it every step.
+struct StageTie {
+  std::string lender, borrower;  // layer names: the embedding and the layer computing with it
+  int lender_stage = 0, borrower_stage = 0;
+};
+
 // The description of a pipeline stage: a contiguous slice of the model's layers, built by the
 // same builder from its own `layers:` list (the first layer reads "input"). Data only: the
 // pipeline's StageModel is the stage built from it.
@@ -136,16 +145,26 @@ struct StageSlice {
   // The whole model's parameter index of the stage's first parameter tensor: materialize with
   // it, and the stage starts exactly as those layers of the whole model.
   uint64_t first_param_stream = 0;
+  // The ties this stage takes part in whose lender and borrower are in different stages (the
+  // borrower's copy is not in `parameters`, the whole model's range).
+  std::vector<StageTie> ties;
 };
 // Cuts the model before each layer of `starts` (in order): starts.size() + 1 stages. InputError
 // naming `key` for a name that is not a layer, starts out of order or repeated (an empty
 // stage), or a cut where more than one tensor crosses (naming them) or a fused ReLU would be
-// split from its layer.
+// split from its layer. A cut between a tied weight's lender and borrower gives a StageTie.
 std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& input,
                                     const std::vector<std::string>& starts,
                                     const std::string& key = "algorithm.stages");
 // The layers the model can be cut before, in order.
 std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelInput& input);
+// The cut points a planner chooses among: those of a zoo model that names its stage boundaries
+// (the GPT: between transformer blocks, so that the embeddings go with the first block and
+// ln_f and the head with the last), else every cut point.
+std::vector<std::string> model_stage_boundaries(const YAML::Node& model, const ModelInput& input);
+// Whether the first and last stages of a pipeline cut at every stage boundary share a tied
+// weight (a GPT's embedding and head): a planner then keeps their steps paired.
+bool chain_ends_tied(const YAML::Node& model, const ModelInput& input);
 
 // Without allocating anything on a device: the number of parameters, and the summary table.
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input);

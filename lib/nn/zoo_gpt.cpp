@@ -97,7 +97,13 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
   layer_norm("transformer.ln_f");
   YAML::Node head = linear("lm_head", input.classes, false, kInitStd);
   if (o.tie_weights) head["tie_weight"] = "transformer.wte";
-  return l.model();
+  // A planner cuts between blocks only: the embeddings go with the first block, ln_f and the
+  // head with the last (a stage of an embedding alone or of the head alone is all bubble).
+  YAML::Node model = l.model();
+  model["stage_boundaries"] = YAML::Node(YAML::NodeType::Sequence);
+  for (int64_t i = 1; i < o.n_layer; ++i)
+    model["stage_boundaries"].push_back(fmt::format("transformer.h.{}.ln_1", i));
+  return model;
 }
 
 config::Schema<GptOptions> gpt_schema() {
@@ -113,7 +119,8 @@ config::Schema<GptOptions> gpt_schema() {
            "biases in the linear layers and LayerNorms (the output head has none)")
       .key("tie_weights", &GptOptions::tie_weights, config::boolean(),
            "the output head computes with the token embedding's table (false: a weight of its "
-           "own; needed to cut a pipeline between them)")
+           "own); a pipeline cut between them keeps a copy on each side, their gradients summed "
+           "every step")
       .key("block_size", &GptOptions::block_size, config::integer64(Bounds::at_least(0)),
            "rows of the position table (0: the dataset's block_size, which must not be above "
            "it)");

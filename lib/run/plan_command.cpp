@@ -53,6 +53,7 @@ struct Profile {
   // The model-parallel planner's layer profile at the whole minibatch (pipedream's): as
   // measured, and stretched as the compute times are (ranks sharing cores, stragglers).
   std::vector<LayerProfile> chain, chain_stretched;
+  bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tied)
   TransportTimes transport;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
@@ -96,6 +97,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.comm_shares_core = p * (threads + 1) > r.cores;
   r.slowdown = straggler_slowdown(config.cluster, p);
   r.chain = r.chain_stretched = chain;
+  r.tied_ends = chain_ends_tied(model_source(*run).spec, run->model_input);
   for (LayerProfile& l : r.chain_stretched) {
     l.forward_s *= r.slowdown * r.crowding;
     l.backward_s *= r.slowdown * r.crowding;
@@ -156,7 +158,11 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   };
   line("l_for", ms(in.l_for), "ms", fmt::format("forward of {} samples", local));
   line("l_back", ms(in.l_back), "ms", "backward");
-  line("l_up", ms(in.l_up), "ms", "SGD update of the trainable parameters");
+  // Measured with the run's optimizer: AdamW's step also reads and writes its two moments.
+  line("l_up", ms(in.l_up), "ms",
+       config.optimizer.name == "adamw"
+           ? "AdamW update of the trainable parameters (and of its 2 moments per parameter)"
+           : "SGD update of the trainable parameters");
   line("l_data", ms(in.l_data), "ms", "waiting for the data loader");
   line("skew", ms(in.l_skew), "ms", fmt::format("waiting for the slowest of {} ranks", p));
   std::string cold;
@@ -302,7 +308,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                                                 .ranks = p,
                                                                 .batch = batch,
                                                                 .link = emulated_link(config),
-                                                                .transport = &measured.transport});
+                                                                .transport = &measured.transport,
+                                                                .tied_ends = measured.tied_ends});
     rows.push_back(plan.row);
     planned = plan.text;
   }

@@ -78,6 +78,8 @@ struct ChainPlanInputs {
   std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // This machine's transport as the plan measured it; null: the planner measures its own.
   const TransportTimes* transport = nullptr;
+  // The chain's first and last elements share a tied weight (model_chain_ends_tied).
+  bool tied_ends = false;
 };
 // Its answer: the plan's row and the text that explains the choice.
 struct ChainPlan {

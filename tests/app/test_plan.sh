@@ -97,6 +97,21 @@ out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ra
       --set dataset.path="$WORK/no-cifar" 2>&1) || fail "plan without the dataset files failed: $out"
 echo "$out" | grep -q "STAND-IN" || fail "plan without the files does not say it stands in: $out"
 
+# The GPT (AdamW, a tied head, [N, T, C] activations) on a stand-in of its corpus: every row, the
+# update measured as AdamW's, and PipeDream's stages cut between transformer blocks.
+out=$("$DTRAIN" plan --config "$ROOT/configs/gpt_kjv.yaml" --ranks 2 --csv "$WORK/gpt.csv" \
+      --set dataset.path="$WORK/no-kjv.txt" 2>&1) || fail "plan of the GPT failed: $out"
+check_csv "$WORK/gpt.csv" "gpt_kjv" 2
+echo "$out" | grep -q "l_up .*AdamW update" || fail "the GPT's update is not AdamW's: $out"
+starts=$(echo "$out" | grep -o "^chosen: stages \[[^]]*\]" | sed 's/^chosen: stages \[//; s/\]$//')
+for s in $(echo "$starts" | tr -d ',' ); do
+  case "$s" in transformer.h.[1-3].ln_1) ;; *) fail "the GPT's pipeline cut before $s, not between blocks" ;; esac
+done
+out=$("$DTRAIN" plan --config "$ROOT/configs/gpt_kjv.yaml" --ranks 4 --set dataset.path="$WORK/no-kjv.txt" \
+      --set "algorithm={name: pipedream, replicas: [1, 1, 1, 1]}" 2>&1) || fail "plan of the GPT on 4 stages: $out"
+echo "$out" | grep -q "^chosen: stages \[transformer.h.1.ln_1, transformer.h.2.ln_1, transformer.h.3.ln_1\]" ||
+  fail "4 stages of the 4-block GPT are not its blocks: $(echo "$out" | grep "^chosen")"
+
 # --profile plans PipeDream, the algorithm that plans from a layer profile: its keys need no
 # algorithm.name.
 printf 'layer,forward_ms,backward_ms,activation_bytes,parameter_bytes\nfc1,1,2,4096,400000\nfc2,2,4,4096,800000\nfc3,1,2,40,4000\n' \

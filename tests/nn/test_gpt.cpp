@@ -325,12 +325,16 @@ TEST_CASE("gpt: cuts between blocks, and a 2-stage split chained equals the whol
     CHECK(std::find(points.begin(), points.end(), block) != points.end());
   // Inside a block the residual stream and the branch both cross.
   CHECK(std::find(points.begin(), points.end(), "transformer.h.0.attn.c_proj") == points.end());
-  // Tied, no cut can separate the table from the head.
-  CHECK(model_cut_points(small_gpt(true), kInput).empty());
-  const std::string m =
-      what_throws([&] { split_model(small_gpt(true), kInput, {"transformer.h.1.ln_1"}); });
-  CHECK(m.find("algorithm.stages[0]") != std::string::npos);
-  CHECK(m.find("tie_weight") != std::string::npos);
+  // Tied, the same cuts; a planner's are between blocks only.
+  CHECK(model_cut_points(small_gpt(true), kInput) == points);
+  CHECK(model_stage_boundaries(spec, kInput) == std::vector<std::string>{"transformer.h.1.ln_1"});
+  YAML::Node four = small_gpt(true);
+  four["n_layer"] = 4;
+  CHECK(model_stage_boundaries(four, kInput) == std::vector<std::string>{"transformer.h.1.ln_1",
+                                                                         "transformer.h.2.ln_1",
+                                                                         "transformer.h.3.ln_1"});
+  four["n_layer"] = 1;
+  CHECK(model_stage_boundaries(four, kInput).empty());
 
   auto backend = cpu();
   const auto stages = split_model(spec, kInput, {"transformer.h.1.ln_1"});
@@ -368,6 +372,29 @@ TEST_CASE("gpt: cuts between blocks, and a 2-stage split chained equals the whol
     CHECK(chained[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1e-6));
 }
 
+TEST_CASE("gpt: a cut between the tied table and head gives the head's stage a copy") {
+  const auto stages = split_model(small_gpt(true), kInput, {"transformer.h.1.ln_1"});
+  REQUIRE(stages.size() == 2);
+  for (const StageSlice& stage : stages) {
+    REQUIRE(stage.ties.size() == 1);
+    CHECK(stage.ties[0].lender == "transformer.wte");
+    CHECK(stage.ties[0].borrower == "lm_head");
+    CHECK(stage.ties[0].lender_stage == 0);
+    CHECK(stage.ties[0].borrower_stage == 1);
+  }
+  // The head's entry lost its tie_weight: a [vocab, C] weight of its own.
+  const YAML::Node head = stages[1].layers[stages[1].layers.size() - 1];
+  CHECK(head["name"].as<std::string>() == "lm_head");
+  CHECK(!head["tie_weight"]);
+  // The whole model's ranges are unchanged (the copy is on top of the last stage's range).
+  CHECK(stages[1].first_parameter + stages[1].parameters ==
+        count_parameters(small_gpt(true), kInput));
+  // Uncut, nothing changes.
+  const auto whole = split_model(small_gpt(true), kInput, {});
+  CHECK(whole[0].ties.empty());
+  CHECK(whole[0].layers[whole[0].layers.size() - 1]["tie_weight"]);
+}
+
 TEST_CASE("gpt errors: widths that do not split into heads, image samples, long sequences") {
   std::string m = what_throws(
       [] { count_parameters(YAML::Load("{name: gpt, n_embd: 30, n_head: 4}"), kInput); });
@@ -376,8 +403,9 @@ TEST_CASE("gpt errors: widths that do not split into heads, image samples, long 
   m = what_throws([] { count_parameters(YAML::Load("{name: gpt2}"), {{2048}, 50257, 1}); });
   CHECK(m.find("dataset.block_size: 2048 tokens of context is above the model's position table "
                "of 1024") != std::string::npos);
-  m = what_throws(
-      [] { count_parameters(YAML::Load("{name: gpt, block_size: 8}"), {{16}, 65, 1}); });
+  m = what_throws([] {
+    count_parameters(YAML::Load("{name: gpt, block_size: 8}"), {{16}, 65, 1});
+  });
   CHECK(m.find("model.block_size") != std::string::npos);
   m = what_throws([] { count_parameters(YAML::Load("{name: gpt}"), {{3, 32, 32}, 10, 2}); });
   CHECK(m.find("language model") != std::string::npos);

@@ -128,7 +128,7 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
 }
 
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const PipedreamOptions& o,
-                               int ranks, const PipelineLink& link) {
+                               int ranks, const PipelineLink& link, bool tied_ends) {
   const auto start = Clock::now();
   PipelineChoice c;
   c.link = link;
@@ -172,6 +172,14 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
   c.chosen_s = predict(c.chosen);
   c.data_parallel_s = predict(c.data_parallel);
   c.straight_s = predict(c.straight);
+  // A tie between the ends under 1f1b: the replicas the planner chose must step together.
+  const bool unequal_ends = c.chosen.replicas.front() != c.chosen.replicas.back();
+  if (tied_ends && o.replicas.is("auto") && o.schedule == "1f1b" && unequal_ends) {
+    const bool straight = c.straight.machines() == ranks && c.straight_s < c.data_parallel_s;
+    c.chosen = straight ? c.straight : c.data_parallel;
+    c.chosen_s = straight ? c.straight_s : c.data_parallel_s;
+    c.reason += "; the tied first and last stages with as many replicas (1f1b)";
+  }
   c.planning_s = seconds_since(start);
   return c;
 }

@@ -65,9 +65,13 @@ bool pipeline_needs_planner(const PipedreamOptions& options, int world);
 // Plans for `ranks` ranks over `link`. InputError naming the key when
 // the explicit half does not fit the chain (a stage name that is not one of its cut points, more
 // stages than ranks, replicas summing to other than the ranks).
+// `tied_ends`: the chain's first and last elements share a tied weight (a GPT's embedding and
+// head), so with schedule 1f1b a pipeline's first and last stages need as many replicas (they
+// sum that weight's gradients every step); a choice left to the planner that has not falls back
+// to the better of data parallelism and the straight pipeline.
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers,
-                               const PipedreamOptions& options, int ranks,
-                               const PipelineLink& link);
+                               const PipedreamOptions& options, int ranks, const PipelineLink& link,
+                               bool tied_ends = false);
 
 // `options` with the decision filled in (stages and replicas lists).
 PipedreamOptions with_choice(PipedreamOptions options, const PipelineChoice& choice);

@@ -11,6 +11,7 @@
 #include "core/stop_request.h"              // stop_signal, request_stop
 #include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: stages and replicas left to auto
 #include "sched/pipeline/profile.h"         // profile_pipeline_chain
+#include "sched/pipeline/tied_weights.h"    // check_tied_stages
 
 namespace dtrain {
 
@@ -29,6 +30,20 @@ int64_t units_multiple(const PipelineLayout& l) {
   return std::lcm(m, static_cast<int64_t>(l.spec.units_per_iteration()));
 }
 
+// A stage's part in a tie the stages separate: the copy it holds, or the stage holding one.
+std::string tied_note(const StageSlice& stage, int s) {
+  std::string note;
+  for (const StageTie& t : stage.ties)
+    note += t.borrower_stage == s
+                ? fmt::format(
+                      "; {} holds a copy of {}'s weight (tied), gradients summed with stage "
+                      "{} every step",
+                      t.borrower, t.lender, t.lender_stage)
+                : fmt::format("; {}'s weight is tied to {} on stage {}", t.lender, t.borrower,
+                              t.borrower_stage);
+  return note;
+}
+
 // What each stage holds, one line per stage, and this configuration's schedule for a few
 // minibatches as a rank × step grid.
 std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& stages) {
@@ -42,6 +57,7 @@ std::string overview(const PipelineLayout& l, const std::vector<StageSlice>& sta
         st.first_layer, st.last_layer, st.parameters, l.shape.first_rank(s),
         l.shape.first_rank(s) + l.shape.replicas[static_cast<size_t>(s)] - 1,
         pipeline::in_flight_bound(l.shape, l.spec, s));
+    text += tied_note(st, s);
   }
   pipeline::ScheduleSpec sample = l.spec;
   sample.minibatches = l.spec.flushes() ? 2 : 2 * l.shape.ranks() + 2;
@@ -57,6 +73,7 @@ std::vector<StageSlice> split(const PipelineLayout& l, const ModelSource& source
   std::vector<StageSlice> stages = split_model(source.spec, input, l.starts, "algorithm.stages");
   DTRAIN_CHECK(static_cast<int>(stages.size()) == l.shape.stages())
       << stages.size() << " stages for " << l.shape.stages() << " replica counts";
+  check_tied_stages(stages, l.shape, l.spec);
   return stages;
 }
 
@@ -140,7 +157,8 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
   // The link: cluster.link's, or this machine's transport (a memory copy), with what the
   // transport costs here besides.
   const PipelineChoice choice =
-      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world));
+      choose_pipeline(layers, o, ctx.world, measured_pipeline_link(ctx.link, layers, ctx.world),
+                      chain_ends_tied(ctx.source.spec, ctx.source.input));
   const PipedreamOptions mine = with_choice(o, choice);
   decode(ctx.agree(encode(mine)), o);  // rank 0's decision, on every rank
   return describe_choice(choice, mine);
@@ -216,7 +234,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   std::string note;
   const PipelineChoice c = [&] {
     try {
-      return choose_pipeline(in.chain, given, in.ranks, link);
+      return choose_pipeline(in.chain, given, in.ranks, link, in.tied_ends);
     } catch (const InputError& e) {
       note = fmt::format(
           "(the configured partition does not fit {} rank(s): {}; planned with "
@@ -225,7 +243,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
       PipedreamOptions o = given;
       o.stages = PipedreamOptions{}.stages;
       o.replicas = PipedreamOptions{}.replicas;
-      return choose_pipeline(in.chain, o, in.ranks, link);
+      return choose_pipeline(in.chain, o, in.ranks, link, in.tied_ends);
     }
   }();
   return {pipedream_row(c, in.batch),

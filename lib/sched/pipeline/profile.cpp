@@ -15,7 +15,7 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
   ModelInput input = source.input;
   input.batch = source.batch_size;
   const std::vector<StageSlice> pieces =
-      split_model(source.spec, input, model_cut_points(source.spec, input));
+      split_model(source.spec, input, model_stage_boundaries(source.spec, input));
   const size_t n = pieces.size();
   std::vector<std::unique_ptr<StageModel>> models;
   std::vector<std::unique_ptr<Optimizer>> optimizers;

@@ -1,6 +1,8 @@
 // PipeDream's profile (§3.2) of the model's partitionable chain, measured on the backend and the
-// data path training uses. The model is cut at every valid cut point (model_cut_points) and each
-// piece built as the StageModel a pipeline stage would run, for the minibatch's rows; the pieces
+// data path training uses. The model is cut at every stage boundary (model_stage_boundaries:
+// every valid cut point, or a zoo model's own, such as a GPT's between transformer blocks) and
+// each piece built as the StageModel a pipeline stage would run, for the minibatch's rows (the
+// last piece of a tied GPT with its copy of the tied matrix, as the pipeline's); the pieces
 // run one after the other on the loader's minibatches — forwards in order, backwards in reverse,
 // then each piece's SGD step — each timed alone (the backend synchronised around it).
 //

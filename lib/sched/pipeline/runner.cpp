@@ -48,6 +48,13 @@ PipelineRunner::PipelineRunner(Comm& comm, const pipeline::PipelineShape& shape,
         static_cast<double>(make_codec(codec)->encoded_bytes(stage.num_parameters()));
     allreduce_message_bytes_ = static_cast<int64_t>(2.0 * (R - 1) / R * encoded);
   }
+  start_tied_weights();
+}
+
+void PipelineRunner::start_tied_weights() {
+  // A tie the stages separate (a GPT's embedding and head): the copies start equal.
+  tied_ = std::make_unique<TiedWeights>(comm_, shape_, stage_);
+  tied_->share_weights();
 }
 
 void PipelineRunner::clip_gradients(double max_norm) {
@@ -443,6 +450,7 @@ void PipelineRunner::exec_reduce_gradients(const Instruction& in) {
 }
 
 void PipelineRunner::exec_step(const Instruction&) {
+  sum_tied_gradients();  // before the norm, the clip and the step: the gradient is complete
   // The step's gradient (the microbatches' sum where a step accumulates them).
   const Tensor& gradient = optimizer_.gradients();
   double squares = 0;
@@ -469,8 +477,16 @@ void PipelineRunner::exec_step(const Instruction&) {
   if (on_step_) on_step_(steps_);
 }
 
+void PipelineRunner::sum_tied_gradients() {
+  if (tied_->empty()) return;
+  PhaseTimer timer(totals_.phases, Phase::wait);
+  tied_->sum_gradients(step_gradient_);
+}
+
 void PipelineRunner::clip(const Tensor& gradient, double squares) {
-  // The whole model's squared norm: every stage's once (its replicas hold the same gradient).
+  // The whole model's squared norm: every stage's once (its replicas hold the same gradient), a
+  // tied weight once (its copy on the borrower's stage left out, as the single-rank model).
+  if (!tied_->empty()) squares -= tied_->copies_squared_norm(gradient);
   std::vector<double> sum{shape_.replica_of(comm_.rank()) == 0 ? squares : 0.0};
   {
     PhaseTimer timer(totals_.phases, Phase::wait);

@@ -20,6 +20,7 @@
 #include "optim/optimizer.h"                 // Optimizer: the stage's (SGD or AdamW)
 #include "sched/pipeline/schedule.h"         // PipelineShape, Instruction
 #include "sched/pipeline/stage_model.h"      // StageModel
+#include "sched/pipeline/tied_weights.h"     // TiedWeights: a tie the stages separate
 #include "sched/pipeline/weight_versions.h"  // WeightVersions: stashing, vertical sync
 
 namespace dtrain {
@@ -125,6 +126,9 @@ class PipelineRunner {
   void exec_send_gradient(const pipeline::Instruction& in);
   void exec_reduce_gradients(const pipeline::Instruction& in);
   void exec_step(const pipeline::Instruction& in);
+  // The tied weights' copies (TiedWeights): shared at the start, gradients summed before a step.
+  void start_tied_weights();
+  void sum_tied_gradients();
   // Scales the step's `gradient` (of squared norm `squares`) to the clip over all stages.
   void clip(const Tensor& gradient, double squares);
   // The output stage's mean loss of `minibatch` (< 0: none): kept to pass back with its
@@ -216,9 +220,10 @@ class PipelineRunner {
   // compute goes on while they travel. Declared after the channels: its queue runs dry (the
   // channels' sends complete) before they go.
   CommThread sender_{"pipeline send"};
-  std::unique_ptr<Comm> stage_comm_;  // this stage's replicas
-  double clip_max_norm_ = 0;          // 0: no clipping
-  std::unique_ptr<Comm> norm_comm_;   // every rank: the squared norms' all-reduce
+  std::unique_ptr<Comm> stage_comm_;   // this stage's replicas
+  std::unique_ptr<TiedWeights> tied_;  // its copies' gradients summed with the other stage's
+  double clip_max_norm_ = 0;           // 0: no clipping
+  std::unique_ptr<Comm> norm_comm_;    // every rank: the squared norms' all-reduce
   // Declared last: its comm thread is joined before the buffers it works on go.
   std::unique_ptr<GradientAllreducer> allreducer_;  // replicated stages only
 };

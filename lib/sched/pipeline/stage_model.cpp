@@ -1,5 +1,7 @@
 #include "sched/pipeline/stage_model.h"
 
+#include <algorithm>  // ranges::any_of, ranges::find
+
 #include "core/error.h"
 #include "nn/layers/softmax_xent.h"  // SoftmaxCrossEntropy
 #include "nn/model_weights.h"        // download_weights, upload_weights
@@ -28,6 +30,44 @@ StageModel::StageModel(Backend& backend, const StageSlice& stage, const ModelInp
   }
   outputs_.resize(graphs_.size());
   master_ = graphs_[0]->parameters();
+  find_tied_copies(stage);
+}
+
+void StageModel::find_tied_copies(const StageSlice& stage) {
+  // The tied weight is the lender's first parameter (an embedding's table, Graph::resolve_ties)
+  // and the borrower's own weight once untied: each "<layer>.weight" in the stage's slots.
+  const std::vector<WeightSlot> slots = graphs_[0]->weight_slots();
+  auto slot_of = [&](const std::string& layer) -> const WeightSlot& {
+    for (const WeightSlot& w : slots)
+      if (w.name == layer + ".weight" && !w.buffer) return w;
+    throw Error("pipeline: no weight '" + layer + ".weight' on the stage of its tie");
+  };
+  for (const StageTie& tie : stage.ties) {
+    const bool lender = std::ranges::any_of(
+        graphs_[0]->layer_ranges(), [&](const LayerRange& r) { return r.name == tie.lender; });
+    const WeightSlot& w = slot_of(lender ? tie.lender : tie.borrower);
+    tied_.push_back(
+        {w.offset, w.shape.numel(), lender ? tie.borrower_stage : tie.lender_stage, lender});
+    if (!lender) {
+      copy_names_.push_back(w.name);
+      lender_names_.push_back(tie.lender + ".weight");
+    }
+  }
+}
+
+std::vector<WeightSlot> StageModel::named_slots(bool with_copies) const {
+  std::vector<WeightSlot> slots = graphs_[0]->weight_slots();
+  std::vector<WeightSlot> copies;
+  std::erase_if(slots, [&](WeightSlot& w) {
+    const auto it = std::ranges::find(copy_names_, w.name);
+    if (it == copy_names_.end()) return false;
+    w.aliases = {w.name};
+    w.name = lender_names_[static_cast<size_t>(it - copy_names_.begin())];
+    copies.push_back(w);
+    return true;
+  });
+  if (with_copies) slots.insert(slots.end(), copies.begin(), copies.end());
+  return slots;
 }
 
 StageModel::~StageModel() = default;
@@ -69,7 +109,7 @@ void StageModel::set_training(bool training) {
 }
 
 NamedTensors StageModel::weights() {
-  return download_weights(graphs_[0]->weight_slots(), parameters(), buffers(), backend_);
+  return download_weights(named_slots(false), parameters(), buffers(), backend_);
 }
 
 std::vector<WeightSlot> StageModel::weight_slots() const {
@@ -77,7 +117,7 @@ std::vector<WeightSlot> StageModel::weight_slots() const {
 }
 
 void StageModel::load_weights(const NamedTensors& tensors, const std::string& origin) {
-  upload_weights(graphs_[0]->weight_slots(), tensors, parameters(), buffers(), backend_, origin);
+  upload_weights(named_slots(true), tensors, parameters(), buffers(), backend_, origin);
 }
 
 const Tensor& StageModel::forward(int slot, uint64_t step, const Tensor& input,

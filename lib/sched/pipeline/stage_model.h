@@ -51,7 +51,16 @@ class StageModel {
   void set_slot_parameters(int slot, const Tensor& flat);
   void set_gradients(const Tensor& flat);
   void set_training(bool training);
-  // The stage's weights by name (the latest ones and the statistics), on the host.
+  // A weight tie the stages separate (StageSlice::ties): this stage's copy of the shared weight,
+  // a range of parameters() and gradients(), and the stage holding the other copy.
+  struct TiedCopy {
+    int64_t offset = 0, count = 0;
+    int peer_stage = 0;
+    bool lender = true;  // the embedding's own weight, else the borrower's copy of it
+  };
+  const std::vector<TiedCopy>& tied_copies() const { return tied_; }
+  // The stage's weights by name (the latest ones and the statistics), on the host; a borrower's
+  // copy of a tied weight is left out (the lender's stage holds it under its name).
   NamedTensors weights();
   // Where each of the stage's tensors lies in its flat buffers (AdamW's decay per tensor).
   std::vector<WeightSlot> weight_slots() const;
@@ -75,6 +84,13 @@ class StageModel {
   std::vector<std::unique_ptr<SoftmaxCrossEntropy>> losses_;  // output stage, one per slot
   std::vector<Tensor> outputs_;                               // per slot, of its last forward
   Tensor master_;                                             // the latest weights
+  std::vector<TiedCopy> tied_;
+  void find_tied_copies(const StageSlice& stage);
+  // The weights by name as a whole model's file holds them: a borrower's copy goes by its
+  // lender's name (listed after the others when `with_copies`, else left out).
+  std::vector<WeightSlot> named_slots(bool with_copies) const;
+  std::vector<std::string> copy_names_;    // the borrowers' own names of their copies
+  std::vector<std::string> lender_names_;  // by copy: the lender's name of the weight
 };
 
 }  // namespace dtrain
