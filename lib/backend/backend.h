@@ -124,6 +124,16 @@ class Backend {
   // are the first and second moments, of the weights' size. Gradients are left unchanged.
   virtual void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m,
                           const Tensor& v, const AdamWHyper& hyper) = 0;
+  // The weights one adamw_step with `grads` would produce, written to `out`, with weights, m and
+  // v unchanged (SAPipe's weight prediction); bit for bit what that step writes to the weights.
+  virtual void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                             const Tensor& m, const Tensor& v, const AdamWHyper& hyper) = 0;
+  // adamw_step with `grads` (step count hyper.step), then adamw_predict from the new weights and
+  // moments with `ghat` for the step after it (count hyper.step + 1) into `out`, in one pass:
+  // bit for bit what the two calls give. `ghat` may be `grads`.
+  virtual void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                                  const Tensor& v, const Tensor& ghat, const Tensor& out,
+                                  const AdamWHyper& hyper) = 0;
   // y[n, :] += row for y viewed as [N, row.numel()] (a learned position table added to every
   // sequence of a batch).
   virtual void add_to_rows(const Tensor& y, const Tensor& row) = 0;

@@ -376,7 +376,7 @@ TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms 
   CHECK(lines[0] == "bad.yaml:3: optimizer.clip_grad_norm: must be >= 0, got -1");
 
   // Algorithms whose update is written for SGD refuse AdamW, naming the key.
-  for (const char* algorithm : {"sapipe", "hpsgd", "pipedream"}) {
+  for (const char* algorithm : {"hpsgd", "pipedream"}) {
     CAPTURE(algorithm);
     lines = problems_of(error_of(
         std::string(kValid) + "optimizer: {name: adamw}\nalgorithm: {name: " + algorithm + "}\n"));

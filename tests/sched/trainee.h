@@ -32,7 +32,8 @@ struct TraineeOptions {
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
   std::string stragglers = "[]";    // cluster.stragglers
-  // optimizer: sgd (momentum, weight_decay), or adamw with `optimizer_keys` ("eps: 1e-3")
+  // optimizer: sgd (momentum, weight_decay), or adamw; `optimizer_keys` are more of its keys
+  // ("eps: 1e-3", "clip_grad_norm: 0.5")
   std::string optimizer = "sgd";
   std::string optimizer_keys;
 };
@@ -41,8 +42,8 @@ struct TraineeOptions {
 inline std::string trainee_yaml(const TraineeOptions& o) {
   const std::string optimizer =
       o.optimizer == "sgd"
-          ? fmt::format("{{lr: {}, momentum: {}, weight_decay: {}}}", o.lr, o.momentum,
-                        o.weight_decay)
+          ? fmt::format("{{lr: {}, momentum: {}, weight_decay: {}{}{}}}", o.lr, o.momentum,
+                        o.weight_decay, o.optimizer_keys.empty() ? "" : ", ", o.optimizer_keys)
           : fmt::format("{{name: {}, lr: {}, weight_decay: {}{}{}}}", o.optimizer, o.lr,
                         o.weight_decay, o.optimizer_keys.empty() ? "" : ", ", o.optimizer_keys);
   return fmt::format(

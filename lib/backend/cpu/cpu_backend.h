@@ -61,6 +61,11 @@ class CpuBackend final : public Backend {
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
   void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
                   const AdamWHyper& hyper) override;
+  void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads, const Tensor& m,
+                     const Tensor& v, const AdamWHyper& hyper) override;
+  void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                          const Tensor& v, const Tensor& ghat, const Tensor& out,
+                          const AdamWHyper& hyper) override;
   void add_to_rows(const Tensor& y, const Tensor& row) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
 
