@@ -69,6 +69,18 @@ void AdamW::step_range(float lr, const Tensor& parameters, const Tensor& gradien
   }
 }
 
+void AdamW::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                             const Tensor& delta, int64_t offset, int64_t count) {
+  DTRAIN_CHECK(delta.numel() == parameters_.numel()) << "AdamW::step_range_delta: another size";
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::step_range_delta");
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  backend_.copy(delta.slice(begin, s), parameters.slice(begin, s));
+  step_range(lr, parameters, gradients, offset, count);
+  backend_.axpby(1.0f, parameters.slice(begin, s), -1.0f, delta.slice(begin, s));
+}
+
 void AdamW::predict_range(float lr, const Tensor& out, const Tensor& parameters,
                           const Tensor& gradients, int64_t offset, int64_t count) const {
   DTRAIN_CHECK(out.numel() == parameters_.numel()) << "AdamW::predict_range into another size";

@@ -36,6 +36,10 @@ class Optimizer {
   }
   virtual void step_range(float lr, const Tensor& parameters, const Tensor& gradients,
                           int64_t offset, int64_t count) = 0;
+  // step_range that also writes the change it made to [offset, offset + count), new − old, into
+  // the same range of `delta` (SAPipe's Δ), the step itself bit for bit step_range's.
+  virtual void step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                                const Tensor& delta, int64_t offset, int64_t count) = 0;
   // Weight prediction (SAPipe): the weights the next step — the one begin_step would begin —
   // would produce on [offset, offset + count) from `parameters` with `gradients`, written to
   // the same range of `out`; the parameters and the optimizer's state stay as they are. It is

@@ -6,6 +6,7 @@
 #include <algorithm>  // sort, nth_element
 #include <bit>        // bit_cast: the learning rate and the norms as counters, exactly
 #include <cmath>      // sqrt: the clipping norm
+#include <utility>    // swap: dc's Δ and the next
 
 #include "core/error.h"
 #include "optim/clip.h"         // clip_coefficient
@@ -135,7 +136,7 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
     if (predicts(options_.compensation))  // wp2 too: it falls back on wp1 at the start
       slots_[s].own = backend.zeros({end_});
   }
-  if (options_.compensation == "dc") previous_prefix_ = backend.zeros({end_});
+  if (options_.compensation == "dc") change_ = backend.zeros({end_});
   if (options_.compensation == "dc" || options_.compensation == "wp3")
     delta_ = backend.zeros({end_});
   if (predicts(options_.compensation)) master_ = backend.zeros({end_});
@@ -274,28 +275,26 @@ void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats,
   Optimizer& optimizer = ctx_.optimizer;
   if (options_.compensation == "dc") {
     // Algorithm 2: Δ = x_{t−1} − x_{t−2}, where the gradient is applied minus where it was
-    // computed (the weights before the previous stale step).
+    // computed (the weights before the previous stale step): the previous stale step's change,
+    // which that step wrote (only stale steps move the prefix; a flush zeroes it).
     if (has_previous_) {
-      backend.copy(prefix(delta_), prefix(master));
-      backend.axpy(-1.0f, prefix(previous_prefix_), prefix(delta_));
+      std::swap(delta_, change_);
       has_delta_ = true;
       const float factor = compensate(slot.gradients);
       if (factor != 1.0f) backend.scale(prefix(slot.gradients), factor);
     }
-    backend.copy(prefix(previous_prefix_), prefix(master));
     has_previous_ = true;
   }
-  if (options_.compensation == "wp3") backend.copy(prefix(delta_), prefix(master));
+  const std::string& c = options_.compensation;
   if (predict_with)  // wp1, wp2: the step and the weight prediction in one pass
     optimizer.step_predict_range(lr, master, slot.gradients, *predict_with, ctx_.model.parameters(),
                                  begin_, prefix_end_ - begin_);
+  else if (c == "dc" || c == "wp3")  // the step and its change in one pass: dc's next Δ, wp3's Δx
+    optimizer.step_range_delta(lr, master, slot.gradients, c == "dc" ? change_ : delta_, begin_,
+                               prefix_end_ - begin_);
   else
     optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
-  if (options_.compensation == "wp3") {
-    // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step just taken, new − old in one pass.
-    backend.axpby(1.0f, prefix(master), -1.0f, prefix(delta_));
-    has_delta_ = true;
-  }
+  if (c == "wp3") has_delta_ = true;  // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step taken
   slot.stale_pending = slot.stale_prepared = false;
 }
 
@@ -331,11 +330,19 @@ const Tensor* SapipeScheduler::prediction_gradient(Slot& current, Slot& previous
     return &previous.own;
   }
   if (option == "wp2") return &current.gradients;  // g_{t−1}: the sum just stepped with
-  // wp3: DC(g_{t−1} − g_{i,t−1}/n, Δx_t) + g_{i,t}/n, in two passes (and gᵀΔ), in place: the
-  // slot's sum has been stepped with, and this iteration's backward overwrites it.
+  // wp3: DC(g_{t−1} − g_{i,t−1}/n, Δx_t) + g_{i,t}/n, in two passes, in place: the slot's sum
+  // has been stepped with, and this iteration's backward overwrites it. The outer DC's gᵀΔ is
+  // summed in the first pass.
   const Tensor& g = current.gradients;
-  backend.axpby(-c / n, prefix(current.own), 1.0f, prefix(g));
-  const float factor = has_delta_ ? compensate(g) : 1.0f;
+  float factor = 1.0f;
+  if (has_delta_ && options_.dc_form == "outer") {
+    const double dot =
+        backend.axpby_dot(-c / n, prefix(current.own), 1.0f, prefix(g), prefix(delta_));
+    factor = 1.0f + static_cast<float>(options_.dc_lambda) * static_cast<float>(dot);
+  } else {
+    backend.axpby(-c / n, prefix(current.own), 1.0f, prefix(g));
+    if (has_delta_) factor = compensate(g);
+  }
   backend.axpby(c / n, prefix(previous.own), factor, prefix(g));
   return &g;
 }
@@ -455,8 +462,8 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
     const bool own_needed = options_.compensation != "wp2" || !stepped;
     if (current.own.defined() && own_needed) {
       PhaseTimer t(stats.phases, Phase::update);
-      backend.axpby(static_cast<float>(ctx_.comm.size()), prefix(current.gradients), 0.0f,
-                    prefix(current.own));
+      backend.scale_copy(prefix(current.own), prefix(current.gradients),
+                         static_cast<float>(ctx_.comm.size()));
     }
     if (allreducer_) current.stale.push_back(allreducer_->start(prefix(current.gradients)));
   }
@@ -535,9 +542,8 @@ void SapipeScheduler::flush() {
     if (slot->fresh_pending) apply_fresh(*slot, nullptr);
     if (slot->stale_pending) apply_stale(*slot, last_lr_, nullptr);
   }
-  // The next gradients are computed at these weights: dc's next Δ starts from them.
-  if (has_previous_ && !pending.empty())
-    ctx_.model.backend().copy(prefix(previous_prefix_), prefix(master()));
+  // The next gradients are computed at these weights: dc's next Δ is zero.
+  if (has_previous_ && !pending.empty()) ctx_.model.backend().fill_zero(prefix(change_));
   master_into_model();
 }
 
@@ -576,7 +582,7 @@ void SapipeScheduler::save(SchedulerState& state) {
     state.set_counter(name + ".fresh_squared_norm_bits",
                       std::bit_cast<int64_t>(slot.fresh_squared_norm));
   }
-  if (previous_prefix_.defined()) state.put("sapipe.previous_prefix", previous_prefix_, backend);
+  if (change_.defined()) state.put("sapipe.change", change_, backend);
   if (delta_.defined()) state.put("sapipe.delta", delta_, backend);
   state.set_counter("sapipe.has_previous", has_previous_);
   state.set_counter("sapipe.has_delta", has_delta_);
@@ -605,7 +611,7 @@ void SapipeScheduler::load(const SchedulerState& state) {
     slot.fresh_squared_norm =
         std::bit_cast<double>(state.counter(name + ".fresh_squared_norm_bits"));
   }
-  if (previous_prefix_.defined()) state.get("sapipe.previous_prefix", previous_prefix_, backend);
+  if (change_.defined()) state.get("sapipe.change", change_, backend);
   if (delta_.defined()) state.get("sapipe.delta", delta_, backend);
   has_previous_ = state.counter("sapipe.has_previous") != 0;
   has_delta_ = state.counter("sapipe.has_delta") != 0;

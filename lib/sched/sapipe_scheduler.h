@@ -131,7 +131,7 @@ class SapipeScheduler final : public Scheduler {
   std::vector<Slot> slots_;  // slot t mod 2 holds iteration t
   size_t segments_started_ = 0;
   // Compensation state, full-size buffers of which only the prefix is used.
-  Tensor previous_prefix_;  // dc: the master prefix before the last stale step
+  Tensor change_;  // dc: the last stale step's change, the next one's Δ
   bool has_previous_ = false;
   Tensor delta_, master_;
   bool master_apart_ = false;
