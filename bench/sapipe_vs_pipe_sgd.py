@@ -13,7 +13,7 @@ iterations and the start-up), the slowest rank's wall time; the median over the 
     /usr/bin/python3 bench/sapipe_vs_pipe_sgd.py [--build build] [--pairs 5]
         [--compensations none,dc,wp1,wp2,wp3] [--optimizer sgd|adamw]
 """
-import argparse, os, statistics, subprocess, sys, tempfile
+import argparse, os, re, statistics, subprocess, sys, tempfile
 
 from dtrain_runs import ENV, ROOT, binary, epoch_iteration_seconds, verdict  # beside this script
 
@@ -24,7 +24,8 @@ ADAMW = "optimizer={name: adamw, lr: 0.001, betas: [0.9, 0.98], weight_decay: 0.
 
 
 def iterations_per_s(dtrain, algorithm, optimizer):
-    """Iterations/s of the second epoch (the slowest rank's wall time)."""
+    """Iterations/s of the second epoch (the slowest rank's wall time), and the stale layers
+    sapipe's `auto` chose ("k/m", '' for pipe_sgd): a noisy profile can choose fewer."""
     with tempfile.TemporaryDirectory() as d:
         command = MPIRUN + [dtrain, "--config", CONFIG, "--out", d,
                             "--set", "train.epochs=2", "--set", "train.eval_every_epochs=2",
@@ -36,7 +37,9 @@ def iterations_per_s(dtrain, algorithm, optimizer):
                              text=True)
         if run.returncode != 0:
             sys.exit(f"{' '.join(command)} failed ({run.returncode}):\n{run.stdout[-3000:]}")
-        return 1.0 / epoch_iteration_seconds(d, 1)
+        m = re.search(r"stale_layers auto → sapipe \((\d+) of (\d+) layers",
+                      run.stdout)
+        return 1.0 / epoch_iteration_seconds(d, 1), f"{m[1]}/{m[2]}" if m else ""
 
 
 def main():
@@ -59,16 +62,16 @@ def main():
         for c in compensations:
             sapipe = f"{{name: sapipe, stale_layers: auto, compensation: {c}}}"
             if (p + compensations.index(c)) % 2 == 0:
-                r_pipe = iterations_per_s(dtrain, pipe, a.optimizer)
-                r_sap = iterations_per_s(dtrain, sapipe, a.optimizer)
+                r_pipe, _ = iterations_per_s(dtrain, pipe, a.optimizer)
+                r_sap, k = iterations_per_s(dtrain, sapipe, a.optimizer)
             else:
-                r_sap = iterations_per_s(dtrain, sapipe, a.optimizer)
-                r_pipe = iterations_per_s(dtrain, pipe, a.optimizer)
+                r_sap, k = iterations_per_s(dtrain, sapipe, a.optimizer)
+                r_pipe, _ = iterations_per_s(dtrain, pipe, a.optimizer)
             ratios[c].append(r_sap / r_pipe)
             rates[c].append(r_sap)
             pipe_rates.append(r_pipe)
             print(f"  pair {p + 1} {c:5}: pipe_sgd {r_pipe:7.1f} it/s, sapipe {r_sap:7.1f} it/s, "
-                  f"ratio {r_sap / r_pipe:.3f}", flush=True)
+                  f"ratio {r_sap / r_pipe:.3f}, k {k}", flush=True)
     print(f"\n{'compensation':12} {'sapipe it/s':>12} {'pipe_sgd it/s':>14} {'ratio':>7}  "
           f"pairs                      goal >= {GOAL}x")
     ok = True
