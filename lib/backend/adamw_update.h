@@ -51,25 +51,58 @@ DTRAIN_HOST_DEVICE inline bool weight_below_half(const Coeffs& c) {
   return c.grad_weight1 < 0.5f;
 }
 
-// Backend::adamw_step on element i: w, m and v in place, in PyTorch's order:
+// The new weight of one AdamW step of weight w with gradient g, in PyTorch's order:
 //   w ← w·(1 − lr·wd);  m ← lerp(m, g, 1 − β1);  v ← β2·v + (1 − β2)·g·g;
-//   w ← w − step_size · m / (√v / √(1 − β2^t) + ε).
+//   w ← w − step_size · m / (√v / √(1 − β2^t) + ε);
+// m and v updated in place. The one expression that step, predict and step_predict share, so
+// that a prediction equals the step it predicts bit for bit.
 // kWeightBelowHalf must equal weight_below_half(c).
 template <bool kWeightBelowHalf>
-DTRAIN_HOST_DEVICE inline void step(int64_t i, float* w, const float* g, float* m, float* v,
-                                    const Coeffs& c) {
-  const float gi = g[i];
-  const float wi = w[i] * c.keep;
-  const float mi = lerp<kWeightBelowHalf>(m[i], gi, c.grad_weight1);
-  const float vi = v[i] * c.beta2 + c.grad_weight2 * gi * gi;
+DTRAIN_HOST_DEVICE inline float update(float w, float g, float& m, float& v, const Coeffs& c) {
+  const float wi = w * c.keep;
+  const float mi = lerp<kWeightBelowHalf>(m, g, c.grad_weight1);
+  const float vi = v * c.beta2 + c.grad_weight2 * g * g;
 #ifdef __CUDA_ARCH__
   const float denom = ::sqrtf(vi) / c.bias2_sqrt + c.eps;
 #else
   const float denom = std::sqrt(vi) / c.bias2_sqrt + c.eps;
 #endif
+  m = mi;
+  v = vi;
+  return wi + c.neg_step_size * (mi / denom);
+}
+
+// Backend::adamw_step on element i: w, m and v in place.
+template <bool kWeightBelowHalf>
+DTRAIN_HOST_DEVICE inline void step(int64_t i, float* w, const float* g, float* m, float* v,
+                                    const Coeffs& c) {
+  float mi = m[i], vi = v[i];
+  w[i] = update<kWeightBelowHalf>(w[i], g[i], mi, vi, c);
   m[i] = mi;
   v[i] = vi;
-  w[i] = wi + c.neg_step_size * (mi / denom);
+}
+
+// Backend::adamw_predict on element i: what step would write to w, written to out instead; w,
+// m and v unchanged.
+template <bool kWeightBelowHalf>
+DTRAIN_HOST_DEVICE inline void predict(int64_t i, float* out, const float* w, const float* g,
+                                       const float* m, const float* v, const Coeffs& c) {
+  float mi = m[i], vi = v[i];
+  out[i] = update<kWeightBelowHalf>(w[i], g[i], mi, vi, c);
+}
+
+// Backend::adamw_step_predict on element i: step with g (coefficients c), then predict the next
+// step (coefficients `next`) from its results with ghat.
+template <bool kWeightBelowHalf>
+DTRAIN_HOST_DEVICE inline void step_predict(int64_t i, float* w, const float* g, float* m, float* v,
+                                            const float* ghat, float* out, const Coeffs& c,
+                                            const Coeffs& next) {
+  float mi = m[i], vi = v[i];
+  const float wi = update<kWeightBelowHalf>(w[i], g[i], mi, vi, c);
+  w[i] = wi;
+  m[i] = mi;
+  v[i] = vi;
+  out[i] = update<kWeightBelowHalf>(wi, ghat[i], mi, vi, next);
 }
 
 }  // namespace dtrain::adamw

@@ -115,15 +115,37 @@ class Backend {
   virtual void sgd_step_predict(const Tensor& weights, const Tensor& grads,
                                 const Tensor& momentum_buf, const Tensor& ghat, const Tensor& out,
                                 const SgdHyper& hyper) = 0;
+  // sgd_step that also writes the change it made, new − old, to `delta` (SAPipe's Δ), in one
+  // pass; the weights and momentum bit for bit as sgd_step's. The base class copies, steps and
+  // subtracts (three passes).
+  virtual void sgd_step_delta(const Tensor& weights, const Tensor& grads,
+                              const Tensor& momentum_buf, const Tensor& delta,
+                              const SgdHyper& hyper);
   // Σ a·b accumulated in double in an order fixed by the size alone, so that equal inputs give
   // equal results on every rank (SAPipe's delay compensation gᵀΔ). Synchronises.
   virtual double dot(const Tensor& a, const Tensor& b) = 0;
+  // y = αx + βy, then dot(y, z), in one pass: the same bits as axpby followed by dot (SAPipe's
+  // wp3 ĝ and its gᵀΔ). The base class makes the two calls.
+  virtual double axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
+                           const Tensor& z);
+  // dst = α·src (f32, same device), reading src once: the base class copies, then scales.
+  virtual void scale_copy(const Tensor& dst, const Tensor& src, float alpha);
   // g ← g + λ·g⊙g⊙Δ: DC-ASGD's diagonal delay compensation.
   virtual void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) = 0;
   // One fused pass of AdamW (ops.h AdamWHyper) over (a range of) the flat buffers; `m` and `v`
   // are the first and second moments, of the weights' size. Gradients are left unchanged.
   virtual void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m,
                           const Tensor& v, const AdamWHyper& hyper) = 0;
+  // The weights one adamw_step with `grads` would produce, written to `out`, with weights, m and
+  // v unchanged (SAPipe's weight prediction); bit for bit what that step writes to the weights.
+  virtual void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                             const Tensor& m, const Tensor& v, const AdamWHyper& hyper) = 0;
+  // adamw_step with `grads` (step count hyper.step), then adamw_predict from the new weights and
+  // moments with `ghat` for the step after it (count hyper.step + 1) into `out`, in one pass:
+  // bit for bit what the two calls give. `ghat` may be `grads`.
+  virtual void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                                  const Tensor& v, const Tensor& ghat, const Tensor& out,
+                                  const AdamWHyper& hyper) = 0;
   // y[n, :] += row for y viewed as [N, row.numel()] (a learned position table added to every
   // sequence of a batch).
   virtual void add_to_rows(const Tensor& y, const Tensor& row) = 0;

@@ -121,6 +121,18 @@ DTRAIN_HOST_DEVICE inline void step_predict(int64_t i, float* w, const float* g,
   out[i] = update<K>(wi, ghat[i], vi, c);
 }
 
+// Backend::sgd_step_delta: step, and the change it made (new − old) into delta.
+template <Kind K>
+DTRAIN_HOST_DEVICE inline void step_delta(int64_t i, float* w, const float* g, float* v,
+                                          float* delta, const Coeffs& c) {
+  float vi = momentum_at<K>(v, i);
+  const float old = w[i];
+  const float wi = update<K>(old, g[i], vi, c);
+  w[i] = wi;
+  if constexpr (K != Kind::plain) v[i] = vi;
+  delta[i] = wi - old;
+}
+
 // Backend::sgd_step_accumulate: plain SGD with ĝ = g + wd·w (g itself, exactly, when !kDecay),
 // ĝ stored into sum or added to it.
 template <bool kDecay, bool kAdd>

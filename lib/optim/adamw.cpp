@@ -69,6 +69,55 @@ void AdamW::step_range(float lr, const Tensor& parameters, const Tensor& gradien
   }
 }
 
+void AdamW::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                             const Tensor& delta, int64_t offset, int64_t count) {
+  DTRAIN_CHECK(delta.numel() == parameters_.numel()) << "AdamW::step_range_delta: another size";
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::step_range_delta");
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  backend_.copy(delta.slice(begin, s), parameters.slice(begin, s));
+  step_range(lr, parameters, gradients, offset, count);
+  backend_.axpby(1.0f, parameters.slice(begin, s), -1.0f, delta.slice(begin, s));
+}
+
+void AdamW::predict_range(float lr, const Tensor& out, const Tensor& parameters,
+                          const Tensor& gradients, int64_t offset, int64_t count) const {
+  DTRAIN_CHECK(out.numel() == parameters_.numel()) << "AdamW::predict_range into another size";
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::predict_range");
+  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_ + 1};
+  for (const DecayRange& r : ranges_) {
+    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
+    if (to <= from) continue;
+    const Shape s{to - from};
+    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
+    backend_.adamw_predict(out.slice(from, s), parameters.slice(from, s), gradients.slice(from, s),
+                           m_.slice(from, s), v_.slice(from, s), h);
+  }
+}
+
+void AdamW::step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                               const Tensor& ghat, const Tensor& out, int64_t offset,
+                               int64_t count) {
+  DTRAIN_CHECK(out.numel() == parameters_.numel() && ghat.numel() == parameters_.numel())
+      << "AdamW::step_predict_range with buffers of another size";
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::step_predict_range");
+  if (end <= begin) return;
+  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_predict_range before begin_step";
+  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_};
+  for (const DecayRange& r : ranges_) {
+    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
+    if (to <= from) continue;
+    const Shape s{to - from};
+    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
+    backend_.adamw_step_predict(parameters.slice(from, s), gradients.slice(from, s),
+                                m_.slice(from, s), v_.slice(from, s), ghat.slice(from, s),
+                                out.slice(from, s), h);
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>> AdamW::state_buffers() const {
   return {{"m", m_}, {"v", v_}};
 }

@@ -38,6 +38,20 @@ class AdamW final : public Optimizer {
   // Part of the step begun last, with its step count t (bias correction).
   void step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
                   int64_t count) override;
+  // step_range between a copy of the weights into `delta` and the subtraction (three passes).
+  void step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                        const Tensor& delta, int64_t offset, int64_t count) override;
+  // Weight prediction (SAPipe): the weights step_range of the next step (count t + 1, from the
+  // moments as they are) would write with `gradients` — the bias-corrected m̂/(√v̂ + ε) direction
+  // and the decoupled decay of that step — into `out`; the weights, m, v and t unchanged
+  // (Backend::adamw_predict).
+  void predict_range(float lr, const Tensor& out, const Tensor& parameters, const Tensor& gradients,
+                     int64_t offset, int64_t count) const override;
+  // step_range (count t), then predict_range (count t + 1) from its new weights and moments with
+  // `ghat`, in one pass (Backend::adamw_step_predict).
+  void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                          const Tensor& ghat, const Tensor& out, int64_t offset,
+                          int64_t count) override;
 
   // "m" and "v" (the first and second moments) and the counter "step".
   std::vector<std::pair<std::string, Tensor>> state_buffers() const override;

@@ -36,6 +36,21 @@ class Optimizer {
   }
   virtual void step_range(float lr, const Tensor& parameters, const Tensor& gradients,
                           int64_t offset, int64_t count) = 0;
+  // step_range that also writes the change it made to [offset, offset + count), new − old, into
+  // the same range of `delta` (SAPipe's Δ), the step itself bit for bit step_range's.
+  virtual void step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                                const Tensor& delta, int64_t offset, int64_t count) = 0;
+  // Weight prediction (SAPipe): the weights the next step — the one begin_step would begin —
+  // would produce on [offset, offset + count) from `parameters` with `gradients`, written to
+  // the same range of `out`; the parameters and the optimizer's state stay as they are. It is
+  // the step's own arithmetic, so a prediction equals the step it predicts bit for bit.
+  virtual void predict_range(float lr, const Tensor& out, const Tensor& parameters,
+                             const Tensor& gradients, int64_t offset, int64_t count) const = 0;
+  // step_range (part of the step begun last), then predict_range of the step after it from the
+  // new weights and state with `ghat`, in one pass.
+  virtual void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
+                                  const Tensor& ghat, const Tensor& out, int64_t offset,
+                                  int64_t count) = 0;
 
   // The state a resumed run needs, by name: flat buffers (SGD's momentum, AdamW's moments) and
   // counters (AdamW's step count). load_counter restores a counter that counters() named.

@@ -46,6 +46,20 @@ void Sgd::step_range(float lr, const Tensor& parameters, const Tensor& gradients
   backend_.sgd_step(parameters.slice(begin, s), gradients.slice(begin, s), v, hyper(lr));
 }
 
+void Sgd::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                           const Tensor& delta, int64_t offset, int64_t count) {
+  DTRAIN_CHECK(parameters.numel() == parameters_.numel() &&
+               gradients.numel() == parameters_.numel() && delta.numel() == parameters_.numel())
+      << "Sgd::step_range_delta with buffers of another size";
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, parameters_.numel());
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  backend_.sgd_step_delta(parameters.slice(begin, s), gradients.slice(begin, s), v,
+                          delta.slice(begin, s), hyper(lr));
+}
+
 void Sgd::predict_range(float lr, const Tensor& out, const Tensor& parameters,
                         const Tensor& gradients, int64_t offset, int64_t count) const {
   DTRAIN_CHECK(out.numel() == parameters_.numel() && parameters.numel() == parameters_.numel() &&

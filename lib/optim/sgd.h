@@ -31,14 +31,18 @@ class Sgd final : public Optimizer {
   // different times, from gradient slots of its own). SGD keeps no step count: any order works.
   void step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
                   int64_t count) override;
+  // One pass (Backend::sgd_step_delta).
+  void step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
+                        const Tensor& delta, int64_t offset, int64_t count) override;
   // The weights step_range would produce, written to the same range of `out`, with the weights
   // and the momentum unchanged (SAPipe's weight prediction: Backend::sgd_predict).
   void predict_range(float lr, const Tensor& out, const Tensor& parameters, const Tensor& gradients,
-                     int64_t offset, int64_t count) const;
+                     int64_t offset, int64_t count) const override;
   // step_range, then predict_range from its result with `ghat`, in one pass
   // (Backend::sgd_step_predict).
   void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
-                          const Tensor& ghat, const Tensor& out, int64_t offset, int64_t count);
+                          const Tensor& ghat, const Tensor& out, int64_t offset,
+                          int64_t count) override;
 
   const Tensor& momentum() const { return momentum_; }
   const SgdOptions& options() const { return options_; }

@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>  // sort, nth_element
-#include <bit>        // bit_cast: the learning rate as a counter, exactly
+#include <bit>        // bit_cast: the learning rate and the norms as counters, exactly
+#include <cmath>      // sqrt: the clipping norm
+#include <utility>    // swap: dc's Δ and the next
 
 #include "core/error.h"
+#include "optim/clip.h"         // clip_coefficient
 #include "plan/layer_timer.h"   // LayerTimer: `auto`'s per-layer times
 #include "plan/stale_layers.h"  // choose_stale_layers
 
@@ -99,9 +102,12 @@ AlgorithmEntry sapipe_algorithm() {
               "first layers, delay compensation and weight prediction",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<SapipeScheduler, SapipeOptions>(),
-          .predict = [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            return predict_sapipe(in, codec, a.get<SapipeOptions>());
-          }};
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                return predict_sapipe(in, codec, a.get<SapipeOptions>());
+              },
+          .optimizers = {"sgd", "adamw"},
+          .clips_gradients = true};
 }
 
 struct SapipeScheduler::Profile {
@@ -130,7 +136,7 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
     if (predicts(options_.compensation))  // wp2 too: it falls back on wp1 at the start
       slots_[s].own = backend.zeros({end_});
   }
-  if (options_.compensation == "dc") previous_prefix_ = backend.zeros({end_});
+  if (options_.compensation == "dc") change_ = backend.zeros({end_});
   if (options_.compensation == "dc" || options_.compensation == "wp3")
     delta_ = backend.zeros({end_});
   if (predicts(options_.compensation)) master_ = backend.zeros({end_});
@@ -236,46 +242,75 @@ float SapipeScheduler::compensate(const Tensor& g) {
   return 1.0f + lambda * static_cast<float>(backend.dot(prefix(g), prefix(delta_)));
 }
 
+double SapipeScheduler::clip(const Tensor& part, double other_squared_norm, double* squared_norm) {
+  Backend& backend = ctx_.model.backend();
+  *squared_norm = backend.dot(part, part);
+  const double c =
+      clip_coefficient(std::sqrt(*squared_norm + other_squared_norm), ctx_.clip_grad_norm);
+  if (c < 1.0) backend.scale(part, static_cast<float>(c));
+  return c;
+}
+
+void SapipeScheduler::prepare_stale(Slot& slot, EpochStats* stats) {
+  if (slot.stale_prepared) return;
+  wait(slot.stale, stats);
+  PhaseTimes unused;
+  PhaseTimer t(stats ? stats->phases : unused, Phase::update);
+  // The slot's gradient is one optimizer step (AdamW's t): begun by its fresh part, or here
+  // when there is none.
+  if (prefix_end_ == end_) ctx_.optimizer.begin_step();
+  if (ctx_.clip_grad_norm > 0)  // the whole gradient's norm: the prefix's and the fresh part's
+    last_clip_ = clip(prefix(slot.gradients), prefix_end_ < end_ ? slot.fresh_squared_norm : 0,
+                      &last_prefix_squared_norm_);
+  slot.stale_prepared = true;
+}
+
 void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats,
                                   const Tensor* predict_with) {
-  wait(slot.stale, stats);
+  prepare_stale(slot, stats);
   PhaseTimes unused;
   PhaseTimer t(stats ? stats->phases : unused, Phase::update);
   Backend& backend = ctx_.model.backend();
   const Tensor& master = this->master();
+  Optimizer& optimizer = ctx_.optimizer;
   if (options_.compensation == "dc") {
     // Algorithm 2: Δ = x_{t−1} − x_{t−2}, where the gradient is applied minus where it was
-    // computed (the weights before the previous stale step).
+    // computed (the weights before the previous stale step): the previous stale step's change,
+    // which that step wrote (only stale steps move the prefix; a flush zeroes it).
     if (has_previous_) {
-      backend.copy(prefix(delta_), prefix(master));
-      backend.axpy(-1.0f, prefix(previous_prefix_), prefix(delta_));
+      std::swap(delta_, change_);
       has_delta_ = true;
       const float factor = compensate(slot.gradients);
       if (factor != 1.0f) backend.scale(prefix(slot.gradients), factor);
     }
-    backend.copy(prefix(previous_prefix_), prefix(master));
     has_previous_ = true;
   }
-  if (options_.compensation == "wp3") backend.copy(prefix(delta_), prefix(master));
+  const std::string& c = options_.compensation;
   if (predict_with)  // wp1, wp2: the step and the weight prediction in one pass
-    sgd().step_predict_range(lr, master, slot.gradients, *predict_with, ctx_.model.parameters(),
-                             begin_, prefix_end_ - begin_);
+    optimizer.step_predict_range(lr, master, slot.gradients, *predict_with, ctx_.model.parameters(),
+                                 begin_, prefix_end_ - begin_);
+  else if (c == "dc" || c == "wp3")  // the step and its change in one pass: dc's next Δ, wp3's Δx
+    optimizer.step_range_delta(lr, master, slot.gradients, c == "dc" ? change_ : delta_, begin_,
+                               prefix_end_ - begin_);
   else
-    sgd().step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
-  if (options_.compensation == "wp3") {
-    // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step just taken, new − old in one pass.
-    backend.axpby(1.0f, prefix(master), -1.0f, prefix(delta_));
-    has_delta_ = true;
-  }
-  slot.stale_pending = false;
+    optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
+  if (c == "wp3") has_delta_ = true;  // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step taken
+  slot.stale_pending = slot.stale_prepared = false;
 }
 
 void SapipeScheduler::apply_fresh(Slot& slot, EpochStats* stats) {
   wait(slot.fresh, stats);
   PhaseTimes unused;
   PhaseTimer t(stats ? stats->phases : unused, Phase::update);
-  sgd().step_range(slot.lr, ctx_.model.parameters(), slot.gradients, prefix_end_,
-                   end_ - prefix_end_);
+  ctx_.optimizer.begin_step();  // the slot's gradient is one step; its prefix follows
+  if (ctx_.clip_grad_norm > 0) {
+    // The prefix's sum of this gradient is still in flight: its share of the norm is the last
+    // stepped prefix's (exact where nothing is stale).
+    const Tensor fresh = slot.gradients.slice(prefix_end_, {end_ - prefix_end_});
+    clip(fresh, prefix_end_ > begin_ ? last_prefix_squared_norm_ : 0, &slot.fresh_squared_norm);
+  }
+  ctx_.optimizer.step_range(slot.lr, ctx_.model.parameters(), slot.gradients, prefix_end_,
+                            end_ - prefix_end_);
   slot.fresh_pending = false;
 }
 
@@ -287,14 +322,28 @@ const Tensor* SapipeScheduler::prediction_gradient(Slot& current, Slot& previous
   const float n = static_cast<float>(ctx_.comm.size());
   std::string option = options_.compensation;
   if (!stepped) option = "wp1";  // no all-reduced gradient yet: the paper's code falls back
-  if (option == "wp1") return &previous.own;       // g_{i,t}
+  // Clipping: the own gradients are scaled by the latest all-reduced gradient's coefficient c,
+  // as that gradient was (a rank's own norm would differ from rank to rank).
+  const float c = stepped && ctx_.clip_grad_norm > 0 ? static_cast<float>(last_clip_) : 1.0f;
+  if (option == "wp1") {                                   // g_{i,t}
+    if (c < 1.0f) backend.scale(prefix(previous.own), c);  // used once: by this prediction
+    return &previous.own;
+  }
   if (option == "wp2") return &current.gradients;  // g_{t−1}: the sum just stepped with
-  // wp3: DC(g_{t−1} − g_{i,t−1}/n, Δx_t) + g_{i,t}/n, in two passes (and gᵀΔ), in place: the
-  // slot's sum has been stepped with, and this iteration's backward overwrites it.
+  // wp3: DC(g_{t−1} − g_{i,t−1}/n, Δx_t) + g_{i,t}/n, in two passes, in place: the slot's sum
+  // has been stepped with, and this iteration's backward overwrites it. The outer DC's gᵀΔ is
+  // summed in the first pass.
   const Tensor& g = current.gradients;
-  backend.axpby(-1.0f / n, prefix(current.own), 1.0f, prefix(g));
-  const float factor = has_delta_ ? compensate(g) : 1.0f;
-  backend.axpby(1.0f / n, prefix(previous.own), factor, prefix(g));
+  float factor = 1.0f;
+  if (has_delta_ && options_.dc_form == "outer") {
+    const double dot =
+        backend.axpby_dot(-c / n, prefix(current.own), 1.0f, prefix(g), prefix(delta_));
+    factor = 1.0f + static_cast<float>(options_.dc_lambda) * static_cast<float>(dot);
+  } else {
+    backend.axpby(-c / n, prefix(current.own), 1.0f, prefix(g));
+    if (has_delta_) factor = compensate(g);
+  }
+  backend.axpby(c / n, prefix(previous.own), factor, prefix(g));
   return &g;
 }
 
@@ -333,7 +382,26 @@ void SapipeScheduler::run_dsync(Slot& slot, const Batch& batch, float lr, EpochS
   }
   {
     PhaseTimer t(stats.phases, Phase::update);
-    sgd().step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
+    if (ctx_.clip_grad_norm > 0) {
+      // The whole gradient's norm; the prefix's share is kept for the fresh layers' next clip.
+      Backend& backend = model.backend();
+      const int64_t split = std::clamp(prefix_end_, begin_, end_);
+      last_prefix_squared_norm_ = 0;
+      if (split > begin_) {
+        const Tensor head = slot.gradients.slice(begin_, {split - begin_});
+        last_prefix_squared_norm_ = backend.dot(head, head);
+      }
+      double rest = 0;  // the rest's squared norm: with the head's, the whole gradient's
+      last_clip_ =
+          split < end_
+              ? clip(slot.gradients.slice(split, {end_ - split}), last_prefix_squared_norm_, &rest)
+              : clip_coefficient(std::sqrt(last_prefix_squared_norm_), ctx_.clip_grad_norm);
+      if (last_clip_ < 1.0 && split > begin_)  // the head by the same coefficient
+        backend.scale(slot.gradients.slice(begin_, {split - begin_}),
+                      static_cast<float>(last_clip_));
+    }
+    ctx_.optimizer.begin_step();
+    ctx_.optimizer.step_range(lr, model.parameters(), slot.gradients, begin_, end_ - begin_);
   }
   if (timing && allreducer_) {
     // The fixed cost of an all-reduce, on a few floats of the spent gradient.
@@ -360,13 +428,15 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
   // master prefix, which the scheduler keeps apart (no copy back afterwards). wp1's and wp2's ĝ
   // are known before the step: the step writes the prediction too. wp3's depends on the step.
   const bool fused = stepped && master_apart_ && options_.compensation != "wp3";
+  // Clipping: the prediction scales by the coefficient of the gradient about to be stepped with.
+  if (fused && ctx_.clip_grad_norm > 0) prepare_stale(current, &stats);
   const Tensor* fused_ghat = fused ? prediction_gradient(current, previous, true) : nullptr;
   if (stepped) apply_stale(current, lr, &stats, fused_ghat);
   if (master_apart_ && !fused_ghat) {
     PhaseTimer t(stats.phases, Phase::update);
     const Tensor& params = model.parameters();
     if (const Tensor* ghat = prediction_gradient(current, previous, stepped))
-      sgd().predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
+      ctx_.optimizer.predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
     else
       backend.copy(prefix(params), prefix(master_));
   }
@@ -392,8 +462,8 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
     const bool own_needed = options_.compensation != "wp2" || !stepped;
     if (current.own.defined() && own_needed) {
       PhaseTimer t(stats.phases, Phase::update);
-      backend.axpby(static_cast<float>(ctx_.comm.size()), prefix(current.gradients), 0.0f,
-                    prefix(current.own));
+      backend.scale_copy(prefix(current.own), prefix(current.gradients),
+                         static_cast<float>(ctx_.comm.size()));
     }
     if (allreducer_) current.stale.push_back(allreducer_->start(prefix(current.gradients)));
   }
@@ -472,9 +542,8 @@ void SapipeScheduler::flush() {
     if (slot->fresh_pending) apply_fresh(*slot, nullptr);
     if (slot->stale_pending) apply_stale(*slot, last_lr_, nullptr);
   }
-  // The next gradients are computed at these weights: dc's next Δ starts from them.
-  if (has_previous_ && !pending.empty())
-    ctx_.model.backend().copy(prefix(previous_prefix_), prefix(master()));
+  // The next gradients are computed at these weights: dc's next Δ is zero.
+  if (has_previous_ && !pending.empty()) ctx_.model.backend().fill_zero(prefix(change_));
   master_into_model();
 }
 
@@ -510,14 +579,19 @@ void SapipeScheduler::save(SchedulerState& state) {
     state.set_counter(name + ".lr_bits", std::bit_cast<int32_t>(slot.lr));
     state.set_counter(name + ".fresh_pending", slot.fresh_pending);
     state.set_counter(name + ".stale_pending", slot.stale_pending);
+    state.set_counter(name + ".fresh_squared_norm_bits",
+                      std::bit_cast<int64_t>(slot.fresh_squared_norm));
   }
-  if (previous_prefix_.defined()) state.put("sapipe.previous_prefix", previous_prefix_, backend);
+  if (change_.defined()) state.put("sapipe.change", change_, backend);
   if (delta_.defined()) state.put("sapipe.delta", delta_, backend);
   state.set_counter("sapipe.has_previous", has_previous_);
   state.set_counter("sapipe.has_delta", has_delta_);
   state.set_counter("sapipe.stale_layers", k_);
   state.set_counter("sapipe.iteration", iteration_);
   state.set_counter("sapipe.last_lr_bits", std::bit_cast<int32_t>(last_lr_));
+  state.set_counter("sapipe.last_clip_bits", std::bit_cast<int64_t>(last_clip_));
+  state.set_counter("sapipe.last_prefix_squared_norm_bits",
+                    std::bit_cast<int64_t>(last_prefix_squared_norm_));
 }
 
 void SapipeScheduler::load(const SchedulerState& state) {
@@ -534,8 +608,10 @@ void SapipeScheduler::load(const SchedulerState& state) {
     slot.lr = std::bit_cast<float>(static_cast<int32_t>(state.counter(name + ".lr_bits")));
     slot.fresh_pending = state.counter(name + ".fresh_pending") != 0;
     slot.stale_pending = state.counter(name + ".stale_pending") != 0;
+    slot.fresh_squared_norm =
+        std::bit_cast<double>(state.counter(name + ".fresh_squared_norm_bits"));
   }
-  if (previous_prefix_.defined()) state.get("sapipe.previous_prefix", previous_prefix_, backend);
+  if (change_.defined()) state.get("sapipe.change", change_, backend);
   if (delta_.defined()) state.get("sapipe.delta", delta_, backend);
   has_previous_ = state.counter("sapipe.has_previous") != 0;
   has_delta_ = state.counter("sapipe.has_delta") != 0;
@@ -546,6 +622,9 @@ void SapipeScheduler::load(const SchedulerState& state) {
   }
   iteration_ = state.counter("sapipe.iteration");
   last_lr_ = std::bit_cast<float>(static_cast<int32_t>(state.counter("sapipe.last_lr_bits")));
+  last_clip_ = std::bit_cast<double>(state.counter("sapipe.last_clip_bits"));
+  last_prefix_squared_norm_ =
+      std::bit_cast<double>(state.counter("sapipe.last_prefix_squared_norm_bits"));
   master_apart_ = false;  // the model holds the master weights now
   if (state.counter("sapipe.master_apart") != 0) keep_master_apart();
 }

@@ -12,6 +12,11 @@
 //               forward k+1..m; backward, starting the fresh segments' all-reduces as they are
 //               final and the prefix's last.
 // k = 0 is sync (the hook is at the first layer); k = all is Pipe-SGD with K = 2.
+// Every update goes through the Optimizer (SGD or AdamW): one gradient is one optimizer step,
+// begun by its first part to be applied; the prediction is the optimizer's next step with ĝ
+// (Optimizer::predict_range). Clipping (optimizer.clip_grad_norm) scales each part of the
+// all-reduced gradient by the whole gradient's norm, the fresh part's with the last stepped
+// prefix's share (docs/algorithms.md, SAPipe).
 //
 // `stale_layers: auto` runs the first iterations as D-Sync while it times each layer's forward
 // and backward and the all-reduce, then takes the least k that hides the communication
@@ -77,6 +82,9 @@ class SapipeScheduler final : public Scheduler {
     float lr = 0;                // of that iteration: the fresh layers step with it, as sync
     bool fresh_pending = false;  // its fresh part is still to be applied
     bool stale_pending = false;  // its prefix is still to be applied
+    // Clipping: the squared norm of its fresh part's sum, taken when that part stepped.
+    double fresh_squared_norm = 0;
+    bool stale_prepared = false;  // prepare_stale has run for its pending prefix
   };
   struct Profile;  // `auto`'s per-layer timings
 
@@ -90,6 +98,9 @@ class SapipeScheduler final : public Scheduler {
   // Waits for the slot's prefix sum, compensates it (dc) and steps the prefix with `lr`; with
   // `predict_with`, also writes the weights predicted with that ĝ into the model's prefix.
   void apply_stale(Slot& slot, float lr, EpochStats* stats, const Tensor* predict_with = nullptr);
+  // apply_stale's first half, once per pending prefix: waits for the sum, begins the optimizer
+  // step where the slot has no fresh part, clips.
+  void prepare_stale(Slot& slot, EpochStats* stats);
   // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
   void apply_fresh(Slot& slot, EpochStats* stats);
   // ĝ of the weight prediction (null: no prediction this iteration); wp3 computes it in place
@@ -103,6 +114,10 @@ class SapipeScheduler final : public Scheduler {
   // DC(g, Δ_) on the prefix of `g`: `diag` applies it and returns 1; `outer` returns the factor
   // 1 + λ·gᵀΔ for the caller to apply in the pass that follows.
   float compensate(const Tensor& g);
+  // Clipping of the all-reduced gradient (optimizer.clip_grad_norm > 0) one part at a time:
+  // scales `part` by the coefficient of the norm √(‖part‖² + other_squared_norm), which it
+  // returns; ‖part‖² (before the scaling) goes to `squared_norm`.
+  double clip(const Tensor& part, double other_squared_norm, double* squared_norm);
   void wait(std::vector<std::future<void>>& inflight, EpochStats* stats);
   Tensor prefix(const Tensor& flat) const;
   // `auto`: rank 0's choice from the profile, the same on every rank.
@@ -116,7 +131,7 @@ class SapipeScheduler final : public Scheduler {
   std::vector<Slot> slots_;  // slot t mod 2 holds iteration t
   size_t segments_started_ = 0;
   // Compensation state, full-size buffers of which only the prefix is used.
-  Tensor previous_prefix_;  // dc: the master prefix before the last stale step
+  Tensor change_;  // dc: the last stale step's change, the next one's Δ
   bool has_previous_ = false;
   Tensor delta_, master_;
   bool master_apart_ = false;
@@ -125,6 +140,9 @@ class SapipeScheduler final : public Scheduler {
   double hook_s_ = 0;                 // and how long they took, inside the forward
   int64_t iteration_ = 0;
   float last_lr_ = 0;
+  // Clipping: the last stepped prefix's squared norm (the fresh layers' estimate of the prefix's
+  // share) and its gradient's coefficient (which scales the own gradients of a prediction).
+  double last_prefix_squared_norm_ = 0, last_clip_ = 1;
   std::unique_ptr<Profile> profile_;
   // Declared last: its thread is joined before the slots are freed.
   std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank

@@ -127,6 +127,46 @@ TEST_CASE("sgd_predict writes what sgd_step would, bit for bit, and changes noth
   }
 }
 
+TEST_CASE("SAPipe's fused passes: sgd_step_delta, axpby_dot, scale_copy equal their parts") {
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200003;  // above the threading threshold, not a multiple of dot's lanes
+  auto filled = [&](float a, float b, int mod) {
+    Tensor t = be->empty({n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = a + b * static_cast<float>(i % mod);
+    return t;
+  };
+  auto same = [&](const Tensor& a, const Tensor& b) {
+    return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(n) * 4) == 0;
+  };
+  const Tensor g = filled(0.5f, -0.01f, 5);
+  for (const SgdHyper& h : {SgdHyper{0.1f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},
+                            SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true}}) {
+    CAPTURE(h.momentum);
+    const Tensor w = filled(1.0f, 0.001f, 7), v = filled(0.0f, 0.1f, 3);
+    const Tensor w2 = filled(1.0f, 0.001f, 7), v2 = filled(0.0f, 0.1f, 3), delta = be->empty({n});
+    be->sgd_step(w, g, h.momentum != 0 ? v : Tensor(), h);
+    be->sgd_step_delta(w2, g, h.momentum != 0 ? v2 : Tensor(), delta, h);
+    CHECK(same(w, w2));
+    CHECK(same(v, v2));
+    int differing = 0;  // new − old, exactly
+    for (int64_t i = 0; i < n; ++i)
+      differing += delta.data<float>()[i] !=
+                   w.data<float>()[i] - (1.0f + 0.001f * static_cast<float>(i % 7));
+    CHECK(differing == 0);
+  }
+  const Tensor x = filled(0.3f, 0.02f, 11), z = filled(-0.2f, 0.03f, 13);
+  const Tensor y = filled(0.7f, -0.05f, 9), y2 = filled(0.7f, -0.05f, 9);
+  be->axpby(-0.5f, x, 1.0f, y);
+  const double expected = be->dot(y, z);
+  CHECK(be->axpby_dot(-0.5f, x, 1.0f, y2, z) == expected);
+  CHECK(same(y, y2));
+  const Tensor scaled = be->empty({n});
+  be->scale_copy(scaled, x, 2.0f);
+  int differing = 0;
+  for (int64_t i = 0; i < n; ++i) differing += scaled.data<float>()[i] != 2.0f * x.data<float>()[i];
+  CHECK(differing == 0);
+}
+
 TEST_CASE("dot sums in double in a fixed order; dc_diagonal adds λ·g⊙g⊙Δ") {
   auto be = make_backend({DeviceChoice::cpu, 1, 0});
   for (int64_t n : {1, 7, 8, 9, 1000}) {

@@ -133,6 +133,85 @@ TEST_CASE("AdamW: a range outside the buffer is refused; a step before begin_ste
   CHECK_THROWS(adamw.step_range(1e-3f, 0, 9));
 }
 
+TEST_CASE(
+    "AdamW's weight prediction: the next step with ĝ, the state untouched; fused, bit for bit") {
+  // SAPipe's x̃: what the step after the current one (t + 1) would write with ĝ, from the
+  // moments as they are — computed here from the formula in double, and against the real step.
+  Model model;
+  const AdamWOptions o{0.9f, 0.98f, 1e-8f, 0.1f};
+  AdamW adamw(*model.backend, model.w, model.g, o, model.ranges);
+  Reference ref{std::vector<double>(model.w.data<float>(), model.w.data<float>() + 9),
+                std::vector<double>(9, 0.0), std::vector<double>(9, 0.0)};
+  const std::vector<bool> decays{true, true, true, true, true, true, false, false, false};
+  for (int step = 0; step < 3; ++step) {
+    model.gradient(step);
+    adamw.step(1e-2f);
+    ref.step(model.g, 1e-2f, o, decays);
+  }
+  Tensor ghat = model.backend->empty({9}), out = model.backend->empty({9});
+  for (int i = 0; i < 9; ++i) ghat.data<float>()[i] = 0.02f * static_cast<float>(i) - 0.07f;
+  const std::vector<float> w(model.w.data<float>(), model.w.data<float>() + 9);
+  const Tensor m = adamw.state_buffers()[0].second, v = adamw.state_buffers()[1].second;
+  const std::vector<float> m0(m.data<float>(), m.data<float>() + 9);
+  const std::vector<float> v0(v.data<float>(), v.data<float>() + 9);
+  // Only [2, 8): the rest of `out` stays as it was.
+  for (int i = 0; i < 9; ++i) out.data<float>()[i] = 42.0f;
+  adamw.predict_range(5e-3f, out, model.w, ghat, 2, 6);
+  Reference next = ref;
+  next.step(ghat, 5e-3, o, decays);  // t = 4
+  for (int i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    CHECK(model.w.data<float>()[i] == w[i]);  // weights, moments, t unchanged
+    CHECK(m.data<float>()[i] == m0[i]);
+    CHECK(v.data<float>()[i] == v0[i]);
+    if (i < 2 || i >= 8)
+      CHECK(out.data<float>()[i] == 42.0f);
+    else
+      CHECK(out.data<float>()[i] == doctest::Approx(next.w[i]).epsilon(1e-6));
+  }
+  CHECK(adamw.steps() == 3);
+  // The prediction is the step it predicts, bit for bit.
+  adamw.predict_range(5e-3f, out, model.w, ghat, 0, 9);
+  const std::vector<float> predicted(out.data<float>(), out.data<float>() + 9);
+  {
+    Model twin;
+    AdamW other(*twin.backend, twin.w, twin.g, o, twin.ranges);
+    for (int step = 0; step < 3; ++step) {
+      twin.gradient(step);
+      other.step(1e-2f);
+    }
+    other.step(5e-3f, twin.w, ghat);
+    for (int i = 0; i < 9; ++i) CHECK(twin.w.data<float>()[i] == predicted[i]);
+  }
+  // step_predict_range: step t = 4 with g, then the prediction of t = 5 with ĝ, in one pass —
+  // the same bits as step_range followed by predict_range.
+  Model twin;
+  AdamW other(*twin.backend, twin.w, twin.g, o, twin.ranges);
+  for (int step = 0; step < 3; ++step) {
+    twin.gradient(step);
+    other.step(1e-2f);
+  }
+  Tensor out2 = twin.backend->empty({9});
+  model.gradient(3);
+  twin.gradient(3);
+  adamw.begin_step();
+  adamw.step_predict_range(2e-3f, model.w, model.g, ghat, out, 0, 9);
+  other.begin_step();
+  other.step_range(2e-3f, twin.w, twin.g, 0, 9);
+  other.predict_range(2e-3f, out2, twin.w, ghat, 0, 9);
+  ref.step(model.g, 2e-3, o, decays);
+  Reference after = ref;
+  after.step(ghat, 2e-3, o, decays);
+  for (int i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    CHECK(model.w.data<float>()[i] == twin.w.data<float>()[i]);
+    CHECK(out.data<float>()[i] == out2.data<float>()[i]);
+    CHECK(model.w.data<float>()[i] == doctest::Approx(ref.w[i]).epsilon(1e-6));
+    CHECK(out.data<float>()[i] == doctest::Approx(after.w[i]).epsilon(1e-6));
+  }
+  CHECK(adamw.steps() == 4);
+}
+
 TEST_CASE("clip_grad_norm: the global L2 norm, torch's coefficient, a no-op below the max") {
   auto backend = make_backend({DeviceChoice::cpu, 1, 0});
   Tensor g = backend->empty({4});

@@ -32,8 +32,8 @@ struct TraineeOptions {
   std::string model = "{name: mlp, hidden: [16]}";
   std::string shape = "[1, 6, 6]";  // of a synthetic sample
   std::string stragglers = "[]";    // cluster.stragglers
-  // optimizer: sgd (momentum, weight_decay), or adamw; either with `optimizer_keys` ("eps: 1e-3",
-  // "clip_grad_norm: 0.1")
+  // optimizer: sgd (momentum, weight_decay), or adamw; `optimizer_keys` are more of its keys
+  // ("eps: 1e-3", "clip_grad_norm: 0.5")
   std::string optimizer = "sgd";
   std::string optimizer_keys;
   int accumulation_steps = 1;  // train.accumulation_steps

@@ -80,6 +80,14 @@ class StubBackend : public Backend {
                   const AdamWHyper&) override {
     unused("adamw_step");
   }
+  void adamw_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                     const AdamWHyper&) override {
+    unused("adamw_predict");
+  }
+  void adamw_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&, const AdamWHyper&) override {
+    unused("adamw_step_predict");
+  }
   void add_to_rows(const Tensor&, const Tensor&) override { unused("add_to_rows"); }
   void sum_rows(const Tensor&, const Tensor&) override { unused("sum_rows"); }
 };

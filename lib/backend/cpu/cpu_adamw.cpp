@@ -1,5 +1,9 @@
-// Backend::adamw_step on the CPU: one vectorised OpenMP pass of backend/adamw_update.h.
+// Backend::adamw_step (and SAPipe's adamw_predict, adamw_step_predict) on the CPU: one
+// vectorised OpenMP pass of backend/adamw_update.h each.
 #include <omp.h>  // the loop's threads
+
+#include <initializer_list>
+#include <type_traits>  // bool_constant: the lerp form
 
 #include "backend/adamw_update.h"
 #include "backend/cpu/cpu_backend.h"
@@ -28,27 +32,95 @@ void run_steps(float* wp, const float* gp, float* mp, float* vp, int64_t n, int 
   for (int64_t i = 0; i < n; ++i) adamw::step<kWeightBelowHalf>(i, wp, gp, mp, vp, c);
 }
 
+// SAPipe's prediction loops, run_steps' pattern for any element body: body(i) for i in [0, n): on
+// one thread (as a plain simd loop) for small buffers, where waking a team costs more than the
+// loop, or as an OpenMP parallel simd loop. The body captures the coefficients by value: no store
+// through w, m or v can alias them, so they stay in registers and the loop vectorises — 16 elements
+// an AVX-512 instruction, where the loop over a referenced Coeffs with the lerp form chosen per
+// element stayed scalar.
+template <class Body>
+void run_elements(int64_t n, int threads, Body body) {
+  constexpr int64_t kParallelThreshold = 1 << 16;
+  if (n <= kParallelThreshold || threads <= 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  // firstprivate: each thread's own copy of the body and its coefficients.
+#pragma omp parallel for simd num_threads(threads) firstprivate(body)
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// Calls run(std::bool_constant<weight_below_half(c)>{}): the lerp form fixed per loop.
+template <class Run>
+void with_lerp_form(const adamw::Coeffs& c, Run&& run) {
+  if (adamw::weight_below_half(c)) return run(std::true_type{});
+  return run(std::false_type{});
+}
+
+void check_buffers(std::initializer_list<const Tensor*> tensors, const char* what) {
+  const int64_t n = (*tensors.begin())->numel();
+  for (const Tensor* t : tensors) {
+    DTRAIN_CHECK(t->dtype() == DType::f32 && t->device() == Device::cpu)
+        << what << ": expected host f32 tensors";
+    DTRAIN_CHECK(t->numel() == n) << what << ": sizes differ, " << t->shape().str() << " and "
+                                  << (*tensors.begin())->shape().str();
+  }
+}
+
+adamw::Coeffs coeffs_at(const AdamWHyper& h, int64_t step, const char* what) {
+  DTRAIN_CHECK(step >= 1) << what << ": the step count starts at 1, got " << step;
+  return adamw::coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, step);
+}
+
 }  // namespace
 
 void CpuBackend::adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m,
                             const Tensor& v, const AdamWHyper& h) {
-  for (const Tensor* t : {&weights, &grads, &m, &v})
-    DTRAIN_CHECK(t->dtype() == DType::f32 && t->device() == Device::cpu)
-        << "adamw_step: expected host f32 tensors";
-  const int64_t n = weights.numel();
-  DTRAIN_CHECK(grads.numel() == n && m.numel() == n && v.numel() == n)
-      << "adamw_step: sizes differ, weights " << weights.shape().str() << ", gradients "
-      << grads.shape().str() << ", m " << m.shape().str() << ", v " << v.shape().str();
-  DTRAIN_CHECK(h.step >= 1) << "adamw_step: the step count starts at 1, got " << h.step;
+  check_buffers({&weights, &grads, &m, &v}, "adamw_step");
   float* wp = weights.data<float>();
   const float* gp = grads.data<float>();
   float* mp = m.data<float>();
   float* vp = v.data<float>();
-  const adamw::Coeffs c = adamw::coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
+  const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_step");
   if (adamw::weight_below_half(c))
-    run_steps<true>(wp, gp, mp, vp, n, threads_, c);
+    run_steps<true>(wp, gp, mp, vp, weights.numel(), threads_, c);
   else
-    run_steps<false>(wp, gp, mp, vp, n, threads_, c);
+    run_steps<false>(wp, gp, mp, vp, weights.numel(), threads_, c);
+}
+
+void CpuBackend::adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
+                               const Tensor& m, const Tensor& v, const AdamWHyper& h) {
+  check_buffers({&weights, &grads, &m, &v, &out}, "adamw_predict");
+  float* op = out.data<float>();
+  const float* wp = weights.data<float>();
+  const float* gp = grads.data<float>();
+  const float* mp = m.data<float>();
+  const float* vp = v.data<float>();
+  const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_predict");
+  with_lerp_form(c, [&](auto below_half) {
+    run_elements(weights.numel(), threads_,
+                 [=](int64_t i) { adamw::predict<below_half.value>(i, op, wp, gp, mp, vp, c); });
+  });
+}
+
+void CpuBackend::adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                                    const Tensor& v, const Tensor& ghat, const Tensor& out,
+                                    const AdamWHyper& h) {
+  check_buffers({&weights, &grads, &m, &v, &ghat, &out}, "adamw_step_predict");
+  float* wp = weights.data<float>();
+  const float* gp = grads.data<float>();
+  float* mp = m.data<float>();
+  float* vp = v.data<float>();
+  const float* hp = ghat.data<float>();
+  float* op = out.data<float>();
+  const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_step_predict");
+  const adamw::Coeffs next = coeffs_at(h, h.step + 1, "adamw_step_predict");
+  with_lerp_form(c, [&](auto below_half) {
+    run_elements(weights.numel(), threads_, [=](int64_t i) {
+      adamw::step_predict<below_half.value>(i, wp, gp, mp, vp, hp, op, c, next);
+    });
+  });
 }
 
 }  // namespace dtrain

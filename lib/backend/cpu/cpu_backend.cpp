@@ -271,6 +271,22 @@ void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
   });
 }
 
+void CpuBackend::sgd_step_delta(const Tensor& weights, const Tensor& grads,
+                                const Tensor& momentum_buf, const Tensor& delta,
+                                const SgdHyper& h) {
+  check_f32(weights, "sgd_step_delta");
+  check_same_size(weights, grads, "sgd_step_delta");
+  check_same_size(weights, delta, "sgd_step_delta delta");
+  float* w = weights.data<float>();
+  const float* g = grads.data<float>();
+  float* d = delta.data<float>();
+  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_delta momentum");
+  const sgd::Coeffs c = coeffs(h);
+  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
+    sgd::step_delta<decltype(kind)::value>(i, w, g, v, d, c);
+  });
+}
+
 double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   check_f32(a, "dot");
   check_same_size(a, b, "dot");
@@ -289,6 +305,45 @@ double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   double total = 0;
   for (double s : sum) total += s;
   return total;
+}
+
+double CpuBackend::axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
+                             const Tensor& z) {
+  check_f32(x, "axpby_dot");
+  check_same_size(x, y, "axpby_dot");
+  check_same_size(x, z, "axpby_dot");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float* zp = z.data<float>();
+  const int64_t n = x.numel();
+  // axpby's element expression, then dot's eight running sums in dot's order.
+  constexpr int kLanes = 8;
+  double sum[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = alpha * xp[i + l] + beta * yp[i + l];
+      yp[i + l] = v;
+      sum[l] += static_cast<double>(v) * static_cast<double>(zp[i + l]);
+    }
+  for (int l = 0; i < n; ++i, ++l) {
+    const float v = alpha * xp[i] + beta * yp[i];
+    yp[i] = v;
+    sum[l] += static_cast<double>(v) * static_cast<double>(zp[i]);
+  }
+  double total = 0;
+  for (double s : sum) total += s;
+  return total;
+}
+
+void CpuBackend::scale_copy(const Tensor& dst, const Tensor& src, float alpha) {
+  check_f32(src, "scale_copy");
+  check_same_size(src, dst, "scale_copy");
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  const int64_t n = src.numel();
+#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
+  for (int64_t i = 0; i < n; ++i) d[i] = alpha * s[i];
 }
 
 void CpuBackend::dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) {

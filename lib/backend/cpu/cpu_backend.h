@@ -57,10 +57,20 @@ class CpuBackend final : public Backend {
                    const Tensor& momentum_buf, const SgdHyper& hyper) override;
   void sgd_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
                         const Tensor& ghat, const Tensor& out, const SgdHyper& hyper) override;
+  void sgd_step_delta(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                      const Tensor& delta, const SgdHyper& hyper) override;
   double dot(const Tensor& a, const Tensor& b) override;
+  double axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
+                   const Tensor& z) override;
+  void scale_copy(const Tensor& dst, const Tensor& src, float alpha) override;
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
   void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
                   const AdamWHyper& hyper) override;
+  void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads, const Tensor& m,
+                     const Tensor& v, const AdamWHyper& hyper) override;
+  void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                          const Tensor& v, const Tensor& ghat, const Tensor& out,
+                          const AdamWHyper& hyper) override;
   void add_to_rows(const Tensor& y, const Tensor& row) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
 

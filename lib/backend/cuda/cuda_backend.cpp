@@ -259,6 +259,27 @@ class CudaBackend final : public Backend {
                          v.data<float>(), weights.numel(), h.lr, h.beta1, h.beta2, h.eps,
                          h.weight_decay, h.step, ctx_->stream());
   }
+  void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads, const Tensor& m,
+                     const Tensor& v, const AdamWHyper& h) override {
+    check_f32(weights, "adamw_predict");
+    for (const Tensor* t : {&grads, &m, &v, &out}) check_same_size(weights, *t, "adamw_predict");
+    DTRAIN_CHECK(h.step >= 1) << "adamw_predict: the step count starts at 1, got " << h.step;
+    cuda::adamw_predict_f32(out.data<float>(), weights.data<float>(), grads.data<float>(),
+                            m.data<float>(), v.data<float>(), weights.numel(), h.lr, h.beta1,
+                            h.beta2, h.eps, h.weight_decay, h.step, ctx_->stream());
+  }
+  void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                          const Tensor& v, const Tensor& ghat, const Tensor& out,
+                          const AdamWHyper& h) override {
+    check_f32(weights, "adamw_step_predict");
+    for (const Tensor* t : {&grads, &m, &v, &ghat, &out})
+      check_same_size(weights, *t, "adamw_step_predict");
+    DTRAIN_CHECK(h.step >= 1) << "adamw_step_predict: the step count starts at 1, got " << h.step;
+    cuda::adamw_step_predict_f32(weights.data<float>(), grads.data<float>(), m.data<float>(),
+                                 v.data<float>(), ghat.data<float>(), out.data<float>(),
+                                 weights.numel(), h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
+                                 h.step, ctx_->stream());
+  }
   void add_to_rows(const Tensor& y, const Tensor& row) override {
     check_f32(y, "add_to_rows");
     check_f32(row, "add_to_rows row");

@@ -33,6 +33,15 @@ void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat,
 // Backend::adamw_step (backend/adamw_update.h, as the CPU loop): w, m and v in place.
 void adamw_step_f32(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream);
+// Backend::adamw_predict: adamw_step's arithmetic into `out`; w, m and v unchanged.
+void adamw_predict_f32(float* out, const float* w, const float* g, const float* m, const float* v,
+                       int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                       int64_t step, cudaStream_t stream);
+// Backend::adamw_step_predict: adamw_step_f32 at `step`, then adamw_predict_f32 at step + 1 from
+// its results into `out`.
+void adamw_step_predict_f32(float* w, const float* g, float* m, float* v, const float* ghat,
+                            float* out, int64_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int64_t step, cudaStream_t stream);
 // Backend::dc_diagonal: g += λ·g·g·Δ.
 void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream);
 // Backend::dot: a fixed-order sum in double; `scratch` holds kDotBlocks + 1 doubles on the
