@@ -36,6 +36,20 @@ std::vector<DecayRange> cover(std::vector<DecayRange> ranges, int64_t size) {
   return runs;
 }
 
+// Calls body(from, shape, hyper) for each run of equal decay within [begin, end): the backend's
+// AdamW ops take one weight decay a call. `hyper` carries lr and the step count t.
+template <typename Body>
+void for_each_decay_run(const std::vector<DecayRange>& runs, const AdamWOptions& o, float lr,
+                        int64_t t, int64_t begin, int64_t end, Body body) {
+  AdamWHyper h{lr, o.beta1, o.beta2, o.eps, 0.0f, t};
+  for (const DecayRange& r : runs) {
+    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
+    if (to <= from) continue;
+    h.weight_decay = r.decay ? o.weight_decay : 0.0f;
+    body(from, Shape{to - from}, h);
+  }
+}
+
 }  // namespace
 
 AdamW::AdamW(Backend& backend, Tensor parameters, Tensor gradients, const AdamWOptions& options,
@@ -58,15 +72,11 @@ void AdamW::step_range(float lr, const Tensor& parameters, const Tensor& gradien
       clipped_range(parameters, gradients, offset, count, "AdamW::step_range");
   if (end <= begin) return;
   DTRAIN_CHECK(step_ >= 1) << "AdamW::step_range before begin_step";
-  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_};
-  for (const DecayRange& r : ranges_) {
-    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
-    if (to <= from) continue;
-    const Shape s{to - from};
-    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
-    backend_.adamw_step(parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
-                        v_.slice(from, s), h);
-  }
+  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
+                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
+                       backend_.adamw_step(parameters.slice(from, s), gradients.slice(from, s),
+                                           m_.slice(from, s), v_.slice(from, s), h);
+                     });
 }
 
 void AdamW::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
@@ -86,15 +96,12 @@ void AdamW::predict_range(float lr, const Tensor& out, const Tensor& parameters,
   DTRAIN_CHECK(out.numel() == parameters_.numel()) << "AdamW::predict_range into another size";
   const auto [begin, end] =
       clipped_range(parameters, gradients, offset, count, "AdamW::predict_range");
-  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_ + 1};
-  for (const DecayRange& r : ranges_) {
-    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
-    if (to <= from) continue;
-    const Shape s{to - from};
-    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
-    backend_.adamw_predict(out.slice(from, s), parameters.slice(from, s), gradients.slice(from, s),
-                           m_.slice(from, s), v_.slice(from, s), h);
-  }
+  for_each_decay_run(ranges_, options_, lr, step_ + 1, begin, end,
+                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
+                       backend_.adamw_predict(out.slice(from, s), parameters.slice(from, s),
+                                              gradients.slice(from, s), m_.slice(from, s),
+                                              v_.slice(from, s), h);
+                     });
 }
 
 void AdamW::step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
@@ -106,16 +113,12 @@ void AdamW::step_predict_range(float lr, const Tensor& parameters, const Tensor&
       clipped_range(parameters, gradients, offset, count, "AdamW::step_predict_range");
   if (end <= begin) return;
   DTRAIN_CHECK(step_ >= 1) << "AdamW::step_predict_range before begin_step";
-  AdamWHyper h{lr, options_.beta1, options_.beta2, options_.eps, 0.0f, step_};
-  for (const DecayRange& r : ranges_) {
-    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
-    if (to <= from) continue;
-    const Shape s{to - from};
-    h.weight_decay = r.decay ? options_.weight_decay : 0.0f;
-    backend_.adamw_step_predict(parameters.slice(from, s), gradients.slice(from, s),
-                                m_.slice(from, s), v_.slice(from, s), ghat.slice(from, s),
-                                out.slice(from, s), h);
-  }
+  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
+                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
+                       backend_.adamw_step_predict(
+                           parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
+                           v_.slice(from, s), ghat.slice(from, s), out.slice(from, s), h);
+                     });
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::state_buffers() const {

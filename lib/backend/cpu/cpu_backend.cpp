@@ -123,6 +123,23 @@ float* momentum_data(const Tensor& weights, const Tensor& momentum_buf, const Sg
   check_same_size(weights, momentum_buf, what);
   return momentum_buf.data<float>();
 }
+
+// Σ term(i) over [0, n) in eight running sums (element i into sum i mod 8), then added in order:
+// the order depends on n only, so equal inputs give equal bits on every rank, and the loop still
+// vectorises. `term` returns element i's double contribution (and may write element i).
+template <typename Term>
+double lane_ordered_sum(int64_t n, Term term) {
+  constexpr int kLanes = 8;
+  double sum[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) sum[l] += term(i + l);
+  for (int l = 0; i < n; ++i, ++l) sum[l] += term(i);
+  double total = 0;
+  for (double s : sum) total += s;
+  return total;
+}
+
 }  // namespace
 
 void CpuBackend::fill_zero(const Tensor& t) {
@@ -292,19 +309,9 @@ double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   check_same_size(a, b, "dot");
   const float* x = a.data<float>();
   const float* y = b.data<float>();
-  const int64_t n = a.numel();
-  // Eight running sums (element i into sum i mod 8), then added in order: the order depends
-  // on n only, and the loop still vectorises.
-  constexpr int kLanes = 8;
-  double sum[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      sum[l] += static_cast<double>(x[i + l]) * static_cast<double>(y[i + l]);
-  for (int l = 0; i < n; ++i, ++l) sum[l] += static_cast<double>(x[i]) * static_cast<double>(y[i]);
-  double total = 0;
-  for (double s : sum) total += s;
-  return total;
+  return lane_ordered_sum(a.numel(), [x, y](int64_t i) {
+    return static_cast<double>(x[i]) * static_cast<double>(y[i]);
+  });
 }
 
 double CpuBackend::axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
@@ -315,25 +322,12 @@ double CpuBackend::axpby_dot(float alpha, const Tensor& x, float beta, const Ten
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const float* zp = z.data<float>();
-  const int64_t n = x.numel();
-  // axpby's element expression, then dot's eight running sums in dot's order.
-  constexpr int kLanes = 8;
-  double sum[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float v = alpha * xp[i + l] + beta * yp[i + l];
-      yp[i + l] = v;
-      sum[l] += static_cast<double>(v) * static_cast<double>(zp[i + l]);
-    }
-  for (int l = 0; i < n; ++i, ++l) {
+  // axpby's element expression, summed in dot's order.
+  return lane_ordered_sum(x.numel(), [=](int64_t i) {
     const float v = alpha * xp[i] + beta * yp[i];
     yp[i] = v;
-    sum[l] += static_cast<double>(v) * static_cast<double>(zp[i]);
-  }
-  double total = 0;
-  for (double s : sum) total += s;
-  return total;
+    return static_cast<double>(v) * static_cast<double>(zp[i]);
+  });
 }
 
 void CpuBackend::scale_copy(const Tensor& dst, const Tensor& src, float alpha) {
