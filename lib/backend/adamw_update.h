@@ -105,4 +105,26 @@ DTRAIN_HOST_DEVICE inline void step_predict(int64_t i, float* w, const float* g,
   out[i] = update<kWeightBelowHalf>(wi, ghat[i], mi, vi, next);
 }
 
+// step that also writes the change it made, new − old, into delta (Backend::adamw_step_dot's Δ).
+template <bool kWeightBelowHalf>
+DTRAIN_HOST_DEVICE inline void step_delta(int64_t i, float* w, const float* g, float* m, float* v,
+                                          float* delta, const Coeffs& c) {
+  float mi = m[i], vi = v[i];
+  const float old = w[i];
+  const float wi = update<kWeightBelowHalf>(old, g[i], mi, vi, c);
+  w[i] = wi;
+  m[i] = mi;
+  v[i] = vi;
+  delta[i] = wi - old;
+}
+
+// Backend::adamw_predict_sum on element i: predict with ĝ = α·x + β·y, never stored.
+template <bool kWeightBelowHalf>
+DTRAIN_HOST_DEVICE inline void predict_sum(int64_t i, float* out, const float* w, float alpha,
+                                           const float* x, float beta, const float* y,
+                                           const float* m, const float* v, const Coeffs& c) {
+  float mi = m[i], vi = v[i];
+  out[i] = update<kWeightBelowHalf>(w[i], alpha * x[i] + beta * y[i], mi, vi, c);
+}
+
 }  // namespace dtrain::adamw

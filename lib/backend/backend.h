@@ -121,6 +121,18 @@ class Backend {
   virtual void sgd_step_delta(const Tensor& weights, const Tensor& grads,
                               const Tensor& momentum_buf, const Tensor& delta,
                               const SgdHyper& hyper);
+  // sgd_step, then g ← g + α·other and the sum Σ gᵢ·Δᵢ of that g with the step's change
+  // Δ = new − old, accumulated as dot accumulates, in one pass: SAPipe's wp3 stale step and its
+  // delay compensation's gᵀΔ, without Δ ever written out. The weights and momentum bit for bit as
+  // sgd_step's. The base class writes Δ to `scratch` (the weights' size): sgd_step_delta, then
+  // axpby_dot. Synchronises.
+  virtual double sgd_step_dot(const Tensor& weights, const Tensor& grads,
+                              const Tensor& momentum_buf, float alpha, const Tensor& other,
+                              const Tensor& scratch, const SgdHyper& hyper);
+  // sgd_predict with the gradient ĝ = α·x + β·y (GradientSum) formed in the pass; the same bits
+  // as writing ĝ out first. The base class does that: ghat.y ← ĝ (overwritten), then sgd_predict.
+  virtual void sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
+                               const Tensor& momentum_buf, const SgdHyper& hyper);
   // Σ a·b accumulated in double in an order fixed by the size alone, so that equal inputs give
   // equal results on every rank (SAPipe's delay compensation gᵀΔ). Synchronises.
   virtual double dot(const Tensor& a, const Tensor& b) = 0;
@@ -146,6 +158,14 @@ class Backend {
   virtual void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
                                   const Tensor& v, const Tensor& ghat, const Tensor& out,
                                   const AdamWHyper& hyper) = 0;
+  // sgd_step_dot's AdamW form: adamw_step (step count hyper.step), then g ← g + α·other and
+  // Σ gᵢ·Δᵢ, in one pass. The base class: Δ into `scratch` around adamw_step, then axpby_dot.
+  virtual double adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                                const Tensor& v, float alpha, const Tensor& other,
+                                const Tensor& scratch, const AdamWHyper& hyper);
+  // adamw_predict with ĝ = α·x + β·y formed in the pass (ghat.y overwritten by the base class).
+  virtual void adamw_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
+                                 const Tensor& m, const Tensor& v, const AdamWHyper& hyper);
   // y[n, :] += row for y viewed as [N, row.numel()] (a learned position table added to every
   // sequence of a batch).
   virtual void add_to_rows(const Tensor& y, const Tensor& row) = 0;

@@ -12,25 +12,6 @@ void Backend::add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
   make_relu(Shape{out.numel()})->forward(out, out);
 }
 
-// Not a layout operation either: three passes where a backend's own kernel makes one.
-void Backend::sgd_step_delta(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                             const Tensor& delta, const SgdHyper& hyper) {
-  copy(delta, weights);
-  sgd_step(weights, grads, momentum_buf, hyper);
-  axpby(1.0f, weights, -1.0f, delta);  // new − old, rounded once
-}
-
-double Backend::axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
-                          const Tensor& z) {
-  axpby(alpha, x, beta, y);
-  return dot(y, z);
-}
-
-void Backend::scale_copy(const Tensor& dst, const Tensor& src, float alpha) {
-  copy(dst, src);
-  scale(dst, alpha);
-}
-
 void Backend::reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
                       ChannelBlock src_block) {
   DTRAIN_CHECK(dst_block == 1 && src_block == 1)

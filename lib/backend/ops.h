@@ -298,4 +298,19 @@ struct AdamWHyper {
   int64_t step = 1;
 };
 
+// ---- a gradient never written out ---------------------------------------------------------
+// ĝ = α·x + β·y, formed element by element inside the pass that uses it (SAPipe's wp3
+// prediction gradient: the compensated all-reduced gradient plus this rank's newest own one), so
+// that it costs no pass of its own. x and y have the size of the buffers they go with.
+struct GradientSum {
+  float alpha = 1.0f;
+  Tensor x;
+  float beta = 0.0f;
+  Tensor y;
+  // The same sum over elements [offset, offset + shape.numel()) of x and y.
+  GradientSum slice(int64_t offset, const Shape& shape) const {
+    return {alpha, x.slice(offset, shape), beta, y.slice(offset, shape)};
+  }
+};
+
 }  // namespace dtrain

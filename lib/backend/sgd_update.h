@@ -133,6 +133,15 @@ DTRAIN_HOST_DEVICE inline void step_delta(int64_t i, float* w, const float* g, f
   delta[i] = wi - old;
 }
 
+// Backend::sgd_predict_sum: predict with ĝ = α·x + β·y (axpby's expression), never stored.
+template <Kind K>
+DTRAIN_HOST_DEVICE inline void predict_sum(int64_t i, float* out, const float* w, float alpha,
+                                           const float* x, float beta, const float* y,
+                                           const float* v, const Coeffs& c) {
+  float vi = momentum_at<K>(v, i);
+  out[i] = update<K>(w[i], alpha * x[i] + beta * y[i], vi, c);
+}
+
 // Backend::sgd_step_accumulate: plain SGD with ĝ = g + wd·w (g itself, exactly, when !kDecay),
 // ĝ stored into sum or added to it.
 template <bool kDecay, bool kAdd>

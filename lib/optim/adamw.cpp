@@ -121,6 +121,41 @@ void AdamW::step_predict_range(float lr, const Tensor& parameters, const Tensor&
                      });
 }
 
+double AdamW::step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients,
+                             float alpha, const Tensor& other, const Tensor& scratch,
+                             int64_t offset, int64_t count) {
+  DTRAIN_CHECK(other.numel() == parameters_.numel() && scratch.numel() == parameters_.numel())
+      << "AdamW::step_range_dot with buffers of another size";
+  const auto [begin, end] =
+      clipped_range(parameters, gradients, offset, count, "AdamW::step_range_dot");
+  if (end <= begin) return 0;
+  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_range_dot before begin_step";
+  double sum = 0;  // the runs' sums in layout order: fixed by the layout
+  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
+                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
+                       sum += backend_.adamw_step_dot(
+                           parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
+                           v_.slice(from, s), alpha, other.slice(from, s), scratch.slice(from, s),
+                           h);
+                     });
+  return sum;
+}
+
+void AdamW::predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
+                              const GradientSum& ghat, int64_t offset, int64_t count) const {
+  DTRAIN_CHECK(out.numel() == parameters_.numel() && ghat.x.numel() == parameters_.numel() &&
+               ghat.y.numel() == parameters_.numel())
+      << "AdamW::predict_range_sum with buffers of another size";
+  const auto [begin, end] =
+      clipped_range(parameters, ghat.y, offset, count, "AdamW::predict_range_sum");
+  for_each_decay_run(ranges_, options_, lr, step_ + 1, begin, end,
+                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
+                       backend_.adamw_predict_sum(out.slice(from, s), parameters.slice(from, s),
+                                                  ghat.slice(from, s), m_.slice(from, s),
+                                                  v_.slice(from, s), h);
+                     });
+}
+
 std::vector<std::pair<std::string, Tensor>> AdamW::state_buffers() const {
   return {{"m", m_}, {"v", v_}};
 }

@@ -8,6 +8,7 @@
 #include <utility>  // std::pair: named state
 #include <vector>
 
+#include "backend/ops.h"  // GradientSum
 #include "core/tensor.h"
 
 namespace dtrain {
@@ -51,6 +52,18 @@ class Optimizer {
   virtual void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
                                   const Tensor& ghat, const Tensor& out, int64_t offset,
                                   int64_t count) = 0;
+
+  // SAPipe's wp3 stale step in one pass: step_range with `gradients`, then on the same range
+  // gradients ← gradients + α·other and the returned Σ gᵢ·Δᵢ of those with the step's change
+  // Δ = new − old (its delay compensation's gᵀΔ), summed in an order fixed by the layout. A
+  // backend without the fused kernel writes Δ to `scratch` (the model's size).
+  virtual double step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients,
+                                float alpha, const Tensor& other, const Tensor& scratch,
+                                int64_t offset, int64_t count) = 0;
+  // predict_range with the gradient α·x + β·y formed in the pass (GradientSum, the model's size);
+  // a backend without the fused kernel writes it into `ghat.y` first.
+  virtual void predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
+                                 const GradientSum& ghat, int64_t offset, int64_t count) const = 0;
 
   // The state a resumed run needs, by name: flat buffers (SGD's momentum, AdamW's moments) and
   // counters (AdamW's step count). load_counter restores a counter that counters() named.

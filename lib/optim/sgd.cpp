@@ -93,4 +93,35 @@ void Sgd::step_predict_range(float lr, const Tensor& parameters, const Tensor& g
                             ghat.slice(begin, s), out.slice(begin, s), hyper(lr));
 }
 
+double Sgd::step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients, float alpha,
+                           const Tensor& other, const Tensor& scratch, int64_t offset,
+                           int64_t count) {
+  const int64_t size = parameters_.numel();
+  DTRAIN_CHECK(parameters.numel() == size && gradients.numel() == size && other.numel() == size &&
+               scratch.numel() == size)
+      << "Sgd::step_range_dot with buffers of another size";
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, size);
+  if (end <= begin) return 0;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  return backend_.sgd_step_dot(parameters.slice(begin, s), gradients.slice(begin, s), v, alpha,
+                               other.slice(begin, s), scratch.slice(begin, s), hyper(lr));
+}
+
+void Sgd::predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
+                            const GradientSum& ghat, int64_t offset, int64_t count) const {
+  const int64_t size = parameters_.numel();
+  DTRAIN_CHECK(out.numel() == size && parameters.numel() == size && ghat.x.numel() == size &&
+               ghat.y.numel() == size)
+      << "Sgd::predict_range_sum with buffers of another size";
+  const int64_t begin = std::max(offset, trainable_offset_);
+  const int64_t end = std::min(offset + count, size);
+  if (end <= begin) return;
+  const Shape s{end - begin};
+  const Tensor v = momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  backend_.sgd_predict_sum(out.slice(begin, s), parameters.slice(begin, s), ghat.slice(begin, s), v,
+                           hyper(lr));
+}
+
 }  // namespace dtrain

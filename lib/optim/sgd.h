@@ -43,6 +43,12 @@ class Sgd final : public Optimizer {
   void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
                           const Tensor& ghat, const Tensor& out, int64_t offset,
                           int64_t count) override;
+  // One pass each (Backend::sgd_step_dot, sgd_predict_sum).
+  double step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients, float alpha,
+                        const Tensor& other, const Tensor& scratch, int64_t offset,
+                        int64_t count) override;
+  void predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
+                         const GradientSum& ghat, int64_t offset, int64_t count) const override;
 
   const Tensor& momentum() const { return momentum_; }
   const SgdOptions& options() const { return options_; }

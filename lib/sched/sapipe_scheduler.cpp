@@ -314,6 +314,35 @@ void SapipeScheduler::apply_fresh(Slot& slot, EpochStats* stats) {
   slot.fresh_pending = false;
 }
 
+void SapipeScheduler::step_and_predict_wp3(Slot& current, Slot& previous, float lr,
+                                           EpochStats& stats) {
+  prepare_stale(current, &stats);
+  PhaseTimer t(stats.phases, Phase::update);
+  Optimizer& optimizer = ctx_.optimizer;
+  const Tensor& params = ctx_.model.parameters();
+  const int64_t count = prefix_end_ - begin_;
+  // The rank's own gradient of t − 1 is not applied yet: without it the master weights are the
+  // newest there are (the first iteration, after a flush) and nothing is predicted.
+  if (!previous.stale_pending || previous.iteration != iteration_ - 1) {
+    optimizer.step_range(lr, master_, current.gradients, begin_, count);
+    ctx_.model.backend().copy(prefix(params), prefix(master_));
+  } else {
+    // Algorithm 3: ĝ = DC(g', Δx_t) + c·g_{i,t}/n with g' = g_{t−1} − c·g_{i,t−1}/n and Δx_t the
+    // step taken now; the outer DC is (1 + λ·g'ᵀΔx_t)·g'. Pass 1 steps, forms g' in place and sums
+    // g'ᵀΔx_t; pass 2 predicts with ĝ formed element by element. c: the clipping coefficient of
+    // the all-reduced gradient, which scales the own gradients as it scaled that one.
+    const float n = static_cast<float>(ctx_.comm.size());
+    const float c = ctx_.clip_grad_norm > 0 ? static_cast<float>(last_clip_) : 1.0f;
+    const double dot = optimizer.step_range_dot(lr, master_, current.gradients, -c / n, current.own,
+                                                delta_, begin_, count);
+    const float factor = 1.0f + static_cast<float>(options_.dc_lambda) * static_cast<float>(dot);
+    optimizer.predict_range_sum(lr, params, master_,
+                                GradientSum{c / n, previous.own, factor, current.gradients}, begin_,
+                                count);
+  }
+  current.stale_pending = current.stale_prepared = false;
+}
+
 const Tensor* SapipeScheduler::prediction_gradient(Slot& current, Slot& previous, bool stepped) {
   // The rank's own gradient of t − 1, not applied yet: without it the master weights are already
   // the newest there are (the first iteration, after a flush) and nothing is predicted.
@@ -427,12 +456,18 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
   // Algorithm 3: the prefix runs on the predicted weights x̃, written into the model from the
   // master prefix, which the scheduler keeps apart (no copy back afterwards). wp1's and wp2's ĝ
   // are known before the step: the step writes the prediction too. wp3's depends on the step.
+  // wp3 with the outer DC: two passes (step_and_predict_wp3).
+  const bool wp3_fused =
+      stepped && master_apart_ && options_.compensation == "wp3" && options_.dc_form == "outer";
   const bool fused = stepped && master_apart_ && options_.compensation != "wp3";
   // Clipping: the prediction scales by the coefficient of the gradient about to be stepped with.
   if (fused && ctx_.clip_grad_norm > 0) prepare_stale(current, &stats);
   const Tensor* fused_ghat = fused ? prediction_gradient(current, previous, true) : nullptr;
-  if (stepped) apply_stale(current, lr, &stats, fused_ghat);
-  if (master_apart_ && !fused_ghat) {
+  if (wp3_fused)
+    step_and_predict_wp3(current, previous, lr, stats);
+  else if (stepped)
+    apply_stale(current, lr, &stats, fused_ghat);
+  if (master_apart_ && !fused_ghat && !wp3_fused) {
     PhaseTimer t(stats.phases, Phase::update);
     const Tensor& params = model.parameters();
     if (const Tensor* ghat = prediction_gradient(current, previous, stepped))

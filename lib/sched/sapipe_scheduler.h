@@ -68,7 +68,8 @@ class SapipeScheduler final : public Scheduler {
 
   // For tests and the log: the stale layers (−1 while `auto` is still profiling), the
   // parameterised layers that can be stale, and the prefix's last Δ (dc: x_{t−1} − x_{t−2} of the
-  // last stale step; wp3: the last stale step's change; empty before the first).
+  // last stale step; wp3 with dc_form diag: the last stale step's change; empty before the first;
+  // wp3's outer form never writes its Δ out).
   int stale_layers() const { return k_; }
   int trainable_layers() const { return static_cast<int>(layers_.size()); }
   std::vector<float> last_delta() const;
@@ -101,6 +102,10 @@ class SapipeScheduler final : public Scheduler {
   // apply_stale's first half, once per pending prefix: waits for the sum, begins the optimizer
   // step where the slot has no fresh part, clips.
   void prepare_stale(Slot& slot, EpochStats* stats);
+  // wp3 with the outer DC (its default form): the stale step of `current`'s prefix and the
+  // prediction from it, in two passes over the prefix — the step summing its gᵀΔ, then the
+  // prediction with ĝ formed as it goes (Optimizer::step_range_dot, predict_range_sum).
+  void step_and_predict_wp3(Slot& current, Slot& previous, float lr, EpochStats& stats);
   // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
   void apply_fresh(Slot& slot, EpochStats* stats);
   // ĝ of the weight prediction (null: no prediction this iteration); wp3 computes it in place

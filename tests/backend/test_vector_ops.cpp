@@ -167,6 +167,70 @@ TEST_CASE("SAPipe's fused passes: sgd_step_delta, axpby_dot, scale_copy equal th
   CHECK(differing == 0);
 }
 
+TEST_CASE(
+    "SAPipe's wp3 passes: step_dot and predict_sum equal the base class's parts, bit for bit") {
+  // The CPU's one-pass kernels against Backend's composition of the simpler ops (which is what
+  // a backend without them runs): the weights, the optimizer state, g + α·other, the sum
+  // Σ (g + α·other)·Δ and the prediction with α·x + β·y, all the same bits.
+  auto be = make_backend({DeviceChoice::cpu, 2, 0});
+  const int64_t n = 200003;  // above the threading threshold, not a multiple of dot's lanes
+  auto filled = [&](float a, float b, int mod) {
+    Tensor t = be->empty({n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = a + b * static_cast<float>(i % mod);
+    return t;
+  };
+  auto same = [&](const Tensor& a, const Tensor& b) {
+    return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(n) * 4) == 0;
+  };
+  const Tensor other = filled(0.3f, 0.02f, 11), x = filled(-0.2f, 0.03f, 13);
+  const Tensor scratch = be->empty({n});
+  for (const SgdHyper& h : {SgdHyper{0.1f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},
+                            SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true}}) {
+    CAPTURE(h.momentum);
+    CAPTURE(h.nesterov);
+    const Tensor no_v;
+    const Tensor w = filled(1.0f, 0.001f, 7), v = filled(0.0f, 0.1f, 3),
+                 g = filled(0.5f, -0.01f, 5);
+    const Tensor w2 = filled(1.0f, 0.001f, 7), v2 = filled(0.0f, 0.1f, 3),
+                 g2 = filled(0.5f, -0.01f, 5);
+    const double fused =
+        be->sgd_step_dot(w, g, h.momentum != 0 ? v : no_v, -0.5f, other, scratch, h);
+    const double parts =
+        be->Backend::sgd_step_dot(w2, g2, h.momentum != 0 ? v2 : no_v, -0.5f, other, scratch, h);
+    CHECK(fused == parts);
+    CHECK(fused != 0.0);
+    CHECK(same(w, w2));
+    CHECK(same(v, v2));
+    CHECK(same(g, g2));
+    const Tensor out = be->empty({n}), out2 = be->empty({n});
+    be->sgd_predict_sum(out, w, GradientSum{0.25f, x, 1.5f, g}, h.momentum != 0 ? v : no_v, h);
+    be->Backend::sgd_predict_sum(out2, w, GradientSum{0.25f, x, 1.5f, g2},
+                                 h.momentum != 0 ? v : no_v, h);
+    CHECK(same(out, out2));
+  }
+  for (float beta1 : {0.9f, 0.3f}) {  // both lerp forms
+    CAPTURE(beta1);
+    const AdamWHyper h{1e-3f, beta1, 0.98f, 1e-8f, 0.1f, 3};
+    const Tensor w = filled(1.0f, 0.001f, 7), m = filled(0.01f, 0.001f, 3),
+                 v = filled(0.001f, 0.0001f, 4), g = filled(0.5f, -0.01f, 5);
+    const Tensor w2 = filled(1.0f, 0.001f, 7), m2 = filled(0.01f, 0.001f, 3),
+                 v2 = filled(0.001f, 0.0001f, 4), g2 = filled(0.5f, -0.01f, 5);
+    const double fused = be->adamw_step_dot(w, g, m, v, -0.5f, other, scratch, h);
+    const double parts = be->Backend::adamw_step_dot(w2, g2, m2, v2, -0.5f, other, scratch, h);
+    CHECK(fused == parts);
+    CHECK(fused != 0.0);
+    CHECK(same(w, w2));
+    CHECK(same(m, m2));
+    CHECK(same(v, v2));
+    CHECK(same(g, g2));
+    const Tensor out = be->empty({n}), out2 = be->empty({n});
+    const AdamWHyper next{1e-3f, beta1, 0.98f, 1e-8f, 0.1f, 4};
+    be->adamw_predict_sum(out, w, GradientSum{0.25f, x, 1.5f, g}, m, v, next);
+    be->Backend::adamw_predict_sum(out2, w, GradientSum{0.25f, x, 1.5f, g2}, m, v, next);
+    CHECK(same(out, out2));
+  }
+}
+
 TEST_CASE("dot sums in double in a fixed order; dc_diagonal adds λ·g⊙g⊙Δ") {
   auto be = make_backend({DeviceChoice::cpu, 1, 0});
   for (int64_t n : {1, 7, 8, 9, 1000}) {

@@ -7,6 +7,7 @@
 
 #include "backend/adamw_update.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/lane_ordered_sum.h"
 #include "core/error.h"
 
 namespace dtrain {
@@ -119,6 +120,52 @@ void CpuBackend::adamw_step_predict(const Tensor& weights, const Tensor& grads, 
   with_lerp_form(c, [&](auto below_half) {
     run_elements(weights.numel(), threads_, [=](int64_t i) {
       adamw::step_predict<below_half.value>(i, wp, gp, mp, vp, hp, op, c, next);
+    });
+  });
+}
+
+double CpuBackend::adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                                  const Tensor& v, float alpha, const Tensor& other,
+                                  const Tensor& /*scratch: Δ is never written*/,
+                                  const AdamWHyper& h) {
+  check_buffers({&weights, &grads, &m, &v, &other}, "adamw_step_dot");
+  float* wp = weights.data<float>();
+  float* gp = grads.data<float>();
+  float* mp = m.data<float>();
+  float* vp = v.data<float>();
+  const float* op = other.data<float>();
+  const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_step_dot");
+  double sum = 0;
+  with_lerp_form(c, [&](auto below_half) {
+    constexpr bool kBelowHalf = decltype(below_half)::value;
+    sum = cpu::produced_dot(weights.numel(), gp, [=](int64_t b, int64_t count, float* delta) {
+      float *wb = wp + b, *gb = gp + b, *mb = mp + b, *vb = vp + b;
+      const float* ob = op + b;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        adamw::step_delta<kBelowHalf>(i, wb, gb, mb, vb, delta, c);
+        gb[i] = alpha * ob[i] + gb[i];  // axpby's expression with β = 1
+      }
+    });
+  });
+  return sum;
+}
+
+void CpuBackend::adamw_predict_sum(const Tensor& out, const Tensor& weights,
+                                   const GradientSum& ghat, const Tensor& m, const Tensor& v,
+                                   const AdamWHyper& h) {
+  check_buffers({&weights, &ghat.x, &ghat.y, &m, &v, &out}, "adamw_predict_sum");
+  float* op = out.data<float>();
+  const float* wp = weights.data<float>();
+  const float* xp = ghat.x.data<float>();
+  const float* yp = ghat.y.data<float>();
+  const float alpha = ghat.alpha, beta = ghat.beta;
+  const float* mp = m.data<float>();
+  const float* vp = v.data<float>();
+  const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_predict_sum");
+  with_lerp_form(c, [&](auto below_half) {
+    run_elements(weights.numel(), threads_, [=](int64_t i) {
+      adamw::predict_sum<below_half.value>(i, op, wp, alpha, xp, beta, yp, mp, vp, c);
     });
   });
 }

@@ -7,6 +7,7 @@
 #include <cstring>  // memcpy, memset
 
 #include "backend/cpu/cpu_ops.h"  // op constructors
+#include "backend/cpu/lane_ordered_sum.h"
 #include "backend/sgd_update.h"
 #include "core/error.h"
 
@@ -122,22 +123,6 @@ float* momentum_data(const Tensor& weights, const Tensor& momentum_buf, const Sg
   if (h.momentum == 0.0f) return nullptr;
   check_same_size(weights, momentum_buf, what);
   return momentum_buf.data<float>();
-}
-
-// Σ term(i) over [0, n) in eight running sums (element i into sum i mod 8), then added in order:
-// the order depends on n only, so equal inputs give equal bits on every rank, and the loop still
-// vectorises. `term` returns element i's double contribution (and may write element i).
-template <typename Term>
-double lane_ordered_sum(int64_t n, Term term) {
-  constexpr int kLanes = 8;
-  double sum[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) sum[l] += term(i + l);
-  for (int l = 0; i < n; ++i, ++l) sum[l] += term(i);
-  double total = 0;
-  for (double s : sum) total += s;
-  return total;
 }
 
 }  // namespace
@@ -304,12 +289,57 @@ void CpuBackend::sgd_step_delta(const Tensor& weights, const Tensor& grads,
   });
 }
 
+double CpuBackend::sgd_step_dot(const Tensor& weights, const Tensor& grads,
+                                const Tensor& momentum_buf, float alpha, const Tensor& other,
+                                const Tensor& /*scratch: Δ is never written*/, const SgdHyper& h) {
+  check_f32(weights, "sgd_step_dot");
+  check_same_size(weights, grads, "sgd_step_dot");
+  check_same_size(weights, other, "sgd_step_dot other");
+  float* w = weights.data<float>();
+  float* g = grads.data<float>();
+  const float* o = other.data<float>();
+  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_dot momentum");
+  const sgd::Coeffs c = coeffs(h);
+  double sum = 0;
+  sgd::with_kind(sgd::kind_of(h.momentum, h.nesterov), [&](auto kind) {
+    constexpr sgd::Kind K = decltype(kind)::value;
+    sum = cpu::produced_dot(weights.numel(), g, [=](int64_t b, int64_t count, float* delta) {
+      float *wb = w + b, *gb = g + b, *vb = v ? v + b : nullptr;
+      const float* ob = o + b;
+#pragma omp simd
+      for (int64_t i = 0; i < count; ++i) {
+        sgd::step_delta<K>(i, wb, gb, vb, delta, c);
+        gb[i] = alpha * ob[i] + gb[i];  // axpby's expression with β = 1
+      }
+    });
+  });
+  return sum;
+}
+
+void CpuBackend::sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
+                                 const Tensor& momentum_buf, const SgdHyper& h) {
+  check_f32(weights, "sgd_predict_sum");
+  check_same_size(weights, ghat.x, "sgd_predict_sum x");
+  check_same_size(weights, ghat.y, "sgd_predict_sum y");
+  check_same_size(weights, out, "sgd_predict_sum out");
+  const float* w = weights.data<float>();
+  const float* x = ghat.x.data<float>();
+  const float* y = ghat.y.data<float>();
+  const float alpha = ghat.alpha, beta = ghat.beta;
+  float* p = out.data<float>();
+  const float* v = momentum_data(weights, momentum_buf, h, "sgd_predict_sum momentum");
+  const sgd::Coeffs c = coeffs(h);
+  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
+    sgd::predict_sum<decltype(kind)::value>(i, p, w, alpha, x, beta, y, v, c);
+  });
+}
+
 double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   check_f32(a, "dot");
   check_same_size(a, b, "dot");
   const float* x = a.data<float>();
   const float* y = b.data<float>();
-  return lane_ordered_sum(a.numel(), [x, y](int64_t i) {
+  return cpu::lane_ordered_sum(a.numel(), [x, y](int64_t i) {
     return static_cast<double>(x[i]) * static_cast<double>(y[i]);
   });
 }
@@ -323,7 +353,7 @@ double CpuBackend::axpby_dot(float alpha, const Tensor& x, float beta, const Ten
   float* yp = y.data<float>();
   const float* zp = z.data<float>();
   // axpby's element expression, summed in dot's order.
-  return lane_ordered_sum(x.numel(), [=](int64_t i) {
+  return cpu::lane_ordered_sum(x.numel(), [=](int64_t i) {
     const float v = alpha * xp[i] + beta * yp[i];
     yp[i] = v;
     return static_cast<double>(v) * static_cast<double>(zp[i]);

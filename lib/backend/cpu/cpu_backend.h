@@ -59,6 +59,11 @@ class CpuBackend final : public Backend {
                         const Tensor& ghat, const Tensor& out, const SgdHyper& hyper) override;
   void sgd_step_delta(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
                       const Tensor& delta, const SgdHyper& hyper) override;
+  double sgd_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
+                      float alpha, const Tensor& other, const Tensor& scratch,
+                      const SgdHyper& hyper) override;
+  void sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
+                       const Tensor& momentum_buf, const SgdHyper& hyper) override;
   double dot(const Tensor& a, const Tensor& b) override;
   double axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
                    const Tensor& z) override;
@@ -71,6 +76,11 @@ class CpuBackend final : public Backend {
   void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
                           const Tensor& v, const Tensor& ghat, const Tensor& out,
                           const AdamWHyper& hyper) override;
+  double adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
+                        const Tensor& v, float alpha, const Tensor& other, const Tensor& scratch,
+                        const AdamWHyper& hyper) override;
+  void adamw_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
+                         const Tensor& m, const Tensor& v, const AdamWHyper& hyper) override;
   void add_to_rows(const Tensor& y, const Tensor& row) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
 
