@@ -39,7 +39,7 @@ def iterations_per_s(dtrain, algorithm, optimizer):
             sys.exit(f"{' '.join(command)} failed ({run.returncode}):\n{run.stdout[-3000:]}")
         m = re.search(r"stale_layers auto → sapipe \((\d+) of (\d+) layers",
                       run.stdout)
-        return 1.0 / epoch_iteration_seconds(d, 1), f"{m[1]}/{m[2]}" if m else ""
+        return 1.0 / epoch_iteration_seconds(d, 2), f"{m[1]}/{m[2]}" if m else ""
 
 
 def main():
