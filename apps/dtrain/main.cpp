@@ -19,6 +19,7 @@
 #include "comm/mpi_comm.h"         // launched_under_mpi, init_mpi, make_mpi_comm
 #include "comm/wait_watchdog.h"    // start_wait_watchdog: cluster.timeout_s
 #include "compress/codec.h"        // make_codec: validate --codecs
+#include "core/cpu_policy.h"       // flush_denormals, run_as_compute_thread
 #include "core/error.h"            // Error, InputError
 #include "core/stop_request.h"     // install_stop_handlers
 #include "nn/graph.h"              // --profile-layers
@@ -178,6 +179,9 @@ int eval_main(const Options& o, const dtrain::Comm& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts, so that every thread inherits both (core/cpu_policy.h).
+  dtrain::flush_denormals();
+  dtrain::run_as_compute_thread();
   spdlog::set_pattern("%H:%M:%S %v");
   CLI::App app{fmt::format("dtrain: distributed deep-net training on one engine; this build "
                            "trains with {}",

@@ -1,6 +1,7 @@
 #include "comm/comm_thread.h"
 
-#include "core/timer.h"  // Clock, seconds_since
+#include "core/cpu_policy.h"  // run_as_latency_bound_thread
+#include "core/timer.h"       // Clock, seconds_since
 
 namespace dtrain {
 
@@ -60,6 +61,8 @@ void CommThread::poll_when_idle(std::function<void()> poll, std::chrono::microse
 
 void CommThread::loop() {
   trace::ThreadScope traced(track_);
+  // Started by a compute thread, it would inherit that thread's batch policy (core/cpu_policy.h).
+  run_as_latency_bound_thread();
   for (;;) {
     std::packaged_task<void()> task;
     {

@@ -12,6 +12,7 @@
 #include "comm/paced_comm.h"
 #include "comm/ring_allreduce.h"
 #include "compress/codec.h"
+#include "core/cpu_policy.h"
 #include "core/timer.h"
 
 using namespace dtrain;
@@ -84,6 +85,17 @@ TEST_CASE("comm thread runs requests in order and reports their time") {
   auto failing = thread.submit([] { throw std::runtime_error("boom"); });
   CHECK_THROWS_WITH(failing.get(), "boom");
   CHECK(thread.take_busy_seconds() >= 0);
+}
+
+TEST_CASE("a comm thread started by a compute thread runs under the normal policy") {
+  // core/cpu_policy.h: the compute threads' batch policy must not reach the comm threads.
+  std::thread([] {
+    REQUIRE(run_as_compute_thread());
+    CommThread thread;
+    bool batch = true;
+    thread.submit([&batch] { batch = runs_as_compute_thread(); }).get();
+    CHECK(!batch);
+  }).join();
 }
 
 TEST_CASE("comm thread records each request's span and phase in its creator's trace") {
