@@ -34,9 +34,14 @@ class Truncate16Codec final : public Codec {
   double compression_ratio() const override { return 2.0; }
 };
 
-// Pipe-SGD's 8-bit scalar quantisation with the range set by the block's largest magnitude M:
-// a float32 scale s = M / 127 (4 bytes, native byte order, unaligned; one ulp less for
-// M = FLT_MAX, where 127·s would overflow) followed by n int8 values
+// Pipe-SGD's 8-bit scalar quantisation with the range set by the largest magnitude M of each
+// scale block of kScaleBlock consecutive values (the last one shorter). The paper takes the
+// range from "the maximal element of a gradient vector"; one range for a whole ring block —
+// half of a 2-rank model's gradient, across all its layers — sent every value of a transformer
+// below M/254 to zero (AdamW then trains on the largest layers' gradients alone: the baby GPT's
+// validation perplexity +7.6 % over sync uncompressed; +0.04 % with these blocks). Each scale
+// block is a float32 scale s = M / 127 (4 bytes, native byte order, unaligned; one ulp less for
+// M = FLT_MAX, where 127·s would overflow) followed by its int8 values
 // q_i = round_half_even(x_i · (127 / M)) ∈ [−127, 127]; decode gives q_i · s. Multiplying by
 // 127 / M instead of dividing by s keeps the quantise pass at memory speed; both are within
 // float rounding of each other, which error_bound covers: |error| ≤ s/2 plus float rounding.
@@ -48,13 +53,15 @@ class Truncate16Codec final : public Codec {
 //     NaN-loss check stops the run instead of training on silently clipped values.
 class Quantize8Codec final : public Codec {
  public:
+  // Values per scale: a scale block's encoding is its float scale, then its int8 values.
+  static constexpr int64_t kScaleBlock = 1024;
   std::string name() const override { return "quantize8"; }
   size_t encoded_bytes(int64_t n) const override;
   void encode(const float* in, int64_t n, void* out) const override;
   void decode(const void* in, int64_t n, float* out) const override;
   void decode_add(const void* in, int64_t n, float* out) const override;
   double error_bound(double block_max_abs, double value_abs) const override;
-  double compression_ratio() const override { return 4.0; }  // plus 4 bytes per block
+  double compression_ratio() const override { return 4.0; }  // plus 4 bytes per 1024 values
 };
 
 }  // namespace dtrain

@@ -14,7 +14,8 @@
 namespace dtrain {
 
 // Measured cost of one codec, per element of the block it works on, and its wire format
-// (encoded_bytes(k) = header_bytes + bytes_per_element · k).
+// (encoded_bytes(k) = header_bytes + bytes_per_element · k; for quantize8, 1 + 4/1024 bytes per
+// element with its scales, exact for whole scale blocks).
 struct CodecCost {
   std::string name;  // none | truncate16 | quantize8
   double encode_s = 0, decode_s = 0, decode_add_s = 0;

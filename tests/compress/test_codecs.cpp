@@ -8,7 +8,8 @@
 
 #include "codec_test_data.h"  // make_block, GuardedBytes, GuardedFloats
 #include "compress/codec.h"
-#include "core/error.h"  // InputError
+#include "compress/codecs.h"  // Quantize8Codec::kScaleBlock
+#include "core/error.h"       // InputError
 
 using namespace dtrain;
 using namespace dtrain::test;
@@ -66,11 +67,23 @@ struct BoundCheck {
   int64_t first_violation = -1;
 };
 
+// quantize8 takes its range from each scale block of kScaleBlock values: the bound of an element
+// is that of its own block's largest magnitude (the other codecs' bounds do not use it).
+constexpr int64_t kScaleBlock = Quantize8Codec::kScaleBlock;
+
+double block_max_abs(const std::vector<float>& x, size_t i) {
+  const size_t begin = i / kScaleBlock * kScaleBlock;
+  const size_t end = std::min(x.size(), begin + kScaleBlock);
+  return max_abs(std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(begin),
+                                    x.begin() + static_cast<std::ptrdiff_t>(end)));
+}
+
 BoundCheck check_bound(const Codec& codec, const std::vector<float>& x,
                        const std::vector<float>& decoded) {
   BoundCheck result;
-  const double m = max_abs(x);
+  double m = 0;
   for (size_t i = 0; i < x.size(); ++i) {
+    if (i % kScaleBlock == 0) m = block_max_abs(x, i);
     const double error = std::abs(static_cast<double>(decoded[i]) - x[i]);
     const double bound = codec.error_bound(m, std::abs(static_cast<double>(x[i])));
     result.max_error = std::max(result.max_error, error);
@@ -118,12 +131,14 @@ TEST_CASE("an unknown codec name is an InputError naming compression.name") {
   }
 }
 
-TEST_CASE("encoded_bytes is 4n, 2n and 4 + n") {
-  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
+TEST_CASE("encoded_bytes is 4n, 2n and n plus 4 per scale block of 1024") {
+  for (int64_t n :
+       {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1024}, int64_t{1025}, int64_t{1000003}}) {
     CAPTURE(n);
     CHECK(make_codec("none")->encoded_bytes(n) == static_cast<size_t>(4 * n));
     CHECK(make_codec("truncate16")->encoded_bytes(n) == static_cast<size_t>(2 * n));
-    CHECK(make_codec("quantize8")->encoded_bytes(n) == static_cast<size_t>(4 + n));
+    const int64_t blocks = (n + 1023) / 1024;
+    CHECK(make_codec("quantize8")->encoded_bytes(n) == static_cast<size_t>(4 * blocks + n));
   }
 }
 
@@ -223,11 +238,13 @@ TEST_CASE("quantize8 sends a float scale then one int8 per value") {
   SUBCASE("the error reaches almost scale/2, so the codec really is 8-bit") {
     const auto x = make_block(BlockKind::gradient, 100000, 13);
     const RoundTrip rt = round_trip(*codec, x);
-    const double scale = max_abs(x) / 127;
+    const double scale = block_max_abs(x, 0) / 127;  // the first scale block's
     CHECK(encoded_scale(rt.encoded) == doctest::Approx(scale).epsilon(1e-6));
+    const std::vector<float> first(x.begin(), x.begin() + kScaleBlock);
+    const std::vector<float> first_decoded(rt.decoded.begin(), rt.decoded.begin() + kScaleBlock);
     const BoundCheck b = check_bound(*codec, x, rt.decoded);
     CHECK(b.first_violation == -1);
-    CHECK(b.max_error > 0.49 * scale);
+    CHECK(check_bound(*codec, first, first_decoded).max_error > 0.49 * scale);
     CHECK(codec->error_bound(127.0, 0.0) < 0.5001);  // the bound is tight, not a fudge
   }
   SUBCASE("the largest magnitude may be negative; it maps to -127") {
@@ -239,13 +256,39 @@ TEST_CASE("quantize8 sends a float scale then one int8 per value") {
     CHECK(static_cast<int8_t>(rt.encoded[4 + at]) == -127);
     CHECK(encoded_scale(rt.encoded) == doctest::Approx(-x[at] / 127.0).epsilon(1e-6));
   }
-  SUBCASE("one huge value flushes the small ones to zero, within the bound") {
+  SUBCASE("one huge value flushes the small ones of its scale block to zero, and only those") {
     const auto x = make_block(BlockKind::one_huge, 4097, 15);
     const RoundTrip rt = round_trip(*codec, x);
-    int64_t nonzero = 0;
-    for (float v : rt.decoded) nonzero += v != 0.0f;
-    CHECK(nonzero == 1);
+    size_t huge = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::abs(x[i]) > std::abs(x[huge])) huge = i;
+    int64_t nonzero_beside = 0, exact_elsewhere = 0, elsewhere = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i / kScaleBlock == huge / kScaleBlock) {
+        nonzero_beside += i != huge && rt.decoded[i] != 0.0f;
+      } else {
+        ++elsewhere;  // the other blocks keep their small values to 8 bits of their own range
+        exact_elsewhere +=
+            std::abs(rt.decoded[i] - x[i]) <= 0.5 * block_max_abs(x, i) / 127 * 1.001;
+      }
+    }
+    CHECK(nonzero_beside == 0);
+    CHECK(elsewhere > 3000);
+    CHECK(exact_elsewhere == elsewhere);
     CHECK(check_bound(*codec, x, rt.decoded).first_violation == -1);
+  }
+  SUBCASE("a block of large values beside one of small ones: each keeps 8 bits of its range") {
+    // A transformer's gradient: the head's values 1000× an attention layer's. With one range
+    // for both, every small value would round to zero.
+    std::vector<float> x(2 * kScaleBlock);
+    for (int64_t i = 0; i < kScaleBlock; ++i)
+      x[i] = 1.0f + 0.001f * static_cast<float>(i), x[kScaleBlock + i] = 1e-3f * x[i];
+    const RoundTrip rt = round_trip(*codec, x);
+    double worst_small = 0;
+    for (int64_t i = kScaleBlock; i < 2 * kScaleBlock; ++i)
+      worst_small =
+          std::max(worst_small, std::abs(static_cast<double>(rt.decoded[i]) - x[i]) / x[i]);
+    CHECK(worst_small < 0.01);  // 8 bits of the small block's own range
   }
   SUBCASE("±FLT_MAX decodes to finite values") {
     std::vector<float> x = make_block(BlockKind::gradient, 100, 16);

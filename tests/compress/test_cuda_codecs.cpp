@@ -98,7 +98,7 @@ struct Block {
 };
 
 std::vector<Block> blocks(int64_t n) {
-  if (n == 0) return {{"empty", {}}};  // quantize8 still writes its 4-byte scale
+  if (n == 0) return {{"empty", {}}};  // no scale block: nothing written
   std::vector<Block> out;
   const uint64_t seed = 500 + static_cast<uint64_t>(n);
   for (BlockKind k : {BlockKind::gradient, BlockKind::mixed, BlockKind::negative,
@@ -246,7 +246,7 @@ std::string check_block(const Codec& cpu, const DeviceCodec& gpu, const Block& b
 }
 
 // Around the widths kernels work in: 4 and 8 (vectors), 32 (a warp), 128 to 1024 (blocks),
-// and large enough for a grid of blocks (quantize8's maximum is a grid-wide reduction).
+// and large enough for a grid of blocks (quantize8: many scale blocks, the last one short).
 constexpr int64_t kSizes[] = {0,   1,   2,    3,    4,    5,    7,    8,    9,     15,     16,
                               17,  31,  32,   33,   63,   64,   65,   127,  128,   129,    255,
                               256, 257, 1023, 1024, 1025, 4095, 4096, 4097, 65537, 1000003};

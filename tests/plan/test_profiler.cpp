@@ -14,8 +14,8 @@ using namespace dtrain;
 TEST_CASE("codec costs: positive per-element times and the exact wire format") {
   const CodecCost q8 = profile_codec("quantize8", 16384, 4);
   CHECK(q8.name == "quantize8");
-  CHECK(q8.bytes_per_element == 1);
-  CHECK(q8.header_bytes == 4);
+  CHECK(q8.bytes_per_element == 1 + 4.0 / 1024);  // a float scale per 1024 int8s
+  CHECK(q8.header_bytes == 0);
   CHECK(q8.encode_s > 0);
   CHECK(q8.decode_s > 0);
   CHECK(q8.decode_add_s > 0);
@@ -23,7 +23,7 @@ TEST_CASE("codec costs: positive per-element times and the exact wire format") {
   CHECK(t16.bytes_per_element == 2);
   CHECK(t16.header_bytes == 0);
   CHECK(profile_codec("none", 4096, 1).bytes_per_element == 4);
-  CHECK(q8.wire_bytes(4096) == 4100);
+  CHECK(q8.wire_bytes(4096) == 4096 + 4 * 4);
 }
 
 TEST_CASE("transport figures are positive and bounded") {

@@ -9,12 +9,9 @@
 //     mul_like_x86 put x86's NaN back, so that NaN results match the CPU's too.
 // Floats travel as bits wherever the CPU moves bits (truncate16, the none codec's copies).
 //
-// quantize8 encodes in two kernels: a max |x| reduction (atomicMax of the magnitude bits into a
-// 4-byte device word owned by the codec object, allocated on the first encode, on the current
-// device), then the quantisation, whose threads each derive scale and 127/M from that word.
-// Hence the encodes of one Quantize8 DeviceCodec must not run concurrently on different streams
-// (decodes may); the header of the output cannot hold the maximum instead, as it may be
-// unaligned (no atomics) and is overwritten while other blocks still read it.
+// quantize8 encodes in one kernel, one CUDA block per scale block of 1024 values (the CPU's
+// Quantize8Codec::kScaleBlock): the block's max |x| reduced in shared memory, then its header and
+// its int8s, each thread deriving the scale and 127/M from that maximum as the CPU does.
 #include "compress/cuda/device_codec.h"
 
 #include <cuda_runtime.h>  // kernel launches, cudaMemcpyAsync, cudaMalloc, device intrinsics
@@ -22,10 +19,10 @@
 #include <algorithm>  // std::min
 #include <cfloat>     // FLT_MIN
 #include <cstdint>    // uint32_t, uintptr_t
-#include <mutex>      // std::once_flag: quantize8's scratch word, allocated on first use
 
-#include "compress/codec.h"  // make_codec (names and sizes), codec_names
-#include "core/error.h"      // Error, InputError, CheckFailure
+#include "compress/codec.h"   // make_codec (names and sizes), codec_names
+#include "compress/codecs.h"  // Quantize8Codec::kScaleBlock: the format
+#include "core/error.h"       // Error, InputError, CheckFailure
 
 // A failed CUDA runtime call → dtrain::Error naming the call and CUDA's error string. (The
 // backend's DTRAIN_CUDA_CHECK is the same, but compress must not depend on the backend.)
@@ -43,7 +40,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;  // independent loads in flight per thread (memory-level parallelism)
 // About one full wave of 256-thread blocks on an H100 (132 SMs × 8); the grid-stride loops
-// cover the rest. It also bounds the atomics of quantize8's reduction to one per block.
+// cover the rest.
 constexpr int64_t kMaxBlocks = 1024;
 
 constexpr uint32_t kAbsMask = 0x7fffffffu, kInfBits = 0x7f800000u;
@@ -56,6 +53,10 @@ constexpr float kLevels = 127.0f;
 constexpr float kMinMaxAbs = kLevels * FLT_MIN;
 constexpr float kRoundMagic = 12582912.0f;  // 1.5·2^23: (v + magic) − magic rounds half to even
 constexpr int64_t kHeaderBytes = 4;
+constexpr int64_t kScaleBlock = Quantize8Codec::kScaleBlock;          // values per scale
+constexpr int64_t kScaleBlockBytes = kHeaderBytes + kScaleBlock;      // a full block's encoding
+constexpr int kPerThread = static_cast<int>(kScaleBlock / kThreads);  // values per thread
+static_assert(kScaleBlock % kThreads == 0, "a scale block is a whole number of thread rounds");
 
 unsigned grid_for(int64_t n) {
   constexpr int64_t kPerBlock = int64_t{kThreads} * kUnroll;
@@ -145,7 +146,7 @@ __device__ uint32_t block_max(uint32_t v) {
 }
 
 // --- decoders: element i of an encoded block, as a float ---------------------------------------
-// bind() gives the per-thread form (quantize8 reads its header there, once per thread).
+// bind() gives the per-thread form.
 
 // none: the raw float bytes; kAligned when they start on a 4-byte boundary.
 template <bool kAligned>
@@ -175,19 +176,16 @@ struct Truncated16 {
   }
 };
 
-// quantize8: q_i · scale, the float scale (4 bytes, any alignment) first.
+// quantize8: q_i · scale, each scale block's float scale (4 bytes, any alignment) before its
+// int8s.
 struct Quantized8 {
   const unsigned char* bytes;
-  struct Bound {
-    const int8_t* q;
-    float scale;
-    __device__ float operator()(int64_t i) const {
-      return mul_like_x86(static_cast<float>(q[i]), scale);
-    }
-  };
-  __device__ Bound bind() const {
-    return {reinterpret_cast<const int8_t*>(bytes + kHeaderBytes),
-            __uint_as_float(load_u32_bytes(bytes))};
+  __device__ Quantized8 bind() const { return *this; }
+  __device__ float operator()(int64_t i) const {
+    const unsigned char* block = bytes + (i / kScaleBlock) * kScaleBlockBytes;
+    const float scale = __uint_as_float(load_u32_bytes(block));
+    const auto q = static_cast<int8_t>(block[kHeaderBytes + i % kScaleBlock]);
+    return mul_like_x86(static_cast<float>(q), scale);
   }
 };
 
@@ -229,16 +227,6 @@ __global__ void truncate16_encode_kernel(const float* in, int64_t n, unsigned ch
       });
 }
 
-// max_abs_bits of codec_kernels_portable.cpp, merged into *max_bits (which starts at 0).
-__global__ void max_abs_bits_kernel(const float* in, int64_t n, unsigned* max_bits) {
-  uint32_t m = 0;
-  for_each_element(
-      n, [=](int64_t i) { return __float_as_uint(in[i]) & kAbsMask; },
-      [&](int64_t, uint32_t bits) { m = max_u32(m, bits); });
-  m = block_max(m);
-  if (threadIdx.x == 0 && m != 0) atomicMax(max_bits, m);
-}
-
 // The block-level decisions of Quantize8Codec::encode, from the bits of the block's max |x|.
 struct Quantize8Params {
   uint32_t scale_bits;  // the header
@@ -257,24 +245,38 @@ __device__ Quantize8Params quantize8_params(uint32_t max_bits) {
   return {scale_bits, __fdiv_rn(kLevels, max_abs), true};
 }
 
-// The header and the int8s, once *max_bits holds the block's max_abs_bits.
-__global__ void quantize8_encode_kernel(const float* in, int64_t n, const unsigned* max_bits,
-                                        unsigned char* out) {
-  const Quantize8Params params = quantize8_params(*max_bits);
-  if (blockIdx.x == 0 && threadIdx.x == 0) store_u32_bytes(out, params.scale_bits);
-  auto* q = reinterpret_cast<int8_t*>(out + kHeaderBytes);
-  if (params.quantize) {
-    const float inv_scale = params.inv_scale;
-    for_each_element(
-        n, [=](int64_t i) { return in[i]; },
-        [=](int64_t i, float x) {
-          const float product = __fmul_rn(x, inv_scale);
-          const float rounded = __fsub_rn(__fadd_rn(product, kRoundMagic), kRoundMagic);
-          q[i] = static_cast<int8_t>(static_cast<int32_t>(rounded));
-        });
-  } else {
-    for_each_element(
-        n, [](int64_t) { return 0; }, [=](int64_t i, int) { q[i] = 0; });
+// One scale block per CUDA block: max_abs_bits of codec_kernels_portable.cpp over its values,
+// then the header and the int8s of Quantize8Codec::encode.
+__global__ void quantize8_encode_kernel(const float* in, int64_t n, unsigned char* out) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kScaleBlock;
+  const int64_t count = n - first < kScaleBlock ? n - first : kScaleBlock;
+  float x[kPerThread];
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kThreads;
+    x[j] = i < count ? in[first + i] : 0.0f;
+    m = max_u32(m, __float_as_uint(x[j]) & kAbsMask);
+  }
+  __shared__ uint32_t block_bits;
+  m = block_max(m);
+  if (threadIdx.x == 0) block_bits = m;
+  __syncthreads();
+  const Quantize8Params params = quantize8_params(block_bits);
+  unsigned char* bytes = out + static_cast<int64_t>(blockIdx.x) * kScaleBlockBytes;
+  if (threadIdx.x == 0) store_u32_bytes(bytes, params.scale_bits);
+  auto* q = reinterpret_cast<int8_t*>(bytes + kHeaderBytes);
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kThreads;
+    if (i >= count) continue;
+    if (!params.quantize) {
+      q[i] = 0;
+      continue;
+    }
+    const float product = __fmul_rn(x[j], params.inv_scale);
+    const float rounded = __fsub_rn(__fadd_rn(product, kRoundMagic), kRoundMagic);
+    q[i] = static_cast<int8_t>(static_cast<int32_t>(rounded));
   }
 }
 
@@ -357,24 +359,13 @@ class Truncate16DeviceCodec final : public DeviceCodecBase {
 class Quantize8DeviceCodec final : public DeviceCodecBase {
  public:
   Quantize8DeviceCodec() : DeviceCodecBase("quantize8") {}
-  Quantize8DeviceCodec(const Quantize8DeviceCodec&) = delete;
-  Quantize8DeviceCodec& operator=(const Quantize8DeviceCodec&) = delete;
-  ~Quantize8DeviceCodec() override {
-    if (max_bits_) static_cast<void>(cudaFree(max_bits_));  // no throwing at teardown
-  }
 
   void encode(const float* in, int64_t n, void* out, cudaStream_t stream) const override {
-    if (n <= 0) {  // max_abs_bits of nothing is 0: scale 0, as the CPU writes
-      DTRAIN_CODEC_CUDA_CHECK(cudaMemsetAsync(out, 0, kHeaderBytes, stream));
-      return;
-    }
+    if (n <= 0) return;  // no scale blocks: nothing to write, as on the CPU
     check_float_alignment(in);
-    unsigned* max_bits = scratch();
-    auto* bytes = static_cast<unsigned char*>(out);
-    DTRAIN_CODEC_CUDA_CHECK(cudaMemsetAsync(max_bits, 0, sizeof(unsigned), stream));
-    max_abs_bits_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, n, max_bits);
-    DTRAIN_CODEC_CUDA_CHECK(cudaGetLastError());
-    quantize8_encode_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, n, max_bits, bytes);
+    const auto blocks = static_cast<unsigned>((n + kScaleBlock - 1) / kScaleBlock);
+    quantize8_encode_kernel<<<blocks, kThreads, 0, stream>>>(in, n,
+                                                             static_cast<unsigned char*>(out));
     DTRAIN_CODEC_CUDA_CHECK(cudaGetLastError());
   }
   void decode(const void* in, int64_t n, float* out, cudaStream_t stream) const override {
@@ -387,17 +378,6 @@ class Quantize8DeviceCodec final : public DeviceCodecBase {
     check_float_alignment(out);
     launch_decode<true>(Quantized8{static_cast<const unsigned char*>(in)}, n, out, stream);
   }
-
- private:
-  // The reduction's result word, on the device current at the first encode.
-  unsigned* scratch() const {
-    std::call_once(scratch_once_,
-                   [this] { DTRAIN_CODEC_CUDA_CHECK(cudaMalloc(&max_bits_, sizeof(unsigned))); });
-    return max_bits_;
-  }
-
-  mutable std::once_flag scratch_once_;
-  mutable unsigned* max_bits_ = nullptr;
 };
 
 }  // namespace
