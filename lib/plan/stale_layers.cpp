@@ -72,4 +72,21 @@ StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers, double per
   return best;
 }
 
+int grow_stale_layers(std::vector<LayerCost>& layers, double& per_allreduce_s, int k,
+                      double wait_s) {
+  const int m = static_cast<int>(layers.size());
+  if (k >= m) return m;
+  double fresh = per_allreduce_s, budget = 0;  // C2's two sides for k
+  for (int i = 0; i < m; ++i) {
+    const LayerCost& l = layers[static_cast<size_t>(i)];
+    if (i >= k) fresh += l.comm_s;
+    if (i < m - 1) budget += l.backward_s;
+    if (i < k) budget += l.forward_s;
+  }
+  const double scale = fresh > 0 ? std::max(1.0, (budget + wait_s) / fresh) : 1.0;
+  for (LayerCost& l : layers) l.comm_s *= scale;
+  per_allreduce_s *= scale;
+  return std::min(m, std::max(k + 1, choose_stale_layers(layers, per_allreduce_s).k));
+}
+
 }  // namespace dtrain

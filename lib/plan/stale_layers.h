@@ -54,4 +54,15 @@ double stale_iteration_seconds(const std::vector<LayerCost>& layers, int k,
 // they do). An empty profile: k = 0.
 StaleChoice choose_stale_layers(const std::vector<LayerCost>& layers, double per_allreduce_s = 0);
 
+// `auto`'s correction after measuring (SAPipe's scheduler): with k stale layers the next forward
+// waited `wait_s` per iteration at layer k + 1 for the fresh layers' sum, where the model above
+// predicted its own stall. The fresh communication took its C2 budget plus that wait; every v_i
+// and the fixed cost are scaled by the ratio of that to the predicted fresh communication (never
+// down), in place, and k is chosen anew from the scaled profile — at least k + 1, at most m.
+// The model's two blind spots are both in what is measured: with one segment the fresh layers'
+// all-reduce starts only after layer k + 1's backward, and on shared cores it runs slower
+// beside the computation than alone.
+int grow_stale_layers(std::vector<LayerCost>& layers, double& per_allreduce_s, int k,
+                      double wait_s);
+
 }  // namespace dtrain

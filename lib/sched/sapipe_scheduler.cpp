@@ -19,6 +19,11 @@ namespace {
 
 // `auto`'s profile: D-Sync iterations, the first ones untimed (cold caches, first allocations).
 constexpr int kProfileWarmup = 2, kProfileTimed = 6;
+// `auto`'s check of its choice: pipelined iterations skipped (the pipeline filling), then timed;
+// a hook that waits more than kTolerableWait of the iteration makes k grow, at most
+// kMaxAutoChecks times.
+constexpr int kCheckSkipped = 2, kCheckTimed = 16, kMaxAutoChecks = 4;
+constexpr double kTolerableWait = 0.03;
 // Floats of the all-reduce that measures what any all-reduce costs (latency, hand-offs).
 constexpr int64_t kSmallAllreduce = 1024;
 
@@ -188,6 +193,8 @@ void SapipeScheduler::set_stale_layers(int k) {
       Slot& previous = slots_[static_cast<size_t>((iteration_ + 1) % 2)];
       if (!previous.fresh_pending) return;
       const auto start = Clock::now();
+      wait(previous.fresh, hook_stats_);  // apply_fresh's own wait then finds the sum there
+      hook_wait_s_ += seconds_since(start);
       apply_fresh(previous, hook_stats_);
       hook_s_ += seconds_since(start);
     });
@@ -521,6 +528,8 @@ void SapipeScheduler::decide_stale_layers() {
   ctx_.comm.broadcast(k, 0);
   profile_.reset();  // its hooks go before the scheduler's own
   set_stale_layers(std::stoi(k));
+  check_ = AutoCheck{layers, fixed};
+  check_.active = k_ < static_cast<int>(layers_.size());  // all stale: no hook to wait in
   if (ctx_.comm.rank() != 0) return;
   double forward = 0, backward = 0;
   for (const LayerCost& l : layers) forward += l.forward_s, backward += l.backward_s;
@@ -533,6 +542,33 @@ void SapipeScheduler::decide_stale_layers() {
       choice.communication_bound ? "communication-bound: the least k of shortest iteration"
                                  : "C1 holds: the least k with C2",
       choice.iteration_s * 1e3, choice.stall_s * 1e3);
+}
+
+void SapipeScheduler::check_stale_layers() {
+  const int m = static_cast<int>(layers_.size());
+  const double wait = check_.wait_s / check_.iterations, wall = check_.wall_s / check_.iterations;
+  ++check_.checks;
+  std::string decision = std::to_string(k_);
+  if (wait > kTolerableWait * wall) {
+    const int k = grow_stale_layers(check_.layers, check_.fixed_s, k_, wait);
+    decision = std::to_string(k);
+    if (ctx_.comm.rank() == 0)
+      spdlog::info(
+          "sapipe: stale_layers auto: the next forward waited {:.3f} ms of a {:.3f} ms iteration "
+          "for the fresh layers' sum, which the profile's model did not foresee (with one "
+          "segment their all-reduce starts after layer {}'s backward; beside the computation it "
+          "runs slower than alone); stale layers {} → {}",
+          wait * 1e3, wall * 1e3, k_ + 1, k_, k);
+  }
+  ctx_.comm.broadcast(decision, 0);  // rank 0's measurement decides for every rank
+  const int k = std::stoi(decision);
+  check_.iterations = 0;
+  check_.wait_s = check_.wall_s = 0;
+  check_.active = k != k_ && k < m && check_.checks < kMaxAutoChecks;
+  if (k != k_) {
+    flush();  // the pipeline empties, as before an evaluation; it refills with the new split
+    set_stale_layers(k);
+  }
 }
 
 EpochStats SapipeScheduler::run_epoch(Loader& loader, const EpochPart& part) {
@@ -555,11 +591,21 @@ EpochStats SapipeScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       flush();  // nothing in flight when D-Sync starts
       run_dsync(current, batch, lr, stats);
     } else {
+      const auto start = Clock::now();
+      hook_wait_s_ = 0;
       run_pipelined(current, previous, batch, lr, stats);
+      if (check_.active && ++check_.iterations > kCheckSkipped) {
+        check_.wait_s += hook_wait_s_;
+        check_.wall_s += seconds_since(start);
+      }
     }
     ++iteration_;
     finish_iteration(epoch, i, batch.rows(), stats);
     if (profile_ && profile_->done()) decide_stale_layers();
+    if (check_.active && check_.iterations == kCheckSkipped + kCheckTimed) {
+      check_.iterations -= kCheckSkipped;
+      check_stale_layers();
+    }
   }
   stats.wall_s = seconds_since(epoch_start);
   if (allreducer_)

@@ -24,7 +24,10 @@
 // uses the paper's C2, whose budget Σ_{i<m} b_i assumes each layer's gradient leaves as soon as
 // its backward ends; with `segments: 1` the fresh layers leave together after layer k + 1's
 // backward, so a k at C2's edge can stall the hook by up to the fresh layers' backward
-// (`segments: N` narrows that).
+// (`segments: N` narrows that). So `auto` checks its choice: the first pipelined iterations after
+// it measure how long the next forward waits at the hook, and where that is more than a few per
+// cent of the iteration, k is chosen anew from the profile with its all-reduce times scaled by
+// what was measured (plan/stale_layers.h, grow_stale_layers), at most a few times.
 #pragma once
 #include <future>
 #include <memory>
@@ -34,6 +37,7 @@
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
 #include "config/kinds.h"              // WordOr
+#include "plan/stale_layers.h"         // LayerCost: auto's check
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/gradient_segments.h"   // GradientSegments
 #include "sched/scheduler.h"           // Scheduler
@@ -127,6 +131,9 @@ class SapipeScheduler final : public Scheduler {
   Tensor prefix(const Tensor& flat) const;
   // `auto`: rank 0's choice from the profile, the same on every rank.
   void decide_stale_layers();
+  // `auto`'s check of its choice (AutoCheck): after a window of pipelined iterations, a hook that
+  // waited for the fresh sum makes k grow; rank 0 decides for every rank.
+  void check_stale_layers();
 
   SapipeOptions options_;
   std::vector<LayerRange> layers_;  // the trainable parameterised layers, forward order
@@ -149,6 +156,21 @@ class SapipeScheduler final : public Scheduler {
   // share) and its gradient's coefficient (which scales the own gradients of a prediction).
   double last_prefix_squared_norm_ = 0, last_clip_ = 1;
   std::unique_ptr<Profile> profile_;
+  // `auto`'s check: the profile times the all-reduce alone, but pipelined it shares the cores with
+  // the computation and may run slower, so that the fresh sum arrives after the hook needs it.
+  // The first pipelined iterations after a choice measure the hook's wait; where it is more than
+  // a small share of the iteration, the all-reduce times are scaled by what was measured and k
+  // chosen anew (larger), at most kMaxAutoChecks times.
+  struct AutoCheck {
+    std::vector<LayerCost> layers;  // the profile's, comm_s scaled by the checks so far
+    double fixed_s = 0;             // a small all-reduce's cost
+    int iterations = 0;             // counted in the current window
+    double wait_s = 0, wall_s = 0;  // the hook's waits and the iterations' time in it
+    int checks = 0;                 // windows judged
+    bool active = false;
+  };
+  AutoCheck check_;
+  double hook_wait_s_ = 0;  // the hook's wait for the fresh sum, this iteration
   // Declared last: its thread is joined before the slots are freed.
   std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
 };

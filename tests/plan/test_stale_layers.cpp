@@ -133,3 +133,27 @@ TEST_CASE("stale layers: with a fixed cost per all-reduce, k still grows with th
     return k;
   });
 }
+
+TEST_CASE("stale layers: a measured wait scales the communication and grows k") {
+  // The hand-computed case above chose k = 3 (fresh v = 6 against a budget of 9). Had the
+  // forward then waited 3 s per iteration at layer 4, the fresh sum took 9 + 3 = 12 s, twice the
+  // predicted 6: every v doubles (Σv = 24 > the compute's 12) and k grows to the least of the
+  // shortest predicted iteration, here all four layers.
+  std::vector<LayerCost> layers = {{1, 2, 1}, {1, 2, 1}, {1, 2, 4}, {1, 2, 6}};
+  double fixed = 0;
+  CHECK(grow_stale_layers(layers, fixed, 3, 3.0) == 4);
+  CHECK(layers[0].comm_s == doctest::Approx(2));
+  CHECK(layers[3].comm_s == doctest::Approx(12));
+  // From k = 0 with a small wait: fresh 12 against a budget of 6, waited 1: 6 + 1 = 7 < 12, so
+  // the model had already foreseen more than that and nothing is scaled; k still grows by one
+  // at least (the caller only asks when the wait mattered).
+  layers = {{1, 2, 1}, {1, 2, 1}, {1, 2, 4}, {1, 2, 6}};
+  CHECK(grow_stale_layers(layers, fixed, 0, 1.0) >= 1);
+  CHECK(layers[3].comm_s == doctest::Approx(6));
+  // Never past m, and the fixed cost scales with the rest.
+  layers = {{1, 2, 1}, {1, 2, 1}};
+  fixed = 0.5;
+  CHECK(grow_stale_layers(layers, fixed, 1, 100.0) == 2);
+  CHECK(fixed > 0.5);
+  CHECK(grow_stale_layers(layers, fixed, 2, 1.0) == 2);
+}
