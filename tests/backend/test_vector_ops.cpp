@@ -127,17 +127,27 @@ TEST_CASE("sgd_predict writes what sgd_step would, bit for bit, and changes noth
   }
 }
 
+namespace {
+// The fused passes' tests: above the threading threshold, not a multiple of dot's lanes.
+constexpr int64_t kFusedSize = 200003;
+
+// a + b·(i mod `mod`) at element i.
+Tensor filled_tensor(Backend& be, int64_t n, float a, float b, int mod) {
+  Tensor t = be.empty({n});
+  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = a + b * static_cast<float>(i % mod);
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b, int64_t n) {
+  return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(n) * 4) == 0;
+}
+}  // namespace
+
 TEST_CASE("SAPipe's fused passes: sgd_step_delta, axpby_dot, scale_copy equal their parts") {
   auto be = make_backend({DeviceChoice::cpu, 2, 0});
-  const int64_t n = 200003;  // above the threading threshold, not a multiple of dot's lanes
-  auto filled = [&](float a, float b, int mod) {
-    Tensor t = be->empty({n});
-    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = a + b * static_cast<float>(i % mod);
-    return t;
-  };
-  auto same = [&](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(n) * 4) == 0;
-  };
+  const int64_t n = kFusedSize;
+  auto filled = [&](float a, float b, int mod) { return filled_tensor(*be, n, a, b, mod); };
+  auto same = [&](const Tensor& a, const Tensor& b) { return same_bits(a, b, n); };
   const Tensor g = filled(0.5f, -0.01f, 5);
   for (const SgdHyper& h : {SgdHyper{0.1f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},
                             SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true}}) {
@@ -173,15 +183,9 @@ TEST_CASE(
   // a backend without them runs): the weights, the optimizer state, g + α·other, the sum
   // Σ (g + α·other)·Δ and the prediction with α·x + β·y, all the same bits.
   auto be = make_backend({DeviceChoice::cpu, 2, 0});
-  const int64_t n = 200003;  // above the threading threshold, not a multiple of dot's lanes
-  auto filled = [&](float a, float b, int mod) {
-    Tensor t = be->empty({n});
-    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = a + b * static_cast<float>(i % mod);
-    return t;
-  };
-  auto same = [&](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.raw(), b.raw(), static_cast<size_t>(n) * 4) == 0;
-  };
+  const int64_t n = kFusedSize;
+  auto filled = [&](float a, float b, int mod) { return filled_tensor(*be, n, a, b, mod); };
+  auto same = [&](const Tensor& a, const Tensor& b) { return same_bits(a, b, n); };
   const Tensor other = filled(0.3f, 0.02f, 11), x = filled(-0.2f, 0.03f, 13);
   const Tensor scratch = be->empty({n});
   for (const SgdHyper& h : {SgdHyper{0.1f}, SgdHyper{0.1f, 0.9f, 0.0f, 5e-5f},

@@ -33,29 +33,24 @@ void run_steps(float* wp, const float* gp, float* mp, float* vp, int64_t n, int 
   for (int64_t i = 0; i < n; ++i) adamw::step<kWeightBelowHalf>(i, wp, gp, mp, vp, c);
 }
 
-// SAPipe's prediction loop (adamw_predict), run_steps' pattern: body(i, p) for i in
-// [0, n), on one thread (as a plain simd loop) for small buffers, where waking a team costs more
-// than the loop, or as an OpenMP parallel simd loop. The floats the body needs (the coefficients,
-// a GradientSum's α and β) travel as `p`, a by-value parameter, and the body captures pointers
-// only: floats inside the body's closure could be aliased by its stores to out, w, m or v, so the
-// compiler reloaded them every element and the loop stayed scalar (adamw_predict took 4.8× an
-// adamw_step on 647k floats); as a parameter they stay in registers and the loop vectorises.
-template <class Params, class Body>
-void run_elements(int64_t n, int threads, const Params p, Body body) {
+// SAPipe's prediction loops (adamw_predict, adamw_step_predict, adamw_predict_sum), run_steps'
+// pattern written out: their floats as separate by-value parameters. Captured in a loop body's
+// closure they could be aliased by its stores to out, w, m or v, so the compiler reloaded them
+// every element and the loops ran scalar (adamw_predict 2.1 ms where adamw_step takes 0.45 ms on
+// 647k floats; bundled into one struct parameter, step_predict still took 4.4 ms).
+template <bool kWeightBelowHalf>
+void run_predicts(float* op, const float* wp, const float* gp, const float* mp, const float* vp,
+                  int64_t n, int threads, const adamw::Coeffs c) {
   constexpr int64_t kParallelThreshold = 1 << 16;
   if (n <= kParallelThreshold || threads <= 1) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) body(i, p);
+    for (int64_t i = 0; i < n; ++i) adamw::predict<kWeightBelowHalf>(i, op, wp, gp, mp, vp, c);
     return;
   }
-  // firstprivate: each thread's own copy of the parameters, which no store can alias.
-#pragma omp parallel for simd num_threads(threads) firstprivate(p)
-  for (int64_t i = 0; i < n; ++i) body(i, p);
+#pragma omp parallel for simd num_threads(threads) firstprivate(c)
+  for (int64_t i = 0; i < n; ++i) adamw::predict<kWeightBelowHalf>(i, op, wp, gp, mp, vp, c);
 }
 
-// adamw_step_predict's and adamw_predict_sum's loops, run_steps' pattern written out: their
-// floats as separate by-value parameters (bundled into one struct parameter, the loops stayed
-// scalar: 4.4 ms where adamw_step takes 0.45 ms on 647k floats).
 template <bool kWeightBelowHalf>
 void run_step_predicts(float* wp, const float* gp, float* mp, float* vp, const float* hp, float* op,
                        int64_t n, int threads, const adamw::Coeffs c, const adamw::Coeffs next) {
@@ -134,11 +129,10 @@ void CpuBackend::adamw_predict(const Tensor& out, const Tensor& weights, const T
   const float* mp = m.data<float>();
   const float* vp = v.data<float>();
   const adamw::Coeffs c = coeffs_at(h, h.step, "adamw_predict");
-  with_lerp_form(c, [&](auto below_half) {
-    run_elements(weights.numel(), threads_, c, [=](int64_t i, const adamw::Coeffs k) {
-      adamw::predict<below_half.value>(i, op, wp, gp, mp, vp, k);
-    });
-  });
+  if (adamw::weight_below_half(c))
+    run_predicts<true>(op, wp, gp, mp, vp, weights.numel(), threads_, c);
+  else
+    run_predicts<false>(op, wp, gp, mp, vp, weights.numel(), threads_, c);
 }
 
 void CpuBackend::adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
