@@ -477,11 +477,16 @@ EpochStats PipedreamScheduler::run_epoch(Loader& loader, const EpochPart& part) 
     return batch;
   };
   // Step `step` of this part stands at (first_units + step · units / steps) / epoch_units of
-  // the epoch (one rational, divided once: a whole epoch gives exactly step / steps).
+  // the epoch (one rational, divided once: a whole epoch gives exactly step / steps), which is
+  // iteration (first_units + step · units / steps) / per of it: the first of the step's
+  // minibatches. The schedule's parts counted in iterations (warmup_iterations, a cosine over
+  // train.max_iterations) take the run's iteration, as every other scheduler's do.
+  const int64_t iterations_before = static_cast<int64_t>(epoch) * epoch_iterations(0);
   auto lr = [&](int step) {
-    const double at = static_cast<double>(first_units * steps + step * part_units) /
-                      static_cast<double>(steps * epoch_units);
-    return static_cast<float>(ctx_.schedule.lr_at(epoch + at));
+    const int64_t position = first_units * steps + step * part_units;
+    const double at = static_cast<double>(position) / static_cast<double>(steps * epoch_units);
+    const int64_t iteration = iterations_before + position / (steps * per);
+    return static_cast<float>(ctx_.schedule.lr_at(epoch + at, iteration));
   };
   // Rank 0's steps: each takes in a round of its replicas' minibatches (1f1b) or a minibatch.
   const int64_t samples_per_step =

@@ -31,8 +31,10 @@ const char* kMomentum = "{lr: 0.05, momentum: 0.9, weight_decay: 0.0001, schedul
 // AdamW: matrices decay, biases do not (each stage's optimizer sees its own tensors).
 const char* kAdamW = "{name: adamw, lr: 0.01, weight_decay: 0.1, schedule: {name: cosine}}";
 
+// `train`: the train section (the schedule's total_iterations comes from max_iterations).
 ExperimentConfig experiment(const std::string& algorithm, int batch, const char* model,
-                            const std::string& optimizer = kMomentum) {
+                            const std::string& optimizer = kMomentum,
+                            const std::string& train = "{epochs: 1}") {
   return parse_config(fmt::format(R"(seed: 5
 model: {}
 dataset: {{name: synthetic, shape: [1, 8, 8], classes: 4, train_size: 512, test_size: 100,
@@ -40,8 +42,9 @@ dataset: {{name: synthetic, shape: [1, 8, 8], classes: 4, train_size: 512, test_
 cluster: {{device: cpu, threads_per_rank: 1}}
 algorithm: {}
 optimizer: {}
+train: {}
 )",
-                                  model, batch, algorithm, optimizer),
+                                  model, batch, algorithm, optimizer, train),
                       "pipedream_test.yaml");
 }
 
@@ -148,6 +151,41 @@ TEST_CASE(
         CHECK(moved > 1e-3);
       }
     }
+  }
+}
+
+TEST_CASE(
+    "pipedream takes the schedule's parts counted in iterations (warm-up, a cosine over "
+    "train.max_iterations) at the run's iteration, as sync does") {
+  auto world = make_mpi_comm();
+  const int S = world->size();
+  const std::string stages = S == 2 ? "[fc3]" : "[fc2, fc3]";
+  // nanoGPT's schedule: 6 warm-up iterations, a cosine down to min_lr at iteration 24 of the
+  // 32 the two epochs run (the last 8 at min_lr).
+  const std::string optimizer =
+      "{name: adamw, lr: 0.01, weight_decay: 0.1, schedule: {name: cosine, min_lr: 0.001, "
+      "warmup_iterations: 6}}";
+  const std::string train_keys = "{epochs: 2, max_iterations: 24}";
+  for (const std::string schedule : {"gpipe", "1f1b, in_flight: 1"}) {
+    CAPTURE(schedule);
+    const Trained pipe = train(
+        experiment(fmt::format("{{name: pipedream, schedule: {}, stages: {}}}", schedule, stages),
+                   32, kMlp, optimizer, train_keys),
+        *world);
+    auto local = make_local_comm();
+    const Trained sync = train(experiment("{name: sync}", 32, kMlp, optimizer, train_keys), *local);
+    const std::vector<float> all = end_to_end(*world, pipe.weights);
+    REQUIRE(all.size() == sync.weights.size());
+    CHECK(std::memcmp(all.data(), sync.weights.data(), all.size() * sizeof(float)) == 0);
+    // The schedule bit: with the rate of its epoch alone (no warm-up) sync ends elsewhere.
+    const Trained epochwise =
+        train(experiment("{name: sync}", 32, kMlp,
+                         "{name: adamw, lr: 0.01, weight_decay: 0.1, schedule: {name: cosine, "
+                         "min_lr: 0.001}}",
+                         train_keys),
+              *local);
+    CHECK(std::memcmp(epochwise.weights.data(), sync.weights.data(), all.size() * sizeof(float)) !=
+          0);
   }
 }
 
