@@ -555,10 +555,14 @@ void SapipeScheduler::check_stale_layers() {
     if (ctx_.comm.rank() == 0)
       spdlog::info(
           "sapipe: stale_layers auto: the next forward waited {:.3f} ms of a {:.3f} ms iteration "
-          "for the fresh layers' sum, which the profile's model did not foresee (with one "
-          "segment their all-reduce starts after layer {}'s backward; beside the computation it "
-          "runs slower than alone); stale layers {} → {}",
-          wait * 1e3, wall * 1e3, k_ + 1, k_, k);
+          "for the fresh layers' sum, which the profile's model did not foresee ({}; beside "
+          "the computation the all-reduce runs slower than alone); stale layers {} → {}",
+          wait * 1e3, wall * 1e3,
+          fresh_segments_->size() == 1
+              ? fmt::format("with one segment their all-reduce starts after layer {}'s backward",
+                            k_ + 1)
+              : fmt::format("in {} segments", fresh_segments_->size()),
+          k_, k);
   }
   ctx_.comm.broadcast(decision, 0);  // rank 0's measurement decides for every rank
   const int k = std::stoi(decision);
