@@ -6,6 +6,7 @@
 #include <cstdio>   // fprintf: the threads warning
 #include <cstring>  // memcpy, memset
 
+#include "backend/cpu/cpu_isa.h"  // cpu_isa_name: the log names the kernels' ISA
 #include "backend/cpu/cpu_ops.h"  // op constructors
 #include "backend/cpu/lane_ordered_sum.h"
 #include "backend/sgd_update.h"
@@ -18,8 +19,8 @@ CpuBackend::CpuBackend() : ctx_(std::make_unique<cpu::DnnlContext>()) {}
 std::string CpuBackend::name() const {
   const dnnl_version_t* v = dnnl_version();
   return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch) + ", " + std::to_string(threads_) + " thread" +
-         (threads_ == 1 ? "" : "s") + ")";
+         std::to_string(v->patch) + ", " + cpu_isa_name() + ", " + std::to_string(threads_) +
+         " thread" + (threads_ == 1 ? "" : "s") + ")";
 }
 
 void CpuBackend::set_num_threads(int threads) {
