@@ -59,6 +59,10 @@ class Sgd final : public Optimizer {
   SgdHyper hyper(float lr) const {
     return {lr, options_.momentum, options_.dampening, options_.weight_decay, options_.nesterov};
   }
+  // The momentum of [begin, begin + s) (undefined without momentum).
+  Tensor momentum_part(int64_t begin, const Shape& s) const {
+    return momentum_.defined() ? momentum_.slice(begin, s) : Tensor();
+  }
 
   Backend& backend_;
   Tensor momentum_;
