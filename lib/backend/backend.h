@@ -17,6 +17,10 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu (oneDNN 2.6, avx512_core_amx)", "cuda (H100)"
   virtual Device device() const = 0;
   virtual Allocator& allocator() = 0;
+  // Why this backend cannot train in bf16 (cluster.precision: bf16), or empty when it can: a CPU
+  // without native bf16 instructions (oneDNN would emulate them, slower than f32), a GPU
+  // without bf16 tensor cores.
+  virtual std::string bf16_unavailable() const = 0;
   // Intra-op threads (CPU); a no-op elsewhere.
   virtual void set_num_threads(int threads) = 0;
   // Waits until every enqueued operation has finished.
@@ -50,7 +54,7 @@ class Backend {
   virtual std::unique_ptr<LinearOp> make_linear(const LinearSpec&) = 0;
   virtual std::unique_ptr<ConvOp> make_conv(const ConvSpec&) = 0;
   virtual std::unique_ptr<PoolOp> make_pool(const PoolSpec&) = 0;
-  virtual std::unique_ptr<ReluOp> make_relu(const Shape&) = 0;
+  virtual std::unique_ptr<ReluOp> make_relu(const Shape&, DType dtype = DType::f32) = 0;
   virtual std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) = 0;
   virtual std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) = 0;
   virtual std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) = 0;
@@ -69,7 +73,8 @@ class Backend {
   virtual ChannelBlock conv_output_block(const ConvSpec& spec) const {
     return preferred_block(spec.out_channels);
   }
-  // dst ← src in another layout; both [N, C, H, W] (or [N, F], block 1 only).
+  // dst ← src in another layout and/or dtype (f32 ↔ bf16, rounding to nearest even); both
+  // [N, C, H, W] (or any shape with block 1). Mixed precision's casts are reorders.
   virtual void reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
                        ChannelBlock src_block);
   // `channels` channels of every pixel, from src's channel src_first on into dst's channel
@@ -87,7 +92,8 @@ class Backend {
   // (row r at dst.data + r·dst_stride), same device: channel padding, concatenation, slicing.
   virtual void copy_rows(const Tensor& dst, int64_t dst_stride, const Tensor& src,
                          int64_t src_stride, int64_t rows, int64_t row_elems) = 0;
-  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;  // out = a + b
+  // out = a + b; f32 or bf16 (all three the same), out may be a or b.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   // out = max(a + b, 0) (a residual add with the ReLU after it); out may be a or b. The base
   // class adds, then applies a ReLU op in place.
   virtual void add_relu(const Tensor& a, const Tensor& b, const Tensor& out);

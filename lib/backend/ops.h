@@ -13,11 +13,18 @@
 // the backward passes take dy with respect to that activated output together with the output
 // itself and apply the ReLU's mask (y > 0) on their own. This saves the ReLU's pass over the
 // activation, its buffer, and on the CPU a reorder per pass.
+// Mixed precision (cluster.precision: bf16): an op whose spec has a `dtype` reads and writes its
+// activations and their gradients (x, y, dy, dx, qkv) in that type, f32 or bf16. Weights, biases,
+// their gradients, statistics, lse and workspaces stay f32 on every backend: a bf16 op converts
+// the f32 master weights it reads and writes f32 weight gradients. Products (linear, convolution,
+// attention) take bf16 inputs and accumulate in f32; element-wise maths runs in f32 on the
+// converted values and rounds once when it stores bf16.
 // On asynchronous backends (CUDA) every call only enqueues work on the compute stream.
 #pragma once
 #include <cstddef>  // size_t
 #include <cstdint>  // int64_t
 
+#include "core/dtype.h"   // DType: the activations' type
 #include "core/shape.h"   // Shape
 #include "core/tensor.h"  // Tensor
 
@@ -38,7 +45,8 @@ inline int64_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
 struct LinearSpec {
   int64_t batch = 0, in_features = 0, out_features = 0;
   bool bias = true;
-  bool relu = false;  // fused activation: y = max(x·wᵀ + b, 0)
+  bool relu = false;         // fused activation: y = max(x·wᵀ + b, 0)
+  DType dtype = DType::f32;  // of x, y, dy, dx
 };
 class LinearOp {
  public:
@@ -64,6 +72,7 @@ struct ConvSpec {
   // The backward passes may overwrite dy (a fused ReLU masks it in place instead of into
   // scratch): the caller reads dy no more after them.
   bool dy_writable = false;
+  DType dtype = DType::f32;  // of x, y, dy, dx
   int64_t out_height() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_width() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
   Shape input_shape() const { return {batch, in_channels, height, width}; }
@@ -91,6 +100,7 @@ struct PoolSpec {
   bool ceil_mode = false;           // Caffe-style output size (cuda-convnet / cifar nets)
   bool avg_include_padding = true;  // PyTorch's count_include_pad default
   ChannelBlock block = 1;           // of x, y, dy and dx
+  DType dtype = DType::f32;         // of x, y, dy and dx
   int64_t out_height() const;
   int64_t out_width() const;
   Shape input_shape() const { return {batch, channels, height, width}; }
@@ -123,6 +133,7 @@ enum class GeluApproximation { none, tanh };
 struct GeluSpec {
   Shape shape;  // element-wise: the count is what matters, so any layout
   GeluApproximation approximate;
+  DType dtype = DType::f32;  // of x, y, dy, dx
 };
 class GeluOp {
  public:
@@ -157,6 +168,7 @@ struct BatchNormSpec {
   float epsilon = 0;  // the default is the layer's (nn/layers/batchnorm2d.cpp)
   bool relu = false;  // fused activation: y = max(bn(x), 0), and the backward masks dy
   ChannelBlock block = 1;
+  DType dtype = DType::f32;  // of x, y, dy, dx (scale, shift, statistics: f32)
   Shape shape() const { return {batch, channels, height, width}; }
 };
 class BatchNormOp {
@@ -197,6 +209,7 @@ class SoftmaxXentOp {
 struct DropoutSpec {
   Shape shape;  // at the largest batch
   ChannelBlock block = 1;
+  DType dtype = DType::f32;  // of x, y, dy, dx
 };
 class DropoutOp {
  public:
@@ -264,6 +277,7 @@ class LayerNormOp {
 struct AttentionSpec {
   int64_t batch = 0, seq = 0, heads = 0, head_dim = 0;
   float dropout = 0;
+  DType dtype = DType::f32;  // of qkv, y, dy, dqkv (lse and workspace: f32)
   int64_t channels() const { return heads * head_dim; }
 };
 class AttentionOp {

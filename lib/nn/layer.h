@@ -96,6 +96,12 @@ class Layer {
   // The layouts the graph settled on for the inputs and the output; once, before prepare().
   virtual void set_layouts(std::span<const ChannelBlock> in, ChannelBlock out) {}
 
+  // ---- precision (graph build, after layouts, before prepare; layer_table.h Precision) ----
+  // The dtype of the layer's inputs, output and their gradients: f32, or bf16 where the model
+  // trains in bf16 and the layer table's row says the layer computes in it. The layer puts it in
+  // its op specs; layers whose row says f32 are never given bf16.
+  virtual void set_dtype(DType dtype) {}
+
   // ---- memory plan (the graph reuses an activation's memory once nothing needs it) ----
   // What the backward pass reads besides its output gradient: input k, the output. Defaults
   // are the safe answer.

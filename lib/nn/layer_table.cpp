@@ -26,31 +26,50 @@ LayerEntry position_embedding_layer();
 LayerEntry layer_norm_layer();
 LayerEntry attention_layer();
 
-// One row per line, in the order of the documentation and the messages.
+namespace {
+LayerEntry under_bf16(LayerEntry row, Precision precision) {
+  row.precision = precision;
+  return row;
+}
+}  // namespace
+
+// One row per line, in the order of the documentation and the messages, with its precision.
 // clang-format off
 const std::vector<LayerEntry>& layer_types() {
   static const std::vector<LayerEntry> table{
-      linear_layer(),
-      conv2d_layer(),
-      maxpool2d_layer(),
-      avgpool2d_layer(),
-      global_avgpool_layer(),
-      relu_layer(),
-      gelu_layer(),
-      lrn_layer(),
-      dropout_layer(),
-      batchnorm2d_layer(),
-      flatten_layer(),
-      add_layer(),
-      channel_pad_layer(),
-      embedding_layer(),
-      position_embedding_layer(),
-      layer_norm_layer(),
-      attention_layer(),
+      under_bf16(linear_layer(),             Precision::lowers),
+      under_bf16(conv2d_layer(),             Precision::lowers),
+      under_bf16(maxpool2d_layer(),          Precision::follows),
+      under_bf16(avgpool2d_layer(),          Precision::follows),
+      under_bf16(global_avgpool_layer(),     Precision::follows),
+      under_bf16(relu_layer(),               Precision::follows),
+      under_bf16(gelu_layer(),               Precision::follows),
+      under_bf16(lrn_layer(),                Precision::f32),
+      under_bf16(dropout_layer(),            Precision::follows),
+      under_bf16(batchnorm2d_layer(),        Precision::follows),
+      under_bf16(flatten_layer(),            Precision::follows),
+      under_bf16(add_layer(),                Precision::follows),
+      under_bf16(channel_pad_layer(),        Precision::follows),
+      under_bf16(embedding_layer(),          Precision::f32),
+      under_bf16(position_embedding_layer(), Precision::f32),
+      under_bf16(layer_norm_layer(),         Precision::f32),
+      under_bf16(attention_layer(),          Precision::lowers),
   };
   return table;
 }
 // clang-format on
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::lowers:
+      return "bf16";
+    case Precision::follows:
+      return "its input's";
+    case Precision::f32:
+      return "f32";
+  }
+  return "?";
+}
 
 const LayerEntry* find_layer_type(const std::string& type) {
   return find_row(layer_types(), &LayerEntry::type, type);
@@ -75,9 +94,11 @@ std::string layers_help() {
 }
 
 std::string layers_markdown() {
-  std::string md = "| model.layers[].type | inputs | what it is |\n| --- | --- | --- |\n";
+  std::string md =
+      "| model.layers[].type | inputs | under bf16 | what it is |\n| --- | --- | --- | --- |\n";
   for (const LayerEntry& l : layer_types())
-    md += fmt::format("| `{}` | {} | {} |\n", l.type, l.inputs, l.summary);
+    md += fmt::format("| `{}` | {} | {} | {} |\n", l.type, l.inputs, precision_name(l.precision),
+                      l.summary);
   return md;
 }
 

@@ -119,7 +119,9 @@ class NopBackend final : public test::StubBackend {
   std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override {
     return std::make_unique<NopPool>();
   }
-  std::unique_ptr<ReluOp> make_relu(const Shape&) override { return std::make_unique<NopRelu>(); }
+  std::unique_ptr<ReluOp> make_relu(const Shape&, DType = DType::f32) override {
+    return std::make_unique<NopRelu>();
+  }
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { return std::make_unique<NopLrn>(); }
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override {
     return std::make_unique<NopBatchNorm>();

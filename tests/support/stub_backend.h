@@ -21,6 +21,7 @@ class StubBackend : public Backend {
 
   // Host memory, nothing to wait for: what most fakes want.
   std::string name() const override { return "stub"; }
+  std::string bf16_unavailable() const override { return "stub"; }
   Device device() const override { return Device::cpu; }
   Allocator& allocator() override { return cpu_allocator(); }
   void set_num_threads(int) override {}
@@ -29,7 +30,9 @@ class StubBackend : public Backend {
   std::unique_ptr<LinearOp> make_linear(const LinearSpec&) override { unused("make_linear"); }
   std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override { unused("make_conv"); }
   std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override { unused("make_pool"); }
-  std::unique_ptr<ReluOp> make_relu(const Shape&) override { unused("make_relu"); }
+  std::unique_ptr<ReluOp> make_relu(const Shape&, DType = DType::f32) override {
+    unused("make_relu");
+  }
   std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) override { unused("make_gelu"); }
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override { unused("make_lrn"); }
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override {

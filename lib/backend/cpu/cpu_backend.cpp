@@ -23,6 +23,12 @@ std::string CpuBackend::name() const {
          " thread" + (threads_ == 1 ? "" : "s") + ")";
 }
 
+std::string CpuBackend::bf16_unavailable() const {
+  if (cpu_has_native_bf16()) return "";
+  return "this CPU has no native bfloat16 instructions (oneDNN dispatches to " + cpu_isa_name() +
+         "; bf16 needs AVX512-BF16 or AMX, or oneDNN would emulate it slower than f32)";
+}
+
 void CpuBackend::set_num_threads(int threads) {
   DTRAIN_CHECK(threads >= 1) << "threads must be >= 1";
   threads_ = threads;
@@ -56,8 +62,8 @@ std::unique_ptr<ConvOp> CpuBackend::make_conv(const ConvSpec& s) {
 std::unique_ptr<PoolOp> CpuBackend::make_pool(const PoolSpec& s) {
   return cpu::make_pool(*ctx_, s);
 }
-std::unique_ptr<ReluOp> CpuBackend::make_relu(const Shape& s) {
-  return cpu::make_relu(*ctx_, s);
+std::unique_ptr<ReluOp> CpuBackend::make_relu(const Shape& s, DType dtype) {
+  return cpu::make_relu(*ctx_, s, dtype);
 }
 std::unique_ptr<GeluOp> CpuBackend::make_gelu(const GeluSpec& s) {
   return cpu::make_gelu(*ctx_, s, threads_);

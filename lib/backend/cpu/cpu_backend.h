@@ -12,6 +12,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend();
   std::string name() const override;
+  std::string bf16_unavailable() const override;
   Device device() const override { return Device::cpu; }
   Allocator& allocator() override { return cpu_allocator(); }
   void set_num_threads(int threads) override;
@@ -21,7 +22,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<LinearOp> make_linear(const LinearSpec&) override;
   std::unique_ptr<ConvOp> make_conv(const ConvSpec&) override;
   std::unique_ptr<PoolOp> make_pool(const PoolSpec&) override;
-  std::unique_ptr<ReluOp> make_relu(const Shape&) override;
+  std::unique_ptr<ReluOp> make_relu(const Shape&, DType dtype = DType::f32) override;
   std::unique_ptr<GeluOp> make_gelu(const GeluSpec&) override;
   std::unique_ptr<LrnOp> make_lrn(const LrnSpec&) override;
   std::unique_ptr<BatchNormOp> make_batchnorm(const BatchNormSpec&) override;

@@ -31,4 +31,9 @@ std::string cpu_isa_name() {
   }
 }
 
+bool cpu_has_native_bf16() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
 }  // namespace dtrain

@@ -8,5 +8,8 @@ namespace dtrain {
 
 // oneDNN's own words for it, e.g. "AVX-512 with bfloat16" (Intel's marketing names left out).
 std::string cpu_isa_name();
+// Whether that instruction set computes bfloat16 natively (AVX512-BF16 or AMX): without it
+// oneDNN emulates bf16 with f32 instructions, slower than f32 itself.
+bool cpu_has_native_bf16();
 
 }  // namespace dtrain

@@ -15,7 +15,7 @@ std::unique_ptr<LinearOp> make_linear(DnnlContext& ctx, const LinearSpec& spec);
 std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec,
                                   ConvPath path = ConvPath::automatic);
 std::unique_ptr<PoolOp> make_pool(DnnlContext& ctx, const PoolSpec& spec);
-std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape);
+std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape, DType dtype);
 std::unique_ptr<GeluOp> make_gelu(DnnlContext& ctx, const GeluSpec& spec, const int& threads);
 std::unique_ptr<LrnOp> make_lrn(DnnlContext& ctx, const LrnSpec& spec);
 std::unique_ptr<BatchNormOp> make_batchnorm(DnnlContext& ctx, const BatchNormSpec& spec);

@@ -1,6 +1,7 @@
 // ReLU on oneDNN eltwise primitives; the backward reads the output (use_dst_for_bwd), so the
 // input activation need not be kept and the forward may run in place.
 #include "backend/cpu/cpu_ops.h"
+#include "core/error.h"  // DTRAIN_CHECK
 
 namespace dtrain::cpu {
 namespace {
@@ -20,7 +21,8 @@ class CpuRelu final : public ReluOp {
 
 }  // namespace
 
-std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape) {
+std::unique_ptr<ReluOp> make_relu(DnnlContext& ctx, const Shape& shape, DType dtype) {
+  DTRAIN_CHECK(dtype == DType::f32) << "relu: bf16 is not built yet";
   return std::make_unique<CpuRelu>(ctx, shape);
 }
 

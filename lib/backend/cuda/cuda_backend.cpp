@@ -46,6 +46,10 @@ class CudaBackend final : public Backend {
            std::to_string(cudnnGetVersion()) + (ctx_->allow_tf32() ? ", TF32" : ", strict fp32") +
            ")";
   }
+  // The bf16 kernels (cuBLAS and cuDNN tensor-core paths) are not built yet.
+  std::string bf16_unavailable() const override {
+    return "the CUDA backend has no bf16 kernels yet (train bf16 on the CPU)";
+  }
   Device device() const override { return Device::cuda; }
   Allocator& allocator() override { return ctx_->allocator(); }
   Allocator& host_allocator() override { return cuda::pinned_allocator(); }
@@ -78,7 +82,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PoolOp> make_pool(const PoolSpec& s) override {
     return cuda::make_pool(*ctx_, s);
   }
-  std::unique_ptr<ReluOp> make_relu(const Shape& s) override { return cuda::make_relu(*ctx_, s); }
+  std::unique_ptr<ReluOp> make_relu(const Shape& s, DType dtype = DType::f32) override {
+    DTRAIN_CHECK(dtype == DType::f32) << "relu: the CUDA backend has no bf16 kernels yet";
+    return cuda::make_relu(*ctx_, s);
+  }
   std::unique_ptr<GeluOp> make_gelu(const GeluSpec& s) override {
     return cuda::make_gelu(*ctx_, s);
   }
