@@ -119,6 +119,18 @@ Tensor Tensor::slice(int64_t offset, const Shape& shape) const {
   return t;
 }
 
+Tensor Tensor::view_bytes(int64_t byte_offset, const Shape& shape, DType dtype) const {
+  const int64_t bytes = shape.numel() * static_cast<int64_t>(dtype_size(dtype));
+  DTRAIN_CHECK(byte_offset >= 0 && byte_offset + bytes <= static_cast<int64_t>(this->bytes()))
+      << "view of bytes [" << byte_offset << ", " << byte_offset + bytes << ") outside "
+      << this->bytes() << " bytes";
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.data_ = static_cast<char*>(data_) + byte_offset;
+  return t;
+}
+
 Tensor Tensor::narrow_batch(int64_t batch) const {
   DTRAIN_CHECK(shape_.rank() > 0 && batch >= 0 && batch <= shape_[0])
       << "narrow_batch(" << batch << ") of " << shape_.str();

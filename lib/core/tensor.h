@@ -56,6 +56,9 @@ class Tensor {
   // A contiguous sub-range [offset, offset + shape.numel()) of this tensor's elements, viewed
   // with `shape`: how layers see their part of the flat parameter and gradient buffers.
   Tensor slice(int64_t offset, const Shape& shape) const;
+  // `shape` elements of `dtype` from byte `byte_offset` of this tensor's memory on: one arena
+  // holding tensors of several dtypes (the graph's activations under mixed precision).
+  Tensor view_bytes(int64_t byte_offset, const Shape& shape, DType dtype) const;
   // The first `batch` rows (outermost dimension) of this tensor: a smaller last batch.
   Tensor narrow_batch(int64_t batch) const;
 

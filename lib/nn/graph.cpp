@@ -241,7 +241,11 @@ const Shape& Graph::output_shape() const {
   return nodes_.back().shape;
 }
 const std::string& Graph::output_name() const {
-  return nodes_.back().name;
+  // Under bf16 the last node may be the cast of the model's last layer back to f32.
+  const Node& last = nodes_.back();
+  return last.dtype != nodes_[last.inputs.empty() ? 0 : last.inputs[0]].dtype
+             ? nodes_[last.inputs[0]].name
+             : last.name;
 }
 
 int64_t Graph::forward_flops() const {
@@ -258,17 +262,20 @@ size_t Graph::name_width() const {
 
 std::string Graph::summary() const {
   const size_t w = name_width();
-  std::string out = fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "layer", w, "type",
-                                "output shape", "parameters", "FLOPs");
+  // Under mixed precision a column says which dtype each activation has (casts are rows).
+  const bool mixed = precision_ != DType::f32 && backend_ != nullptr;
+  std::string out = fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}{}\n", "layer", w, "type",
+                                "output shape", "parameters", "FLOPs", mixed ? "  dtype" : "");
   for (const Node& node : nodes_) {
     std::string type = node.layer ? std::string(node.layer->type()) : "input";
     if (node.layer && node.layer->absorbed()) type += " (fused)";
-    out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", node.name, w, type,
-                       node.shape.inner().str(), node.param_count, node.flops);
+    out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}{}\n", node.name, w, type,
+                       node.shape.inner().str(), node.param_count, node.flops,
+                       mixed ? "  " + std::string(dtype_name(node.dtype)) : "");
   }
   out += fmt::format("{:<{}} {:<18} {:<20} {:>14} {:>16}\n", "total", w, "",
                      fmt::format("{} layers", nodes_.size() - 1), num_params_, forward_flops());
-  if (arena_elements_ > 0) {
+  if (arena_bytes_ > 0) {
     const int64_t batch = nodes_[0].shape[0];
     out += fmt::format(
         "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse)\n",

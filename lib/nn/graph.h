@@ -52,6 +52,11 @@ class Graph {
   // Channel-blocked activations where the backend prefers them (default); false keeps every
   // activation plain NCHW (tests compare the two). Before materialize.
   void use_blocked_layouts(bool blocked) { blocked_layouts_ = blocked; }
+  // Mixed precision (cluster.precision): with bf16, the layers the layer table marks compute in
+  // bf16 and store their activations in it, with casts inserted between dtypes
+  // (graph_precision.cpp); the parameters and their gradients stay f32. Before materialize.
+  void use_precision(DType precision) { precision_ = precision; }
+  DType precision() const { return precision_; }
   // The same for a graph of the same layers that computes with `other`'s parameters, gradients
   // and statistics (a pipeline stage's graph per minibatch in flight): its own activations and
   // per-batch state only, nothing initialised twice.
@@ -90,8 +95,8 @@ class Graph {
   std::string summary() const;
   // Bytes of the activations and their gradients at the build batch, as planned (reuse by
   // lifetime) and as they would take each in memory of its own; 0 before materialize.
-  int64_t activation_bytes() const { return arena_elements_ * 4; }
-  int64_t unplanned_activation_bytes() const { return unshared_elements_ * 4; }
+  int64_t activation_bytes() const { return arena_bytes_; }
+  int64_t unplanned_activation_bytes() const { return unshared_bytes_; }
   // The layout of a node's output (ops.h ChannelBlock), after materialize.
   ChannelBlock output_block(const std::string& name) const;
 
@@ -162,6 +167,7 @@ class Graph {
   size_t name_width() const;  // of the layer column of the summary and the profile
   void resolve_ties();
   void choose_layouts();
+  void assign_precision();
   bool runs_in_place(int node) const;
   void share_first_gradients();
   void plan_memory();
@@ -180,8 +186,9 @@ class Graph {
   Tensor staging_;  // the input, when it arrives on another device
   Tensor scratch_;  // gradients of multi-consumer nodes before accumulation
   Tensor arena_;    // every activation and activation gradient (graph_plan.cpp)
-  int64_t arena_elements_ = 0, unshared_elements_ = 0;
+  int64_t arena_bytes_ = 0, unshared_bytes_ = 0;
   bool blocked_layouts_ = true;
+  DType precision_ = DType::f32;
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;  // plan of the last forward
   bool input_gradient_ = false;

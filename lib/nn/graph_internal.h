@@ -22,6 +22,8 @@ struct Graph::Node {
   int range = -1;     // index in ranges_, for parameterised layers
   int tie = -1;       // the node whose parameter 0 this one uses as its weight (Layer::weight_tie)
   int64_t flops = 0;  // per sample
+  DType dtype = DType::f32;  // of the output and its gradient (assign_precision)
+  int stream = 0;            // the node's index before casts were inserted: its dropout stream
 
   // Memory (materialize): whose buffers this node's output and gradient live in.
   ChannelBlock block = 1;  // the output's layout (and its gradient's)

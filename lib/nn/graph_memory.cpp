@@ -89,6 +89,7 @@ void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient,
   buffers_ = backend.empty({num_buffers_});
   backend.fill_zero(grads_);
   initialise(seed, first_param_stream);
+  assign_precision();
   allocate_activations();
 }
 
@@ -103,6 +104,8 @@ void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
   params_ = other.params_;
   grads_ = other.grads_;
   buffers_ = other.buffers_;
+  precision_ = other.precision_;
+  assign_precision();
   allocate_activations();
 }
 
@@ -189,12 +192,15 @@ void Graph::allocate_activations() {
     int64_t used = 0;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (node.routes[k] != Route::accumulate) continue;
-      node.scratch_offset[k] = used;
-      used += node.views[k].numel();
+      node.scratch_offset[k] = used;  // bytes, each slice 64-byte aligned
+      used +=
+          (node.views[k].numel() * static_cast<int64_t>(dtype_size(nodes_[node.inputs[k]].dtype)) +
+           63) /
+          64 * 64;
     }
     scratch = std::max(scratch, used);
   }
-  if (scratch > 0) scratch_ = backend.empty({scratch});
+  if (scratch > 0) scratch_ = backend.empty({scratch}, DType::u8);
 
   plan_memory();
   update_needs();
@@ -270,7 +276,7 @@ std::unique_ptr<Graph::Plan> Graph::make_plan(int64_t batch) {
       const Shape view = node.views[k].with_batch(batch);
       if (src.out_owner != 0) p.in[i][k] = nodes_[src.out_owner].out_buf.slice(0, view);
       if (node.routes[k] == Route::accumulate)
-        p.scratch[i][k] = scratch_.slice(node.scratch_offset[k], view);
+        p.scratch[i][k] = scratch_.view_bytes(node.scratch_offset[k], view, src.dtype);
     }
   }
   update_targets(p);

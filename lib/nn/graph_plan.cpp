@@ -31,14 +31,15 @@ void Graph::plan_memory() {
   auto backward_step = [n](int i) { return 2 * n - i; };
   std::vector<BufferLifetime> buffers;
   std::vector<int> act(n, -1), grad(n, -1);  // buffer of the nodes that own memory
-  auto add = [&](const Shape& s) {
-    buffers.push_back({s.numel(), INT_MAX, -1});
+  auto add = [&](const Node& node) {
+    buffers.push_back(
+        {node.shape.numel() * static_cast<int64_t>(dtype_size(node.dtype)), INT_MAX, -1});
     return static_cast<int>(buffers.size()) - 1;
   };
   for (int i = 1; i < n; ++i)
-    if (nodes_[i].out_owner == i) act[i] = add(nodes_[i].shape);
+    if (nodes_[i].out_owner == i) act[i] = add(nodes_[i]);
   for (int i = 0; i < n; ++i)
-    if (nodes_[i].grad_owner == i && (i > 0 || input_gradient_)) grad[i] = add(nodes_[i].shape);
+    if (nodes_[i].grad_owner == i && (i > 0 || input_gradient_)) grad[i] = add(nodes_[i]);
   auto touch = [&](int b, int step) {
     buffers[b].first = std::min(buffers[b].first, step);
     buffers[b].last = std::max(buffers[b].last, step);
@@ -72,15 +73,16 @@ void Graph::plan_memory() {
     nodes_[i].layer->set_output_gradient_writable(writable);
   }
 
-  constexpr int64_t kAlignment = 16;  // floats: 64-byte lines for the vector kernels
+  constexpr int64_t kAlignment = 64;  // bytes: cache lines for the vector kernels
   const ArenaPlan plan = plan_arena(buffers, kAlignment);
-  arena_ = backend_->empty({std::max<int64_t>(plan.size, 1)});
-  arena_elements_ = plan.size;
-  unshared_elements_ = plan.unshared;
+  arena_ = backend_->empty({std::max<int64_t>(plan.size, 1)}, DType::u8);
+  arena_bytes_ = plan.size;
+  unshared_bytes_ = plan.unshared;
   for (int i = 0; i < n; ++i) {
     Node& node = nodes_[i];
-    if (act[i] >= 0) node.out_buf = arena_.slice(plan.offsets[act[i]], node.shape);
-    if (grad[i] >= 0) node.grad_buf = arena_.slice(plan.offsets[grad[i]], node.shape);
+    if (act[i] >= 0) node.out_buf = arena_.view_bytes(plan.offsets[act[i]], node.shape, node.dtype);
+    if (grad[i] >= 0)
+      node.grad_buf = arena_.view_bytes(plan.offsets[grad[i]], node.shape, node.dtype);
   }
 }
 

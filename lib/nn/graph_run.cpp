@@ -83,7 +83,7 @@ const Tensor& Graph::forward(const Tensor& input) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (training_ && i < hooks_.size() && hooks_[i]) hooks_[i]();
     if (nodes_[i].layer->output_is_view()) continue;
-    ctx.node = static_cast<int>(i);
+    ctx.node = nodes_[i].stream;
     if (!profiling_ || !training_) {  // the profile is of training steps
       nodes_[i].layer->forward(ctx, p.in[i], p.out[i]);
       continue;
@@ -112,13 +112,19 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
   for (size_t i = nodes_.size(); i-- > 1;) {
     Node& node = nodes_[i];
     if (!node.need_grad) continue;
-    ctx.node = static_cast<int>(i);
+    ctx.node = node.stream;
     if (profiling_) backend_->synchronize();
     const auto start = std::chrono::steady_clock::now();
     node.layer->backward(ctx, p.in[i], p.out[i], p.grad[i], p.dx[i], node.trainable);
-    for (size_t k = 0; k < node.inputs.size(); ++k)
-      if (node.routes[k] == Route::accumulate && p.dx[i][k].defined())
-        backend_->axpy(1.0f, p.scratch[i][k], p.grad[node.inputs[k]]);
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.routes[k] != Route::accumulate || !p.dx[i][k].defined()) continue;
+      const Tensor& sum = p.grad[node.inputs[k]];
+      if (sum.dtype() == DType::f32) {
+        backend_->axpy(1.0f, p.scratch[i][k], sum);
+      } else {
+        backend_->add(sum, p.scratch[i][k], sum);  // bf16: summed in f32, rounded once
+      }
+    }
     if (profiling_) {
       backend_->synchronize();
       times_[i].backward_s += seconds_since(start);

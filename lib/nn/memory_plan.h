@@ -11,7 +11,7 @@
 namespace dtrain {
 
 struct BufferLifetime {
-  int64_t size = 0;         // in any unit (the graph plans f32 elements)
+  int64_t size = 0;         // in any unit (the graph plans bytes)
   int first = 0, last = 0;  // steps it is alive at, inclusive
 };
 

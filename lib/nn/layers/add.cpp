@@ -34,8 +34,9 @@ class Add final : public Layer {
   bool backward_reads_input(int) const override { return false; }
   bool backward_reads_output() const override { return relu_; }
   bool can_run_in_place() const override { return true; }
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
   void prepare(Backend& backend, int64_t batch) override {
-    if (relu_) masks_.add(batch, backend.make_relu(shape_.with_batch(batch)));
+    if (relu_) masks_.add(batch, backend.make_relu(shape_.with_batch(batch), dtype_));
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     if (relu_)
@@ -52,6 +53,7 @@ class Add final : public Layer {
   int64_t flops() const override { return shape_.numel() / shape_[0] * (relu_ ? 2 : 1); }
 
  private:
+  DType dtype_ = DType::f32;  // of the activations (set_dtype)
   Shape shape_;
   bool relu_ = false;
   PerBatch<std::unique_ptr<ReluOp>> masks_;

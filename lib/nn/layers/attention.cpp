@@ -44,9 +44,14 @@ class Attention final : public Layer {
     return {s[0], seq_, channels_};
   }
 
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
   void prepare(Backend& backend, int64_t batch) override {
-    const AttentionSpec spec{batch, seq_, options_.n_head, channels_ / options_.n_head,
-                             static_cast<float>(options_.dropout)};
+    const AttentionSpec spec{batch,
+                             seq_,
+                             options_.n_head,
+                             channels_ / options_.n_head,
+                             static_cast<float>(options_.dropout),
+                             dtype_};
     auto op = backend.make_attention(spec);
     if (!lse_.defined()) lse_ = backend.empty({batch, options_.n_head, seq_});  // build batch
     const auto bytes = static_cast<int64_t>(op->workspace_bytes());
@@ -75,6 +80,7 @@ class Attention final : public Layer {
   int64_t flops() const override { return 2 * 2 * channels_ * seq_ * (seq_ + 1) / 2; }
 
  private:
+  DType dtype_ = DType::f32;  // of the activations (set_dtype)
   struct Plan {
     std::unique_ptr<AttentionOp> op;
     Tensor lse;  // view of lse_

@@ -62,6 +62,7 @@ class BatchNorm2d final : public Layer {
   }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
+  void set_dtype(DType dtype) override { spec_.dtype = dtype; }
   bool backward_reads_output() const override { return spec_.relu; }
 
   void prepare(Backend& backend, int64_t batch) override {

@@ -44,6 +44,7 @@ class ChannelPad final : public Layer {
 
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { pool_.block = in[0]; }
+  void set_dtype(DType dtype) override { pool_.dtype = dtype; }
   bool backward_reads_output() const override { return false; }
 
   void prepare(Backend& backend, int64_t batch) override {
@@ -53,8 +54,8 @@ class ChannelPad final : public Layer {
       spec.batch = batch;
       plan.pool = backend.make_pool(spec);
       if (!sub_.defined()) {
-        sub_ = backend.empty(pool_.output_shape());
-        dsub_ = backend.empty(pool_.output_shape());
+        sub_ = backend.empty(pool_.output_shape(), pool_.dtype);
+        dsub_ = backend.empty(pool_.output_shape(), pool_.dtype);
       }
       plan.sub = sub_.narrow_batch(batch);
       plan.dsub = dsub_.narrow_batch(batch);

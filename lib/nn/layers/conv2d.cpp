@@ -78,6 +78,7 @@ class Conv2d final : public Layer {
   ChannelBlock preferred_output_block(const Backend& backend) const override {
     return backend.conv_output_block(spec_);
   }
+  void set_dtype(DType dtype) override { spec_.dtype = dtype; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock out) override {
     spec_.src_block = in[0];
     spec_.dst_block = out;

@@ -29,13 +29,14 @@ class Dropout final : public Layer {
   }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { block_ = in[0]; }
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
   bool backward_reads_input(int) const override { return false; }
   bool backward_reads_output() const override { return false; }
 
   void prepare(Backend& backend, int64_t batch) override {
     const Shape shape = shape_.with_batch(batch);
     if (!mask_.defined()) mask_ = backend.empty(shape, DType::u8);
-    plans_.add(batch, {backend.make_dropout({shape, block_}), mask_.narrow_batch(batch)});
+    plans_.add(batch, {backend.make_dropout({shape, block_, dtype_}), mask_.narrow_batch(batch)});
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {
     trained_ = ctx.training;
@@ -61,6 +62,7 @@ class Dropout final : public Layer {
   int64_t flops() const override { return shape_.numel() / shape_[0]; }
 
  private:
+  DType dtype_ = DType::f32;  // of the activations (set_dtype)
   struct Plan {
     std::unique_ptr<DropoutOp> op;
     Tensor mask;

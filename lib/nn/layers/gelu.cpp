@@ -29,9 +29,10 @@ class Gelu final : public Layer {
   }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   bool backward_reads_output() const override { return false; }
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
 
   void prepare(Backend& backend, int64_t batch) override {
-    ops_.add(batch, backend.make_gelu({shape_.with_batch(batch), options_.approximate}));
+    ops_.add(batch, backend.make_gelu({shape_.with_batch(batch), options_.approximate, dtype_}));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
     ops_.at(y.shape()[0])->forward(x[0], y);
@@ -48,6 +49,7 @@ class Gelu final : public Layer {
   }
 
  private:
+  DType dtype_ = DType::f32;  // of the activations (set_dtype)
   GeluOptions options_;
   Shape shape_;
   PerBatch<std::unique_ptr<GeluOp>> ops_;

@@ -49,5 +49,7 @@ ParamInit bias_init(const InitOptions& init, int64_t fan_in);
 
 std::unique_ptr<Layer> make_relu();
 std::unique_ptr<Layer> make_add();
+// Not in the layer table: the graph inserts casts between layers of different dtypes.
+std::unique_ptr<Layer> make_cast(DType to);
 
 }  // namespace dtrain

@@ -91,9 +91,10 @@ class Linear final : public Layer {
     return true;
   }
 
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
   void prepare(Backend& backend, int64_t batch) override {
     ops_.add(batch, backend.make_linear({batch * positions_, in_features_, config_.out_features,
-                                         config_.bias, relu_}));
+                                         config_.bias, relu_, dtype_}));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
     ops_.at(y.shape()[0])->forward(x[0], w_, b_, y);
@@ -114,6 +115,7 @@ class Linear final : public Layer {
   int64_t in_features_ = 0;
   int64_t positions_ = 1;  // T of a sequence input [N, T, C]
   bool relu_ = false;      // absorbed the following ReLU
+  DType dtype_ = DType::f32;
   Tensor w_, b_, dw_, db_;
   PerBatch<std::unique_ptr<LinearOp>> ops_;
 };

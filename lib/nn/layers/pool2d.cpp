@@ -73,6 +73,7 @@ class Pool2d final : public Layer {
   bool commutes_with_relu() const override { return !global_ && kind_ == PoolKind::max; }
   LayoutRule layout_rule() const override { return LayoutRule::follows; }
   void set_layouts(std::span<const ChannelBlock> in, ChannelBlock) override { spec_.block = in[0]; }
+  void set_dtype(DType dtype) override { spec_.dtype = dtype; }
 
   void prepare(Backend& backend, int64_t batch) override {
     PoolSpec spec = spec_;

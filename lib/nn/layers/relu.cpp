@@ -23,9 +23,10 @@ class Relu final : public Layer {
   bool backward_reads_input(int) const override { return false; }
   bool backward_reads_output() const override { return !absorbed_; }
   bool can_run_in_place() const override { return !absorbed_; }
+  void set_dtype(DType dtype) override { dtype_ = dtype; }
 
   void prepare(Backend& backend, int64_t batch) override {
-    if (!absorbed_) ops_.add(batch, backend.make_relu(shape_.with_batch(batch)));
+    if (!absorbed_) ops_.add(batch, backend.make_relu(shape_.with_batch(batch), dtype_));
   }
   void forward(const RunContext&, std::span<const Tensor> x, const Tensor& y) override {
     if (!absorbed_) ops_.at(y.shape()[0])->forward(x[0], y);
@@ -45,6 +46,7 @@ class Relu final : public Layer {
  private:
   Shape shape_;
   bool absorbed_ = false;
+  DType dtype_ = DType::f32;
   PerBatch<std::unique_ptr<ReluOp>> ops_;
 };
 

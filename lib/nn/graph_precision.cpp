@@ -1,0 +1,84 @@
+// Graph::assign_precision: which dtype each activation has when the model trains in bf16, and
+// the casts between them. Each layer's row of the layer table says how it computes (layer_table.h
+// Precision): the matrix products in bf16, the layers that follow their inputs in their inputs'
+// dtype, the rest in f32. Going forward through the graph, a layer whose input arrives in
+// another dtype than it reads gets a cast node before it (one per tensor and dtype, shared by
+// every reader that needs it); the output is cast back to f32 for the loss. The graph input
+// stays f32. So a CNN's trunk runs in bf16 from its first convolution to its classifier with
+// no cast between layers, and a transformer keeps its residual stream and layer norms in f32
+// with a cast before each product (PyTorch's autocast does the same casts, per op call).
+#include <map>      // (tensor, dtype) → its cast
+#include <utility>  // pair
+
+#include "nn/graph.h"
+#include "nn/graph_internal.h"  // Graph::Node
+#include "nn/layer_table.h"     // find_layer_type: each layer's precision
+#include "nn/layers/layers.h"   // make_cast
+
+namespace dtrain {
+
+namespace {
+// The dtype a layer reads and writes given its inputs' dtypes.
+DType layer_dtype(const Layer& layer, const std::vector<DType>& inputs, DType precision) {
+  const LayerEntry* row = find_layer_type(std::string(layer.type()));
+  DTRAIN_CHECK(row != nullptr) << "layer type '" << layer.type() << "' is not in the layer table";
+  switch (row->precision) {
+    case Precision::lowers:
+      return precision;
+    case Precision::f32:
+      return DType::f32;
+    case Precision::follows:
+      for (DType d : inputs)
+        if (d != inputs[0]) return DType::f32;  // mixed inputs promote, as PyTorch's do
+      return inputs.empty() ? DType::f32 : inputs[0];
+  }
+  return DType::f32;
+}
+}  // namespace
+
+void Graph::assign_precision() {
+  for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].stream = static_cast<int>(i);
+  if (precision_ == DType::f32) return;
+  std::vector<Node> old = std::move(nodes_);
+  nodes_.clear();
+  nodes_.reserve(2 * old.size());
+  std::vector<int> moved(old.size(), 0);       // old index → new index
+  std::map<std::pair<int, DType>, int> casts;  // (new producer, dtype) → its cast node
+  auto cast_of = [&](int src, DType to) {
+    auto [it, fresh] = casts.emplace(std::make_pair(src, to), static_cast<int>(nodes_.size()));
+    if (!fresh) return it->second;
+    Node cast;
+    cast.name = nodes_[src].name + (to == DType::bf16 ? ".bf16" : ".f32");
+    cast.layer = make_cast(to);
+    cast.inputs = {src};
+    cast.shape = nodes_[src].shape;
+    cast.views = {nodes_[src].shape};
+    cast.dtype = to;
+    cast.stream = nodes_[src].stream;
+    nodes_.push_back(std::move(cast));
+    return it->second;
+  };
+
+  for (size_t i = 0; i < old.size(); ++i) {
+    Node node = std::move(old[i]);
+    node.consumers.clear();
+    for (int& src : node.inputs) src = moved[src];
+    if (node.tie >= 0) node.tie = moved[node.tie];
+    if (i > 0) {
+      std::vector<DType> in;
+      for (int src : node.inputs) in.push_back(nodes_[src].dtype);
+      node.dtype = layer_dtype(*node.layer, in, precision_);
+      for (int& src : node.inputs)
+        if (nodes_[src].dtype != node.dtype) src = cast_of(src, node.dtype);
+      node.layer->set_dtype(node.dtype);
+    }
+    moved[i] = static_cast<int>(nodes_.size());
+    nodes_.push_back(std::move(node));
+  }
+  if (nodes_.back().dtype != DType::f32) cast_of(static_cast<int>(nodes_.size()) - 1, DType::f32);
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (size_t k = 0; k < nodes_[i].inputs.size(); ++k)
+      nodes_[nodes_[i].inputs[k]].consumers.emplace_back(static_cast<int>(i), static_cast<int>(k));
+}
+
+}  // namespace dtrain
