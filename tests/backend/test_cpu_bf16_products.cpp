@@ -15,6 +15,7 @@
 
 #include "backend/cpu/bf16.h"         // f32_to_bf16, round_to_bf16
 #include "backend/cpu/cpu_backend.h"  // CpuBackend
+#include "backend/cpu/cpu_ops.h"      // make_conv with a forced path
 #include "core/rng.h"                 // random_uniform
 
 using namespace dtrain;
@@ -257,7 +258,7 @@ TEST_CASE("bf16 linear and conv2d convert the weights they are given on every ca
   }
 }
 
-TEST_CASE("bf16 linear and conv2d refuse activations of another dtype") {
+TEST_CASE("bf16 linear and conv2d refuse f32 activations, bf16 weights and f32-only kernels") {
   if (skip_without_bf16()) return;
   CpuBackend be;
   auto linear = be.make_linear({4, 16, 8, true, false, DType::bf16});
@@ -272,4 +273,8 @@ TEST_CASE("bf16 linear and conv2d refuse activations of another dtype") {
   CHECK_THROWS_WITH(op->forward(x16, Tensor::zeros(s.weight_shape(), DType::bf16), Tensor(),
                                 Tensor::empty(s.output_shape(), DType::bf16)),
                     doctest::Contains("expected [16, 16, 3, 3] f32"));
+  // The hand-written direct kernels compute in f32 only.
+  cpu::DnnlContext ctx;
+  s.src_block = s.dst_block = 1;
+  CHECK_THROWS_WITH(cpu::make_conv(ctx, s, cpu::ConvPath::direct), doctest::Contains("f32 only"));
 }
