@@ -15,11 +15,17 @@
 // passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU
 // fused into a convolution's backward). The weight gradient of stride-1 convolutions on blocks of
 // 16 channels with rows of 32 or more outputs is our own kernel (blocked_weight_grad.h).
+// In bf16 (spec.dtype) every pass is oneDNN's direct convolution (its Winograd kernels and our
+// kernels are f32 only) on bf16 activations and gradients, accumulating in f32: the forward and
+// the data gradient read the f32 master weights converted to bf16 in oneDNN's layout by the
+// weights' reorder, on every call as in f32, and the weight gradient is written in f32, through
+// the reorder from oneDNN's blocked layout to OIHW where it chooses one.
 #include <omp.h>  // omp_get_max_threads: the direct kernels' scratch
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO
 #include <string_view>
 
+#include "backend/cpu/bf16.h"                 // bf16_t
 #include "backend/cpu/blocked_weight_grad.h"  // BlockedWeightGrad
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/direct_conv.h"  // DirectConv
@@ -31,8 +37,8 @@ namespace {
 
 using namespace dnnl;
 
-memory::desc any_desc(const Shape& s) {
-  return memory::desc(to_dims(s), memory::data_type::f32, memory::format_tag::any);
+memory::desc any_desc(const Shape& s, DType dtype = DType::f32) {
+  return memory::desc(to_dims(s), dnnl_data_type(dtype), memory::format_tag::any);
 }
 memory::desc nhwc_desc(const Shape& s) {
   return memory::desc(to_dims(s), memory::data_type::f32, memory::format_tag::acdb);
@@ -46,8 +52,12 @@ class CpuConv final : public ConvOp {
   CpuConv(DnnlContext& ctx, const ConvSpec& s, ConvPath path) : ctx_(ctx), spec_(s) {
     DTRAIN_CHECK(s.out_height() > 0 && s.out_width() > 0)
         << "conv output would be empty for input " << s.input_shape().str();
+    DTRAIN_CHECK(s.dtype == DType::f32 || s.dtype == DType::bf16)
+        << "conv: no " << dtype_name(s.dtype) << " activations";
+    DTRAIN_CHECK(s.dtype == DType::f32 || path != ConvPath::direct)
+        << "conv: the direct kernels are f32 only";
     const bool plain = s.src_block == 1 && s.dst_block == 1;
-    switch (path) {
+    switch (s.dtype == DType::f32 ? path : ConvPath::dnnl) {
       case ConvPath::automatic:
         if (plain) direct_ = direct_conv_suits(s);
         blocked_weights_ = blocked_weight_grad_suits(s) &&
@@ -63,12 +73,19 @@ class CpuConv final : public ConvOp {
     if (direct_.forward || direct_.backward_data || direct_.backward_weights)
       kernels_ = DirectConv(s, omp_get_max_threads());
     if (blocked_weights_) weight_grad_ = BlockedWeightGrad(s, omp_get_max_threads());
-    make_primitives(ctx, s);
+    try {
+      make_primitives(ctx, s);
+    } catch (const dnnl::error& e) {
+      DTRAIN_CHECK(false) << "conv " << s.in_channels << " → " << s.out_channels << " "
+                          << s.kernel_h << "x" << s.kernel_w << " in " << dtype_name(s.dtype)
+                          << ": oneDNN has no convolution for it on this CPU (" << e.what() << ")";
+    }
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
     check(x, spec_.input_shape(), "x");
     check(y, spec_.output_shape(), "y");
+    check_f32(w, spec_.weight_shape(), "w");
     ++forwards_;
     const float* bias = spec_.bias ? b.data<float>() : nullptr;
     if (direct_.forward)
@@ -85,6 +102,7 @@ class CpuConv final : public ConvOp {
                      const Tensor& dx) override {
     check(dy, spec_.output_shape(), "dy");
     check(dx, spec_.input_shape(), "dx");
+    check_f32(w, spec_.weight_shape(), "w");
     const float* mask = relu_output(y);
     if (direct_.backward_data)
       return kernels_.backward_data(mask, dy.data<float>(), w.data<float>(), dx.data<float>());
@@ -99,6 +117,7 @@ class CpuConv final : public ConvOp {
                         const Tensor& db) override {
     check(x, spec_.input_shape(), "x");
     check(dy, spec_.output_shape(), "dy");
+    check_f32(dw, spec_.weight_shape(), "dw");
     const float* mask = relu_output(y);
     float* dbias = spec_.bias ? db.data<float>() : nullptr;
     if (direct_.backward_weights)
@@ -122,9 +141,11 @@ class CpuConv final : public ConvOp {
   };
 
   // Direct or Winograd (see the top of the file): a rule from measurements, not a measurement
-  // per run, so that every run (a resumed one too) computes with the same kernels.
+  // per run, so that every run (a resumed one too) computes with the same kernels. oneDNN's
+  // Winograd kernels are f32 only.
   static Algorithms choose_algorithms(const ConvSpec& s) {
     const Algorithms direct;
+    if (s.dtype != DType::f32) return direct;
     const Algorithms winograd{algorithm::convolution_winograd, algorithm::convolution_winograd,
                               algorithm::convolution_winograd};
     const char* forced = std::getenv("DTRAIN_CONV_ALGO");
@@ -142,9 +163,10 @@ class CpuConv final : public ConvOp {
   void make_primitives(DnnlContext& ctx, const ConvSpec& s) {
     const Shape xs = s.input_shape(), ws = s.weight_shape(), ys = s.output_shape();
     // Blocked activations as they are (no reorder); plain ones as oneDNN likes them best.
-    auto src = s.src_block > 1 ? activation_desc(xs, s.src_block) : any_desc(xs);
-    auto dst = s.dst_block > 1 ? activation_desc(ys, s.dst_block) : any_desc(ys);
-    auto wei = any_desc(ws);
+    auto src = s.src_block > 1 ? activation_desc(xs, s.src_block, s.dtype) : any_desc(xs, s.dtype);
+    auto dst = s.dst_block > 1 ? activation_desc(ys, s.dst_block, s.dtype) : any_desc(ys, s.dtype);
+    // The weights as the products read them (the activations' type) and their gradient (f32).
+    auto wei = any_desc(ws, s.dtype), dwei = any_desc(ws);
     auto bia = plain_desc({s.out_channels});
     auto no_bias = memory::desc();
     memory::dims strides{s.stride_h, s.stride_w}, pad{s.pad_h, s.pad_w};
@@ -165,8 +187,8 @@ class CpuConv final : public ConvOp {
     };
     // Also the backward passes' hint (which must have the backward pass's algorithm).
     auto fwd_pd = forward_pd(algo.forward);
-    const auto px = activation_desc(xs, s.src_block), pw = plain_desc(ws),
-               py = activation_desc(ys, s.dst_block);
+    const auto px = activation_desc(xs, s.src_block, s.dtype), pw = plain_desc(ws),
+               py = activation_desc(ys, s.dst_block, s.dtype);
     bias_ = memory(bia, ctx.engine, DNNL_MEMORY_NONE);
     if (!direct_.forward) {
       fwd_ = convolution_forward(fwd_pd);
@@ -193,17 +215,21 @@ class CpuConv final : public ConvOp {
     if (!direct_.backward_weights && !blocked_weights_) {
       auto make = [&](const memory::desc& x, const memory::desc& y) {
         return convolution_backward_weights::primitive_desc(
-            {algo.backward_weights, x, wei, s.bias ? bia : no_bias, y, strides, pad, pad_r},
+            {algo.backward_weights, x, dwei, s.bias ? bia : no_bias, y, strides, pad, pad_r},
             ctx.engine, forward_pd(algo.backward_weights));
       };
       auto pd = make(src, dst);
       // oneDNN 2.6's blocked weight-gradient kernels need input channels in multiples of 16
       // (or the 1–3 of a first layer) for AVX-512 and otherwise fall back to AVX2; its NHWC
       // kernel has no such limit (LeNet's 6→16: 0.45 → 0.23 ms, reorders included).
-      if (s.src_block == 1 && s.dst_block == 1 && starts_with(pd.impl_info_str(), "jit:avx2")) {
+      if (s.dtype == DType::f32 && s.src_block == 1 && s.dst_block == 1 &&
+          starts_with(pd.impl_info_str(), "jit:avx2")) {
         auto nhwc = make(nhwc_desc(xs), nhwc_desc(ys));
         if (starts_with(nhwc.impl_info_str(), "jit:avx512")) pd = nhwc;
       }
+      DTRAIN_CHECK(pd.diff_weights_desc().data_type() == memory::data_type::f32 &&
+                   (!s.bias || pd.diff_bias_desc() == bia))
+          << "oneDNN's convolution would not write an f32 weight and bias gradient";
       bwd_weights_ = convolution_backward_weights(pd);
       bw_src_ = BoundArg(ctx, px, pd.src_desc());
       bw_ddst_ = BoundArg(ctx, py, pd.diff_dst_desc());
@@ -221,6 +247,12 @@ class CpuConv final : public ConvOp {
     check(y, spec_.output_shape(), "y");
     return y.data<float>();
   }
+  // out = y > 0 ? dy : 0 in the activations' type.
+  void mask(const Tensor& y, const Tensor& dy, const Tensor& out) const {
+    if (spec_.dtype == DType::bf16)
+      return relu_mask(y.data<bf16_t>(), dy.data<bf16_t>(), out.data<bf16_t>(), dy.numel());
+    relu_mask(y.data<float>(), dy.data<float>(), out.data<float>(), dy.numel());
+  }
   // dy as the oneDNN backward passes must see it: masked by the fused ReLU's output, in place
   // when the caller allows it (spec.dy_writable), else into the context's shared scratch. The
   // weight gradient's call masks; the data gradient's, right after it in the same backward (no
@@ -232,19 +264,29 @@ class CpuConv final : public ConvOp {
     const bool again = reuse && masked_key_ == key;
     masked_key_ = reuse ? Key{} : key;
     if (spec_.dy_writable) {
-      if (!again) relu_mask(y.data<float>(), dy.data<float>(), dy.data<float>(), dy.numel());
+      if (!again) mask(y, dy, dy);
       return dy;
     }
     if (again && ctx_.scratch_generation() == masked_generation_) return masked_;
-    masked_ = ctx_.scratch(dy.numel());
-    relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
+    // The scratch is counted in floats: enough of them for dy's elements.
+    const int64_t floats = (static_cast<int64_t>(dy.bytes()) + 3) / 4;
+    masked_ = Tensor::borrow(ctx_.scratch(floats).raw(), dy.shape(), dy.dtype());
+    mask(y, dy, masked_);
     masked_generation_ = ctx_.scratch_generation();
     return masked_;
   }
 
-  static void check(const Tensor& t, const Shape& shape, const char* what) {
-    DTRAIN_CHECK(t.numel() == shape.numel())
-        << "conv " << what << ": " << t.shape().str() << ", expected " << shape.str();
+  // An activation or its gradient, in the spec's dtype.
+  void check(const Tensor& t, const Shape& shape, const char* what) const {
+    DTRAIN_CHECK(t.numel() == shape.numel() && t.dtype() == spec_.dtype)
+        << "conv " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
+        << ", expected " << shape.str() << " " << dtype_name(spec_.dtype);
+  }
+  // Weights and their gradient: f32 in any precision.
+  static void check_f32(const Tensor& t, const Shape& shape, const char* what) {
+    DTRAIN_CHECK(t.numel() == shape.numel() && t.dtype() == DType::f32)
+        << "conv " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
+        << ", expected " << shape.str() << " f32";
   }
 
   DnnlContext& ctx_;

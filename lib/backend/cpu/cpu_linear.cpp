@@ -3,6 +3,11 @@
 // batch sizes of data-parallel training these are GEMM-bound and oneDNN's GEMM kernels win.
 // A fused ReLU is a post-op of the forward; the backward passes read the gradient masked into
 // a scratch tensor.
+// In bf16 (spec.dtype) the activations and their gradients are bf16 and the products
+// accumulate in f32. The forward and the data gradient read the f32 master weights converted
+// by a reorder into a bf16 copy of the op's, on every call (the caller may bind other weights
+// between calls); the weight gradient reads bf16 x and dy and writes f32 dw and db directly.
+#include "backend/cpu/bf16.h"  // bf16_t
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/relu_mask.h"  // relu_mask
 #include "core/error.h"
@@ -15,35 +20,58 @@ using namespace dnnl;
 class CpuLinear final : public LinearOp {
  public:
   CpuLinear(DnnlContext& ctx, const LinearSpec& s) : ctx_(ctx), spec_(s) {
-    auto src = plain_desc({s.batch, s.in_features});
+    DTRAIN_CHECK(s.dtype == DType::f32 || s.dtype == DType::bf16)
+        << "linear: no " << dtype_name(s.dtype) << " activations";
+    const memory::data_type act = dnnl_data_type(s.dtype);
+    auto src = plain_desc({s.batch, s.in_features}, act);
+    auto dst = plain_desc({s.batch, s.out_features}, act);
+    // The master weights, their gradient and the bias are f32 in any precision; the products
+    // read the weights in the activations' type, plain [out, in]: oneDNN's bf16 GEMM reads them
+    // as they are. Letting oneDNN choose (its brgemm kernels' blocked layout) measured no faster
+    // (512 → 512 at batch 512, one thread: 3.3 ms per pass either way), and its reorder from
+    // the f32 master weights costs 6× the plain one's.
     auto wei = plain_desc({s.out_features, s.in_features});
+    auto wei_act = plain_desc({s.out_features, s.in_features}, act);
     auto bia = plain_desc({s.out_features});
-    auto dst = plain_desc({s.batch, s.out_features});
     auto no_bias = memory::desc();
     primitive_attr attr;
     if (s.relu) {
       post_ops ops;
       ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(ops);
-      masked_ = Tensor::empty({s.batch, s.out_features});
+      masked_ = Tensor::empty({s.batch, s.out_features}, s.dtype);
     }
-    auto fwd_pd = inner_product_forward::primitive_desc(
-        {prop_kind::forward_training, src, wei, s.bias ? bia : no_bias, dst}, attr, ctx.engine);
-    auto bwd_data_pd =
-        inner_product_backward_data::primitive_desc({src, wei, dst}, ctx.engine, fwd_pd);
-    auto bwd_w_pd = inner_product_backward_weights::primitive_desc(
-        {src, wei, s.bias ? bia : no_bias, dst}, ctx.engine, fwd_pd);
-    DTRAIN_CHECK(fwd_pd.weights_desc() == wei && bwd_w_pd.diff_weights_desc() == wei)
-        << "oneDNN chose a blocked weight layout for a plain inner product";
-    fwd_ = inner_product_forward(fwd_pd);
-    bwd_data_ = inner_product_backward_data(bwd_data_pd);
-    bwd_weights_ = inner_product_backward_weights(bwd_w_pd);
+    try {
+      auto fwd_pd = inner_product_forward::primitive_desc(
+          {prop_kind::forward_training, src, wei_act, s.bias ? bia : no_bias, dst}, attr,
+          ctx.engine);
+      auto bwd_data_pd =
+          inner_product_backward_data::primitive_desc({src, wei_act, dst}, ctx.engine, fwd_pd);
+      auto bwd_w_pd = inner_product_backward_weights::primitive_desc(
+          {src, wei, s.bias ? bia : no_bias, dst}, ctx.engine, fwd_pd);
+      DTRAIN_CHECK(fwd_pd.weights_desc() == wei_act && bwd_data_pd.weights_desc() == wei_act &&
+                   bwd_w_pd.diff_weights_desc() == wei)
+          << "oneDNN chose a blocked weight layout for a plain inner product";
+      DTRAIN_CHECK(!s.bias || bwd_w_pd.diff_bias_desc() == bia)
+          << "oneDNN's inner product would not write an f32 bias gradient";
+      fwd_ = inner_product_forward(fwd_pd);
+      bwd_data_ = inner_product_backward_data(bwd_data_pd);
+      bwd_weights_ = inner_product_backward_weights(bwd_w_pd);
+    } catch (const dnnl::error& e) {
+      DTRAIN_CHECK(false) << "linear " << s.in_features << " → " << s.out_features << " in "
+                          << dtype_name(s.dtype) << " (weight gradient in f32): oneDNN has no "
+                          << "inner product for it on this CPU (" << e.what() << ")";
+    }
+    // f32: the weights as they are (no reorder); bf16: converted into the op's copy.
+    wei_ = BoundArg(ctx, wei, wei_act);
     auto mk = [&](const memory::desc& d) { return memory(d, ctx.engine, DNNL_MEMORY_NONE); };
-    src_ = mk(src), wei_ = mk(wei), bia_ = mk(bia), dst_ = mk(dst);
+    src_ = mk(src), bia_ = mk(bia), dst_ = mk(dst);
     // The backward passes get memories of their own: their arguments differ from the forward's.
     dsrc_ = mk(src), dwei_ = mk(wei), dbia_ = mk(bia), ddst_ = mk(dst);
-    fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DST, dst_}};
-    bd_args_ = {{DNNL_ARG_DIFF_DST, ddst_}, {DNNL_ARG_WEIGHTS, wei_}, {DNNL_ARG_DIFF_SRC, dsrc_}};
+    fwd_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, wei_.internal()}, {DNNL_ARG_DST, dst_}};
+    bd_args_ = {{DNNL_ARG_DIFF_DST, ddst_},
+                {DNNL_ARG_WEIGHTS, wei_.internal()},
+                {DNNL_ARG_DIFF_SRC, dsrc_}};
     bw_args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DIFF_DST, ddst_}, {DNNL_ARG_DIFF_WEIGHTS, dwei_}};
     if (s.bias) {
       fwd_args_.emplace(DNNL_ARG_BIAS, bia_);
@@ -55,7 +83,7 @@ class CpuLinear final : public LinearOp {
     check(x, spec_.batch * spec_.in_features, "x");
     check(y, spec_.batch * spec_.out_features, "y");
     src_.set_data_handle(x.raw());
-    wei_.set_data_handle(w.raw());
+    wei_.input(w);
     dst_.set_data_handle(y.raw());
     if (spec_.bias) bia_.set_data_handle(b.raw());
     fwd_.execute(ctx_.stream, fwd_args_);
@@ -65,7 +93,7 @@ class CpuLinear final : public LinearOp {
                      const Tensor& dx) override {
     check(dx, spec_.batch * spec_.in_features, "dx");
     ddst_.set_data_handle(masked(y, dy).raw());
-    wei_.set_data_handle(w.raw());
+    wei_.input(w);
     dsrc_.set_data_handle(dx.raw());
     bwd_data_.execute(ctx_.stream, bd_args_);
   }
@@ -81,9 +109,11 @@ class CpuLinear final : public LinearOp {
   }
 
  private:
-  static void check(const Tensor& t, int64_t numel, const char* what) {
-    DTRAIN_CHECK(t.numel() == numel) << "linear " << what << ": " << t.shape().str() << " has "
-                                     << t.numel() << " elements, expected " << numel;
+  // An activation or its gradient: `numel` elements of the spec's dtype.
+  void check(const Tensor& t, int64_t numel, const char* what) const {
+    DTRAIN_CHECK(t.numel() == numel && t.dtype() == spec_.dtype)
+        << "linear " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype()) << " has "
+        << t.numel() << " elements, expected " << numel << " " << dtype_name(spec_.dtype);
   }
 
   // dy as the primitives must see it: masked by the fused ReLU's output.
@@ -91,7 +121,10 @@ class CpuLinear final : public LinearOp {
     check(dy, spec_.batch * spec_.out_features, "dy");
     if (!spec_.relu) return dy;
     check(y, spec_.batch * spec_.out_features, "y");
-    relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
+    if (spec_.dtype == DType::bf16)
+      relu_mask(y.data<bf16_t>(), dy.data<bf16_t>(), masked_.data<bf16_t>(), dy.numel());
+    else
+      relu_mask(y.data<float>(), dy.data<float>(), masked_.data<float>(), dy.numel());
     return masked_;
   }
 
@@ -100,7 +133,8 @@ class CpuLinear final : public LinearOp {
   inner_product_forward fwd_;
   inner_product_backward_data bwd_data_;
   inner_product_backward_weights bwd_weights_;
-  memory src_, wei_, bia_, dst_, dsrc_, dwei_, dbia_, ddst_;
+  BoundArg wei_;  // the weights the products read (bf16: the op's converted copy)
+  memory src_, bia_, dst_, dsrc_, dwei_, dbia_, ddst_;
   DnnlArgs fwd_args_, bd_args_, bw_args_;
   Tensor masked_;  // the masked gradient (fused ReLU)
 };

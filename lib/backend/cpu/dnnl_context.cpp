@@ -41,6 +41,25 @@ dnnl::memory::desc activation_desc(const Shape& shape, int block) {
   }
 }
 
+dnnl::memory::data_type dnnl_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    default:
+      DTRAIN_CHECK(false) << "no oneDNN activations of dtype " << dtype_name(dtype);
+      return {};
+  }
+}
+
+dnnl::memory::desc activation_desc(const Shape& shape, int block, DType dtype) {
+  const dnnl::memory::data_type type = dnnl_data_type(dtype);
+  if (block == 1) return plain_desc(shape, type);
+  const dnnl::memory::desc f32 = activation_desc(shape, block);  // checks shape and block
+  return dnnl::memory::desc(f32.dims(), type, block == 8 ? dnnl_tag::nChw8c : dnnl_tag::nChw16c);
+}
+
 BoundArg::BoundArg(DnnlContext& ctx, const dnnl::memory::desc& user,
                    const dnnl::memory::desc& internal)
     : ctx_(&ctx), user_(user, ctx.engine, DNNL_MEMORY_NONE) {

@@ -49,6 +49,11 @@ dnnl::memory::desc plain_desc(const Shape& shape,
 // ranks must have block 1.
 dnnl::memory::desc activation_desc(const Shape& shape, int block);
 
+// oneDNN's element type for a tensor dtype (f32, bf16: the activations of mixed precision).
+dnnl::memory::data_type dnnl_data_type(DType dtype);
+// activation_desc with elements of `dtype`.
+dnnl::memory::desc activation_desc(const Shape& shape, int block, DType dtype);
+
 // A primitive argument as the caller sees it (a plain tensor) and as the primitive wants it
 // (possibly a blocked layout chosen by oneDNN for speed). When the two differ, a scratch buffer
 // and the reorders between them are created once, here, and run on every call.

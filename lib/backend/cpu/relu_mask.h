@@ -3,12 +3,21 @@
 #pragma once
 #include <cstdint>  // int64_t
 
+#include "backend/cpu/bf16.h"  // bf16_t: mixed precision's activations
+
 namespace dtrain::cpu {
 
 // out = y > 0 ? dy : 0, element-wise over n floats.
 inline void relu_mask(const float* y, const float* dy, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+// The same over n bf16 values. The gradient is copied, not rounded: it is bf16 already. y is
+// compared as the f32 it stands for, so that a NaN output blocks the gradient as in f32.
+inline void relu_mask(const bf16_t* y, const bf16_t* dy, bf16_t* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(y[i]) > 0.0f ? dy[i] : bf16_t{0};
 }
 
 }  // namespace dtrain::cpu
