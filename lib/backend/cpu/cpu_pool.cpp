@@ -7,16 +7,54 @@
 // Channel-blocked tensors (spec.block B) pool B channels of a pixel at once, one vector per
 // window position; their workspace holds, per output element, the chosen position within its
 // window in one byte (a quarter of an index: max pooling's memory per sample of batch).
+// In bf16 (spec.dtype) the same loops read bf16, compute in f32 and round each output once:
+// the maxima and their indices are those of the f32 op on the same values, and averages and
+// gradients are the f32 op's rounded to bf16. The backward sums a plane's gradients in an f32
+// buffer of its thread before rounding them. The vector fast paths (2×2 plain, 16-channel
+// blocks) are f32's; bf16 takes the general loops, which pick and sum in the same order.
 #include <algorithm>  // min, max
 #include <cstring>    // memset
 #include <limits>
+#include <type_traits>  // is_same_v: f32's vector paths
+#include <vector>
 
+#include "backend/cpu/bf16.h"  // bf16_t, conversions
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/simd.h"  // 2×2 max pooling on vectors
 #include "core/error.h"
 
 namespace dtrain::cpu {
 namespace {
+
+// An element as f32, and an f32 stored as an element (rounded to nearest even for bf16).
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16_t v) {
+  return bf16_to_f32(v);
+}
+inline void put(float* p, float v) {
+  *p = v;
+}
+inline void put(bf16_t* p, float v) {
+  *p = f32_to_bf16(v);
+}
+
+// Where a plane's input gradient is summed: dx itself in f32; in bf16 an f32 buffer of the
+// calling thread, which store_plane then rounds into dx.
+inline float* gradient_sums(float* dx, int64_t) {
+  return dx;
+}
+inline float* gradient_sums(bf16_t*, int64_t n) {
+  thread_local std::vector<float> sums;
+  if (static_cast<int64_t>(sums.size()) < n) sums.resize(n);
+  return sums.data();
+}
+inline void store_plane(float*, const float*, int64_t) {}
+inline void store_plane(bf16_t* dx, const float* sums, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = f32_to_bf16(sums[i]);
+}
 
 struct Window {
   int64_t h0, h1, w0, w1;  // clipped to the input
@@ -26,20 +64,24 @@ struct Window {
 
 // Max over a k×k window that lies inside the plane, kernel size known at compile time so the
 // common 2×2 and 3×3 pools unroll. Returns the argmax as an offset from `base`.
-template <int K>
-inline float window_max(const float* base, int64_t width, int32_t* arg) {
-  float best = base[0];
+template <int K, class T>
+inline float window_max(const T* base, int64_t width, int32_t* arg) {
+  float best = widen(base[0]);
   int32_t at = 0;
   for (int h = 0; h < K; ++h)
     for (int w = 0; w < K; ++w) {
-      const float v = base[h * width + w];
+      const float v = widen(base[h * width + w]);
       if (v > best) best = v, at = static_cast<int32_t>(h * width + w);
     }
   *arg = at;
   return best;
 }
 
+// T: the activations' element type, float or bf16_t.
+template <class T>
 class CpuPool final : public PoolOp {
+  static constexpr bool kF32 = std::is_same_v<T, float>;
+
  public:
   explicit CpuPool(const PoolSpec& s) : s_(s), oh_(s.out_height()), ow_(s.out_width()) {
     DTRAIN_CHECK(s.block == 1 || ((s.block == 8 || s.block == 16) && s.channels % s.block == 0))
@@ -49,8 +91,9 @@ class CpuPool final : public PoolOp {
     DTRAIN_CHECK(oh_ > 0 && ow_ > 0)
         << "pooling output would be empty for input " << s.input_shape().str();
     DTRAIN_CHECK(s.pad_h < s.kernel_h && s.pad_w < s.kernel_w) << "pooling padding >= kernel";
-    simple_2x2_ = s.kernel_h == 2 && s.kernel_w == 2 && s.stride_h == 2 && s.stride_w == 2 &&
-                  s.pad_h == 0 && s.pad_w == 0 && 2 * oh_ <= s.height && 2 * ow_ <= s.width;
+    simple_2x2_ = kF32 && s.kernel_h == 2 && s.kernel_w == 2 && s.stride_h == 2 &&
+                  s.stride_w == 2 && s.pad_h == 0 && s.pad_w == 0 && 2 * oh_ <= s.height &&
+                  2 * ow_ <= s.width;
     windows_.reserve(oh_ * ow_);
     for (int64_t i = 0; i < oh_; ++i)
       for (int64_t j = 0; j < ow_; ++j) windows_.push_back(window(i, j));
@@ -67,8 +110,9 @@ class CpuPool final : public PoolOp {
     const int64_t n_planes = rows * s_.channels, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     DTRAIN_CHECK(y.numel() >= n_planes * out_plane) << "pooling output too small";
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
+    check_dtype(x, "x"), check_dtype(y, "y");
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
     const bool keep_index = s_.kind == PoolKind::max && training;
     if (keep_index) {
       DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace";
@@ -79,8 +123,8 @@ class CpuPool final : public PoolOp {
     int32_t* idx = keep_index ? workspace.data<int32_t>() : nullptr;
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
-      const float* in = xp + p * in_plane;
-      float* out = yp + p * out_plane;
+      const T* in = xp + p * in_plane;
+      T* out = yp + p * out_plane;
       if (s_.kind == PoolKind::max) {
         max_plane(in, out, idx ? idx + p * out_plane : nullptr);
       } else {
@@ -94,8 +138,9 @@ class CpuPool final : public PoolOp {
     const int64_t rows = dx.shape()[0];
     const int64_t n_planes = rows * s_.channels, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
-    const float* g = dy.data<float>();
-    float* d = dx.data<float>();
+    check_dtype(dy, "dy"), check_dtype(dx, "dx");
+    const T* g = dy.data<T>();
+    T* d = dx.data<T>();
     const bool max = s_.kind == PoolKind::max;
     const auto* positions = max ? static_cast<const uint8_t*>(workspace.raw()) : nullptr;
     if (s_.block == 16) return backward_blocked<16>(g, positions, d, rows);
@@ -103,24 +148,28 @@ class CpuPool final : public PoolOp {
     const int32_t* idx = max ? workspace.data<int32_t>() : nullptr;
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
-      float* din = d + p * in_plane;
-      const float* gout = g + p * out_plane;
-      if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
-        max_backward_2x2(gout, idx + p * out_plane, din);
-        continue;
+      T* dx_plane = d + p * in_plane;
+      const T* gout = g + p * out_plane;
+      if constexpr (kF32) {
+        if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
+          max_backward_2x2(gout, idx + p * out_plane, dx_plane);
+          continue;
+        }
       }
+      float* din = gradient_sums(dx_plane, in_plane);
       std::memset(din, 0, sizeof(float) * in_plane);
       if (idx) {
         const int32_t* ip = idx + p * out_plane;
-        for (int64_t o = 0; o < out_plane; ++o) din[ip[o]] += gout[o];
+        for (int64_t o = 0; o < out_plane; ++o) din[ip[o]] += widen(gout[o]);
       } else {
         for (int64_t o = 0; o < out_plane; ++o) {
           const Window& w = windows_[o];
-          const float v = gout[o] / w.divisor;
+          const float v = widen(gout[o]) / w.divisor;
           for (int64_t h = w.h0; h < w.h1; ++h)
             for (int64_t c = w.w0; c < w.w1; ++c) din[h * s_.width + c] += v;
         }
       }
+      store_plane(dx_plane, din, in_plane);
     }
   }
 
@@ -128,17 +177,17 @@ class CpuPool final : public PoolOp {
   // Blocked forward: per group of B channels of a sample, an [H, W, B] plane in, [OH, OW, B]
   // out; the scan order and ties as the plain path's (first maximum wins).
   template <int B>
-  void forward_blocked(const float* xp, float* yp, uint8_t* idx, int64_t rows) const {
+  void forward_blocked(const T* xp, T* yp, uint8_t* idx, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     const bool max = s_.kind == PoolKind::max;
-    if constexpr (B == simd::L) {  // one vector per pixel
+    if constexpr (B == simd::L && kF32) {  // one vector per pixel
       return max ? max_blocked_vec(xp, yp, idx, groups) : avg_blocked_vec(xp, yp, groups);
     }
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * B;
-      float* out = yp + g * out_plane * B;
+      const T* in = xp + g * in_plane * B;
+      T* out = yp + g * out_plane * B;
       uint8_t* at = idx ? idx + g * out_plane * B : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
@@ -151,24 +200,25 @@ class CpuPool final : public PoolOp {
         uint8_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
-            const float* v = in + (h * s_.width + c) * B;
+            const T* v = in + (h * s_.width + c) * B;
             if (max) {
               for (int l = 0; l < B; ++l) {
-                const bool wins = v[l] > acc[l];
-                acc[l] = wins ? v[l] : acc[l];
+                const float x = widen(v[l]);
+                const bool wins = x > acc[l];
+                acc[l] = wins ? x : acc[l];
                 arg[l] = wins ? position : arg[l];
               }
             } else {
-              for (int l = 0; l < B; ++l) acc[l] += v[l];
+              for (int l = 0; l < B; ++l) acc[l] += widen(v[l]);
             }
           }
-        float* y = out + o * B;
+        T* y = out + o * B;
         if (max) {
-          for (int l = 0; l < B; ++l) y[l] = acc[l];
+          for (int l = 0; l < B; ++l) put(y + l, acc[l]);
           if (at)
             for (int l = 0; l < B; ++l) at[o * B + l] = arg[l];
         } else {
-          for (int l = 0; l < B; ++l) y[l] = acc[l] / w.divisor;
+          for (int l = 0; l < B; ++l) put(y + l, acc[l] / w.divisor);
         }
       }
     }
@@ -222,13 +272,14 @@ class CpuPool final : public PoolOp {
   }
 
   template <int B>
-  void backward_blocked(const float* gp, const uint8_t* idx, float* dp, int64_t rows) const {
+  void backward_blocked(const T* gp, const uint8_t* idx, T* dp, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      float* din = dp + g * in_plane * B;
-      const float* gout = gp + g * out_plane * B;
+      T* dx_plane = dp + g * in_plane * B;
+      float* din = gradient_sums(dx_plane, in_plane * B);
+      const T* gout = gp + g * out_plane * B;
       std::memset(din, 0, sizeof(float) * in_plane * B);
       if (idx) {
         const uint8_t* at = idx + g * out_plane * B;
@@ -238,21 +289,29 @@ class CpuPool final : public PoolOp {
           int64_t n = 0;
           for (int64_t h = w.h0; h < w.h1; ++h)
             for (int64_t c = w.w0; c < w.w1; ++c) pixel_of[n++] = h * s_.width + c;
-          for (int l = 0; l < B; ++l) din[pixel_of[at[o * B + l]] * B + l] += gout[o * B + l];
+          for (int l = 0; l < B; ++l)
+            din[pixel_of[at[o * B + l]] * B + l] += widen(gout[o * B + l]);
         }
+        store_plane(dx_plane, din, in_plane * B);
         continue;
       }
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
         float v[B];
-        for (int l = 0; l < B; ++l) v[l] = gout[o * B + l] / w.divisor;
+        for (int l = 0; l < B; ++l) v[l] = widen(gout[o * B + l]) / w.divisor;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c) {
             float* to = din + (h * s_.width + c) * B;
             for (int l = 0; l < B; ++l) to[l] += v[l];
           }
       }
+      store_plane(dx_plane, din, in_plane * B);
     }
+  }
+
+  void check_dtype(const Tensor& t, const char* what) const {
+    DTRAIN_CHECK(t.dtype() == s_.dtype) << "pooling: " << what << " is " << dtype_name(t.dtype())
+                                        << ", the op's dtype " << dtype_name(s_.dtype);
   }
 
   int64_t planes() const {
@@ -343,16 +402,18 @@ class CpuPool final : public PoolOp {
     for (int64_t c = 2 * oh_ * W; c < s_.height * W; ++c) din[c] = 0.0f;
   }
 
-  void max_plane(const float* in, float* out, int32_t* idx) const {
-    if (simple_2x2_) return max_plane_2x2(in, out, idx);
+  void max_plane(const T* in, T* out, int32_t* idx) const {
+    if constexpr (kF32) {
+      if (simple_2x2_) return max_plane_2x2(in, out, idx);
+    }
     const bool square = s_.kernel_h == s_.kernel_w;
     for (int64_t o = 0; o < oh_ * ow_; ++o) {
       const Window& w = windows_[o];
       if (w.interior && square && (s_.kernel_h == 2 || s_.kernel_h == 3)) {
         const int64_t start = w.h0 * s_.width + w.w0;
         int32_t arg;
-        out[o] = s_.kernel_h == 2 ? window_max<2>(in + start, s_.width, &arg)
-                                  : window_max<3>(in + start, s_.width, &arg);
+        put(out + o, s_.kernel_h == 2 ? window_max<2>(in + start, s_.width, &arg)
+                                      : window_max<3>(in + start, s_.width, &arg));
         if (idx) idx[o] = static_cast<int32_t>(start) + arg;
         continue;
       }
@@ -360,21 +421,21 @@ class CpuPool final : public PoolOp {
       int32_t arg = static_cast<int32_t>(w.h0 * s_.width + w.w0);
       for (int64_t h = w.h0; h < w.h1; ++h)
         for (int64_t c = w.w0; c < w.w1; ++c) {
-          const float v = in[h * s_.width + c];
+          const float v = widen(in[h * s_.width + c]);
           if (v > best) best = v, arg = static_cast<int32_t>(h * s_.width + c);
         }
-      out[o] = best;
+      put(out + o, best);
       if (idx) idx[o] = arg;
     }
   }
 
-  void avg_plane(const float* in, float* out) const {
+  void avg_plane(const T* in, T* out) const {
     for (int64_t o = 0; o < oh_ * ow_; ++o) {
       const Window& w = windows_[o];
       float sum = 0;
       for (int64_t h = w.h0; h < w.h1; ++h)
-        for (int64_t c = w.w0; c < w.w1; ++c) sum += in[h * s_.width + c];
-      out[o] = sum / w.divisor;
+        for (int64_t c = w.w0; c < w.w1; ++c) sum += widen(in[h * s_.width + c]);
+      put(out + o, sum / w.divisor);
     }
   }
 
@@ -387,7 +448,10 @@ class CpuPool final : public PoolOp {
 }  // namespace
 
 std::unique_ptr<PoolOp> make_pool(DnnlContext&, const PoolSpec& spec) {
-  return std::make_unique<CpuPool>(spec);
+  DTRAIN_CHECK(spec.dtype == DType::f32 || spec.dtype == DType::bf16)
+      << "pooling: no " << dtype_name(spec.dtype) << " kernels";
+  if (spec.dtype == DType::bf16) return std::make_unique<CpuPool<bf16_t>>(spec);
+  return std::make_unique<CpuPool<float>>(spec);
 }
 
 }  // namespace dtrain::cpu
