@@ -20,14 +20,16 @@ namespace dtrain {
 namespace cpu {
 
 // oneDNN reorder primitives by (dims, dtypes, blocks), with their memories, whose data pointers
-// are set per call. Tensors with block 1 on both sides reorder as flat 1-D buffers (any rank:
-// only the count matters), so one primitive serves every shape of that count. A mutex guards
+// are set per call. Tensors with the same block on both sides (a cast only) reorder as flat 1-D
+// buffers (any rank: only the count matters), so one primitive serves every shape of that count.
+// oneDNN casts with the CPU's conversion instruction, which rounds to nearest even as bf16.h does
+// but reads f32 subnormals (below 2^-126) as zero; bf16.h keeps them. A mutex guards
 // the map and the shared memories: the communication thread may cast while the compute thread
 // does.
 class ReorderCache {
  public:
   void run(const Tensor& dst, ChannelBlock dst_block, const Tensor& src, ChannelBlock src_block) {
-    const bool flat = dst_block == 1 && src_block == 1;
+    const bool flat = dst_block == src_block;
     const Shape& s = src.shape();
     DTRAIN_CHECK(flat || (s.rank() == 4 && s[1] % dst_block == 0 && s[1] % src_block == 0))
         << "reorder of " << s.str() << " between blocks " << src_block << " and " << dst_block;
