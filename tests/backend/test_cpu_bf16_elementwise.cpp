@@ -233,7 +233,8 @@ TEST_CASE("bf16 pooling: the f32 op's outputs and gradients rounded, the same ar
     bool ties;
   };
   std::vector<Case> cases{
-      {{PoolKind::max, 2, 32, 8, 10, 2, 2, 2, 2, 0, 0}, true},        // 2×2, VGG/LeNet
+      {{PoolKind::max, 2, 32, 8, 10, 2, 2, 2, 2, 0, 0}, true},  // 2×2, VGG/LeNet
+      {{PoolKind::max, 2, 16, 6, 41, 2, 2, 2, 2, 0, 0}, true},  // 2×2: a full vector and a tail
       {{PoolKind::max, 2, 32, 7, 7, 3, 3, 2, 2, 0, 0, true}, false},  // overlapping, ceil
       {{PoolKind::max, 2, 32, 9, 9, 3, 3, 2, 2, 1, 1}, true},         // padded (ResNet stem)
       {{PoolKind::avg, 2, 32, 6, 6, 3, 3, 2, 2, 1, 1}, false},        // include padding

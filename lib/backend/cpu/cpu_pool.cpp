@@ -10,13 +10,17 @@
 // In bf16 (spec.dtype) the same loops read bf16, compute in f32 and round each output once:
 // the maxima and their indices are those of the f32 op on the same values, and averages and
 // gradients are the f32 op's rounded to bf16. The backward sums a plane's gradients in an f32
-// buffer of its thread before rounding them. The vector fast paths (2×2 plain, 16-channel
-// blocks) are f32's; bf16 takes the general loops, which pick and sum in the same order.
+// buffer of its thread before rounding them. The vector loops (16-channel blocks, the plain 2×2
+// forward) read and write bf16 lanes as well.
 #include <algorithm>  // min, max
 #include <cstring>    // memset
 #include <limits>
 #include <type_traits>  // is_same_v: f32's vector paths
 #include <vector>
+
+#ifdef __AVX512BW__
+#include <immintrin.h>  // masked loads and stores of 16-bit lanes
+#endif
 
 #include "backend/cpu/bf16.h"  // bf16_t, conversions
 #include "backend/cpu/cpu_ops.h"
@@ -38,6 +42,61 @@ inline void put(float* p, float v) {
 }
 inline void put(bf16_t* p, float v) {
   *p = f32_to_bf16(v);
+}
+
+// 16 elements as one f32 vector, and back (bf16: widened exactly, rounded to nearest even with
+// bf16.h's arithmetic on all lanes at once).
+inline simd::Vec load_lanes(const float* p) {
+  return simd::load(p);
+}
+inline void store_lanes(float* p, simd::Vec v) {
+  simd::store(p, v);
+}
+typedef uint16_t Bf16Lanes __attribute__((vector_size(32)));
+typedef uint32_t U32Lanes __attribute__((vector_size(64)));
+inline simd::Vec widen_lanes(Bf16Lanes b) {
+  return reinterpret_cast<simd::Vec>(__builtin_convertvector(b, U32Lanes) << 16);
+}
+inline Bf16Lanes round_lanes(simd::Vec v) {
+  const U32Lanes u = reinterpret_cast<U32Lanes>(v);
+  const U32Lanes rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const U32Lanes quiet_nan = (u >> 16) | 0x40u;
+  return __builtin_convertvector((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded, Bf16Lanes);
+}
+inline simd::Vec load_lanes(const bf16_t* p) {
+  Bf16Lanes b;
+  std::memcpy(&b, p, sizeof b);
+  return widen_lanes(b);
+}
+inline void store_lanes(bf16_t* p, simd::Vec v) {
+  const Bf16Lanes b = round_lanes(v);
+  std::memcpy(p, &b, sizeof b);
+}
+
+// The first n lanes (0 ≤ n ≤ 16); the others read as 0 and are not written.
+inline simd::Vec load_lanes(const float* p, int64_t n) {
+  return simd::load_part(p, n);
+}
+inline void store_lanes(float* p, simd::Vec v, int64_t n) {
+  simd::store_part(p, v, n);
+}
+inline simd::Vec load_lanes(const bf16_t* p, int64_t n) {
+#ifdef __AVX512BW__
+  const __m256i b = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), p);
+  return widen_lanes(reinterpret_cast<Bf16Lanes>(b));
+#else
+  Bf16Lanes b{};
+  std::memcpy(&b, p, sizeof(bf16_t) * n);
+  return widen_lanes(b);
+#endif
+}
+inline void store_lanes(bf16_t* p, simd::Vec v, int64_t n) {
+  const Bf16Lanes b = round_lanes(v);
+#ifdef __AVX512BW__
+  _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m256i>(b));
+#else
+  std::memcpy(p, &b, sizeof(bf16_t) * n);
+#endif
 }
 
 // Where a plane's input gradient is summed: dx itself in f32; in bf16 an f32 buffer of the
@@ -91,9 +150,8 @@ class CpuPool final : public PoolOp {
     DTRAIN_CHECK(oh_ > 0 && ow_ > 0)
         << "pooling output would be empty for input " << s.input_shape().str();
     DTRAIN_CHECK(s.pad_h < s.kernel_h && s.pad_w < s.kernel_w) << "pooling padding >= kernel";
-    simple_2x2_ = kF32 && s.kernel_h == 2 && s.kernel_w == 2 && s.stride_h == 2 &&
-                  s.stride_w == 2 && s.pad_h == 0 && s.pad_w == 0 && 2 * oh_ <= s.height &&
-                  2 * ow_ <= s.width;
+    simple_2x2_ = s.kernel_h == 2 && s.kernel_w == 2 && s.stride_h == 2 && s.stride_w == 2 &&
+                  s.pad_h == 0 && s.pad_w == 0 && 2 * oh_ <= s.height && 2 * ow_ <= s.width;
     windows_.reserve(oh_ * ow_);
     for (int64_t i = 0; i < oh_; ++i)
       for (int64_t j = 0; j < ow_; ++j) windows_.push_back(window(i, j));
@@ -150,7 +208,7 @@ class CpuPool final : public PoolOp {
     for (int64_t p = 0; p < n_planes; ++p) {
       T* dx_plane = d + p * in_plane;
       const T* gout = g + p * out_plane;
-      if constexpr (kF32) {
+      if constexpr (kF32) {                    // bf16 sums in f32 below and rounds once
         if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
           max_backward_2x2(gout, idx + p * out_plane, dx_plane);
           continue;
@@ -181,7 +239,7 @@ class CpuPool final : public PoolOp {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     const bool max = s_.kind == PoolKind::max;
-    if constexpr (B == simd::L && kF32) {  // one vector per pixel
+    if constexpr (B == simd::L) {  // one vector per pixel
       return max ? max_blocked_vec(xp, yp, idx, groups) : avg_blocked_vec(xp, yp, groups);
     }
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
@@ -226,27 +284,27 @@ class CpuPool final : public PoolOp {
 
   // Max pooling of 16-channel blocks, a vector per window position: the comparison picks the
   // value and the pixel together (ties: the first in scan order, as everywhere).
-  void max_blocked_vec(const float* xp, float* yp, uint8_t* idx, int64_t groups) const {
+  void max_blocked_vec(const T* xp, T* yp, uint8_t* idx, int64_t groups) const {
     using namespace simd;
     const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * L > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * L;
-      float* out = yp + g * out_plane * L;
+      const T* in = xp + g * in_plane * L;
+      T* out = yp + g * out_plane * L;
       uint8_t* at = idx ? idx + g * out_plane * L : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
-        Vec best = load(in + (w.h0 * s_.width + w.w0) * L);
+        Vec best = load_lanes(in + (w.h0 * s_.width + w.w0) * L);
         IVec arg{};
         int32_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
-            const Vec v = load(in + (h * s_.width + c) * L);
+            const Vec v = load_lanes(in + (h * s_.width + c) * L);
             const IVec wins = v > best;
             best = wins ? v : best;
             arg = wins ? IVec{} + position : arg;
           }
-        store(out + o * L, best);
+        store_lanes(out + o * L, best);
         if (at)
           for (int l = 0; l < L; ++l) at[o * L + l] = static_cast<uint8_t>(arg[l]);
       }
@@ -254,19 +312,19 @@ class CpuPool final : public PoolOp {
   }
 
   // Average pooling of 16-channel blocks: the sums in the plain path's order, lane by lane.
-  void avg_blocked_vec(const float* xp, float* yp, int64_t groups) const {
+  void avg_blocked_vec(const T* xp, T* yp, int64_t groups) const {
     using namespace simd;
     const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * L > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * L;
-      float* out = yp + g * out_plane * L;
+      const T* in = xp + g * in_plane * L;
+      T* out = yp + g * out_plane * L;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
         Vec sum{};
         for (int64_t h = w.h0; h < w.h1; ++h)
-          for (int64_t c = w.w0; c < w.w1; ++c) sum += load(in + (h * s_.width + c) * L);
-        store(out + o * L, sum / w.divisor);
+          for (int64_t c = w.w0; c < w.w1; ++c) sum += load_lanes(in + (h * s_.width + c) * L);
+        store_lanes(out + o * L, sum / w.divisor);
       }
     }
   }
@@ -340,18 +398,18 @@ class CpuPool final : public PoolOp {
   // columns of each input row split by a two-register shuffle, no branches (the compiler left
   // the scalar version branchy, and ReLU outputs' ties made it mispredict: 0.45 ms for LeNet's
   // 64×6×28×28, now 0.04). Ties pick the first maximum in scan order, as the general path.
-  void max_plane_2x2(const float* in, float* out, int32_t* idx) const {
+  void max_plane_2x2(const T* in, T* out, int32_t* idx) const {
     using namespace simd;
     const IVec lane{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const int64_t W = s_.width;
     for (int64_t i = 0; i < oh_; ++i) {
-      const float* r0 = in + 2 * i * W;
-      const float* r1 = r0 + W;
+      const T* r0 = in + 2 * i * W;
+      const T* r1 = r0 + W;
       for (int64_t j = 0; j < ow_; j += L) {
         const int64_t n = std::min<int64_t>(L, ow_ - j), pairs = 2 * n;  // outputs, inputs
-        auto row = [&](const float* r, Vec& left, Vec& right) {
-          const Vec lo = load_part(r + 2 * j, std::min<int64_t>(L, pairs));
-          const Vec hi = load_part(r + 2 * j + L, std::max<int64_t>(0, pairs - L));
+        auto row = [&](const T* r, Vec& left, Vec& right) {
+          const Vec lo = load_lanes(r + 2 * j, std::min<int64_t>(L, pairs));
+          const Vec hi = load_lanes(r + 2 * j + L, std::max<int64_t>(0, pairs - L));
           left = even_lanes(lo, hi);
           right = odd_lanes(lo, hi);
         };
@@ -361,7 +419,7 @@ class CpuPool final : public PoolOp {
         const IVec b_wins = b > a, d_wins = d > c;
         const Vec top = b_wins ? b : a, bottom = d_wins ? d : c;
         const IVec bottom_wins = bottom > top;
-        store_part(out + i * ow_ + j, bottom_wins ? bottom : top, n);
+        store_lanes(out + i * ow_ + j, bottom_wins ? bottom : top, n);
         if (!idx) continue;
         // Comparisons give −1 for true: subtracting adds the chosen column or row.
         const IVec top_at = IVec{} - b_wins, bottom_at = static_cast<int32_t>(W) - d_wins;
@@ -403,9 +461,7 @@ class CpuPool final : public PoolOp {
   }
 
   void max_plane(const T* in, T* out, int32_t* idx) const {
-    if constexpr (kF32) {
-      if (simple_2x2_) return max_plane_2x2(in, out, idx);
-    }
+    if (simple_2x2_) return max_plane_2x2(in, out, idx);
     const bool square = s_.kernel_h == s_.kernel_w;
     for (int64_t o = 0; o < oh_ * ow_; ++o) {
       const Window& w = windows_[o];
