@@ -8,10 +8,8 @@
 #include <map>      // ReorderCache
 #include <mutex>    // ReorderCache
 #include <tuple>    // ReorderCache's key
-#include <vector>
 
 #include "backend/cpu/bf16.h"  // bf16_t
-
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 
@@ -23,9 +21,8 @@ namespace cpu {
 // are set per call. Tensors with the same block on both sides (a cast only) reorder as flat 1-D
 // buffers (any rank: only the count matters), so one primitive serves every shape of that count.
 // oneDNN casts with the CPU's conversion instruction, which rounds to nearest even as bf16.h does
-// but reads f32 subnormals (below 2^-126) as zero; bf16.h keeps them. A mutex guards
-// the map and the shared memories: the communication thread may cast while the compute thread
-// does.
+// but reads f32 subnormals (below 2^-126) as zero; bf16.h keeps them. A mutex guards the map
+// and the shared memories: the communication thread may cast while the compute thread does.
 class ReorderCache {
  public:
   void run(const Tensor& dst, ChannelBlock dst_block, const Tensor& src, ChannelBlock src_block) {
