@@ -8,6 +8,10 @@
 
 namespace dtrain {
 
+namespace cpu {
+class ReorderCache;  // cpu_layout.cpp
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
@@ -89,8 +93,13 @@ class CpuBackend final : public Backend {
   // out = a + b, or max(a + b, 0) with kRelu: one loop for add and add_relu.
   template <bool kRelu>
   void add_into(const Tensor& a, const Tensor& b, const Tensor& out, const char* what);
+  template <bool kRelu>
+  void add_bf16(const Tensor& a, const Tensor& b, const Tensor& out, const char* what);
 
   std::unique_ptr<cpu::DnnlContext> ctx_;
+  // The oneDNN reorders of casts and bf16 layout changes, made on first use (cpu_layout.cpp;
+  // a shared_ptr, so that this header need not see the type to destroy it).
+  std::shared_ptr<cpu::ReorderCache> reorders_;
   int threads_ = 1;
 };
 

@@ -5,6 +5,10 @@
 // backward. On plain NCHW oneDNN 2.6 has fuse_norm_relu only in a generic kernel (4× slower
 // than its plain batch norm), so there the ReLU is a pass of its own over the output, and the
 // backward masks dy with the output into the context's scratch.
+// In bf16 (spec.dtype) x, y, dy and dx are bf16 memories of the same primitives: oneDNN computes
+// the statistics and the normalisation in f32 and rounds y and dx once; scale, shift, mean,
+// variance and their gradients stay f32.
+#include "backend/cpu/bf16.h"  // bf16_t: the separate ReLU's passes in bf16
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/relu_mask.h"  // relu_mask
 #include "core/error.h"
@@ -14,10 +18,42 @@ namespace {
 
 using namespace dnnl;
 
+// The activations' descriptor: f32 as every op's, or the same layout in bf16.
+memory::desc data_desc(const BatchNormSpec& s) {
+  if (s.dtype == DType::f32) return activation_desc(s.shape(), s.block);
+  DTRAIN_CHECK(s.dtype == DType::bf16) << "batch norm: no " << dtype_name(s.dtype) << " kernels";
+  DTRAIN_CHECK(s.block == 1 || s.block == 8 || s.block == 16)
+      << "batch norm: unsupported channel block " << s.block;
+  const dnnl_tag tag = s.block == 1   ? dnnl_tag::nchw
+                       : s.block == 8 ? dnnl_tag::nChw8c
+                                      : dnnl_tag::nChw16c;
+  return memory::desc(to_dims(s.shape()), memory::data_type::bf16, tag);
+}
+
+bool positive(float v) {
+  return v > 0.0f;
+}
+bool positive(bf16_t v) {
+  return bf16_to_f32(v) > 0.0f;
+}
+
+// The separate ReLU's passes over T (f32 or bf16) elements: y = max(y, 0) in place, and
+// out = y > 0 ? dy : 0.
+template <class T>
+void clamp_in_place(T* p, int64_t n) {
+#pragma omp parallel for simd if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) p[i] = positive(p[i]) ? p[i] : T{0};
+}
+template <class T>
+void mask_by_output(const T* y, const T* dy, T* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = positive(y[i]) ? dy[i] : T{0};
+}
+
 class CpuBatchNorm final : public BatchNormOp {
  public:
-  CpuBatchNorm(DnnlContext& ctx, const BatchNormSpec& s) : ctx_(ctx) {
-    auto md = activation_desc(s.shape(), s.block);
+  CpuBatchNorm(DnnlContext& ctx, const BatchNormSpec& s) : ctx_(ctx), dtype_(s.dtype) {
+    auto md = data_desc(s);
     auto c = plain_desc({s.channels});
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
     fused_relu_ = s.relu && s.block > 1;
@@ -80,9 +116,13 @@ class CpuBatchNorm final : public BatchNormOp {
     bind(x, scale, unused_shift_, mean, variance);
     bind_workspace(workspace);
     Tensor dy = dy_out;
-    if (separate_relu_) {
+    if (separate_relu_ && dtype_ == DType::f32) {
       dy = ctx_.scratch(dy_out.numel());
       relu_mask(y.data<float>(), dy_out.data<float>(), dy.data<float>(), dy.numel());
+    } else if (separate_relu_) {  // bf16: the scratch's floats hold twice as many elements
+      const int64_t n = dy_out.numel();
+      dy = Tensor::borrow(ctx_.scratch((n + 1) / 2).raw(), dy_out.shape(), DType::bf16);
+      mask_by_output(y.data<bf16_t>(), dy_out.data<bf16_t>(), dy.data<bf16_t>(), n);
     }
     dst_.set_data_handle(dy.raw());
     diff_src_.set_data_handle(dx.raw());
@@ -94,10 +134,8 @@ class CpuBatchNorm final : public BatchNormOp {
  private:
   void clamp(const Tensor& y) {
     if (!separate_relu_) return;
-    float* p = y.data<float>();
-    const int64_t n = y.numel();
-#pragma omp parallel for simd if (n > (1 << 16))
-    for (int64_t i = 0; i < n; ++i) p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+    if (dtype_ == DType::bf16) return clamp_in_place(y.data<bf16_t>(), y.numel());
+    clamp_in_place(y.data<float>(), y.numel());
   }
   void bind_workspace(const Tensor& workspace) {
     if (ws_desc_.get_size() == 0) return;
@@ -106,6 +144,8 @@ class CpuBatchNorm final : public BatchNormOp {
   }
   void bind(const Tensor& x, const Tensor& scale, const Tensor& shift, const Tensor& mean,
             const Tensor& variance) {
+    DTRAIN_CHECK(x.dtype() == dtype_)
+        << "batch norm: " << dtype_name(x.dtype()) << " input to a " << dtype_name(dtype_) << " op";
     src_.set_data_handle(x.raw());
     scale_.set_data_handle(scale.raw());
     shift_.set_data_handle(shift.raw());
@@ -114,6 +154,7 @@ class CpuBatchNorm final : public BatchNormOp {
   }
 
   DnnlContext& ctx_;
+  DType dtype_;  // of x, y, dy, dx
   batch_normalization_forward train_, infer_;
   batch_normalization_backward bwd_;
   // oneDNN's backward insists on a shift argument although the gradient does not depend on it.

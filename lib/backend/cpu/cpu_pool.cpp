@@ -7,16 +7,113 @@
 // Channel-blocked tensors (spec.block B) pool B channels of a pixel at once, one vector per
 // window position; their workspace holds, per output element, the chosen position within its
 // window in one byte (a quarter of an index: max pooling's memory per sample of batch).
+// In bf16 (spec.dtype) the same loops read bf16, compute in f32 and round each output once:
+// the maxima and their indices are those of the f32 op on the same values, and averages and
+// gradients are the f32 op's rounded to bf16. The backward sums a plane's gradients in an f32
+// buffer of its thread before rounding them. The vector loops (16-channel blocks, the plain 2×2
+// forward) read and write bf16 lanes as well.
 #include <algorithm>  // min, max
 #include <cstring>    // memset
 #include <limits>
+#include <type_traits>  // is_same_v: f32's vector paths
+#include <vector>
 
+#ifdef __AVX512BW__
+#include <immintrin.h>  // masked loads and stores of 16-bit lanes
+#endif
+
+#include "backend/cpu/bf16.h"  // bf16_t, conversions
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/simd.h"  // 2×2 max pooling on vectors
 #include "core/error.h"
 
 namespace dtrain::cpu {
 namespace {
+
+// An element as f32, and an f32 stored as an element (rounded to nearest even for bf16).
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16_t v) {
+  return bf16_to_f32(v);
+}
+inline void put(float* p, float v) {
+  *p = v;
+}
+inline void put(bf16_t* p, float v) {
+  *p = f32_to_bf16(v);
+}
+
+// 16 elements as one f32 vector, and back (bf16: widened exactly, rounded to nearest even with
+// bf16.h's arithmetic on all lanes at once).
+inline simd::Vec load_lanes(const float* p) {
+  return simd::load(p);
+}
+inline void store_lanes(float* p, simd::Vec v) {
+  simd::store(p, v);
+}
+typedef uint16_t Bf16Lanes __attribute__((vector_size(32)));
+typedef uint32_t U32Lanes __attribute__((vector_size(64)));
+inline simd::Vec widen_lanes(Bf16Lanes b) {
+  return reinterpret_cast<simd::Vec>(__builtin_convertvector(b, U32Lanes) << 16);
+}
+inline Bf16Lanes round_lanes(simd::Vec v) {
+  const U32Lanes u = reinterpret_cast<U32Lanes>(v);
+  const U32Lanes rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const U32Lanes quiet_nan = (u >> 16) | 0x40u;
+  return __builtin_convertvector((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded, Bf16Lanes);
+}
+inline simd::Vec load_lanes(const bf16_t* p) {
+  Bf16Lanes b;
+  std::memcpy(&b, p, sizeof b);
+  return widen_lanes(b);
+}
+inline void store_lanes(bf16_t* p, simd::Vec v) {
+  const Bf16Lanes b = round_lanes(v);
+  std::memcpy(p, &b, sizeof b);
+}
+
+// The first n lanes (0 ≤ n ≤ 16); the others read as 0 and are not written.
+inline simd::Vec load_lanes(const float* p, int64_t n) {
+  return simd::load_part(p, n);
+}
+inline void store_lanes(float* p, simd::Vec v, int64_t n) {
+  simd::store_part(p, v, n);
+}
+inline simd::Vec load_lanes(const bf16_t* p, int64_t n) {
+#ifdef __AVX512BW__
+  const __m256i b = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), p);
+  return widen_lanes(reinterpret_cast<Bf16Lanes>(b));
+#else
+  Bf16Lanes b{};
+  std::memcpy(&b, p, sizeof(bf16_t) * n);
+  return widen_lanes(b);
+#endif
+}
+inline void store_lanes(bf16_t* p, simd::Vec v, int64_t n) {
+  const Bf16Lanes b = round_lanes(v);
+#ifdef __AVX512BW__
+  _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m256i>(b));
+#else
+  std::memcpy(p, &b, sizeof(bf16_t) * n);
+#endif
+}
+
+// Where a plane's input gradient is summed: dx itself in f32; in bf16 an f32 buffer of the
+// calling thread, which store_plane then rounds into dx.
+inline float* gradient_sums(float* dx, int64_t) {
+  return dx;
+}
+inline float* gradient_sums(bf16_t*, int64_t n) {
+  thread_local std::vector<float> sums;
+  if (static_cast<int64_t>(sums.size()) < n) sums.resize(n);
+  return sums.data();
+}
+inline void store_plane(float*, const float*, int64_t) {}
+inline void store_plane(bf16_t* dx, const float* sums, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = f32_to_bf16(sums[i]);
+}
 
 struct Window {
   int64_t h0, h1, w0, w1;  // clipped to the input
@@ -26,20 +123,24 @@ struct Window {
 
 // Max over a k×k window that lies inside the plane, kernel size known at compile time so the
 // common 2×2 and 3×3 pools unroll. Returns the argmax as an offset from `base`.
-template <int K>
-inline float window_max(const float* base, int64_t width, int32_t* arg) {
-  float best = base[0];
+template <int K, class T>
+inline float window_max(const T* base, int64_t width, int32_t* arg) {
+  float best = widen(base[0]);
   int32_t at = 0;
   for (int h = 0; h < K; ++h)
     for (int w = 0; w < K; ++w) {
-      const float v = base[h * width + w];
+      const float v = widen(base[h * width + w]);
       if (v > best) best = v, at = static_cast<int32_t>(h * width + w);
     }
   *arg = at;
   return best;
 }
 
+// T: the activations' element type, float or bf16_t.
+template <class T>
 class CpuPool final : public PoolOp {
+  static constexpr bool kF32 = std::is_same_v<T, float>;
+
  public:
   explicit CpuPool(const PoolSpec& s) : s_(s), oh_(s.out_height()), ow_(s.out_width()) {
     DTRAIN_CHECK(s.block == 1 || ((s.block == 8 || s.block == 16) && s.channels % s.block == 0))
@@ -67,8 +168,9 @@ class CpuPool final : public PoolOp {
     const int64_t n_planes = rows * s_.channels, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     DTRAIN_CHECK(y.numel() >= n_planes * out_plane) << "pooling output too small";
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
+    check_dtype(x, "x"), check_dtype(y, "y");
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
     const bool keep_index = s_.kind == PoolKind::max && training;
     if (keep_index) {
       DTRAIN_CHECK(workspace.bytes() >= workspace_bytes()) << "pool workspace";
@@ -79,8 +181,8 @@ class CpuPool final : public PoolOp {
     int32_t* idx = keep_index ? workspace.data<int32_t>() : nullptr;
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
-      const float* in = xp + p * in_plane;
-      float* out = yp + p * out_plane;
+      const T* in = xp + p * in_plane;
+      T* out = yp + p * out_plane;
       if (s_.kind == PoolKind::max) {
         max_plane(in, out, idx ? idx + p * out_plane : nullptr);
       } else {
@@ -94,8 +196,9 @@ class CpuPool final : public PoolOp {
     const int64_t rows = dx.shape()[0];
     const int64_t n_planes = rows * s_.channels, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
-    const float* g = dy.data<float>();
-    float* d = dx.data<float>();
+    check_dtype(dy, "dy"), check_dtype(dx, "dx");
+    const T* g = dy.data<T>();
+    T* d = dx.data<T>();
     const bool max = s_.kind == PoolKind::max;
     const auto* positions = max ? static_cast<const uint8_t*>(workspace.raw()) : nullptr;
     if (s_.block == 16) return backward_blocked<16>(g, positions, d, rows);
@@ -103,24 +206,28 @@ class CpuPool final : public PoolOp {
     const int32_t* idx = max ? workspace.data<int32_t>() : nullptr;
 #pragma omp parallel for if (n_planes * in_plane > (1 << 16))
     for (int64_t p = 0; p < n_planes; ++p) {
-      float* din = d + p * in_plane;
-      const float* gout = g + p * out_plane;
-      if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
-        max_backward_2x2(gout, idx + p * out_plane, din);
-        continue;
+      T* dx_plane = d + p * in_plane;
+      const T* gout = g + p * out_plane;
+      if constexpr (kF32) {                    // bf16 sums in f32 below and rounds once
+        if (idx && simple_2x2_ && ow_ >= 8) {  // narrower rows: the scatter is cheaper
+          max_backward_2x2(gout, idx + p * out_plane, dx_plane);
+          continue;
+        }
       }
+      float* din = gradient_sums(dx_plane, in_plane);
       std::memset(din, 0, sizeof(float) * in_plane);
       if (idx) {
         const int32_t* ip = idx + p * out_plane;
-        for (int64_t o = 0; o < out_plane; ++o) din[ip[o]] += gout[o];
+        for (int64_t o = 0; o < out_plane; ++o) din[ip[o]] += widen(gout[o]);
       } else {
         for (int64_t o = 0; o < out_plane; ++o) {
           const Window& w = windows_[o];
-          const float v = gout[o] / w.divisor;
+          const float v = widen(gout[o]) / w.divisor;
           for (int64_t h = w.h0; h < w.h1; ++h)
             for (int64_t c = w.w0; c < w.w1; ++c) din[h * s_.width + c] += v;
         }
       }
+      store_plane(dx_plane, din, in_plane);
     }
   }
 
@@ -128,7 +235,7 @@ class CpuPool final : public PoolOp {
   // Blocked forward: per group of B channels of a sample, an [H, W, B] plane in, [OH, OW, B]
   // out; the scan order and ties as the plain path's (first maximum wins).
   template <int B>
-  void forward_blocked(const float* xp, float* yp, uint8_t* idx, int64_t rows) const {
+  void forward_blocked(const T* xp, T* yp, uint8_t* idx, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
     const bool max = s_.kind == PoolKind::max;
@@ -137,8 +244,8 @@ class CpuPool final : public PoolOp {
     }
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * B;
-      float* out = yp + g * out_plane * B;
+      const T* in = xp + g * in_plane * B;
+      T* out = yp + g * out_plane * B;
       uint8_t* at = idx ? idx + g * out_plane * B : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
@@ -151,24 +258,25 @@ class CpuPool final : public PoolOp {
         uint8_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
-            const float* v = in + (h * s_.width + c) * B;
+            const T* v = in + (h * s_.width + c) * B;
             if (max) {
               for (int l = 0; l < B; ++l) {
-                const bool wins = v[l] > acc[l];
-                acc[l] = wins ? v[l] : acc[l];
+                const float x = widen(v[l]);
+                const bool wins = x > acc[l];
+                acc[l] = wins ? x : acc[l];
                 arg[l] = wins ? position : arg[l];
               }
             } else {
-              for (int l = 0; l < B; ++l) acc[l] += v[l];
+              for (int l = 0; l < B; ++l) acc[l] += widen(v[l]);
             }
           }
-        float* y = out + o * B;
+        T* y = out + o * B;
         if (max) {
-          for (int l = 0; l < B; ++l) y[l] = acc[l];
+          for (int l = 0; l < B; ++l) put(y + l, acc[l]);
           if (at)
             for (int l = 0; l < B; ++l) at[o * B + l] = arg[l];
         } else {
-          for (int l = 0; l < B; ++l) y[l] = acc[l] / w.divisor;
+          for (int l = 0; l < B; ++l) put(y + l, acc[l] / w.divisor);
         }
       }
     }
@@ -176,27 +284,27 @@ class CpuPool final : public PoolOp {
 
   // Max pooling of 16-channel blocks, a vector per window position: the comparison picks the
   // value and the pixel together (ties: the first in scan order, as everywhere).
-  void max_blocked_vec(const float* xp, float* yp, uint8_t* idx, int64_t groups) const {
+  void max_blocked_vec(const T* xp, T* yp, uint8_t* idx, int64_t groups) const {
     using namespace simd;
     const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * L > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * L;
-      float* out = yp + g * out_plane * L;
+      const T* in = xp + g * in_plane * L;
+      T* out = yp + g * out_plane * L;
       uint8_t* at = idx ? idx + g * out_plane * L : nullptr;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
-        Vec best = load(in + (w.h0 * s_.width + w.w0) * L);
+        Vec best = load_lanes(in + (w.h0 * s_.width + w.w0) * L);
         IVec arg{};
         int32_t position = 0;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c, ++position) {
-            const Vec v = load(in + (h * s_.width + c) * L);
+            const Vec v = load_lanes(in + (h * s_.width + c) * L);
             const IVec wins = v > best;
             best = wins ? v : best;
             arg = wins ? IVec{} + position : arg;
           }
-        store(out + o * L, best);
+        store_lanes(out + o * L, best);
         if (at)
           for (int l = 0; l < L; ++l) at[o * L + l] = static_cast<uint8_t>(arg[l]);
       }
@@ -204,31 +312,32 @@ class CpuPool final : public PoolOp {
   }
 
   // Average pooling of 16-channel blocks: the sums in the plain path's order, lane by lane.
-  void avg_blocked_vec(const float* xp, float* yp, int64_t groups) const {
+  void avg_blocked_vec(const T* xp, T* yp, int64_t groups) const {
     using namespace simd;
     const int64_t in_plane = s_.height * s_.width, out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * L > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      const float* in = xp + g * in_plane * L;
-      float* out = yp + g * out_plane * L;
+      const T* in = xp + g * in_plane * L;
+      T* out = yp + g * out_plane * L;
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
         Vec sum{};
         for (int64_t h = w.h0; h < w.h1; ++h)
-          for (int64_t c = w.w0; c < w.w1; ++c) sum += load(in + (h * s_.width + c) * L);
-        store(out + o * L, sum / w.divisor);
+          for (int64_t c = w.w0; c < w.w1; ++c) sum += load_lanes(in + (h * s_.width + c) * L);
+        store_lanes(out + o * L, sum / w.divisor);
       }
     }
   }
 
   template <int B>
-  void backward_blocked(const float* gp, const uint8_t* idx, float* dp, int64_t rows) const {
+  void backward_blocked(const T* gp, const uint8_t* idx, T* dp, int64_t rows) const {
     const int64_t groups = rows * s_.channels / B, in_plane = s_.height * s_.width,
                   out_plane = oh_ * ow_;
 #pragma omp parallel for if (groups * in_plane * B > (1 << 16))
     for (int64_t g = 0; g < groups; ++g) {
-      float* din = dp + g * in_plane * B;
-      const float* gout = gp + g * out_plane * B;
+      T* dx_plane = dp + g * in_plane * B;
+      float* din = gradient_sums(dx_plane, in_plane * B);
+      const T* gout = gp + g * out_plane * B;
       std::memset(din, 0, sizeof(float) * in_plane * B);
       if (idx) {
         const uint8_t* at = idx + g * out_plane * B;
@@ -238,21 +347,29 @@ class CpuPool final : public PoolOp {
           int64_t n = 0;
           for (int64_t h = w.h0; h < w.h1; ++h)
             for (int64_t c = w.w0; c < w.w1; ++c) pixel_of[n++] = h * s_.width + c;
-          for (int l = 0; l < B; ++l) din[pixel_of[at[o * B + l]] * B + l] += gout[o * B + l];
+          for (int l = 0; l < B; ++l)
+            din[pixel_of[at[o * B + l]] * B + l] += widen(gout[o * B + l]);
         }
+        store_plane(dx_plane, din, in_plane * B);
         continue;
       }
       for (int64_t o = 0; o < out_plane; ++o) {
         const Window& w = windows_[o];
         float v[B];
-        for (int l = 0; l < B; ++l) v[l] = gout[o * B + l] / w.divisor;
+        for (int l = 0; l < B; ++l) v[l] = widen(gout[o * B + l]) / w.divisor;
         for (int64_t h = w.h0; h < w.h1; ++h)
           for (int64_t c = w.w0; c < w.w1; ++c) {
             float* to = din + (h * s_.width + c) * B;
             for (int l = 0; l < B; ++l) to[l] += v[l];
           }
       }
+      store_plane(dx_plane, din, in_plane * B);
     }
+  }
+
+  void check_dtype(const Tensor& t, const char* what) const {
+    DTRAIN_CHECK(t.dtype() == s_.dtype) << "pooling: " << what << " is " << dtype_name(t.dtype())
+                                        << ", the op's dtype " << dtype_name(s_.dtype);
   }
 
   int64_t planes() const {
@@ -281,18 +398,18 @@ class CpuPool final : public PoolOp {
   // columns of each input row split by a two-register shuffle, no branches (the compiler left
   // the scalar version branchy, and ReLU outputs' ties made it mispredict: 0.45 ms for LeNet's
   // 64×6×28×28, now 0.04). Ties pick the first maximum in scan order, as the general path.
-  void max_plane_2x2(const float* in, float* out, int32_t* idx) const {
+  void max_plane_2x2(const T* in, T* out, int32_t* idx) const {
     using namespace simd;
     const IVec lane{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const int64_t W = s_.width;
     for (int64_t i = 0; i < oh_; ++i) {
-      const float* r0 = in + 2 * i * W;
-      const float* r1 = r0 + W;
+      const T* r0 = in + 2 * i * W;
+      const T* r1 = r0 + W;
       for (int64_t j = 0; j < ow_; j += L) {
         const int64_t n = std::min<int64_t>(L, ow_ - j), pairs = 2 * n;  // outputs, inputs
-        auto row = [&](const float* r, Vec& left, Vec& right) {
-          const Vec lo = load_part(r + 2 * j, std::min<int64_t>(L, pairs));
-          const Vec hi = load_part(r + 2 * j + L, std::max<int64_t>(0, pairs - L));
+        auto row = [&](const T* r, Vec& left, Vec& right) {
+          const Vec lo = load_lanes(r + 2 * j, std::min<int64_t>(L, pairs));
+          const Vec hi = load_lanes(r + 2 * j + L, std::max<int64_t>(0, pairs - L));
           left = even_lanes(lo, hi);
           right = odd_lanes(lo, hi);
         };
@@ -302,7 +419,7 @@ class CpuPool final : public PoolOp {
         const IVec b_wins = b > a, d_wins = d > c;
         const Vec top = b_wins ? b : a, bottom = d_wins ? d : c;
         const IVec bottom_wins = bottom > top;
-        store_part(out + i * ow_ + j, bottom_wins ? bottom : top, n);
+        store_lanes(out + i * ow_ + j, bottom_wins ? bottom : top, n);
         if (!idx) continue;
         // Comparisons give −1 for true: subtracting adds the chosen column or row.
         const IVec top_at = IVec{} - b_wins, bottom_at = static_cast<int32_t>(W) - d_wins;
@@ -343,7 +460,7 @@ class CpuPool final : public PoolOp {
     for (int64_t c = 2 * oh_ * W; c < s_.height * W; ++c) din[c] = 0.0f;
   }
 
-  void max_plane(const float* in, float* out, int32_t* idx) const {
+  void max_plane(const T* in, T* out, int32_t* idx) const {
     if (simple_2x2_) return max_plane_2x2(in, out, idx);
     const bool square = s_.kernel_h == s_.kernel_w;
     for (int64_t o = 0; o < oh_ * ow_; ++o) {
@@ -351,8 +468,8 @@ class CpuPool final : public PoolOp {
       if (w.interior && square && (s_.kernel_h == 2 || s_.kernel_h == 3)) {
         const int64_t start = w.h0 * s_.width + w.w0;
         int32_t arg;
-        out[o] = s_.kernel_h == 2 ? window_max<2>(in + start, s_.width, &arg)
-                                  : window_max<3>(in + start, s_.width, &arg);
+        put(out + o, s_.kernel_h == 2 ? window_max<2>(in + start, s_.width, &arg)
+                                      : window_max<3>(in + start, s_.width, &arg));
         if (idx) idx[o] = static_cast<int32_t>(start) + arg;
         continue;
       }
@@ -360,21 +477,21 @@ class CpuPool final : public PoolOp {
       int32_t arg = static_cast<int32_t>(w.h0 * s_.width + w.w0);
       for (int64_t h = w.h0; h < w.h1; ++h)
         for (int64_t c = w.w0; c < w.w1; ++c) {
-          const float v = in[h * s_.width + c];
+          const float v = widen(in[h * s_.width + c]);
           if (v > best) best = v, arg = static_cast<int32_t>(h * s_.width + c);
         }
-      out[o] = best;
+      put(out + o, best);
       if (idx) idx[o] = arg;
     }
   }
 
-  void avg_plane(const float* in, float* out) const {
+  void avg_plane(const T* in, T* out) const {
     for (int64_t o = 0; o < oh_ * ow_; ++o) {
       const Window& w = windows_[o];
       float sum = 0;
       for (int64_t h = w.h0; h < w.h1; ++h)
-        for (int64_t c = w.w0; c < w.w1; ++c) sum += in[h * s_.width + c];
-      out[o] = sum / w.divisor;
+        for (int64_t c = w.w0; c < w.w1; ++c) sum += widen(in[h * s_.width + c]);
+      put(out + o, sum / w.divisor);
     }
   }
 
@@ -387,7 +504,10 @@ class CpuPool final : public PoolOp {
 }  // namespace
 
 std::unique_ptr<PoolOp> make_pool(DnnlContext&, const PoolSpec& spec) {
-  return std::make_unique<CpuPool>(spec);
+  DTRAIN_CHECK(spec.dtype == DType::f32 || spec.dtype == DType::bf16)
+      << "pooling: no " << dtype_name(spec.dtype) << " kernels";
+  if (spec.dtype == DType::bf16) return std::make_unique<CpuPool<bf16_t>>(spec);
+  return std::make_unique<CpuPool<float>>(spec);
 }
 
 }  // namespace dtrain::cpu
