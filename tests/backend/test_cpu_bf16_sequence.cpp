@@ -7,12 +7,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>  // max
+#include <bit>        // bit_cast
 #include <cmath>
 #include <cstring>  // memcmp
 #include <string>
 
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd.h"  // the vector conversions the kernels use
 #include "sequence_test_util.h"
 
 using namespace dtrain;
@@ -245,4 +247,31 @@ TEST_CASE("bf16 dropout draws f32's mask and rounds f32's values once, plain and
       op16->backward(to_bf16(dy), m16, p, dx16);
       check_rounded(dx16, dx32, "dx");  // likewise
     }
+}
+
+TEST_CASE("bf16 vector conversions: exact widening, rounding to nearest even as f32_to_bf16") {
+  // The kernels' loads and stores of bf16 (simd.h), on ties, carries into the exponent,
+  // denormals, infinities and NaNs, whole vectors and masked tails.
+  const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x3f7fffffu,
+                           0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80008000u,
+                           0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                           0xffffffffu, 0x00000000u, 0x80000000u, 0x40490fdbu};
+  float in[16];
+  for (int l = 0; l < 16; ++l) std::memcpy(&in[l], &bits[l], sizeof(float));
+  uint16_t whole[16], part[16] = {};
+  cpu::simd::store_bf16(whole, cpu::simd::load(in));
+  cpu::simd::store_part_bf16(part, cpu::simd::load(in), 5);
+  for (int l = 0; l < 16; ++l) {
+    CAPTURE(l);
+    CHECK(whole[l] == cpu::f32_to_bf16(in[l]));
+    CHECK(part[l] == (l < 5 ? cpu::f32_to_bf16(in[l]) : 0));
+  }
+  const cpu::simd::Vec wide = cpu::simd::load_bf16(whole),
+                       tail = cpu::simd::load_part_bf16(whole, 3);
+  for (int l = 0; l < 16; ++l) {
+    CAPTURE(l);
+    const uint32_t want = static_cast<uint32_t>(whole[l]) << 16;
+    CHECK(std::bit_cast<uint32_t>(wide[l]) == want);
+    CHECK(std::bit_cast<uint32_t>(tail[l]) == (l < 3 ? want : 0u));
+  }
 }
