@@ -21,9 +21,10 @@
 // Measured numbers: cpu_attention.cpp's header.
 #include "backend/cpu/attention_short.h"
 
-#include <algorithm>  // min
-#include <cmath>      // sqrt, log2
-#include <limits>     // infinity
+#include <algorithm>    // min
+#include <cmath>        // sqrt, log2
+#include <limits>       // infinity
+#include <type_traits>  // is_same_v
 
 namespace dtrain::cpu::attention {
 namespace {
@@ -100,15 +101,16 @@ inline void product_tile(const float* a, const float* x, int64_t ldx, int64_t be
   }
 }
 
-// out[i·ldo + j] = acc[i][j]·scale_of(i) for rows i < min(R, rows) and columns j < width.
-template <int R, int NV, class ScaleOf>
-inline void store_tile(const Vec (&acc)[R][NV], float* out, int64_t ldo, int64_t rows,
-                       int64_t width, const ScaleOf& scale_of) {
+// out[i·ldo + j] = acc[i][j]·scale_of(i) for rows i < min(R, rows) and columns j < width, out
+// f32 or bf16 (rounded once, here).
+template <int R, int NV, class E, class ScaleOf>
+inline void store_tile(const Vec (&acc)[R][NV], E* out, int64_t ldo, int64_t rows, int64_t width,
+                       const ScaleOf& scale_of) {
   for (int r = 0; r < R && r < rows; ++r) {
     const Vec scale = scale_of(r);
     for (int v = 0; v < NV; ++v)
-      simd::store_part(out + r * ldo + v * L, acc[r][v] * scale,
-                       std::min<int64_t>(L, width - v * L));
+      simd::store_part_from_f32(out + r * ldo + v * L, acc[r][v] * scale,
+                                std::min<int64_t>(L, width - v * L));
   }
 }
 
@@ -122,21 +124,31 @@ int64_t row_stride(const HeadShape& g) {
   return g.Dp <= 32 ? 32 : kShortDim;
 }
 
-template <int64_t Lda>
-void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y, float* lse,
+// Rows of f32 activations that the products may read where they lie; bf16 ones are widened into
+// the workspace's copies first (the products multiply f32 tiles: bf16 inputs, f32 accumulation).
+template <class E>
+const float* in_place(const E* p) {
+  if constexpr (std::is_same_v<E, float>)
+    return p;
+  else
+    return nullptr;
+}
+
+template <int64_t Lda, class E>
+void forward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, E* y, float* lse,
                   float* ws, const DropoutDraw& drop) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
-  const float* base = qkv + n * T * stride + h * D;
+  const E* base = qkv + n * T * stride + h * D;
   float* q = ws;             // [Tp, Lda]
   float* kt = q + Tp * Lda;  // [Dp, Tp]
   float* v = kt + Dp * Tp;   // [Tp, Dp]: the values, unless read in place
   float* s = v + Tp * Dp;    // [16, kLds]: a block's scores (base 2), then its weights
   copy_rows(q, Lda, base, stride, T, Tp, D, 1.0f);
   copy_transposed(kt, Tp, base + C, stride, T, D);
-  // Rows of whole vectors are read where they lie; others are copied, padded with zeros.
-  const bool direct = D % L == 0;
+  // f32 rows of whole vectors are read where they lie; others are copied, padded with zeros.
+  const bool direct = std::is_same_v<E, float> && D % L == 0;
   if (!direct) copy_rows(v, Dp, base + 2 * C, stride, T, Tp, D, 1.0f);
-  const float* vrows = direct ? base + 2 * C : v;
+  const float* vrows = direct ? in_place(base + 2 * C) : v;
   const int64_t ldv = direct ? stride : Dp;
 
   const Vec score_scale = splat(kLog2e / std::sqrt(static_cast<float>(D)));
@@ -177,7 +189,7 @@ void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, fl
     simd::store_part(lse + (n * g.H + h) * T + q0,
                      (simd::load(row_max) + log2_positive(sums)) * kLn2, rows);
     // y = weights · values / sum; rows r0 … r0 + R − 1 see keys below q0 + r0 + R.
-    float* out = y + (n * T + q0) * C + h * D;
+    E* out = y + (n * T + q0) * C + h * D;
     column_chunks(Dp, [&]<int R, int NV>(int64_t d) {
       for (int64_t r0 = 0; r0 < rows; r0 += R) {
         Vec acc[R][NV];
@@ -190,13 +202,12 @@ void forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, fl
   }
 }
 
-template <int64_t Lda>
-void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
-                   const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
-                   float* dqkv) {
+template <int64_t Lda, class E>
+void backward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, const E* y, const E* dy,
+                   const float* lse, float* ws, const DropoutDraw& drop, E* dqkv) {
   const int64_t T = g.T, D = g.D, C = g.C, Dp = g.Dp, Tp = g.Tp, stride = 3 * C;
-  const float* base = qkv + n * T * stride + h * D;
-  const float* dy_base = dy + n * T * C + h * D;
+  const E* base = qkv + n * T * stride + h * D;
+  const E* dy_base = dy + n * T * C + h * D;
   float* q = ws;                 // [Tp, Lda]
   float* dout = q + Tp * Lda;    // [Tp, Lda]: dy of this head
   float* k = dout + Tp * Lda;    // [Tp, Dp]: the keys, unless read in place
@@ -210,10 +221,10 @@ void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, c
   copy_rows(dout, Lda, dy_base, C, T, Tp, D, 1.0f);
   copy_transposed(kt, Tp, base + C, stride, T, D);
   copy_transposed(vt, Tp, base + 2 * C, stride, T, D);
-  // Key rows of whole vectors are read where they lie, others copied, padded with zeros.
-  const bool direct = D % L == 0;
+  // f32 key rows of whole vectors are read where they lie, others copied, padded with zeros.
+  const bool direct = std::is_same_v<E, float> && D % L == 0;
   if (!direct) copy_rows(k, Dp, base + C, stride, T, Tp, D, 1.0f);
-  const float* krows = direct ? base + C : k;
+  const float* krows = direct ? in_place(base + C) : k;
   const int64_t ldk = direct ? stride : Dp;
 
   // P̃ and dS = P∘(dP − dy·y), dP the gradient of the weights before dropout, block by block.
@@ -227,11 +238,11 @@ void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, c
     for (int r = 0; r < L; ++r) {
       Vec dot{};
       if (r < rows) {
-        const float* yt = y + (n * T + q0 + r) * C + h * D;
+        const E* yt = y + (n * T + q0 + r) * C + h * D;
         const float* dt_row = dout + (q0 + r) * Lda;
         for (int64_t d = 0; d < D; d += L) {
           const int64_t width = std::min<int64_t>(L, D - d);
-          dot = fma(simd::load_part(yt + d, width), simd::load_part(dt_row + d, width), dot);
+          dot = fma(simd::load_part_as_f32(yt + d, width), simd::load_part(dt_row + d, width), dot);
         }
       }
       part[r] = dot;
@@ -270,11 +281,11 @@ void backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, c
   // dS[t, s]·k[s] (both times log2(e)/√D·ln 2 = 1/√D: the scores were base 2), tile by tile
   // straight into dqkv. A tile's keys s0 … s0 + R − 1 (or rows) lie in one 16-block, whose
   // stored vectors hold the zeros above the diagonal.
-  float* out = dqkv + n * T * stride + h * D;
+  E* out = dqkv + n * T * stride + h * D;
   const Vec d_scale = splat(rsqrt_d);
   column_chunks(Dp, [&]<int R, int NV>(int64_t d) {
     for (int64_t s0 = 0; s0 < T; s0 += R) {
-      float* dst = out + s0 * stride + d;
+      E* dst = out + s0 * stride + d;
       Vec acc[R][NV];
       product_tile<R, NV, kLds, 1>(ds + s0 * kLds, krows + d, ldk, 0, std::min(s0 + R, T), acc);
       store_tile<R, NV>(acc, dst, stride, T - s0, D - d, [&](int) { return d_scale; });
@@ -295,21 +306,33 @@ int64_t short_workspace_floats(const HeadShape& g) {
   return (std::max(forward, backward) + L - 1) / L * L;
 }
 
-void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y,
-                        float* lse, float* ws, const DropoutDraw& drop) {
+template <class E>
+void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, E* y, float* lse,
+                        float* ws, const DropoutDraw& drop) {
   if (row_stride(g) == 32)
     forward_head<32>(g, n, h, qkv, y, lse, ws, drop);
   else
     forward_head<kShortDim>(g, n, h, qkv, y, lse, ws, drop);
 }
 
-void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
-                         const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
-                         float* dqkv) {
+template <class E>
+void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, const E* y,
+                         const E* dy, const float* lse, float* ws, const DropoutDraw& drop,
+                         E* dqkv) {
   if (row_stride(g) == 32)
     backward_head<32>(g, n, h, qkv, y, dy, lse, ws, drop, dqkv);
   else
     backward_head<kShortDim>(g, n, h, qkv, y, dy, lse, ws, drop, dqkv);
 }
+
+template void short_forward_head(const HeadShape&, int64_t, int64_t, const float*, float*, float*,
+                                 float*, const DropoutDraw&);
+template void short_forward_head(const HeadShape&, int64_t, int64_t, const uint16_t*, uint16_t*,
+                                 float*, float*, const DropoutDraw&);
+template void short_backward_head(const HeadShape&, int64_t, int64_t, const float*, const float*,
+                                  const float*, const float*, float*, const DropoutDraw&, float*);
+template void short_backward_head(const HeadShape&, int64_t, int64_t, const uint16_t*,
+                                  const uint16_t*, const uint16_t*, const float*, float*,
+                                  const DropoutDraw&, uint16_t*);
 
 }  // namespace dtrain::cpu::attention

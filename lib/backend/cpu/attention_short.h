@@ -22,13 +22,19 @@ struct HeadShape {
 // Floats of workspace one thread's calls of the two functions below need.
 int64_t short_workspace_floats(const HeadShape& g);
 
+// The activations (qkv, y, dy, dqkv) are E: float, or bf16 (uint16_t, cpu/bf16.h), which the
+// kernels widen into their f32 copies as they read it and round once as they store y or dqkv;
+// the same workspace serves both. Instantiated for those two types only.
+
 // y and lse of head h of sequence n (ops.h's AttentionOp::forward for one pair).
-void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, float* y,
-                        float* lse, float* ws, const DropoutDraw& drop);
+template <class E>
+void short_forward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, E* y, float* lse,
+                        float* ws, const DropoutDraw& drop);
 
 // dqkv of head h of sequence n, overwritten (AttentionOp::backward for one pair).
-void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const float* qkv, const float* y,
-                         const float* dy, const float* lse, float* ws, const DropoutDraw& drop,
-                         float* dqkv);
+template <class E>
+void short_backward_head(const HeadShape& g, int64_t n, int64_t h, const E* qkv, const E* y,
+                         const E* dy, const float* lse, float* ws, const DropoutDraw& drop,
+                         E* dqkv);
 
 }  // namespace dtrain::cpu::attention

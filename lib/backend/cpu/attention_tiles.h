@@ -308,21 +308,23 @@ struct DropoutDraw {
 };
 
 // rows[t·ld + d] ← src[t·stride + d]·factor for t < count and d < width, and 0 for the
-// columns width … up to the next multiple of 16 and the rows count … padded − 1.
-inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride, int64_t count,
+// columns width … up to the next multiple of 16 and the rows count … padded − 1. src is f32 or
+// bf16 (E = uint16_t), widened exactly as it is read.
+template <class E>
+inline void copy_rows(float* rows, int64_t ld, const E* src, int64_t stride, int64_t count,
                       int64_t padded, int64_t width, float factor) {
   const Vec f = splat(factor);
   const bool scaled = factor != 1.0f;
   for (int64_t t = 0; t < count; ++t) {
     float* dst = rows + t * ld;
-    const float* in = src + t * stride;
+    const E* in = src + t * stride;
     int64_t d = 0;
     for (; d + L <= width; d += L) {
-      const Vec x = simd::load(in + d);
+      const Vec x = simd::load_as_f32(in + d);
       simd::store(dst + d, scaled ? x * f : x);
     }
     if (d < width) {
-      const Vec x = simd::load_part(in + d, width - d);
+      const Vec x = simd::load_part_as_f32(in + d, width - d);
       simd::store(dst + d, scaled ? x * f : x);
     }
   }
@@ -332,22 +334,23 @@ inline void copy_rows(float* rows, int64_t ld, const float* src, int64_t stride,
 
 // cols[d][t] ← src[t·stride + d] for t < count, d < width ([round_up(width, 16), ld], padding
 // zero; ld a multiple of 16), in blocks of 16 × 16 transposed in registers: whole vectors are
-// read and written.
-inline void copy_transposed(float* cols, int64_t ld, const float* src, int64_t stride,
-                            int64_t count, int64_t width) {
+// read and written. src is f32 or bf16 (E = uint16_t), widened exactly as it is read.
+template <class E>
+inline void copy_transposed(float* cols, int64_t ld, const E* src, int64_t stride, int64_t count,
+                            int64_t width) {
   Vec block[L];
   for (int64_t t0 = 0; t0 < ld; t0 += L) {
     const int64_t rows = std::min<int64_t>(L, count - t0);
     for (int64_t d0 = 0; d0 < width; d0 += L) {
       const int64_t part = std::min<int64_t>(L, width - d0);
-      const float* in = src + t0 * stride + d0;
+      const E* in = src + t0 * stride + d0;
       if (rows == L && part == L) {  // a whole block: plain loads, no per-row tests
 #pragma GCC unroll 16
-        for (int64_t l = 0; l < L; ++l) block[l] = simd::load(in + l * stride);
+        for (int64_t l = 0; l < L; ++l) block[l] = simd::load_as_f32(in + l * stride);
       } else {
 #pragma GCC unroll 16
         for (int64_t l = 0; l < L; ++l)
-          block[l] = l < rows ? simd::load_part(in + l * stride, part) : Vec{};
+          block[l] = l < rows ? simd::load_part_as_f32(in + l * stride, part) : Vec{};
       }
       transpose16(block);
 #pragma GCC unroll 16

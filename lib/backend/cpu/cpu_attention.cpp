@@ -20,15 +20,25 @@
 //   the same with --dropout 0.1: 0.79 → 0.60 ms forward + backward.
 // T = 256 (--batch 8 --seq 256 --heads 6 --head-dim 64) stays on the tiled kernels: 15.7 and
 // 15.7 ms forward + backward before and after, within the machine's noise.
+//
+// bf16 activations (AttentionSpec::dtype) take the same kernels: the per-head copies widen them
+// to f32 exactly, y and dqkv are rounded once as they are stored (CpuAttention::forward_all).
+// At that T = 256 shape, one thread, best of 15 calls in five interleaved rounds: f32 4.7 +
+// 10.4 = 15.1 ms, bf16 4.4 + 9.3 = 13.7 ms (the strided rows read are half the bytes). Tried
+// and dropped: the score products on AVX512-BF16's vdpbf16ps (queries as bf16 pairs, keys in
+// channel pairs transposed): 23.6 ms against f32's 22.0 in the same run, the instruction slower
+// than the FMAs it replaces on this machine.
 #include <omp.h>  // omp_get_max_threads, omp_get_thread_num
 
-#include <algorithm>  // min, max, fill
-#include <cmath>      // sqrt, exp2, log2, ceil
-#include <limits>     // infinity
-#include <utility>    // pair
+#include <algorithm>         // min, max, fill
+#include <cmath>             // sqrt, exp2, log2, ceil
+#include <initializer_list>  // check_dtypes
+#include <limits>            // infinity
+#include <utility>           // pair
 
 #include "backend/cpu/attention_short.h"
 #include "backend/cpu/attention_tiles.h"
+#include "backend/cpu/bf16.h"  // bf16_t
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "core/rng.h"  // mix64
@@ -151,19 +161,13 @@ class CpuAttention final : public AttentionOp {
     const int64_t N = batch_of(qkv);
     DTRAIN_CHECK(y.numel() == N * T_ * C_ && lse.numel() >= N * H_ * T_)
         << "attention: y or lse of the wrong size";
+    check_dtypes({&qkv, &y});
     check_workspace(workspace);
     const DropoutDraw drop(training, spec_.dropout, seed, stream);
-    if (short_path()) {
-      for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_forward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws,
-                           drop);
-      });
-      return;
-    }
-    // No software prefetch of the next head here: at T = 64 it cost more than it saved.
-    for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-      forward_head(n, h, qkv.data<float>(), y.data<float>(), lse.data<float>(), ws, drop);
-    });
+    if (spec_.dtype == DType::bf16)
+      forward_all<bf16_t>(N, qkv, y, lse, workspace, drop);
+    else
+      forward_all<float>(N, qkv, y, lse, workspace, drop);
   }
 
   void backward(const Tensor& qkv, const Tensor& y, const Tensor& dy, const Tensor& lse,
@@ -173,21 +177,13 @@ class CpuAttention final : public AttentionOp {
     DTRAIN_CHECK(y.numel() == N * T_ * C_ && dy.numel() == y.numel() &&
                  lse.numel() >= N * H_ * T_ && dqkv.numel() == qkv.numel())
         << "attention: y, dy, lse or dqkv of the wrong size";
+    check_dtypes({&qkv, &y, &dy, &dqkv});
     check_workspace(workspace);
     const DropoutDraw drop(true, spec_.dropout, seed, stream);
-    if (short_path()) {
-      for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-        short_backward_head(shape(), n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(),
-                            lse.data<float>(), ws, drop, dqkv.data<float>());
-      });
-      return;
-    }
-    for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
-      const Slices nx = next_head(N, n, h, {qkv.data<float>(), y.data<float>()});
-      const Slices nd = next_head(N, n, h, {dqkv.data<float>(), dy.data<float>()});
-      backward_head(n, h, qkv.data<float>(), y.data<float>(), dy.data<float>(), lse.data<float>(),
-                    ws, drop, dqkv.data<float>(), nx, nd);
-    });
+    if (spec_.dtype == DType::bf16)
+      backward_all<bf16_t>(N, qkv, y, dy, lse, workspace, drop, dqkv);
+    else
+      backward_all<float>(N, qkv, y, dy, lse, workspace, drop, dqkv);
   }
 
  private:
@@ -200,9 +196,58 @@ class CpuAttention final : public AttentionOp {
         << " sequences of " << T_ << " × " << 3 * C_;
     return N;
   }
+  void check_dtypes(std::initializer_list<const Tensor*> activations) const {
+    for (const Tensor* t : activations)
+      DTRAIN_CHECK(t->dtype() == spec_.dtype)
+          << "attention: a " << dtype_name(t->dtype()) << " activation for a "
+          << dtype_name(spec_.dtype) << " op";
+  }
   void check_workspace(const Tensor& workspace) const {
     DTRAIN_CHECK(workspace.bytes() >= workspace_bytes())
         << "attention: workspace of " << workspace.bytes() << " bytes, needs " << workspace_bytes();
+  }
+
+  // The activations are E: float, or bf16 (bf16_t), which the per-head copies widen to f32 as they
+  // read it (exactly) and the final stores of y and dqkv round once: the products then take
+  // bf16 inputs and accumulate in f32, as PyTorch's autocast attention does; the weights P (and
+  // their gradients) stay f32 between the softmax and the products with v (dy). The workspace is
+  // the same for both: every bf16 row read goes through a copy the f32 path makes too.
+  template <class E>
+  void forward_all(int64_t N, const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                   const Tensor& workspace, const DropoutDraw& drop) const {
+    const E* x = qkv.data<E>();
+    E* out = y.data<E>();
+    if (short_path()) {
+      for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+        short_forward_head(shape(), n, h, x, out, lse.data<float>(), ws, drop);
+      });
+      return;
+    }
+    // No software prefetch of the next head here: at T = 64 it cost more than it saved.
+    for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+      forward_head(n, h, x, out, lse.data<float>(), ws, drop);
+    });
+  }
+
+  template <class E>
+  void backward_all(int64_t N, const Tensor& qkv, const Tensor& y, const Tensor& dy,
+                    const Tensor& lse, const Tensor& workspace, const DropoutDraw& drop,
+                    const Tensor& dqkv) const {
+    const E* x = qkv.data<E>();
+    const E* out = y.data<E>();
+    const E* dout = dy.data<E>();
+    E* dx = dqkv.data<E>();
+    if (short_path()) {
+      for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+        short_backward_head(shape(), n, h, x, out, dout, lse.data<float>(), ws, drop, dx);
+      });
+      return;
+    }
+    for_each_head(N, workspace, [&](int64_t n, int64_t h, float* ws) {
+      const Slices<E> nx = next_head<E>(N, n, h, {x, out});
+      const Slices<E> nd = next_head<E>(N, n, h, {dx, dout});
+      backward_head(n, h, x, out, dout, lse.data<float>(), ws, drop, dx, nx, nd);
+    });
   }
 
   // body(n, h, the thread's workspace) for every (sequence, head) pair, the pairs shared
@@ -231,17 +276,20 @@ class CpuAttention final : public AttentionOp {
   // next head's slices to come into L2. A head's slice of a row is 1/heads of it, rows apart,
   // which the hardware prefetchers do not foresee; one row per query row spreads the requests
   // over the head's arithmetic (all at once, they were slower than none).
+  template <class E>
   struct Slices {
-    const float* qkv = nullptr;
-    const float* rows = nullptr;
+    const E* qkv = nullptr;
+    const E* rows = nullptr;
   };
-  Slices next_head(int64_t N, int64_t n, int64_t h, Slices base) const {
+  template <class E>
+  Slices<E> next_head(int64_t N, int64_t n, int64_t h, Slices<E> base) const {
     const int64_t next = n * H_ + h + 1;
     if (next >= N * H_) return {};
     const int64_t nn = next / H_, nh = next % H_;
     return {base.qkv + nn * T_ * 3 * C_ + nh * D_, base.rows + nn * T_ * C_ + nh * D_};
   }
-  void prefetch_row(const float* first, int parts, bool for_writing) const {
+  template <class E>
+  void prefetch_row(const E* first, int parts, bool for_writing) const {
     for (int part = 0; part < parts; ++part)
       for (int64_t d = 0; d < D_; d += L) {
         if (for_writing)
@@ -252,11 +300,13 @@ class CpuAttention final : public AttentionOp {
   }
 
   // rows[t][0, D) ← src[t·stride + …]·factor, columns D … Dp−1 zero.
-  void copy_rows(float* rows, const float* src, int64_t stride, float factor) const {
+  template <class E>
+  void copy_rows(float* rows, const E* src, int64_t stride, float factor) const {
     attention::copy_rows(rows, Dp_, src, stride, T_, T_, D_, factor);
   }
   // cols[d][t] ← src[t·stride + d] ([Dp, Tp], padding zero).
-  void copy_transposed(float* cols, const float* src, int64_t stride) const {
+  template <class E>
+  void copy_transposed(float* cols, const E* src, int64_t stride) const {
     attention::copy_transposed(cols, Tp_, src, stride, T_, D_);
   }
 
@@ -264,10 +314,11 @@ class CpuAttention final : public AttentionOp {
     return static_cast<uint64_t>(((n * H_ + h) * T_ + t) * T_ + s);
   }
 
-  void forward_head(int64_t n, int64_t h, const float* qkv, float* y, float* lse, float* ws,
+  template <class E>
+  void forward_head(int64_t n, int64_t h, const E* qkv, E* y, float* lse, float* ws,
                     const DropoutDraw& drop) const {
     const int64_t stride = 3 * C_;
-    const float* base = qkv + n * T_ * stride + h * D_;
+    const E* base = qkv + n * T_ * stride + h * D_;
     float* q = ws;                           // [T, Dp], scaled by log2(e)/√D
     float* v = q + T_ * Dp_;                 // [T, Dp]
     float* kt = v + T_ * Dp_;                // [Dp, Tp]
@@ -299,10 +350,10 @@ class CpuAttention final : public AttentionOp {
       for (int64_t r = 0; r < bq; ++r) {
         const int64_t t = q0 + r;
         const Vec scale = splat(drop.keep_scale / row_sum[r]);
-        float* out = y + (n * T_ + t) * C_ + h * D_;
+        E* out = y + (n * T_ + t) * C_ + h * D_;
         for (int64_t d = 0; d < D_; d += L)
-          simd::store_part(out + d, simd::load(o + r * Dp_ + d) * scale,
-                           std::min<int64_t>(L, D_ - d));
+          simd::store_part_from_f32(out + d, simd::load(o + r * Dp_ + d) * scale,
+                                    std::min<int64_t>(L, D_ - d));
         lse[(n * H_ + h) * T_ + t] = (row_max[r] + std::log2(row_sum[r])) * kLn2;
       }
     }
@@ -348,11 +399,12 @@ class CpuAttention final : public AttentionOp {
       for (int64_t d = 0; d < Dp_; ++d) out[d] *= alpha;
   }
 
-  void backward_head(int64_t n, int64_t h, const float* qkv, const float* y, const float* dy,
-                     const float* lse, float* ws, const DropoutDraw& drop, float* dqkv,
-                     const Slices& nx, const Slices& nd) const {
+  template <class E>
+  void backward_head(int64_t n, int64_t h, const E* qkv, const E* y, const E* dy, const float* lse,
+                     float* ws, const DropoutDraw& drop, E* dqkv, const Slices<E>& nx,
+                     const Slices<E>& nd) const {
     const int64_t stride = 3 * C_;
-    const float* base = qkv + n * T_ * stride + h * D_;
+    const E* base = qkv + n * T_ * stride + h * D_;
     float* q = ws;               // [T, Dp], scaled by log2(e)/√D
     float* k = q + T_ * Dp_;     // [T, Dp]
     float* dout = k + T_ * Dp_;  // [T, Dp]: dy of this head
@@ -372,10 +424,10 @@ class CpuAttention final : public AttentionOp {
     copy_rows(dout, dy + n * T_ * C_ + h * D_, C_, 1.0f);
     std::fill(dq, dq + 3 * T_ * Dp_, 0.0f);
     for (int64_t t = 0; t < T_; ++t) {
-      const float* yt = y + (n * T_ + t) * C_ + h * D_;
+      const E* yt = y + (n * T_ + t) * C_ + h * D_;
       Vec dot{};
       for (int64_t d = 0; d < D_; d += L)
-        dot = fma(simd::load_part(yt + d, std::min<int64_t>(L, D_ - d)),
+        dot = fma(simd::load_part_as_f32(yt + d, std::min<int64_t>(L, D_ - d)),
                   simd::load(dout + t * Dp_ + d), dot);
       rowdot[t] = lane_sum(dot);
       lse2[t] = lse[(n * H_ + h) * T_ + t] * kLog2e;
@@ -417,12 +469,12 @@ class CpuAttention final : public AttentionOp {
     const float q_scale = 1.0f / std::sqrt(static_cast<float>(D_));
     const Vec dq_scale = splat(q_scale), dk_scale = splat(kLn2);
     for (int64_t t = 0; t < T_; ++t) {
-      float* out = dqkv + (n * T_ + t) * stride + h * D_;
+      E* out = dqkv + (n * T_ + t) * stride + h * D_;
       for (int64_t d = 0; d < D_; d += L) {
         const int64_t width = std::min<int64_t>(L, D_ - d);
-        simd::store_part(out + d, simd::load(dq + t * Dp_ + d) * dq_scale, width);
-        simd::store_part(out + C_ + d, simd::load(dk + t * Dp_ + d) * dk_scale, width);
-        simd::store_part(out + 2 * C_ + d, simd::load(dv + t * Dp_ + d), width);
+        simd::store_part_from_f32(out + d, simd::load(dq + t * Dp_ + d) * dq_scale, width);
+        simd::store_part_from_f32(out + C_ + d, simd::load(dk + t * Dp_ + d) * dk_scale, width);
+        simd::store_part_from_f32(out + 2 * C_ + d, simd::load(dv + t * Dp_ + d), width);
       }
     }
   }
@@ -469,7 +521,8 @@ class CpuAttention final : public AttentionOp {
 
 std::unique_ptr<AttentionOp> make_attention(const AttentionSpec& spec) {
   DTRAIN_CHECK(spec.seq > 0 && spec.heads > 0 && spec.head_dim > 0 && spec.batch >= 0 &&
-               spec.dropout >= 0.0f && spec.dropout <= 1.0f)
+               spec.dropout >= 0.0f && spec.dropout <= 1.0f &&
+               (spec.dtype == DType::f32 || spec.dtype == DType::bf16))
       << "attention: bad spec";
   return std::make_unique<CpuAttention>(spec);
 }

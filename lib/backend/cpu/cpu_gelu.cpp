@@ -3,10 +3,18 @@
 // value and the slope; ~33 vector instructions per 16 elements) runs at the memory's pace for a
 // GPT's activations, 1.2-1.5x oneDNN's primitives and as accurate; elsewhere oneDNN's
 // gelu_erf / gelu_tanh primitives do the work.
+// In bf16 (GeluSpec::dtype) the kernel reads bf16, computes in f32 and rounds once as it stores
+// y or dx; builds without AVX-512 (where bf16 training is unavailable anyway) take a scalar loop
+// over the same formulas as PyTorch.
+#include <cmath>             // erf, tanh, exp: the scalar bf16 path
+#include <initializer_list>  // check_dtypes
+
+#include "backend/cpu/bf16.h"  // bf16_t, conversions
 #include "backend/cpu/cpu_ops.h"
+#include "core/error.h"  // DTRAIN_CHECK
 
 #ifdef __AVX512F__
-#include "backend/cpu/simd.h"  // Vec, load, store, masked tails
+#include "backend/cpu/simd.h"  // Vec, load, store, masked tails, bf16 widening and rounding
 #endif
 
 namespace dtrain::cpu {
@@ -121,25 +129,62 @@ void for_each_chunk(int64_t n, int threads, Body body) {
   }
 }
 
-template <bool kTanh>
-void forward_simd(const float* x, float* y, int64_t n, int threads) {
+// E: float, or bf16 (bf16_t), widened as it is loaded and rounded as it is stored.
+template <bool kTanh, class E>
+void forward_simd(const E* x, E* y, int64_t n, int threads) {
   for_each_chunk(n, threads, [&](int64_t i, int64_t lanes) {
     if (lanes == simd::L)
-      simd::store(y + i, gelu_value<kTanh>(simd::load(x + i)));
+      simd::store_from_f32(y + i, gelu_value<kTanh>(simd::load_as_f32(x + i)));
     else
-      simd::store_part(y + i, gelu_value<kTanh>(simd::load_part(x + i, lanes)), lanes);
+      simd::store_part_from_f32(y + i, gelu_value<kTanh>(simd::load_part_as_f32(x + i, lanes)),
+                                lanes);
   });
 }
-template <bool kTanh>
-void backward_simd(const float* x, const float* dy, float* dx, int64_t n, int threads) {
+template <bool kTanh, class E>
+void backward_simd(const E* x, const E* dy, E* dx, int64_t n, int threads) {
   for_each_chunk(n, threads, [&](int64_t i, int64_t lanes) {
     if (lanes == simd::L) {
-      simd::store(dx + i, simd::load(dy + i) * gelu_slope<kTanh>(simd::load(x + i)));
+      simd::store_from_f32(dx + i,
+                           simd::load_as_f32(dy + i) * gelu_slope<kTanh>(simd::load_as_f32(x + i)));
     } else {
-      const Vec g = simd::load_part(dy + i, lanes);
-      simd::store_part(dx + i, g * gelu_slope<kTanh>(simd::load_part(x + i, lanes)), lanes);
+      const Vec g = simd::load_part_as_f32(dy + i, lanes);
+      simd::store_part_from_f32(dx + i, g * gelu_slope<kTanh>(simd::load_part_as_f32(x + i, lanes)),
+                                lanes);
     }
   });
+}
+
+template <class E>
+void forward_simd(bool tanh, const Tensor& x, const Tensor& y, int threads) {
+  if (tanh)
+    forward_simd<true>(x.data<E>(), y.data<E>(), x.numel(), threads);
+  else
+    forward_simd<false>(x.data<E>(), y.data<E>(), x.numel(), threads);
+}
+template <class E>
+void backward_simd(bool tanh, const Tensor& x, const Tensor& dy, const Tensor& dx, int threads) {
+  if (tanh)
+    backward_simd<true>(x.data<E>(), dy.data<E>(), dx.data<E>(), x.numel(), threads);
+  else
+    backward_simd<false>(x.data<E>(), dy.data<E>(), dx.data<E>(), x.numel(), threads);
+}
+#else
+// GELU's value and slope at x, PyTorch's formulas in f32 (the bf16 path without AVX-512).
+float gelu_value(bool tanh, float x) {
+  if (tanh) {
+    const float u = 0.797884561f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + std::tanh(u));
+  }
+  return 0.5f * x * (1.0f + std::erf(x * 0.707106781f));
+}
+float gelu_slope(bool tanh, float x) {
+  if (tanh) {
+    const float u = 0.797884561f * (x + 0.044715f * x * x * x);
+    const float t = std::tanh(u);
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * 0.797884561f * (1.0f + 3.0f * 0.044715f * x * x);
+  }
+  return 0.5f * (1.0f + std::erf(x * 0.707106781f)) + x * 0.398942280f * std::exp(-0.5f * x * x);
 }
 #endif
 
@@ -147,35 +192,59 @@ class CpuGelu final : public GeluOp {
  public:
   CpuGelu(DnnlContext& ctx, const GeluSpec& spec, const int& threads)
       : tanh_(spec.approximate == GeluApproximation::tanh),
+        bf16_(spec.dtype == DType::bf16),
         threads_(threads),
         eltwise_(ctx,
                  tanh_ ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf,
                  false, spec.shape.numel(), "gelu") {}
   void forward(const Tensor& x, const Tensor& y) override {
+    check_dtypes({&x, &y});
 #ifdef __AVX512F__
-    const int64_t n = x.numel();
-    if (tanh_)
-      forward_simd<true>(x.data<float>(), y.data<float>(), n, threads_);
+    if (bf16_)
+      forward_simd<bf16_t>(tanh_, x, y, threads_);
     else
-      forward_simd<false>(x.data<float>(), y.data<float>(), n, threads_);
+      forward_simd<float>(tanh_, x, y, threads_);
 #else
+    if (bf16_) {
+      const bf16_t* xp = x.data<bf16_t>();
+      bf16_t* yp = y.data<bf16_t>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        yp[i] = f32_to_bf16(gelu_value(tanh_, bf16_to_f32(xp[i])));
+      return;
+    }
     eltwise_.forward(x, y);
 #endif
   }
   void backward(const Tensor& x, const Tensor& dy, const Tensor& dx) override {
+    check_dtypes({&x, &dy, &dx});
 #ifdef __AVX512F__
-    const int64_t n = x.numel();
-    if (tanh_)
-      backward_simd<true>(x.data<float>(), dy.data<float>(), dx.data<float>(), n, threads_);
+    if (bf16_)
+      backward_simd<bf16_t>(tanh_, x, dy, dx, threads_);
     else
-      backward_simd<false>(x.data<float>(), dy.data<float>(), dx.data<float>(), n, threads_);
+      backward_simd<float>(tanh_, x, dy, dx, threads_);
 #else
+    if (bf16_) {
+      const bf16_t* xp = x.data<bf16_t>();
+      const bf16_t* g = dy.data<bf16_t>();
+      bf16_t* d = dx.data<bf16_t>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        d[i] = f32_to_bf16(bf16_to_f32(g[i]) * gelu_slope(tanh_, bf16_to_f32(xp[i])));
+      return;
+    }
     eltwise_.backward(x, dy, dx);
 #endif
   }
 
  private:
+  void check_dtypes(std::initializer_list<const Tensor*> tensors) const {
+    const DType want = bf16_ ? DType::bf16 : DType::f32;
+    for (const Tensor* t : tensors)
+      DTRAIN_CHECK(t->dtype() == want)
+          << "gelu: a " << dtype_name(t->dtype()) << " tensor for a " << dtype_name(want) << " op";
+  }
+
   bool tanh_;
+  bool bf16_;
   const int& threads_;  // the backend's, which may change after the op is made
   DnnlEltwise eltwise_;
 };
@@ -183,6 +252,8 @@ class CpuGelu final : public GeluOp {
 }  // namespace
 
 std::unique_ptr<GeluOp> make_gelu(DnnlContext& ctx, const GeluSpec& spec, const int& threads) {
+  DTRAIN_CHECK(spec.dtype == DType::f32 || spec.dtype == DType::bf16)
+      << "gelu: " << dtype_name(spec.dtype) << " is not supported";
   return std::make_unique<CpuGelu>(ctx, spec, threads);
 }
 

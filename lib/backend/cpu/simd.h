@@ -125,4 +125,75 @@ inline float tree_sum(Vec v) {
   return v[0];
 }
 
+// ---- bfloat16 storage (cpu/bf16.h: the upper 16 bits of an f32) -------------------------
+// Kernels that store activations in bf16 widen 16 of them to a Vec as they load (exact) and
+// round a Vec to nearest even as they store, the bits cpu/bf16.h's f32_to_bf16 gives.
+typedef uint16_t HVec __attribute__((vector_size(32)));  // 16 bf16 values
+typedef uint32_t UVec __attribute__((vector_size(64)));
+
+inline Vec widen_bf16(HVec h) {
+  return reinterpret_cast<Vec>(__builtin_convertvector(h, UVec) << 16);
+}
+inline HVec narrow_bf16(Vec v) {
+  const UVec u = reinterpret_cast<UVec>(v);
+  const UVec rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const UVec quiet_nan = (u >> 16) | 0x40u;  // a NaN stays a NaN (rounding could make it ∞)
+  return __builtin_convertvector((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded, HVec);
+}
+
+inline Vec load_bf16(const uint16_t* p) {
+  HVec h;
+  std::memcpy(&h, p, sizeof h);
+  return widen_bf16(h);
+}
+inline void store_bf16(uint16_t* p, Vec v) {
+  const HVec h = narrow_bf16(v);
+  std::memcpy(p, &h, sizeof h);
+}
+// The first n lanes (0 ≤ n ≤ 16); the other lanes read as 0 and are not written.
+inline Vec load_part_bf16(const uint16_t* p, int64_t n) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  return widen_bf16(
+      reinterpret_cast<HVec>(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << n) - 1), p)));
+#else
+  HVec h{};
+  for (int64_t l = 0; l < n; ++l) h[l] = p[l];
+  return widen_bf16(h);
+#endif
+}
+inline void store_part_bf16(uint16_t* p, Vec v, int64_t n) {
+  const HVec h = narrow_bf16(v);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  _mm256_mask_storeu_epi16(p, static_cast<__mmask16>((1u << n) - 1), reinterpret_cast<__m256i>(h));
+#else
+  for (int64_t l = 0; l < n; ++l) p[l] = h[l];
+#endif
+}
+
+// The same for kernels templated on their activations' type (float or bf16's uint16_t).
+inline Vec load_as_f32(const float* p) {
+  return load(p);
+}
+inline Vec load_as_f32(const uint16_t* p) {
+  return load_bf16(p);
+}
+inline Vec load_part_as_f32(const float* p, int64_t n) {
+  return load_part(p, n);
+}
+inline Vec load_part_as_f32(const uint16_t* p, int64_t n) {
+  return load_part_bf16(p, n);
+}
+inline void store_from_f32(float* p, Vec v) {
+  store(p, v);
+}
+inline void store_from_f32(uint16_t* p, Vec v) {
+  store_bf16(p, v);
+}
+inline void store_part_from_f32(float* p, Vec v, int64_t n) {
+  store_part(p, v, n);
+}
+inline void store_part_from_f32(uint16_t* p, Vec v, int64_t n) {
+  store_part_bf16(p, v, n);
+}
+
 }  // namespace dtrain::cpu::simd
