@@ -234,6 +234,13 @@ ChannelBlock Graph::output_block(const std::string& name) const {
   return 1;
 }
 
+DType Graph::output_dtype(const std::string& name) const {
+  for (const Node& node : nodes_)
+    if (node.name == name) return node.dtype;
+  DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "'";
+  return DType::f32;
+}
+
 const Shape& Graph::input_shape() const {
   return nodes_.front().shape;
 }

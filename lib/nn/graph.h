@@ -99,6 +99,9 @@ class Graph {
   int64_t unplanned_activation_bytes() const { return unshared_bytes_; }
   // The layout of a node's output (ops.h ChannelBlock), after materialize.
   ChannelBlock output_block(const std::string& name) const;
+  // The dtype of a node's output (f32 unless the graph trains in bf16), after materialize;
+  // casts are nodes named after the tensor they cast ("fc1.bf16", "logits.f32").
+  DType output_dtype(const std::string& name) const;
 
   // ---- running (after materialize) ----
   Backend& backend();

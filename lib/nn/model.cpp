@@ -151,6 +151,7 @@ YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
 std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
                                    const ModelInput& input, uint64_t seed) {
   std::unique_ptr<Graph> graph = make_graph(model, input);
+  graph->use_precision(input.precision);
   graph->materialize(backend, seed);
   return std::make_unique<Model>(std::move(graph), input);
 }

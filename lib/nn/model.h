@@ -22,6 +22,8 @@ struct ModelInput {
   Shape sample_shape;  // [C, H, W]
   int64_t classes = 10;
   int64_t batch = 1;
+  // How the model computes: f32, or bf16 mixed precision (Graph::use_precision).
+  DType precision = DType::f32;
 };
 // Elements of one parameterised layer in the flat buffers.
 struct LayerRange {

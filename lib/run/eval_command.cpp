@@ -30,7 +30,8 @@ EvalReport evaluate_weights(const ExperimentConfig& config, const std::string& w
   // Built for the batch a one-process run builds for (the larger of its batches), so that the
   // test batches run through the same plans as in training's evaluation.
   const ModelInput input{test_set->sample_shape(), test_set->num_classes(),
-                         std::max<int64_t>(config.dataset.batch_size, test.local_batch())};
+                         std::max<int64_t>(config.dataset.batch_size, test.local_batch()),
+                         model_precision(config, *backend)};
   const auto model = build_model(*backend, config.model, input, config.seed);
   load_model_weights(*model, tensors, key);
   const LossStats sums = test_sums(*model, test);

@@ -115,12 +115,14 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   run->model_input = {
       run->train_set->sample_shape(), run->train_set->num_classes(),
       steps > 1 ? run->train_loader->local_batch() / steps
-                : std::max(run->train_loader->local_batch(), run->test_loader->local_batch())};
+                : std::max(run->train_loader->local_batch(), run->test_loader->local_batch()),
+      model_precision(config, *run->backend)};
   // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
   // holds no batch.
   run->model = build_model(
       *run->backend, config.model,
-      model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1}
+      model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1,
+                                  run->model_input.precision}
                      : run->model_input,
       config.seed);
   if (!config.init_from.empty() && place.fresh) {

@@ -16,6 +16,14 @@ BackendOptions backend_options(const ExperimentConfig& c, int local_rank, bool a
   return o;
 }
 
+DType model_precision(const ExperimentConfig& c, const Backend& backend) {
+  if (c.cluster.precision == "fp32") return DType::f32;
+  const std::string why = backend.bf16_unavailable();
+  DTRAIN_INPUT_CHECK(why.empty()) << c.source_path << ": cluster.precision: bf16: " << why
+                                  << "; use precision: fp32 here";
+  return DType::bf16;
+}
+
 DatasetOptions dataset_options(const ExperimentConfig& c) {
   const DatasetConfig& d = c.dataset;
   DatasetOptions o;

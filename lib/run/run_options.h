@@ -21,6 +21,9 @@ namespace dtrain {
 
 // `local_rank` picks the GPU on multi-GPU nodes; only `announce`s the `auto` choice on stderr.
 BackendOptions backend_options(const ExperimentConfig& c, int local_rank = 0, bool announce = true);
+// cluster.precision as the model's dtype; InputError naming the key and the reason where the
+// backend cannot train in bf16 (Backend::bf16_unavailable).
+DType model_precision(const ExperimentConfig& c, const Backend& backend);
 DatasetOptions dataset_options(const ExperimentConfig& c);
 // This rank's share of the global batches among `world` data-parallel ranks.
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);

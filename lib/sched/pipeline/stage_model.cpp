@@ -17,6 +17,7 @@ StageModel::StageModel(Backend& backend, const StageSlice& stage, const ModelInp
   for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
   for (int s = 0; s < slots; ++s) {
     auto graph = std::make_unique<Graph>(make_nodes(stage.layers, input.classes), Shape(dims));
+    graph->use_precision(input.precision);
     if (s == 0)
       graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
     else  // the first slot's weights, gradients and statistics; its own activations
