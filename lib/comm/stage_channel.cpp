@@ -51,11 +51,12 @@ StageChannel::~StageChannel() {
 
 void StageChannel::send(const StageMessage& header, const Tensor& payload) {
   DTRAIN_CHECK(payload.device() == Device::cpu && payload.numel() >= header.elements)
-      << "stage message payload: " << header.elements << " floats from a host tensor of "
+      << "stage message payload: " << header.elements << " elements from a host tensor of "
       << payload.numel();
   sends_.push_back({header, nullptr, nullptr, payload, {}});
   Pending& p = sends_.back();  // a deque: stays where it is while later sends are added
-  const size_t bytes = static_cast<size_t>(header.elements) * sizeof(float);
+  // f32, or bf16 between the stages of a bf16 model: the receiver's buffer has the same dtype.
+  const size_t bytes = static_cast<size_t>(header.elements) * dtype_size(payload.dtype());
   if (sender_) {
     p.sent = sender_->submit([this, &p, bytes] {
       auto h = comm_.isend(&p.header, sizeof(StageMessage), peer_, tag_);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>     // int64_t
 #include <functional>  // function: gradient-ready callback
+#include <map>         // dtypes_under
 #include <memory>      // unique_ptr
 #include <string>
 #include <vector>
@@ -55,8 +56,21 @@ class Graph {
   // Mixed precision (cluster.precision): with bf16, the layers the layer table marks compute in
   // bf16 and store their activations in it, with casts inserted between dtypes
   // (graph_precision.cpp); the parameters and their gradients stay f32. Before materialize.
-  void use_precision(DType precision) { precision_ = precision; }
+  // A pipeline stage's graph may take its input in bf16 (`input`: the dtype the tensor crossing
+  // into it has in the whole model) and, unless it is the last stage, keep its output's dtype
+  // (`f32_output` false): its activations and gradients then cross the link in bf16.
+  void use_precision(DType precision, DType input = DType::f32, bool f32_output = true) {
+    precision_ = precision;
+    input_dtype_ = input;
+    f32_output_ = f32_output;
+  }
   DType precision() const { return precision_; }
+  // The dtype every layer's output has under `precision` (by name; "input" is f32), before
+  // materialize: where a pipeline cut is, which dtype crosses it.
+  std::map<std::string, DType> dtypes_under(DType precision) const;
+  // The dtypes of the input and the output after materialize.
+  DType input_dtype() const;
+  DType output_dtype() const;
   // The same for a graph of the same layers that computes with `other`'s parameters, gradients
   // and statistics (a pipeline stage's graph per minibatch in flight): its own activations and
   // per-batch state only, nothing initialised twice.
@@ -134,8 +148,9 @@ class Graph {
   uint64_t step() const { return step_; }
   void set_step(uint64_t step) { step_ = step; }
 
-  // Runs every layer on `input` ([b, ...], b ≤ build batch, f32, on the host or the device;
-  // device memory is used in place and must stay valid until backward). Returns the output.
+  // Runs every layer on `input` ([b, ...], b ≤ build batch, f32 or input_dtype(), on the host or
+  // the device; device memory is used in place and must stay valid until backward). Returns the
+  // output.
   const Tensor& forward(const Tensor& input);
   // The gradient of the output for the last forward's batch: fill it, then call backward.
   const Tensor& output_gradient();
@@ -191,7 +206,8 @@ class Graph {
   Tensor arena_;    // every activation and activation gradient (graph_plan.cpp)
   int64_t arena_bytes_ = 0, unshared_bytes_ = 0;
   bool blocked_layouts_ = true;
-  DType precision_ = DType::f32;
+  DType precision_ = DType::f32, input_dtype_ = DType::f32;
+  bool f32_output_ = true;
   std::vector<std::unique_ptr<Plan>> plans_;
   Plan* current_ = nullptr;  // plan of the last forward
   bool input_gradient_ = false;

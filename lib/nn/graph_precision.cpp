@@ -4,9 +4,10 @@
 // dtype, the rest in f32. Going forward through the graph, a layer whose input arrives in
 // another dtype than it reads gets a cast node before it (one per tensor and dtype, shared by
 // every reader that needs it); the output is cast back to f32 for the loss. The graph input
-// stays f32. So a CNN's trunk runs in bf16 from its first convolution to its classifier with
-// no cast between layers, and a transformer keeps its residual stream and layer norms in f32
-// with a cast before each product (PyTorch's autocast does the same casts, per op call).
+// is f32 (a later pipeline stage's may be bf16, and its output stays as it is: use_precision). So a
+// CNN's trunk runs in bf16 from its first convolution to its classifier with no cast between
+// layers, and a transformer keeps its residual stream and layer norms in f32 with a cast before
+// each product (PyTorch's autocast does the same casts, per op call).
 #include <map>      // (tensor, dtype) → its cast
 #include <utility>  // pair
 
@@ -36,8 +37,30 @@ DType layer_dtype(const Layer& layer, const std::vector<DType>& inputs, DType pr
 }
 }  // namespace
 
+std::map<std::string, DType> Graph::dtypes_under(DType precision) const {
+  std::map<std::string, DType> dtypes{{kInputName, DType::f32}};
+  std::vector<DType> of(nodes_.size(), DType::f32), in;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    in.clear();
+    for (int src : nodes_[i].inputs) in.push_back(of[src]);
+    of[i] = precision == DType::f32 ? DType::f32 : layer_dtype(*nodes_[i].layer, in, precision);
+    dtypes[nodes_[i].name] = of[i];
+  }
+  return dtypes;
+}
+
+DType Graph::input_dtype() const {
+  return nodes_.front().dtype;
+}
+DType Graph::output_dtype() const {
+  return nodes_.back().dtype;
+}
+
 void Graph::assign_precision() {
   for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i].stream = static_cast<int>(i);
+  DTRAIN_CHECK(precision_ != DType::f32 || input_dtype_ == DType::f32)
+      << "a bf16 input to an f32 graph";
+  nodes_[0].dtype = input_dtype_;
   if (precision_ == DType::f32) return;
   std::vector<Node> old = std::move(nodes_);
   nodes_.clear();
@@ -75,7 +98,8 @@ void Graph::assign_precision() {
     moved[i] = static_cast<int>(nodes_.size());
     nodes_.push_back(std::move(node));
   }
-  if (nodes_.back().dtype != DType::f32) cast_of(static_cast<int>(nodes_.size()) - 1, DType::f32);
+  if (f32_output_ && nodes_.back().dtype != DType::f32)
+    cast_of(static_cast<int>(nodes_.size()) - 1, DType::f32);
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (size_t k = 0; k < nodes_[i].inputs.size(); ++k)
       nodes_[nodes_[i].inputs[k]].consumers.emplace_back(static_cast<int>(i), static_cast<int>(k));

@@ -28,15 +28,17 @@ Graph::Plan& Graph::plan_for(int64_t batch) {
 
 void Graph::bind_input(Plan& p, const Tensor& input) {
   const Shape& sample = nodes_[0].shape;
-  bool fits = input.dtype() == DType::f32 && input.shape().rank() == sample.rank();
+  const DType dtype = nodes_[0].dtype;
+  bool fits = input.dtype() == dtype && input.shape().rank() == sample.rank();
   for (int d = 1; fits && d < sample.rank(); ++d) fits = input.shape()[d] == sample[d];
   DTRAIN_CHECK(fits) << "model input " << input.shape().str() << " " << dtype_name(input.dtype())
-                     << ", expected batches of " << sample.inner().str() << " f32";
+                     << ", expected batches of " << sample.inner().str() << " "
+                     << dtype_name(dtype);
   if (input.device() == backend_->device()) {
     if (p.bound == input.raw() && p.out[0].shape() == input.shape()) return;
     p.out[0] = input;
   } else {
-    if (!staging_.defined()) staging_ = backend_->empty(sample);  // first host input only
+    if (!staging_.defined()) staging_ = backend_->empty(sample, dtype);  // first host input only
     if (!p.staging.defined()) p.staging = staging_.narrow_batch(p.batch);
     backend_->copy(p.staging, input);
     if (p.bound == p.staging.raw()) return;

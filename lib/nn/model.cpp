@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>  // fmt::join
 
 #include <algorithm>  // find
+#include <map>        // the dtype of each cut
 
 #include "core/error.h"
 #include "nn/graph.h"
@@ -257,6 +258,7 @@ std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& i
     cuts.push_back(cut);
   }
   bounds.push_back(names.size());
+  const std::map<std::string, DType> dtypes = graph->dtypes_under(input.precision);
   std::vector<StageSlice> stages;
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
     StageSlice stage;
@@ -270,6 +272,8 @@ std::vector<StageSlice> split_model(const YAML::Node& model, const ModelInput& i
       stage.sample_shape =
           Shape(std::vector<int64_t>(crossing.dims().begin() + 1, crossing.dims().end()));
     }
+    if (s > 0) stage.input_dtype = dtypes.at(cuts[s].crossing[0]);
+    stage.output_dtype = s + 2 < bounds.size() ? dtypes.at(cuts[s + 1].crossing[0]) : DType::f32;
     stage.first_parameter = cuts[s].parameters_before;
     stage.first_param_stream = cuts[s].param_streams_before;
     stage.parameters =

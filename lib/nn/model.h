@@ -150,6 +150,9 @@ struct StageSlice {
   // The ties this stage takes part in whose lender and borrower are in different stages (the
   // borrower's copy is not in `parameters`, the whole model's range).
   std::vector<StageTie> ties;
+  // Under bf16 (ModelInput::precision) the dtype of the tensor crossing into the stage and of the
+  // one leaving it, as the whole model has them: what crosses the link between stages.
+  DType input_dtype = DType::f32, output_dtype = DType::f32;
 };
 // Cuts the model before each layer of `starts` (in order): starts.size() + 1 stages. InputError
 // naming `key` for a name that is not a layer, starts out of order or repeated (an empty

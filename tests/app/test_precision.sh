@@ -3,7 +3,7 @@
 # bf16 on 2 ranks, and the deterministic ones resume from a checkpoint in the middle of epoch 2
 # to the uninterrupted run's state bit for bit (weights, optimizer state, gradients in flight:
 # all f32, as in an f32 run); --dry-run shows each activation's dtype, the casts and the planned
-# activation bytes; a CPU without native bf16 is refused with exit 2 naming the key.
+# activation bytes; PipeDream's stages exchange bf16 (half the bytes); a CPU without native bf16 is refused with exit 2 naming the key.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TOOL="/usr/bin/python3 $ROOT/tests/app/checkpoint_tool.py"
@@ -80,6 +80,17 @@ check_algorithm d_psgd "{name: d_psgd, topology: ring}"
 check_algorithm hpsgd "{name: hpsgd, sync_period: 2}" --set optimizer.momentum=0
 check_algorithm sync_adamw "{name: sync}" --set "optimizer={name: adamw, lr: 0.01}"
 RESUME=0 check_algorithm gossip "{name: gossip}" --set optimizer.momentum=0
+
+# PipeDream's stages send their activations and gradients in bf16: half the bytes of f32.
+$MPI "$DTRAIN" --config "$WORK/base.yaml" --set "algorithm={name: pipedream, stages: [fc1]}" \
+  --set cluster.precision=fp32 --out "$WORK/pipedream_f32" --progress none > "$WORK/pipedream_f32.log" 2>&1 ||
+  fail "pipedream f32: $(tail -3 "$WORK/pipedream_f32.log")"
+sent() { awk -F, 'NR == 2 { print $9 } NR == 3 { print $10 }' "$1/pipeline.csv" | paste -sd' '; }
+read -r act16 grad16 <<< "$(sent "$WORK/pipedream")"
+read -r act32 grad32 <<< "$(sent "$WORK/pipedream_f32")"
+echo "pipedream bytes sent: activations f32 $act32, bf16 $act16; gradients f32 $grad32, bf16 $grad16"
+[ $((act16 * 100)) -le $((act32 * 55)) ] && [ $((grad16 * 100)) -le $((grad32 * 55)) ] ||
+  fail "pipedream in bf16 sent $act16 / $grad16 bytes, f32 $act32 / $grad32 (expected about half)"
 
 # Refused where the CPU has no native bf16 (oneDNN told to stop below AVX512-BF16).
 ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" --config "$WORK/base.yaml" --dry-run > "$WORK/refused.txt" 2>&1

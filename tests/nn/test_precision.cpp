@@ -263,3 +263,28 @@ TEST_CASE("bf16: whole ResNet-20 and GPT training steps against f32, activations
     CHECK(b.planned < 0.8 * a.planned);  // the residual stream and layer norms stay f32
   }
 }
+
+TEST_CASE("bf16: pipeline stages exchange the dtype the model has where it is cut") {
+  // A CNN cut after its bf16 trunk sends bf16; a GPT cut between blocks sends its f32 residual
+  // stream (the add after each block promotes to f32, as PyTorch's autocast does).
+  const YAML::Node cnn = YAML::Load(R"({layers: [
+      {name: c1, type: conv2d, out_channels: 16, kernel: 3, padding: 1},
+      {name: r1, type: relu},
+      {name: f, type: flatten},
+      {name: fc, type: linear, out_features: 4}]})");
+  ModelInput input{{3, 8, 8}, 4, 2, bf16};
+  std::vector<StageSlice> stages = split_model(cnn, input, {"fc"});
+  CHECK(stages[0].input_dtype == f32);
+  CHECK(stages[0].output_dtype == bf16);
+  CHECK(stages[1].input_dtype == bf16);
+  CHECK(stages[1].output_dtype == f32);  // the loss reads f32
+  input.precision = f32;
+  stages = split_model(cnn, input, {"fc"});
+  CHECK(stages[1].input_dtype == f32);
+
+  const YAML::Node gpt = YAML::Load("{name: gpt, n_layer: 2, n_head: 2, n_embd: 32, block_size: 16}");
+  const ModelInput tokens{{16}, 29, 2, bf16};
+  stages = split_model(gpt, tokens, {"transformer.h.1.ln_1"});
+  CHECK(stages[0].output_dtype == f32);
+  CHECK(stages[1].input_dtype == f32);
+}

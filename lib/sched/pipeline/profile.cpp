@@ -27,7 +27,9 @@ std::vector<LayerProfile> profile_pipeline_chain(Backend& backend, const ModelSo
                                         models[k]->gradients(), models[k]->weight_slots()));
     LayerProfile& p = profile[k];
     p.name = pieces[k].first_layer;
-    p.activation_bytes = 4.0 * static_cast<double>(models[k]->output_shape().numel());
+    // What crosses the link after this piece: bf16 between the pieces of a bf16 model.
+    p.activation_bytes = static_cast<double>(dtype_size(models[k]->output_dtype())) *
+                         static_cast<double>(models[k]->output_shape().numel());
     p.parameter_bytes = 4.0 * static_cast<double>(models[k]->num_parameters());
   }
 

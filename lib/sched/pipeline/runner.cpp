@@ -133,7 +133,7 @@ void PipelineRunner::send(int peer, const StageMessage& message, const Tensor& t
   slot_sends_[static_cast<size_t>(slot)].push_back({&c, c.sends_started() + 1});
   if (on_host_) return c.send(message, t);
   // A GPU stage sends a host copy, kept until every send has completed (the end of the run).
-  Tensor host = take_buffer(free_staging_, t.shape(), DType::f32, true);
+  Tensor host = take_buffer(free_staging_, t.shape(), t.dtype(), true);
   stage_.backend().copy(host.slice(0, t.shape()), t);
   stage_.backend().synchronize();
   c.send(message, host);
@@ -155,6 +155,9 @@ std::vector<Tensor>& PipelineRunner::pool_of(StageMessage::Kind kind) {
 const Shape& PipelineRunner::shape_of(StageMessage::Kind kind) const {
   return kind == StageMessage::activation ? stage_.input_shape() : stage_.output_shape();
 }
+DType PipelineRunner::dtype_of(StageMessage::Kind kind) const {
+  return kind == StageMessage::activation ? stage_.input_dtype() : stage_.output_dtype();
+}
 
 void PipelineRunner::post_next(int peer, StageMessage::Kind kind) {
   // One receive posted ahead per channel while more are due in this run: the sender's transfer
@@ -162,8 +165,8 @@ void PipelineRunner::post_next(int peer, StageMessage::Kind kind) {
   const int due = receives_due_[{peer, static_cast<int>(kind)}];
   StageChannel& c = channel(peer, kind);
   if (due <= 0 || c.posted() > 0) return;
-  c.post_receive(on_host_ ? take_buffer(pool_of(kind), shape_of(kind))
-                          : take_buffer(free_staging_, shape_of(kind), DType::f32, true));
+  c.post_receive(on_host_ ? take_buffer(pool_of(kind), shape_of(kind), dtype_of(kind))
+                          : take_buffer(free_staging_, shape_of(kind), dtype_of(kind), true));
 }
 
 Tensor PipelineRunner::receive(int peer, const StageMessage& expected, StageMessage* got) {
@@ -173,8 +176,8 @@ Tensor PipelineRunner::receive(int peer, const StageMessage& expected, StageMess
   {
     PhaseTimer timer(totals_.phases, Phase::wait);
     if (c.posted() == 0)
-      t = on_host_ ? take_buffer(pool_of(kind), shape_of(kind))
-                   : take_buffer(free_staging_, shape_of(kind), DType::f32, true);
+      t = on_host_ ? take_buffer(pool_of(kind), shape_of(kind), dtype_of(kind))
+                   : take_buffer(free_staging_, shape_of(kind), dtype_of(kind), true);
     const StageMessage message = c.receive(expected, &t);
     if (got) *got = message;
     if (message.end > 0 && end_ == 0) end_early(message.end - 1, at_, true);  // before a post
@@ -184,7 +187,7 @@ Tensor PipelineRunner::receive(int peer, const StageMessage& expected, StageMess
   post_next(peer, kind);
   if (on_host_) return t;
   // A GPU stage received into a host buffer: up into one of the stage's device buffers.
-  Tensor dst = take_buffer(pool_of(kind), shape_of(kind));
+  Tensor dst = take_buffer(pool_of(kind), shape_of(kind), dtype_of(kind));
   stage_.backend().copy(dst, t.slice(0, dst.shape()));
   stage_.backend().synchronize();
   free_staging_.push_back(t);

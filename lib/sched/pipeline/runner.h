@@ -167,6 +167,7 @@ class PipelineRunner {
   // (`receiving`: from within that instruction, a receive).
   void end_early(int minibatches, size_t at, bool receiving);
   const Shape& shape_of(StageMessage::Kind kind) const;
+  DType dtype_of(StageMessage::Kind kind) const;
   // Copies minibatch b's images (input stage) and labels (output stage) into buffers of its own.
   void keep_batch(int minibatch, const Batch& batch);
   void give_back_batch(int minibatch);

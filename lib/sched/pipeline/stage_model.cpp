@@ -17,7 +17,7 @@ StageModel::StageModel(Backend& backend, const StageSlice& stage, const ModelInp
   for (int64_t d : stage.sample_shape.dims()) dims.push_back(d);
   for (int s = 0; s < slots; ++s) {
     auto graph = std::make_unique<Graph>(make_nodes(stage.layers, input.classes), Shape(dims));
-    graph->use_precision(input.precision);
+    graph->use_precision(input.precision, stage.input_dtype, /*f32_output=*/last);
     if (s == 0)
       graph->materialize(backend, seed, /*input_gradient=*/!first, stage.first_param_stream);
     else  // the first slot's weights, gradients and statistics; its own activations
@@ -88,6 +88,13 @@ const Tensor& StageModel::buffers() const {
 const Shape& StageModel::output_shape() const {
   return graphs_[0]->output_shape();
 }
+DType StageModel::input_dtype() const {
+  return graphs_.front()->input_dtype();
+}
+DType StageModel::output_dtype() const {
+  return graphs_.front()->output_dtype();
+}
+
 const Shape& StageModel::input_shape() const {
   return graphs_[0]->input_shape();
 }

@@ -42,6 +42,10 @@ class StageModel {
   const Tensor& buffers() const;
   const Shape& input_shape() const;   // [batch, ...] at the build batch
   const Shape& output_shape() const;  // at the build batch
+  // What crosses the link (StageSlice::input_dtype, output_dtype): bf16 between stages of a bf16
+  // model where the model has the crossing tensor in bf16, else f32.
+  DType input_dtype() const;
+  DType output_dtype() const;
   // The slot's output of its last forward, and d(loss)/d(input) of its last backward: they
   // stay until the slot's next forward, respectively backward.
   const Tensor& output(int slot);
