@@ -145,8 +145,12 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   const bool link = config.cluster.link.has_value();
   std::string o = fmt::format(
       "dtrain plan: {} on {} rank(s), global batch {} ({} per rank), {} thread(s) per rank\n"
-      "backend  {}\nlink     {}\ncores    {} on this machine{}\n\n",
-      config.name, p, in.global_batch, local, threads, r.backend, r.link, r.cores,
+      "backend  {}{}\nlink     {}\ncores    {} on this machine{}\n\n",
+      config.name, p, in.global_batch, local, threads, r.backend,
+      config.cluster.precision == "bf16"
+          ? "\nprecision bf16: the times below are the bf16 model's (cluster.precision)"
+          : "",
+      r.link, r.cores,
       in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
   for (const std::string& note : r.notes) o += "note     " + note + "\n";
   if (!r.notes.empty()) o += "\n";

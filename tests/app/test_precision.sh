@@ -92,6 +92,11 @@ echo "pipedream bytes sent: activations f32 $act32, bf16 $act16; gradients f32 $
 [ $((act16 * 100)) -le $((act32 * 55)) ] && [ $((grad16 * 100)) -le $((grad32 * 55)) ] ||
   fail "pipedream in bf16 sent $act16 / $grad16 bytes, f32 $act32 / $grad32 (expected about half)"
 
+# dtrain plan profiles the bf16 model and says so.
+"$DTRAIN" plan --config "$WORK/base.yaml" --set "algorithm={name: pipedream, stages: auto}" \
+  > "$WORK/plan.txt" 2>&1 || fail "plan in bf16: $(tail -3 "$WORK/plan.txt")"
+grep -q "^precision bf16" "$WORK/plan.txt" || fail "plan in bf16: no precision line: $(head -5 "$WORK/plan.txt")"
+
 # Refused where the CPU has no native bf16 (oneDNN told to stop below AVX512-BF16).
 ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" --config "$WORK/base.yaml" --dry-run > "$WORK/refused.txt" 2>&1
 code=$?
