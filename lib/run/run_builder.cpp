@@ -117,6 +117,10 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
       steps > 1 ? run->train_loader->local_batch() / steps
                 : std::max(run->train_loader->local_batch(), run->test_loader->local_batch()),
       model_precision(config, *run->backend)};
+  if (run->model_input.precision == DType::bf16) {
+    const std::string caveat = run->backend->bf16_caveat();
+    if (!caveat.empty()) run->notes.push_back(caveat);
+  }
   // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
   // holds no batch.
   run->model = build_model(

@@ -31,6 +31,12 @@ std::string CpuBackend::bf16_unavailable() const {
          "; bf16 needs AVX512-BF16 or AMX, or oneDNN would emulate it slower than f32)";
 }
 
+std::string CpuBackend::bf16_caveat() const {
+  if (cpu_isa_name() != "AVX-512 with bfloat16") return "";
+  return "cluster.precision: bf16 on AVX512-BF16 without AMX: oneDNN's bf16 products run slower "
+         "than f32 on this CPU (bf16 halves the activation memory here, not the time)";
+}
+
 void CpuBackend::set_num_threads(int threads) {
   DTRAIN_CHECK(threads >= 1) << "threads must be >= 1";
   threads_ = threads;

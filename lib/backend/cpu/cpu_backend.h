@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   CpuBackend();
   std::string name() const override;
   std::string bf16_unavailable() const override;
+  std::string bf16_caveat() const override;
   Device device() const override { return Device::cpu; }
   Allocator& allocator() override { return cpu_allocator(); }
   void set_num_threads(int threads) override;
