@@ -34,7 +34,7 @@ class CpuLinear final : public LinearOp {
     auto wei_act = plain_desc({s.out_features, s.in_features}, act);
     auto bia = plain_desc({s.out_features});
     auto no_bias = memory::desc();
-    primitive_attr attr;
+    primitive_attr attr = user_scratchpad();
     if (s.relu) {
       post_ops ops;
       ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
@@ -45,15 +45,18 @@ class CpuLinear final : public LinearOp {
       auto fwd_pd = inner_product_forward::primitive_desc(
           {prop_kind::forward_training, src, wei_act, s.bias ? bia : no_bias, dst}, attr,
           ctx.engine);
-      auto bwd_data_pd =
-          inner_product_backward_data::primitive_desc({src, wei_act, dst}, ctx.engine, fwd_pd);
+      auto bwd_data_pd = inner_product_backward_data::primitive_desc(
+          {src, wei_act, dst}, user_scratchpad(), ctx.engine, fwd_pd);
       auto bwd_w_pd = inner_product_backward_weights::primitive_desc(
-          {src, wei, s.bias ? bia : no_bias, dst}, ctx.engine, fwd_pd);
+          {src, wei, s.bias ? bia : no_bias, dst}, user_scratchpad(), ctx.engine, fwd_pd);
       DTRAIN_CHECK(fwd_pd.weights_desc() == wei_act && bwd_data_pd.weights_desc() == wei_act &&
                    bwd_w_pd.diff_weights_desc() == wei)
           << "oneDNN chose a blocked weight layout for a plain inner product";
       DTRAIN_CHECK(!s.bias || bwd_w_pd.diff_bias_desc() == bia)
           << "oneDNN's inner product would not write an f32 bias gradient";
+      fwd_pad_desc_ = fwd_pd.scratchpad_desc();
+      bd_pad_desc_ = bwd_data_pd.scratchpad_desc();
+      bw_pad_desc_ = bwd_w_pd.scratchpad_desc();
       fwd_ = inner_product_forward(fwd_pd);
       bwd_data_ = inner_product_backward_data(bwd_data_pd);
       bwd_weights_ = inner_product_backward_weights(bwd_w_pd);
@@ -77,6 +80,9 @@ class CpuLinear final : public LinearOp {
       fwd_args_.emplace(DNNL_ARG_BIAS, bia_);
       bw_args_.emplace(DNNL_ARG_DIFF_BIAS, dbia_);
     }
+    fwd_pad_ = ScratchpadArg(ctx, fwd_pad_desc_, fwd_args_);
+    bd_pad_ = ScratchpadArg(ctx, bd_pad_desc_, bd_args_);
+    bw_pad_ = ScratchpadArg(ctx, bw_pad_desc_, bw_args_);
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
@@ -86,6 +92,7 @@ class CpuLinear final : public LinearOp {
     wei_.input(w);
     dst_.set_data_handle(y.raw());
     if (spec_.bias) bia_.set_data_handle(b.raw());
+    fwd_pad_.bind();
     fwd_.execute(ctx_.stream, fwd_args_);
   }
 
@@ -95,6 +102,7 @@ class CpuLinear final : public LinearOp {
     ddst_.set_data_handle(masked(y, dy).raw());
     wei_.input(w);
     dsrc_.set_data_handle(dx.raw());
+    bd_pad_.bind();
     bwd_data_.execute(ctx_.stream, bd_args_);
   }
 
@@ -105,6 +113,7 @@ class CpuLinear final : public LinearOp {
     ddst_.set_data_handle(masked(y, dy).raw());
     dwei_.set_data_handle(dw.raw());
     if (spec_.bias) dbia_.set_data_handle(db.raw());
+    bw_pad_.bind();
     bwd_weights_.execute(ctx_.stream, bw_args_);
   }
 
@@ -136,7 +145,9 @@ class CpuLinear final : public LinearOp {
   BoundArg wei_;  // the weights the products read (bf16: the op's converted copy)
   memory src_, bia_, dst_, dsrc_, dwei_, dbia_, ddst_;
   DnnlArgs fwd_args_, bd_args_, bw_args_;
-  Tensor masked_;  // the masked gradient (fused ReLU)
+  memory::desc fwd_pad_desc_, bd_pad_desc_, bw_pad_desc_;
+  ScratchpadArg fwd_pad_, bd_pad_, bw_pad_;  // from the context's shared scratchpad
+  Tensor masked_;                            // the masked gradient (fused ReLU)
 };
 
 }  // namespace
