@@ -212,7 +212,8 @@ def bf16_probe(build, tmp, threads):
                         "cluster.precision=bf16"], capture_output=True, text=True)
     if p.returncode == 2:
         said = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
-        return False, f"`dtrain --dry-run --set cluster.precision=bf16` exited 2: {said}"
+        said = said[said.find("cluster.precision"):] if "cluster.precision" in said else said
+        return False, f"dtrain --dry-run --set cluster.precision=bf16: exit code 2, {said}"
     if p.returncode != 0:
         sys.exit(f"engine_vs_pytorch: the bf16 probe (dtrain --dry-run) failed (exit code "
                  f"{p.returncode}):\n{p.stderr.strip()}")
@@ -473,7 +474,7 @@ def main():
         # bf16: dtrain where it trains in bf16 on this CPU; PyTorch's autocast alongside (or
         # alone, for information, with --bf16).
         if a.no_bf16:
-            bf16_dtrain, bf16_said = False, "--no-bf16"
+            bf16_dtrain, bf16_said = False, "skipped: --no-bf16"
         else:
             bf16_dtrain, bf16_said = bf16_probe(a.build, tmp, a.threads)
         bf16_torch = bf16_dtrain or a.bf16
@@ -574,7 +575,8 @@ def main():
             print(f"{'model':12} {'dtrain/s':>9} {'bf16/s':>9} {'x fp32':>6} {'torch/s':>9} "
                   f"{'bf16/s':>9} {'fmt':>4} {'x fp32':>6} {'ratio':>6}  goal")
         else:
-            print(f"\n1b. bf16 mixed precision: not measured ({bf16_said})")
+            print("\n1b. bf16 mixed precision: not measured (dtrain does not train in bf16 here: "
+                  "see the header's bf16 line)")
         for n in names:
             ours16, half = bf16_speed[n]
             # The goals (ResNet-20 and VGG-16 only), "not measured" where dtrain has no bf16 here.
