@@ -430,7 +430,8 @@ def main():
                              help="PyTorch under bfloat16 autocast (information) also where dtrain "
                              "cannot train in bf16 on this CPU")
     bf16_choice.add_argument("--no-bf16", action="store_true",
-                             help="no bf16 measurement (by default: wherever dtrain trains in bf16)")
+                             help="no bf16 measurement (by default: wherever dtrain trains "
+                             "in bf16)")
     p.add_argument("--torch-worker", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
@@ -487,7 +488,8 @@ def main():
             print(f"bf16: dtrain trains in bf16 here, oneDNN ISA {onednn_isa(bf16_said)} (its "
                   f"backend line in bf16); CPU: {bf16_cpu_flags()}"
                   + ("" if openblas_core.has_amx_bf16() else
-                     " (no AMX: oneDNN's bf16 convolutions and GEMMs are not expected to beat fp32 here)"))
+                     " (no AMX: oneDNN's bf16 convolutions and GEMMs are not expected to beat "
+                     "fp32 here)"))
         else:
             print(f"bf16: NOT measured ({bf16_said}); CPU: {bf16_cpu_flags()}"
                   + ("; PyTorch's autocast for information (--bf16)" if bf16_torch else ""))
@@ -508,7 +510,7 @@ def main():
         print(f"{'model':12} {'input':10} {'batch':>5} {'iters':>5} {'parameters':>11} "
               f"{'dtrain/s':>9} {'torch/s':>9} {'fmt':>4} {'ratio':>6} {'torch+DL/s':>10} "
               f"{'ratio':>6}  goal")
-        bf16_speed = {}  # model → (dtrain bf16 samples/s or None, PyTorch autocast result or None)
+        bf16_speed = {}  # model: (dtrain bf16 samples/s or None, PyTorch autocast result or None)
         for n in names:
             m = MODELS[n]
             params = summaries[n][0]
@@ -642,8 +644,9 @@ def main():
             what = n + " bf16 memory"
             if bf16_dtrain:
                 ratio = share("dtrain bf16", "dtrain")
-                print(f"{n:12} MB per sample of batch: dtrain bf16 {per_sample['dtrain bf16']:.2f}, "
-                      f"dtrain fp32 {per_sample['dtrain']:.2f}, {ratio:.2f}x; goal <= "
+                print(f"{n:12} MB per sample of batch: dtrain bf16 "
+                      f"{per_sample['dtrain bf16']:.2f}, dtrain fp32 {per_sample['dtrain']:.2f}, "
+                      f"{ratio:.2f}x; goal <= "
                       f"{BF16_MEMORY_GOAL}x: {judge(what, ratio <= BF16_MEMORY_GOAL)}")
             else:
                 print(f"{n:12} MB per sample of batch in bf16: goal <= {BF16_MEMORY_GOAL}x dtrain "
