@@ -58,8 +58,9 @@ CPU lacks native bf16: one line says so and the bf16 goals are "not measured"):
     bf16; weights, gradients and optimizer state stay fp32).
  3. dtrain bf16's GFLOP/s, for information (the fp32 FMA peak is not its ceiling).
 The header names the oneDNN ISA dtrain dispatches to (its `backend` line) and whether the CPU has
-AVX512-BF16 and AMX-BF16. Without AMX, oneDNN (and PyTorch) run bf16 convolutions and matrix
-products on AVX512-BF16 dot products, no faster than fp32: the 3x goals expect AMX. With --bf16,
+AVX512-BF16 and AMX-BF16. Without AMX, oneDNN runs bf16 convolutions and matrix products on
+AVX512-BF16 dot products, not expected to beat fp32 (dtrain bf16 ran at 0.5-0.6x its fp32 on such
+a CPU): the 3x goals expect AMX. With --bf16,
 PyTorch's autocast runs also where dtrain cannot train in bf16 (for information); --no-bf16
 skips every bf16 measurement.
 
