@@ -41,17 +41,37 @@ PyTorch's batches are made before the clock starts.
 PyTorch runs as a user of this CPU would run it (bench/openblas_core.py): OPENBLAS_CORETYPE for
 the CPU's vector extension (Debian's OpenBLAS falls back to SSE3 kernels on CPUs it does not
 know) and OPENBLAS_NUM_THREADS = --threads, unless set already; the output's `Core:` is what
-OpenBLAS itself reports in the PyTorch processes. Where the CPU has AMX-BF16 (or with --bf16),
-part 1 also shows, for information, lean PyTorch under torch.autocast("cpu", bfloat16) — what a
-user of such a CPU tries first — against dtrain's fp32 (no goal).
+OpenBLAS itself reports in the PyTorch processes.
+
+bf16 mixed precision, measured in the same run wherever dtrain trains in bf16 on this CPU (the
+probe: `dtrain --dry-run --set cluster.precision=bf16` of a tiny MLP; its exit code 2 means the
+CPU lacks native bf16: one line says so and the bf16 goals are "not measured"):
+ 1b. every model of part 1 again, right after its fp32 runs and measured the same way, in dtrain
+    with cluster.precision: bf16 and in lean PyTorch with forward and loss under
+    torch.autocast("cpu", dtype=torch.bfloat16) (what a PyTorch user writes; backward and the
+    optimizer step outside it), in the faster of NCHW and channels_last as in part 1. Printed:
+    both bf16 speeds, each side's bf16 / fp32 ratio and dtrain bf16 / PyTorch bf16.
+    Goals: dtrain bf16 >= 3x dtrain fp32 for ResNet-20 and VGG-16; dtrain bf16 >= 1.5x PyTorch
+    bf16 for ResNet-20 and VGG-16.
+ 2. a third side, "dtrain bf16", for ResNet-20 and VGG-16, measured as dtrain fp32 is. Goal: its
+    MB per sample of batch <= 0.6x dtrain fp32's (activations and their gradients are stored in
+    bf16; weights, gradients and optimizer state stay fp32).
+ 3. dtrain bf16's GFLOP/s, for information (the fp32 FMA peak is not its ceiling).
+The header names the oneDNN ISA dtrain dispatches to (its `backend` line) and whether the CPU has
+AVX512-BF16 and AMX-BF16. Without AMX, oneDNN runs bf16 convolutions and matrix products on
+AVX512-BF16 dot products, not expected to beat fp32 (dtrain bf16 ran at 0.5-0.6x its fp32 on such
+a CPU): the 3x goals expect AMX. With --bf16,
+PyTorch's autocast runs also where dtrain cannot train in bf16 (for information); --no-bf16
+skips every bf16 measurement.
 
     /usr/bin/python3 bench/engine_vs_pytorch.py   (Debian's python, which has python3-torch)
         [--build build] [--threads 1] [--epochs 2] [--repeats 2]
         [--models mlp,lenet,resnet20,cifar_cnn,vgg16,resnet18_64]   (default: all)
         [--quick]   (a few iterations of everything: a smoke test, not a measurement)
-        [--bf16]    (the bfloat16 autocast column also where the CPU lacks AMX-BF16)
+        [--bf16 | --no-bf16]
 Needs: scripts/setup.sh --bench, and a release build (dtrain, dtrain_gemm_bound, dtrain_cpu_peak).
-About 10 minutes on one core of a 2-core machine.
+About 10 minutes on one core of a 2-core machine with --no-bf16; the bf16 measurements add about
+as much again (ResNet-20 and VGG-16 alone, --epochs 1 --repeats 1: 7.5 minutes with them).
 """
 import argparse, csv, gzip, importlib.metadata, importlib.util, json, os, re, struct, subprocess
 import sys, tempfile, time
@@ -92,11 +112,17 @@ MEMORY_GOAL = 1.0  # dtrain's MB per sample of batch <= this x PyTorch's
 MEMORY_RUNS = 2
 TINY_MODEL, TINY_RSS_GOAL_MB = "lenet", 150
 GEMM_GOAL = 0.90   # the MLP's share of its GEMM-only bound
+# bf16 mixed precision (cluster.precision: bf16): goals of dtrain bf16 by model, samples/s against
+# dtrain's own fp32 and against lean PyTorch under bf16 autocast; the other models print the ratios.
+BF16_SPEEDUP_GOALS = {"resnet20": 3.0, "vgg16": 3.0}
+BF16_TORCH_GOALS = {"resnet20": 1.5, "vgg16": 1.5}
+BF16_MEMORY_GOAL = 0.6  # dtrain bf16's MB per sample of batch <= this x dtrain fp32's
 TIME = "/usr/bin/time"  # GNU time: the peak RSS of a run
 
 
 def verdict(ok):
-    return "PASS" if ok else "FAIL"
+    """PASS, FAIL, or (None) not measured."""
+    return "not measured" if ok is None else "PASS" if ok else "FAIL"
 
 
 # ---- measuring a child process -----------------------------------------------------------------
@@ -125,7 +151,7 @@ def run_measured(cmd, what, env=None):
 
 # ---- dtrain ------------------------------------------------------------------------------------
 
-def dtrain_config(name, m, batch, threads, epochs, train_size, out):
+def dtrain_config(name, m, batch, threads, epochs, train_size, out, precision):
     if m["data"] == "fashion":
         size = f", train_size: {train_size}" if train_size else ""
         dataset = f"{{name: fashion_mnist, path: {DATA}, batch_size: {batch}{size}}}"
@@ -133,11 +159,13 @@ def dtrain_config(name, m, batch, threads, epochs, train_size, out):
         c, h, w = m["shape"]
         dataset = (f"{{name: synthetic, shape: [{c}, {h}, {w}], classes: {m['classes']}, "
                    f"train_size: {train_size}, test_size: {batch}, batch_size: {batch}}}")
+    # fp32 configs stay as they were before bf16 existed (fp32 is the default).
+    bf16 = ", precision: bf16" if precision == "bf16" else ""
     return f"""name: engine_vs_pytorch_{name}
 seed: 1
 model:       {flow(m["zoo"])}
 dataset:     {dataset}
-cluster:     {{device: cpu, threads_per_rank: {threads}}}
+cluster:     {{device: cpu, threads_per_rank: {threads}{bf16}}}
 algorithm:   {{name: sync}}
 optimizer:   {{name: sgd, lr: {m["lr"]}, momentum: 0.9, weight_decay: {m["weight_decay"]}, schedule: {{name: constant}}}}
 train:       {{epochs: {epochs}, eval_every_epochs: {epochs}}}
@@ -149,13 +177,13 @@ def dtrain_binary(build):
     return os.path.join(build, "apps", "dtrain", "dtrain")
 
 
-def write_config(tmp, name, m, batch, threads, epochs, train_size):
+def write_config(tmp, name, m, batch, threads, epochs, train_size, precision="fp32"):
     """A fresh output folder and the config that writes into it."""
-    out = tempfile.mkdtemp(prefix=f"{name}-b{batch}-", dir=tmp)
+    out = tempfile.mkdtemp(prefix=f"{name}-{precision}-b{batch}-", dir=tmp)
     cfg = os.path.join(out, "config.in.yaml")
     with open(cfg, "w") as f:
         f.write(dtrain_config(name, m, batch, threads, epochs, train_size,
-                              os.path.join(out, "run")))
+                              os.path.join(out, "run"), precision))
     return cfg, os.path.join(out, "run")
 
 
@@ -174,12 +202,47 @@ def dtrain_summary(build, tmp, name, m, threads):
     return int(params[-1]), int(total.group(2)), backend.group(1) if backend else "?"
 
 
-def dtrain_run(build, tmp, name, m, batch, threads, epochs, train_size, skip_first):
-    """Trains; returns (best samples/s over the epochs, the first skipped when `skip_first`, and
-    the process's peak RSS in MB)."""
-    cfg, out = write_config(tmp, name, m, batch, threads, epochs, train_size)
+def bf16_probe(build, tmp, threads):
+    """Whether dtrain trains in bf16 on this CPU: `dtrain --dry-run --set cluster.precision=bf16`
+    of a tiny MLP. Returns (True, its `backend` line) or (False, the reason: dtrain's message).
+    Exit code 2 is dtrain's answer where the CPU lacks native bf16; any other failure stops the
+    benchmark."""
+    tiny = dict(zoo={"name": "mlp", "hidden": [8]}, data="synthetic", shape=(1, 4, 4), classes=2,
+                lr=0.1, weight_decay=0)
+    cfg, _ = write_config(tmp, "bf16_probe", tiny, 4, threads, 1, 4)
+    p = subprocess.run([dtrain_binary(build), "--config", cfg, "--dry-run", "--set",
+                        "cluster.precision=bf16"], capture_output=True, text=True)
+    if p.returncode == 2:
+        said = (p.stderr.strip().splitlines() or ["(no message)"])[-1]
+        said = said[said.find("cluster.precision"):] if "cluster.precision" in said else said
+        return False, f"dtrain --dry-run --set cluster.precision=bf16: exit code 2, {said}"
+    if p.returncode != 0:
+        sys.exit(f"engine_vs_pytorch: the bf16 probe (dtrain --dry-run) failed (exit code "
+                 f"{p.returncode}):\n{p.stderr.strip()}")
+    backend = re.search(r"^backend\s+(.*)$", p.stdout, re.M)
+    return True, backend.group(1) if backend else "?"
+
+
+def onednn_isa(backend):
+    """The ISA in dtrain's backend name `cpu (oneDNN 2.6.3, AVX-512 with bfloat16, 1 thread)`."""
+    found = re.search(r"\(oneDNN [^,]*, ([^,]*),", backend)
+    return found.group(1) if found else backend
+
+
+def bf16_cpu_flags():
+    """The CPU's native bf16 extensions, for the header: AVX512-BF16 and AMX-BF16, yes or no."""
+    flags = openblas_core.cpu_flags()
+    return ", ".join(f"{name} {'yes' if flag in flags else 'no'}"
+                     for name, flag in (("AVX512-BF16", "avx512_bf16"), ("AMX-BF16", "amx_bf16")))
+
+
+def dtrain_run(build, tmp, name, m, batch, threads, epochs, train_size, skip_first,
+               precision="fp32"):
+    """Trains in `precision` (cluster.precision); returns (best samples/s over the epochs, the
+    first skipped when `skip_first`, and the process's peak RSS in MB)."""
+    cfg, out = write_config(tmp, name, m, batch, threads, epochs, train_size, precision)
     _, rss = run_measured([dtrain_binary(build), "--config", cfg],
-                          f"dtrain training {name} at batch {batch}")
+                          f"dtrain training {name} in {precision} at batch {batch}")
     with open(os.path.join(out, "timing.csv")) as f:
         rows = [r for r in csv.DictReader(f) if r["rank"] == "0"]
     measured = rows[1:] if skip_first and len(rows) > 1 else rows
@@ -364,9 +427,13 @@ def main():
                    help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument("--quick", action="store_true",
                    help="a few iterations of everything: a smoke test, not a measurement")
-    p.add_argument("--bf16", action="store_true",
-                   help="PyTorch under bfloat16 autocast (information) also where the CPU lacks "
-                   "AMX-BF16")
+    bf16_choice = p.add_mutually_exclusive_group()
+    bf16_choice.add_argument("--bf16", action="store_true",
+                             help="PyTorch under bfloat16 autocast (information) also where dtrain "
+                             "cannot train in bf16 on this CPU")
+    bf16_choice.add_argument("--no-bf16", action="store_true",
+                             help="no bf16 measurement (by default: wherever dtrain trains "
+                             "in bf16)")
     p.add_argument("--torch-worker", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
@@ -389,7 +456,6 @@ def main():
     # Only the workers import torch: this process stays small (see run_measured).
     torch_version = importlib.metadata.version("torch")
     blas_setting = openblas_core.peer_env(PEER_ENV, a.threads)
-    bf16 = a.bf16 or openblas_core.has_amx_bf16()
     repeats = 1 if a.quick else a.repeats
     fashion_epochs = 1 if a.quick else a.epochs
     memory_runs = 1 if a.quick else MEMORY_RUNS
@@ -397,7 +463,7 @@ def main():
     def iterations(m):
         return 1 if a.quick else m["iterations"]
 
-    goals = []  # (what, met)
+    goals = []  # (what, met: True, False, or None = not measured)
 
     def judge(what, ok):
         goals.append((what, ok))
@@ -408,11 +474,27 @@ def main():
         summaries = {n: dtrain_summary(a.build, tmp, n, MODELS[n], a.threads) for n in names}
         backend = next(iter(summaries.values()))[2]
         blas = torch_run("probe", 0, a.threads, probe=True)[0]["blas"]
+        # bf16: dtrain where it trains in bf16 on this CPU; PyTorch's autocast alongside (or
+        # alone, for information, with --bf16).
+        if a.no_bf16:
+            bf16_dtrain, bf16_said = False, "skipped: --no-bf16"
+        else:
+            bf16_dtrain, bf16_said = bf16_probe(a.build, tmp, a.threads)
+        bf16_torch = bf16_dtrain or a.bf16
         load = os.getloadavg()[0]
         print(f"dtrain: {backend}; PyTorch {torch_version} (OpenBLAS), {a.threads} "
               f"thread(s); load average {load:.2f} on {os.cpu_count()} cores at the start"
               + ("; --quick: NOT a measurement" if a.quick else ""))
         print(f"PyTorch's OpenBLAS {openblas_core.describe(blas)}; {blas_setting}")
+        if bf16_dtrain:
+            print(f"bf16: dtrain trains in bf16 here, oneDNN ISA {onednn_isa(bf16_said)} (its "
+                  f"backend line in bf16); CPU: {bf16_cpu_flags()}"
+                  + ("" if openblas_core.has_amx_bf16() else
+                     " (no AMX: oneDNN's bf16 convolutions and GEMMs are not expected to beat "
+                     "fp32 here)"))
+        else:
+            print(f"bf16: NOT measured ({bf16_said}); CPU: {bf16_cpu_flags()}"
+                  + ("; PyTorch's autocast for information (--bf16)" if bf16_torch else ""))
         print("core peak fp32 (bench/cpu_peak.cpp): "
               + ", ".join(f"{isa} {float(g):.1f}" for isa, g in isas.items())
               + f" GFLOP/s; peak = {peak:.1f} ({peak_isa})")
@@ -427,11 +509,10 @@ def main():
         speed, rss = {}, {}
         print("\n1. Training throughput, samples/s (ratio = dtrain / lean PyTorch; input: "
               "Fashion-MNIST or synthetic CxHxW; iters: per epoch / timed run)")
-        bf16_head = f" {'bf16/s':>9} {'ratio':>6}" if bf16 else ""
         print(f"{'model':12} {'input':10} {'batch':>5} {'iters':>5} {'parameters':>11} "
               f"{'dtrain/s':>9} {'torch/s':>9} {'fmt':>4} {'ratio':>6} {'torch+DL/s':>10} "
-              f"{'ratio':>6}"
-              f"{bf16_head}  goal")
+              f"{'ratio':>6}  goal")
+        bf16_speed = {}  # model: (dtrain bf16 samples/s or None, PyTorch autocast result or None)
         for n in names:
             m = MODELS[n]
             params = summaries[n][0]
@@ -439,23 +520,23 @@ def main():
             if fashion:
                 train_size = 20 * m["batch"] if a.quick else 0
                 its = (train_size or 60000) // m["batch"]
-                ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads,
-                                          fashion_epochs, train_size, False)
+                ours_run = dict(epochs=fashion_epochs, train_size=train_size, skip_first=False)
                 peer = dict(epochs=fashion_epochs, train_size=train_size)
             else:
                 its = iterations(m)
-                ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, 1 + repeats,
-                                          its * m["batch"], True)
+                ours_run = dict(epochs=1 + repeats, train_size=its * m["batch"], skip_first=True)
                 peer = dict(iterations=its, repeats=repeats)
+            ours, rss[n] = dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, **ours_run)
             theirs, _ = torch_fastest(n, m["batch"], a.threads, **peer)
             check_core(blas, theirs, n)
-            if bf16:
-                half, _ = torch_run(n, m["batch"], a.threads, autocast=True,
-                                    channels_last=theirs["format"] == "cl", **peer)
+            # bf16 right after fp32, under the same conditions, measured the same way.
+            ours16 = (dtrain_run(a.build, tmp, n, m, m["batch"], a.threads, precision="bf16",
+                                 **ours_run)[0] if bf16_dtrain else None)
+            half = None
+            if bf16_torch:
+                half, _ = torch_fastest(n, m["batch"], a.threads, autocast=True, **peer)
                 check_core(blas, half, n + " (bf16)")
-                bf16_cols = f" {half['lean']:9.1f} {ours / half['lean']:6.2f}"
-            else:
-                bf16_cols = ""
+            bf16_speed[n] = (ours16, half)
             speed[n] = (ours, theirs["lean"])
             if n == "mlp":  # right after the MLP's runs, under the same conditions
                 bound, bound_line = gemm_bound(a.build, a.threads, 0.5 if a.quick else 1,
@@ -471,14 +552,10 @@ def main():
             warn = ("" if theirs["params"] == params else
                     f"  PARAMETERS DIFFER: torch {theirs['params']}")
             print(f"{n:12} {data:10} {m['batch']:5d} {its:5d} {params:11,d} {ours:9.1f} "
-                  f"{theirs['lean']:9.1f} {theirs['format']:>4} {ratio:6.2f} {dl}{bf16_cols}  "
+                  f"{theirs['lean']:9.1f} {theirs['format']:>4} {ratio:6.2f} {dl}  "
                   f"{goal}{warn}", flush=True)
         print("torch/s: lean PyTorch in the faster of its memory formats (fmt: nchw, or cl = "
               "channels_last, for the CNNs; torch+DL: the DataLoader loop in the same format)")
-        if bf16:
-            print("bf16/s: lean PyTorch with forward and loss under torch.autocast(\"cpu\", "
-                  "bfloat16), the first thing a user of a CPU with AMX-BF16 tries; ratio: dtrain "
-                  "(fp32) / that (for information, no goal)")
         if "mlp" in names:
             frac = speed["mlp"][0] / bound
             print(f"  {bound_line} (best of {1 if a.quick else 3})")
@@ -495,6 +572,40 @@ def main():
             print(f"the GEMM-only bound itself is {bound / speed['mlp'][1]:.2f}x lean torch on the "
                   "mlp")
 
+        # 1b. bf16 mixed precision (measured in the loop above, right after each model's fp32).
+        if bf16_torch:
+            print("\n1b. bf16 mixed precision, samples/s (dtrain: cluster.precision: bf16; torch: "
+                  "the lean loop with forward and loss under torch.autocast(\"cpu\", bfloat16))")
+            print(f"{'model':12} {'dtrain/s':>9} {'bf16/s':>9} {'x fp32':>6} {'torch/s':>9} "
+                  f"{'bf16/s':>9} {'fmt':>4} {'x fp32':>6} {'ratio':>6}  goal")
+        else:
+            print("\n1b. bf16 mixed precision: not measured (dtrain does not train in bf16 here: "
+                  "see the header's bf16 line)")
+        for n in names:
+            ours16, half = bf16_speed[n]
+            # The goals (ResNet-20 and VGG-16 only), "not measured" where dtrain has no bf16 here.
+            verdicts = []
+            if n in BF16_SPEEDUP_GOALS:
+                goal = BF16_SPEEDUP_GOALS[n]
+                met = None if ours16 is None else ours16 / speed[n][0] >= goal
+                verdicts.append(f"x fp32 >= {goal}x: {judge(n + ' bf16 vs fp32', met)}")
+            if n in BF16_TORCH_GOALS:
+                goal = BF16_TORCH_GOALS[n]
+                met = None if ours16 is None or half is None else ours16 / half["lean"] >= goal
+                verdicts.append(f"ratio >= {goal}x: {judge(n + ' bf16 vs torch bf16', met)}")
+            if not bf16_torch:
+                continue
+            ours_cols = (f"{ours16:9.1f} {ours16 / speed[n][0]:6.2f}" if ours16 is not None
+                         else f"{'-':>9} {'-':>6}")
+            ratio = f"{ours16 / half['lean']:6.2f}" if ours16 is not None else f"{'-':>6}"
+            print(f"{n:12} {speed[n][0]:9.1f} {ours_cols} {speed[n][1]:9.1f} {half['lean']:9.1f} "
+                  f"{half['format']:>4} {half['lean'] / speed[n][1]:6.2f} {ratio}  "
+                  + ("; ".join(verdicts) or "(no goal)"), flush=True)
+        if bf16_torch:
+            print("dtrain/s, torch/s: fp32 (part 1); bf16/s: in bf16, torch in the faster of its "
+                  "memory formats (fmt); x fp32: bf16/s over the same side's fp32; ratio: dtrain "
+                  "bf16 / torch bf16")
+
         # 2. Memory.
         mem_names = [n for n in MEMORY_MODELS if n in names]
         if mem_names or TINY_MODEL in names:
@@ -502,29 +613,46 @@ def main():
                   f"highest of {memory_runs} runs)")
         if mem_names:
             batches = " ".join(f"{'batch ' + str(b):>9}" for b in MEMORY_BATCHES)
-            print(f"{'model':12} {'side':7} {batches} {'MB/sample':>10}")
+            print(f"{'model':12} {'side':11} {batches} {'MB/sample':>10}")
         for n in mem_names:
             m = MODELS[n]
             per_sample = {}
-            for side in ("dtrain", "torch"):
+            for side in ("dtrain", "dtrain bf16", "torch"):
+                if side == "dtrain bf16" and not bf16_dtrain:
+                    continue
                 peaks = []
                 for b in MEMORY_BATCHES:
                     runs = []
                     for _ in range(memory_runs):
-                        if side == "dtrain":
-                            _, r = dtrain_run(a.build, tmp, n, m, b, a.threads, 2, 2 * b, True)
-                        else:
+                        if side == "torch":
                             _, r = torch_run(n, b, a.threads, iterations=2, repeats=1)
+                        else:
+                            _, r = dtrain_run(a.build, tmp, n, m, b, a.threads, 2, 2 * b, True,
+                                              precision="bf16" if side == "dtrain bf16" else "fp32")
                         runs.append(r)
                     peaks.append(max(runs))
                 per_sample[side] = (peaks[-1] - peaks[0]) / (MEMORY_BATCHES[-1] - MEMORY_BATCHES[0])
-                print(f"{n:12} {side:7} " + " ".join(f"{r:9.0f}" for r in peaks)
+                print(f"{n:12} {side:11} " + " ".join(f"{r:9.0f}" for r in peaks)
                       + f" {per_sample[side]:10.2f}", flush=True)
-            ratio = (per_sample["dtrain"] / per_sample["torch"] if per_sample["torch"] > 0
-                     else float("inf"))
+
+            def share(ours, theirs):
+                return per_sample[ours] / per_sample[theirs] if per_sample[theirs] > 0 else \
+                    float("inf")
+
+            ratio = share("dtrain", "torch")
             print(f"{n:12} MB per sample of batch: dtrain {per_sample['dtrain']:.2f}, torch "
                   f"{per_sample['torch']:.2f}, {ratio:.2f}x; goal <= {MEMORY_GOAL}x: "
                   f"{judge(n + ' memory', ratio <= MEMORY_GOAL)}")
+            what = n + " bf16 memory"
+            if bf16_dtrain:
+                ratio = share("dtrain bf16", "dtrain")
+                print(f"{n:12} MB per sample of batch: dtrain bf16 "
+                      f"{per_sample['dtrain bf16']:.2f}, dtrain fp32 {per_sample['dtrain']:.2f}, "
+                      f"{ratio:.2f}x; goal <= "
+                      f"{BF16_MEMORY_GOAL}x: {judge(what, ratio <= BF16_MEMORY_GOAL)}")
+            else:
+                print(f"{n:12} MB per sample of batch in bf16: goal <= {BF16_MEMORY_GOAL}x dtrain "
+                      f"fp32: {judge(what, None)}")
         if TINY_MODEL in names:
             r = rss[TINY_MODEL]
             met = judge(TINY_MODEL + " RSS", r <= TINY_RSS_GOAL_MB)
@@ -537,15 +665,22 @@ def main():
               f"{cores}the core's peak {peak:.1f} GFLOP/s")
         peak *= a.threads
         print(f"{'model':12} {'fwd MFLOP':>10} {'train MFLOP':>11} {'dtrain GF/s':>11} "
-              f"{'% peak':>7} {'torch GF/s':>10} {'% peak':>7}")
+              f"{'% peak':>7} {'torch GF/s':>10} {'% peak':>7}"
+              + (f" {'dtrain bf16 GF/s':>16}" if bf16_dtrain else ""))
         for n in names:
             flops = 3 * summaries[n][1]
             ours, theirs = (flops * s / 1e9 for s in speed[n])
+            half = (f" {flops * bf16_speed[n][0] / 1e9:16.1f}" if bf16_dtrain else "")
             print(f"{n:12} {summaries[n][1] / 1e6:10.2f} {flops / 1e6:11.2f} {ours:11.1f} "
-                  f"{ours / peak:7.1%} {theirs:10.1f} {theirs / peak:7.1%}")
-    failed = [what for what, ok in goals if not ok]
-    print(f"\ngoals: {len(goals) - len(failed)} of {len(goals)} PASS"
-          + (f"; FAIL: {', '.join(failed)}" if failed else ""))
+                  f"{ours / peak:7.1%} {theirs:10.1f} {theirs / peak:7.1%}{half}")
+        if bf16_dtrain:
+            print("dtrain bf16 GF/s: for information (the fp32 FMA peak is not its ceiling)")
+    failed = [what for what, ok in goals if ok is False]
+    unmeasured = [what for what, ok in goals if ok is None]
+    measured = len(goals) - len(unmeasured)
+    print(f"\ngoals: {measured - len(failed)} of {measured} PASS"
+          + (f"; FAIL: {', '.join(failed)}" if failed else "")
+          + (f"; not measured: {', '.join(unmeasured)}" if unmeasured else ""))
     return 0
 
 
