@@ -42,10 +42,29 @@ lm_head tied to wte, GPT-2's initialisation) on the same data, batches and optim
     attention's q·kᵀ and att·v over the full T×T, forward and backward — times tokens/s, as a
     share of the core's peak.
 
+bf16 mixed precision, in the same run wherever dtrain accepts `cluster.precision: bf16` on this
+CPU (a dry run with it exits 2 where the CPU lacks native bf16: one line says so and the bf16
+goals are "not measured", not FAIL; --no-bf16 skips them too). dtrain: the same configs with
+`cluster.precision: bf16` (bf16 matrix products accumulating in f32, bf16 activations, f32
+master weights, gradients and AdamW). PyTorch: the forward pass and the loss under
+torch.autocast("cpu", dtype=torch.bfloat16), as a user writes it, backward, clipping and AdamW on
+the fp32 parameters as in its fp32 runs (validation under autocast too). The header names the
+oneDNN ISA of dtrain's backend and whether the CPU has AMX: without AMX, on AVX512-BF16 alone,
+bf16 GEMMs are no faster than fp32 (about half as fast on a VM measured), in dtrain and PyTorch
+alike, so the speed goals need AMX.
+ 1. dtrain bf16, seed 1, the baby's 2000 iterations: validation loss against dtrain fp32's seed
+    1. Goal: within 0.02 (its tokens/s printed, no goal).
+ 2. wide: tokens/s of dtrain bf16 and PyTorch autocast, timed as in fp32. Goals: dtrain bf16
+    >= 3x dtrain fp32, and >= 1.5x PyTorch autocast.
+ 3. memory: the slope of dtrain bf16 and of PyTorch autocast, measured as in fp32. Goal: dtrain
+    bf16's <= 0.6x dtrain fp32's (PyTorch autocast's printed, against its fp32).
+ 4. their GFLOP/s (the same model FLOPs), as a share of the same fp32 peak.
+
     /usr/bin/python3 bench/lm_vs_pytorch.py   (Debian's python, which has python3-torch)
         [--build build] [--corpus datasets/kjv/kjv.txt] [--seeds 3] [--models baby,wide]
         [--eval-every N]   (the baby's validation loss every N iterations too: a curve)
         [--quick]   (200 iterations of the baby, 1 seed, a few of the wide: a smoke test)
+        [--no-bf16]   (skip the bf16 mixed-precision parts)
 Needs: scripts/setup.sh --bench (PyTorch, the corpus) and a release build (dtrain,
 dtrain_cpu_peak). A build whose dtrain lacks the GPT keys is reported (its message, the goals
 FAIL) and the PyTorch side still runs; the exit code is then 2 (else 0, whatever the goals).
@@ -476,8 +495,9 @@ def main():
                 if e.rc != 2:
                     dtrain_failed(e)
                 else:
-                    bf16_skip = ("dtrain exits 2 for cluster.precision: bf16 on this CPU: "
-                                 + str(e).strip().splitlines()[-1].strip())
+                    why = str(e).strip().splitlines()[-1].strip()
+                    bf16_skip = ("dtrain exits 2 for cluster.precision: bf16 here: "
+                                 + re.sub(r"^dtrain: error: \S+: ", "", why))
         bf16 = bf16_skip is None  # the bf16 parts run (dtrain's side FAILs if dtrain cannot run)
         print("bf16 mixed precision (dtrain cluster.precision: bf16, PyTorch torch.autocast cpu "
               "bfloat16): " + ("measured" if bf16 else f"NOT MEASURED — {bf16_skip}"),
