@@ -42,10 +42,29 @@ lm_head tied to wte, GPT-2's initialisation) on the same data, batches and optim
     attention's q·kᵀ and att·v over the full T×T, forward and backward — times tokens/s, as a
     share of the core's peak.
 
+bf16 mixed precision, in the same run wherever dtrain accepts `cluster.precision: bf16` on this
+CPU (a dry run with it exits 2 where the CPU lacks native bf16: one line says so and the bf16
+goals are "not measured", not FAIL; --no-bf16 skips them too). dtrain: the same configs with
+`cluster.precision: bf16` (bf16 matrix products accumulating in f32, bf16 activations, f32
+master weights, gradients and AdamW). PyTorch: the forward pass and the loss under
+torch.autocast("cpu", dtype=torch.bfloat16), as a user writes it, backward, clipping and AdamW on
+the fp32 parameters as in its fp32 runs (validation under autocast too). The header names the
+oneDNN ISA of dtrain's backend and whether the CPU has AMX: without AMX, on AVX512-BF16 alone,
+bf16 GEMMs are no faster than fp32 (about half as fast on a VM measured), in dtrain and PyTorch
+alike, so the speed goals need AMX.
+ 1. dtrain bf16, seed 1, the baby's 2000 iterations: validation loss against dtrain fp32's seed
+    1. Goal: within 0.02 (its tokens/s printed, no goal).
+ 2. wide: tokens/s of dtrain bf16 and PyTorch autocast, timed as in fp32. Goals: dtrain bf16
+    >= 3x dtrain fp32, and >= 1.5x PyTorch autocast.
+ 3. memory: the slope of dtrain bf16 and of PyTorch autocast, measured as in fp32. Goal: dtrain
+    bf16's <= 0.6x dtrain fp32's (PyTorch autocast's printed, against its fp32).
+ 4. their GFLOP/s (the same model FLOPs), as a share of the same fp32 peak.
+
     /usr/bin/python3 bench/lm_vs_pytorch.py   (Debian's python, which has python3-torch)
         [--build build] [--corpus datasets/kjv/kjv.txt] [--seeds 3] [--models baby,wide]
         [--eval-every N]   (the baby's validation loss every N iterations too: a curve)
         [--quick]   (200 iterations of the baby, 1 seed, a few of the wide: a smoke test)
+        [--no-bf16]   (skip the bf16 mixed-precision parts)
 Needs: scripts/setup.sh --bench (PyTorch, the corpus) and a release build (dtrain,
 dtrain_cpu_peak). A build whose dtrain lacks the GPT keys is reported (its message, the goals
 FAIL) and the PyTorch side still runs; the exit code is then 2 (else 0, whatever the goals).
@@ -75,13 +94,18 @@ BABY_SPEED_GOAL = 2.0    # dtrain / PyTorch tokens/s
 WIDE_SPEED_GOAL = 1.3
 WIDE_PEAK_GOAL = 0.60    # dtrain's model FLOP/s / the core's peak
 MEMORY_GOAL = 1.0        # dtrain's MB per token of batch <= this × PyTorch's
+BF16_LOSS_GOAL = 0.02    # |dtrain bf16 − dtrain fp32| validation loss of the baby, one seed
+BF16_SPEED_GOAL = 3.0    # wide: dtrain bf16 / dtrain fp32 tokens/s
+BF16_PEER_GOAL = 1.5     # wide: dtrain bf16 / PyTorch autocast tokens/s
+BF16_MEMORY_GOAL = 0.6   # wide: dtrain bf16's MB per token of batch <= this × dtrain fp32's
 MEMORY_BATCHES, QUICK_MEMORY_BATCHES = (8, 16), (1, 2)
 MEMORY_ITERATIONS = 4    # iterations of each memory run (the validation: 4 windows or more)
 TIME = "/usr/bin/time"   # GNU time: the peak RSS of a run
 
 
 def verdict(ok):
-    return "PASS" if ok else "FAIL"
+    """PASS, FAIL, or (ok None) not measured."""
+    return "not measured" if ok is None else "PASS" if ok else "FAIL"
 
 
 def run_measured(cmd, env=None):
@@ -126,19 +150,25 @@ def short_corpus(tmp, text, train_windows, block):
 # ---- dtrain ------------------------------------------------------------------------------------
 
 class DtrainFailed(Exception):
-    """dtrain did not run (a build without the GPT keys exits 2 naming the key) or failed."""
+    """dtrain did not run (a build without the GPT keys exits 2 naming the key) or failed; `rc`:
+    its exit code (None where it exited 0 without results)."""
+
+    def __init__(self, message, rc=None):
+        super().__init__(message)
+        self.rc = rc
 
 
 def dtrain_binary(build):
     return os.path.join(build, "apps", "dtrain", "dtrain")
 
 
-def dtrain_run(build, tmp, what, m, corpus, seed, batch, train, dry_run=False):
+def dtrain_run(build, tmp, what, m, corpus, seed, batch, train, dry_run=False, bf16=False):
     """One dtrain run of model `m` — the one place that names dtrain's keys for the GPT: adjust
-    them here. `train`: the `train:` map (iterations or epochs, evaluation period). Returns
+    them here. `train`: the `train:` map (iterations or epochs, evaluation period); `bf16`:
+    `cluster.precision: bf16` (else the key is left out: fp32, dtrain's default). Returns
     {"rss": peak MB, "timing": timing.csv's rank-0 rows, "accuracy": accuracy.csv's rows, "out":
     the output} or, with `dry_run`, {"params", "backend", "out"}. DtrainFailed (with dtrain's
-    message) when it exits non-zero or leaves no results."""
+    message and exit code) when it exits non-zero or leaves no results."""
     exe = dtrain_binary(build)
     if not os.access(exe, os.X_OK):
         raise DtrainFailed(f"no {exe}: build it first (scripts/build.sh), or pass --build DIR")
@@ -153,7 +183,8 @@ def dtrain_run(build, tmp, what, m, corpus, seed, batch, train, dry_run=False):
         "dataset": {"name": "text", "path": json.dumps(corpus),  # a quoted YAML string
                     "tokenizer": "char", "block_size": m["block"], "valid_fraction": VALID_FRACTION,
                     "batch_size": batch},
-        "cluster": {"device": "cpu", "threads_per_rank": 1},
+        "cluster": {"device": "cpu", "threads_per_rank": 1,
+                    **({"precision": "bf16"} if bf16 else {})},
         "algorithm": {"name": "sync"},
         "optimizer": {"name": "adamw", "lr": m["lr"], **ADAMW,
                       "eps": f"{ADAMW['eps']:.1e}",  # 1.0e-08: a float to any YAML reader
@@ -166,7 +197,7 @@ def dtrain_run(build, tmp, what, m, corpus, seed, batch, train, dry_run=False):
     cmd = [exe, "--config", cfg] + (["--dry-run"] if dry_run else ["--out", out_dir])
     rc, out, rss = run_measured(cmd)
     if rc != 0:
-        raise DtrainFailed(f"`{' '.join(cmd)}` exited {rc}:\n{tail(out)}")
+        raise DtrainFailed(f"`{' '.join(cmd)}` exited {rc}:\n{tail(out)}", rc)
     if dry_run:
         params = re.findall(r"^parameters: (\d+)$", out, re.M)
         backend = re.search(r"^backend\s+(.*)$", out, re.M)
@@ -198,7 +229,9 @@ def torch_worker(spec):
     """Trains the PyTorch GPT as `spec` says (see torch_run) and prints `RESULT {json}`:
     parameters, vocabulary, the first and last training losses, the validation losses at
     spec["eval_at"], tokens/s of the timed iterations, the OpenBLAS core. spec `probe`: only
-    the core."""
+    the core; spec `autocast`: bf16 mixed precision as a user writes it, the forward pass and the
+    loss under torch.autocast("cpu", dtype=torch.bfloat16) (validation too), backward, clipping
+    and AdamW outside it, on the fp32 parameters."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -241,15 +274,20 @@ def torch_worker(spec):
                           m["dropout"])
     opt = torch_gpt.adamw(model, m["lr"], ADAMW["betas"], ADAMW["eps"], ADAMW["weight_decay"])
 
+    def mixed():
+        """The region of autocast (bf16 matrix products, f32 where autocast keeps f32), or fp32."""
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(spec.get("autocast")))
+
     def validation_loss():
         model.eval()
         total = 0.0
         with torch.no_grad():
             for start in range(0, len(valid_x), batch):
-                logits = model(valid_x[start:start + batch])
-                total += F.cross_entropy(logits.view(-1, logits.size(-1)),
-                                         valid_y[start:start + batch].reshape(-1),
-                                         reduction="sum").item()
+                with mixed():
+                    logits = model(valid_x[start:start + batch])
+                    total += F.cross_entropy(logits.view(-1, logits.size(-1)),
+                                             valid_y[start:start + batch].reshape(-1),
+                                             reduction="sum").item()
         model.train()
         return total / valid_y.numel()
 
@@ -266,8 +304,9 @@ def torch_worker(spec):
         lr = torch_gpt.cosine_lr(it, m["lr"], m["min_lr"], m["warmup_lr"], iterations)
         for group in opt.param_groups:
             group["lr"] = lr
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+        with mixed():
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), ADAMW["clip_grad_norm"])
@@ -321,6 +360,22 @@ def check_params(summary, peer):
         print(f"PARAMETERS DIFFER: dtrain {summary['params']}, torch {peer['params']}")
 
 
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (an empty set where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            found = re.search(r"^flags\s*:(.*)$", f.read(), re.M)
+    except OSError:
+        return set()
+    return set(found.group(1).split()) if found else set()
+
+
+def onednn_isa(backend):
+    """The ISA in dtrain's backend name `cpu (oneDNN 2.6.3, <ISA>, 1 thread)`, or '?'."""
+    found = re.search(r"oneDNN [^,]*, ([^,]*),", backend or "")
+    return found.group(1) if found else "?"
+
+
 def cpu_peak(build, seconds):
     """(peak GFLOP/s of one core, its ISA) from dtrain_cpu_peak, or (None, why)."""
     exe = os.path.join(build, "bench", "dtrain_cpu_peak")
@@ -344,6 +399,8 @@ def main():
                    help="also the baby's validation loss every N iterations (a curve)")
     p.add_argument("--quick", action="store_true",
                    help="a few iterations of everything, 1 seed: a smoke test, not a measurement")
+    p.add_argument("--no-bf16", action="store_true",
+                   help="skip the bf16 mixed-precision parts (their goals: not measured)")
     p.add_argument("--torch-worker", metavar="JSON", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.torch_worker:
@@ -382,18 +439,20 @@ def main():
 
     dtrain_error = None  # dtrain's message once it could not run: its side is skipped after
 
+    def dtrain_failed(e):
+        nonlocal dtrain_error
+        dtrain_error = str(e)
+        print(f"dtrain side: FAILED, skipped from here on — {e}\n  (a build without the "
+              "GPT keys: merge the GPT work, rebuild, or adjust dtrain_run's keys)", flush=True)
+
     def dtrain(*args, **kwargs):
         """dtrain_run, or None (its message printed once) where dtrain cannot run."""
-        nonlocal dtrain_error
         if dtrain_error:
             return None
         try:
             return dtrain_run(a.build, tmp, *args, **kwargs)
         except DtrainFailed as e:
-            dtrain_error = str(e)
-            print(f"dtrain side: FAILED, skipped from here on — {e}\n  (a build without the "
-                  "GPT keys: merge the GPT work, rebuild, or adjust dtrain_run's keys)",
-                  flush=True)
+            dtrain_failed(e)
             return None
 
     def ratio(ours, theirs):
@@ -417,9 +476,33 @@ def main():
         # The dry runs check the keys before any training (a build without them fails here).
         summaries = {n: dtrain(f"{n}-dry", models[n], a.corpus, 1, models[n]["batch"],
                                {"max_iterations": 1}, dry_run=True) for n in names}
-        if summaries[names[0]]:
-            print(f"dtrain: {summaries[names[0]]['backend']}, {a.build}")
-        speeds = {}  # model → (dtrain tokens/s or None, PyTorch tokens/s)
+        backend = summaries[names[0]]["backend"] if summaries[names[0]] else None
+        if backend:
+            print(f"dtrain: {backend}, {a.build}")
+        flags = cpu_flags()
+        print(f"bf16: dtrain's oneDNN ISA {onednn_isa(backend)}; this CPU (/proc/cpuinfo): AMX "
+              f"{'yes' if 'amx_bf16' in flags else 'no'}, AVX512-BF16 "
+              f"{'yes' if 'avx512_bf16' in flags else 'no'}")
+        # Whether dtrain trains in bf16 here: a dry run with cluster.precision: bf16 exits 2 where
+        # the CPU has no native bf16 (the bf16 parts are then not measured, not failed).
+        bf16_skip = "--no-bf16" if a.no_bf16 else None
+        if not bf16_skip and not dtrain_error:
+            try:
+                dtrain_run(a.build, tmp, "bf16-probe", models[names[0]], a.corpus, 1,
+                           models[names[0]]["batch"], {"max_iterations": 1}, dry_run=True,
+                           bf16=True)
+            except DtrainFailed as e:
+                if e.rc != 2:
+                    dtrain_failed(e)
+                else:
+                    why = str(e).strip().splitlines()[-1].strip()
+                    bf16_skip = ("dtrain exits 2 for cluster.precision: bf16 here: "
+                                 + re.sub(r"^dtrain: error: \S+: ", "", why))
+        bf16 = bf16_skip is None  # the bf16 parts run (dtrain's side FAILs if dtrain cannot run)
+        print("bf16 mixed precision (dtrain cluster.precision: bf16, PyTorch torch.autocast cpu "
+              "bfloat16): " + ("measured" if bf16 else f"NOT MEASURED — {bf16_skip}"),
+              flush=True)
+        speeds = {}  # label → (model, dtrain tokens/s or None, PyTorch tokens/s)
 
         # 1. The baby GPT: loss and speed.
         if "baby" in names:
@@ -443,13 +526,13 @@ def main():
                     mine = (float(run["accuracy"][-1]["test_loss"]),
                             tokens_per_s(run["timing"], m["batch"], m["block"]))
                     for row in run["accuracy"]:
-                        curves.setdefault(int(row["iteration"]), ([], []))[0].append(
+                        curves.setdefault(int(row["iteration"]), ([], [], []))[0].append(
                             float(row["test_loss"]))
                 peer, _ = torch_run(f"baby seed {seed}", corpus=a.corpus, model=m, seed=seed,
                                     batch=m["batch"], iterations=its, untimed=0,
                                     eval_at=eval_at)
                 for it, loss in peer["evals"]:
-                    curves.setdefault(it, ([], []))[1].append(loss)
+                    curves.setdefault(it, ([], [], []))[1].append(loss)
                 theirs.append((peer["evals"][-1][1], peer["tokens_per_s"]))
                 ours.append(mine)
                 print(f"{seed:4d} {fmt(mine and mine[0], '.4f', 10)} {theirs[-1][0]:10.4f} "
@@ -463,19 +546,31 @@ def main():
                   "evaluation excluded (dtrain: timing.csv's wall_s; PyTorch: a clock around "
                   "each step, the batch's gather included)")
             check_params(summaries["baby"], peer)
+            # bf16: one seed (the first), against dtrain's fp32 run of the same seed.
+            half = None  # (validation loss, tokens/s) of dtrain's bf16 run
+            if bf16:
+                run = dtrain("baby-bf16-s1", m, a.corpus, 1, m["batch"], train, bf16=True)
+                if run:
+                    half = (float(run["accuracy"][-1]["test_loss"]),
+                            tokens_per_s(run["timing"], m["batch"], m["block"]))
+                    for row in run["accuracy"]:
+                        curves.setdefault(int(row["iteration"]), ([], [], []))[2].append(
+                            float(row["test_loss"]))
             if len(curves) > 1:
-                print(f"validation loss curve (mean of the seeds):\n{'iteration':>9} "
-                      f"{'dtrain':>8} {'torch':>8}")
+                print(f"validation loss curve (mean of the seeds; bf16: seed 1):\n"
+                      f"{'iteration':>9} {'dtrain':>8} {'torch':>8}"
+                      + (f" {'dtrain bf16':>11}" if bf16 else ""))
                 for it in sorted(curves):
-                    d, t = curves[it]
+                    d, t, h = curves[it]
                     print(f"{it:9d} {fmt(sum(d) / len(d) if d else None, '.4f', 8)} "
-                          f"{fmt(sum(t) / len(t) if t else None, '.4f', 8)}")
+                          f"{fmt(sum(t) / len(t) if t else None, '.4f', 8)}"
+                          + (f" {fmt(h[0] if h else None, '.4f', 11)}" if bf16 else ""))
             torch_loss = sum(t[0] for t in theirs) / len(theirs)
             torch_speed = max(t[1] for t in theirs)
             done = all(ours)
             our_loss = sum(o[0] for o in ours) / len(ours) if done else None
             our_speed = max(o[1] for o in ours) if done else None
-            speeds["baby"] = (our_speed, torch_speed)
+            speeds["baby"] = ("baby", our_speed, torch_speed)
             gap = abs(our_loss - torch_loss) if done else None
             print(f"validation loss (mean of {seeds}): dtrain {fmt(our_loss, '.4f', 0)}, torch "
                   f"{torch_loss:.4f}, difference {fmt(gap, '.4f', 0)}; goal <= {LOSS_GOAL}: "
@@ -484,6 +579,19 @@ def main():
             print(f"tokens/s (best seed): dtrain {fmt(our_speed, '.0f', 0)}, torch "
                   f"{torch_speed:.0f}, {fmt(r, '.2f', 0)}x; goal >= {BABY_SPEED_GOAL}x: "
                   f"{judge('baby speed', r is not None and r >= BABY_SPEED_GOAL)}", flush=True)
+            if bf16:
+                full = ours[0][0] if ours[0] else None  # dtrain fp32, seed 1
+                gap = abs(half[0] - full) if half and full is not None else None
+                print(f"bf16 validation loss (seed 1): dtrain bf16 "
+                      f"{fmt(half and half[0], '.4f', 0)}, dtrain fp32 {fmt(full, '.4f', 0)}, "
+                      f"difference {fmt(gap, '.4f', 0)}; goal <= {BF16_LOSS_GOAL}: "
+                      f"{judge('baby bf16 loss', gap is not None and gap <= BF16_LOSS_GOAL)}")
+                r = ratio(half and half[1], ours[0] and ours[0][1])
+                print(f"bf16 tokens/s (seed 1): dtrain bf16 {fmt(half and half[1], '.0f', 0)}, "
+                      f"{fmt(r, '.2f', 0)}x dtrain fp32's (no goal)", flush=True)
+            else:
+                print(f"bf16 validation loss: goal <= {BF16_LOSS_GOAL}: "
+                      f"{judge('baby bf16 loss', None)}", flush=True)
 
         if "wide" in names:
             m = models["wide"]
@@ -500,67 +608,113 @@ def main():
             peer, _ = torch_run("wide speed", corpus=corpus, model=m, seed=1, batch=m["batch"],
                                 iterations=m["warmup"] * epochs, untimed=m["warmup"],
                                 eval_at=[])
-            speeds["wide"] = (ours, peer["tokens_per_s"])
+            speeds["wide"] = ("wide", ours, peer["tokens_per_s"])
             r = ratio(ours, peer["tokens_per_s"])
             met = judge("wide speed", r is not None and r >= WIDE_SPEED_GOAL)
             print(f"tokens/s: dtrain {fmt(ours, '.0f', 0)}, torch {peer['tokens_per_s']:.0f} "
                   f"({peer['params']:,} parameters), {fmt(r, '.2f', 0)}x; goal >= "
                   f"{WIDE_SPEED_GOAL}x: {met}", flush=True)
             check_params(summaries["wide"], peer)
+            # The same runs in bf16 mixed precision: dtrain's cluster.precision: bf16, PyTorch's
+            # autocast (the forward pass and the loss; backward, clipping and AdamW as in fp32).
+            if bf16:
+                run = dtrain("wide-speed-bf16", m, corpus, 1, m["batch"],
+                             {"epochs": epochs, "eval_every_epochs": epochs}, bf16=True)
+                half = tokens_per_s(run["timing"], m["batch"], m["block"], 1) if run else None
+                mixed = torch_run("wide speed autocast", corpus=corpus, model=m, seed=1,
+                                  batch=m["batch"], iterations=m["warmup"] * epochs,
+                                  untimed=m["warmup"], eval_at=[], autocast=True)[0]
+                speeds["wide bf16"] = ("wide", half, mixed["tokens_per_s"])
+                print(f"bf16 tokens/s: dtrain {fmt(half, '.0f', 0)}, torch autocast "
+                      f"{mixed['tokens_per_s']:.0f} "
+                      f"({mixed['tokens_per_s'] / peer['tokens_per_s']:.2f}x torch fp32)")
+                r = ratio(half, ours)
+                print(f"dtrain bf16 / dtrain fp32: {fmt(r, '.2f', 0)}x; goal >= "
+                      f"{BF16_SPEED_GOAL}x: "
+                      f"{judge('wide bf16 speed', r is not None and r >= BF16_SPEED_GOAL)}")
+                r = ratio(half, mixed["tokens_per_s"])
+                print(f"dtrain bf16 / torch autocast: {fmt(r, '.2f', 0)}x; goal >= "
+                      f"{BF16_PEER_GOAL}x: "
+                      f"{judge('wide bf16 vs autocast', r is not None and r >= BF16_PEER_GOAL)}",
+                      flush=True)
+            else:
+                print(f"bf16: dtrain bf16 / fp32 goal >= {BF16_SPEED_GOAL}x: "
+                      f"{judge('wide bf16 speed', None)}; dtrain bf16 / torch autocast goal >= "
+                      f"{BF16_PEER_GOAL}x: {judge('wide bf16 vs autocast', None)}", flush=True)
 
             # 3. Memory: peak RSS at two batches, the slope per token of batch.
             print(f"\n3. wide GPT, peak RSS, MB (whole process; {MEMORY_ITERATIONS} iterations and "
                   "the validation)")
-            print(f"{'side':7} " + " ".join(f"{'batch ' + str(b):>9}" for b in memory_batches)
+            print(f"{'side':14} " + " ".join(f"{'batch ' + str(b):>9}" for b in memory_batches)
                   + f" {'MB/token':>9}")
             slopes = {}
             tokens = (memory_batches[-1] - memory_batches[0]) * m["block"]
             # One corpus for both batches (so its share of the peak cancels), of 40 windows or
             # more, so that its validation holds whole windows.
             corpus = short_corpus(tmp, text, max(40, 2 * memory_batches[-1]), m["block"])
-            for side in ("dtrain", "torch"):
-                peaks = []
+            sides = ("dtrain", "torch") + (("dtrain bf16", "torch autocast") if bf16 else ())
+            for side in sides:
+                peaks, mixed = [], side in ("dtrain bf16", "torch autocast")
                 for b in memory_batches:
-                    if side == "dtrain":
-                        run = dtrain(f"wide-rss-b{b}", m, corpus, 1, b,
-                                     {"epochs": 1000, "max_iterations": MEMORY_ITERATIONS})
+                    if side.startswith("dtrain"):
+                        run = dtrain(f"wide-rss-b{b}" + ("-bf16" if mixed else ""), m, corpus, 1,
+                                     b, {"epochs": 1000, "max_iterations": MEMORY_ITERATIONS},
+                                     bf16=mixed)
                         peaks.append(run["rss"] if run else None)
                     else:
                         peaks.append(torch_run(f"wide memory at batch {b}", corpus=corpus,
                                                model=m, seed=1, batch=b,
                                                iterations=MEMORY_ITERATIONS, untimed=0,
-                                               eval_at=[MEMORY_ITERATIONS])[1])
+                                               eval_at=[MEMORY_ITERATIONS], autocast=mixed)[1])
                 slopes[side] = ((peaks[-1] - peaks[0]) / tokens if None not in peaks else None)
-                print(f"{side:7} " + " ".join(fmt(r, '.0f', 9) for r in peaks)
+                print(f"{side:14} " + " ".join(fmt(r, '.0f', 9) for r in peaks)
                       + f" {fmt(slopes[side], '.3f', 9)}", flush=True)
             r = ratio(slopes["dtrain"], slopes["torch"]) if slopes["torch"] > 0 else None
             print(f"MB per token of batch: dtrain {fmt(slopes['dtrain'], '.3f', 0)}, torch "
                   f"{slopes['torch']:.3f}, {fmt(r, '.2f', 0)}x; goal <= {MEMORY_GOAL}x: "
                   f"{judge('wide memory', r is not None and r <= MEMORY_GOAL)}")
+            if bf16:
+                r = ratio(slopes["dtrain bf16"], slopes["dtrain"])
+                half, mixed = slopes["dtrain bf16"], slopes["torch autocast"]
+                print(f"bf16 MB per token of batch: dtrain bf16 {fmt(half, '.3f', 0)}, torch "
+                      f"autocast {mixed:.3f} ({fmt(ratio(mixed, slopes['torch']), '.2f', 0)}x "
+                      f"torch fp32); dtrain bf16 / dtrain fp32 {fmt(r, '.2f', 0)}x; goal <= "
+                      f"{BF16_MEMORY_GOAL}x: "
+                      f"{judge('wide bf16 memory', r is not None and r <= BF16_MEMORY_GOAL)}",
+                      flush=True)
+            else:
+                print(f"bf16 MB per token: dtrain bf16 / fp32 goal <= {BF16_MEMORY_GOAL}x: "
+                      f"{judge('wide bf16 memory', None)}", flush=True)
 
         # 4. GFLOP/s.
         print("\n4. Training GFLOP/s: model FLOPs per token 6·N + 12·n_layer·n_embd·T (nanoGPT's"
               " estimate_mfu, after PaLM; N = parameters without the position table) × tokens/s"
               + (f", against the core's peak {peak:.1f} GFLOP/s" if peak else ""))
-        print(f"{'model':6} {'N':>11} {'MFLOP/token':>11} {'dtrain GF/s':>11} {'% peak':>7} "
+        if "wide bf16" in speeds:
+            print("(wide bf16: dtrain in bf16, torch under autocast; the same model FLOPs, against "
+                  "the same fp32 peak)")
+        print(f"{'model':9} {'N':>11} {'MFLOP/token':>11} {'dtrain GF/s':>11} {'% peak':>7} "
               f"{'torch GF/s':>10} {'% peak':>7}")
-        for n in speeds:
+        for label, (n, *sides) in speeds.items():
             m = models[n]
             per_token = flops_per_token(m, vocab)
-            ours, theirs = (s * per_token / 1e9 if s is not None else None for s in speeds[n])
+            ours, theirs = (s * per_token / 1e9 if s is not None else None for s in sides)
             share = [(g / peak if g is not None and peak else None) for g in (ours, theirs)]
-            print(f"{n:6} {gpt_params(m, vocab)[1]:11,d} {per_token / 1e6:11.2f} "
+            print(f"{label:9} {gpt_params(m, vocab)[1]:11,d} {per_token / 1e6:11.2f} "
                   f"{fmt(ours, '.1f', 11)} {fmt(share[0], '.1%', 7)} {theirs:10.1f} "
                   f"{fmt(share[1], '.1%', 7)}")
         if "wide" in speeds:
-            share = (speeds["wide"][0] * flops_per_token(models["wide"], vocab) / 1e9 / peak
-                     if speeds["wide"][0] is not None and peak else None)
+            share = (speeds["wide"][1] * flops_per_token(models["wide"], vocab) / 1e9 / peak
+                     if speeds["wide"][1] is not None and peak else None)
             print(f"wide: dtrain at {fmt(share, '.1%', 0)} of the core's peak; goal >= "
                   f"{WIDE_PEAK_GOAL:.0%}: "
                   f"{judge('wide share of peak', share is not None and share >= WIDE_PEAK_GOAL)}")
-    failed = [what for what, ok in goals if not ok]
-    print(f"\ngoals: {len(goals) - len(failed)} of {len(goals)} PASS"
+    failed = [what for what, ok in goals if ok is False]
+    unmeasured = [what for what, ok in goals if ok is None]
+    print(f"\ngoals: {len(goals) - len(failed) - len(unmeasured)} of {len(goals)} PASS"
           + (f"; FAIL: {', '.join(failed)}" if failed else "")
+          + (f"; not measured (bf16 skipped, see above): {', '.join(unmeasured)}"
+             if unmeasured else "")
           + ("\ndtrain did not run (see `dtrain side: FAILED` above): its goals FAIL"
              if dtrain_error else ""))
     return 2 if dtrain_error else 0
