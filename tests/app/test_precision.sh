@@ -96,6 +96,16 @@ echo "pipedream bytes sent: activations f32 $act32, bf16 $act16; gradients f32 $
 "$DTRAIN" plan --config "$WORK/base.yaml" --set "algorithm={name: pipedream, stages: auto}" \
   > "$WORK/plan.txt" 2>&1 || fail "plan in bf16: $(tail -3 "$WORK/plan.txt")"
 grep -q "^precision bf16" "$WORK/plan.txt" || fail "plan in bf16: no precision line: $(head -5 "$WORK/plan.txt")"
+# Its layer profile counts the bytes that cross each cut in the dtype that crosses: half of f32's
+# where the model is bf16 there (the trunk), the same where it is f32 (the logits).
+for p in fp32 bf16; do
+  "$DTRAIN" plan --config "$WORK/base.yaml" --set cluster.precision=$p \
+    --set "algorithm={name: pipedream, stages: auto}" --write-profile "$WORK/profile_$p.csv" \
+    > "$WORK/plan_$p.txt" 2>&1 || fail "plan --write-profile in $p: $(tail -3 "$WORK/plan_$p.txt")"
+done
+halved=$(paste -d, "$WORK/profile_fp32.csv" "$WORK/profile_bf16.csv" | awk -F, -v n="$(head -1 "$WORK/profile_fp32.csv" | awk -F, '{ print NF }')" \
+  'NR > 1 && $4 == 2 * $(n + 4) { h++ } END { print h + 0 }')
+[ "$halved" -ge 1 ] || fail "plan's bf16 profile: no cut crosses in bf16: $(cat "$WORK/profile_fp32.csv" "$WORK/profile_bf16.csv")"
 
 # Refused where the CPU has no native bf16 (oneDNN told to stop below AVX512-BF16).
 ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" --config "$WORK/base.yaml" --dry-run > "$WORK/refused.txt" 2>&1
