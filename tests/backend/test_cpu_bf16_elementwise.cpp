@@ -18,10 +18,14 @@
 
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_backend.h"
+#include "bf16_tensors.h"  // to_bf16, to_f32: the reference casts
 #include "core/rng.h"
 
 using namespace dtrain;
 using cpu::bf16_t;
+
+using dtrain::test::to_bf16;
+using dtrain::test::to_f32;
 
 namespace {
 
@@ -48,20 +52,6 @@ Tensor tied_values(const Shape& s, uint64_t stream) {
     t.data<float>()[i] =
         static_cast<float>(static_cast<int>(random_uniform(18, stream, i) * 3)) - 1;
   return t;
-}
-
-// The reference casts, element by element with bf16.h (independent of the backend's reorders).
-Tensor to_bf16(const Tensor& f) {
-  Tensor b = Tensor::empty(f.shape(), DType::bf16);
-  for (int64_t i = 0; i < f.numel(); ++i)
-    b.data<bf16_t>()[i] = cpu::f32_to_bf16(f.data<float>()[i]);
-  return b;
-}
-Tensor to_f32(const Tensor& b) {
-  Tensor f = Tensor::empty(b.shape());
-  for (int64_t i = 0; i < b.numel(); ++i)
-    f.data<float>()[i] = cpu::bf16_to_f32(b.data<bf16_t>()[i]);
-  return f;
 }
 
 // Every bf16 element is the f32 element rounded to nearest even, bit for bit.

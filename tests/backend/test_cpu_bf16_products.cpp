@@ -16,9 +16,13 @@
 #include "backend/cpu/bf16.h"         // f32_to_bf16, round_to_bf16
 #include "backend/cpu/cpu_backend.h"  // CpuBackend
 #include "backend/cpu/cpu_ops.h"      // make_conv with a forced path
+#include "bf16_tensors.h"             // to_bf16, to_f32: the reference casts
 #include "core/rng.h"                 // random_uniform
 
 using namespace dtrain;
+
+using dtrain::test::to_bf16;
+using dtrain::test::to_f32;
 
 namespace {
 
@@ -32,21 +36,6 @@ Tensor bf16_exact(const Shape& s, uint64_t stream) {
   Tensor t = Tensor::empty(s);
   for (int64_t i = 0; i < t.numel(); ++i)
     t.data<float>()[i] = cpu::round_to_bf16(random_uniform(11, stream, i) - 0.5f);
-  return t;
-}
-
-Tensor to_bf16(const Tensor& f) {
-  Tensor t = Tensor::empty(f.shape(), DType::bf16);
-  for (int64_t i = 0; i < f.numel(); ++i)
-    t.data<cpu::bf16_t>()[i] = cpu::f32_to_bf16(f.data<float>()[i]);
-  return t;
-}
-
-Tensor to_f32(const Tensor& b) {
-  REQUIRE(b.dtype() == DType::bf16);
-  Tensor t = Tensor::empty(b.shape());
-  for (int64_t i = 0; i < b.numel(); ++i)
-    t.data<float>()[i] = cpu::bf16_to_f32(b.data<cpu::bf16_t>()[i]);
   return t;
 }
 

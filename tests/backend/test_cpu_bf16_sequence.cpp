@@ -15,6 +15,7 @@
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/simd.h"  // the vector conversions the kernels use
+#include "bf16_tensors.h"      // to_bf16, to_f32: the reference casts
 #include "sequence_test_util.h"
 
 using namespace dtrain;
@@ -23,6 +24,9 @@ using cpu::round_to_bf16;
 using dtrain::test::cpu_backend;
 using dtrain::test::random_tensor;
 using dtrain::test::same_bits;
+
+using dtrain::test::to_bf16;
+using dtrain::test::to_f32;
 
 namespace {
 
@@ -40,20 +44,6 @@ Tensor representable(const Shape& s, uint64_t stream, float scale) {
   Tensor t = random_tensor(s, stream, scale);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = round_to_bf16(t.data<float>()[i]);
   return t;
-}
-
-// The bf16 copy of an f32 tensor (rounded to nearest even) and the f32 widening of a bf16 one.
-Tensor to_bf16(const Tensor& f) {
-  Tensor b = Tensor::empty(f.shape(), DType::bf16);
-  for (int64_t i = 0; i < f.numel(); ++i)
-    b.data<bf16_t>()[i] = cpu::f32_to_bf16(f.data<float>()[i]);
-  return b;
-}
-Tensor to_f32(const Tensor& b) {
-  Tensor f = Tensor::empty(b.shape());
-  for (int64_t i = 0; i < b.numel(); ++i)
-    f.data<float>()[i] = cpu::bf16_to_f32(b.data<bf16_t>()[i]);
-  return f;
 }
 
 double max_abs(const Tensor& f) {

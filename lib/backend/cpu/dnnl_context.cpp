@@ -91,10 +91,10 @@ void BoundArg::finish_output() {
 }
 
 DnnlEltwise::DnnlEltwise(DnnlContext& ctx, dnnl::algorithm algorithm, bool from_output,
-                         int64_t numel, const char* what)
-    : ctx_(ctx), numel_(numel), what_(what) {
+                         int64_t numel, const char* what, DType dtype)
+    : ctx_(ctx), numel_(numel), what_(what), dtype_(dtype) {
   using namespace dnnl;
-  auto md = plain_desc({numel_});
+  auto md = plain_desc({numel_}, dnnl_data_type(dtype));
   auto fwd_pd = eltwise_forward::primitive_desc(
       {prop_kind::forward_training, algorithm, md, 0.f, 0.f}, ctx.engine);
   auto bwd_pd = eltwise_backward::primitive_desc({algorithm, md, md, 0.f, 0.f}, ctx.engine, fwd_pd);
@@ -109,14 +109,21 @@ DnnlEltwise::DnnlEltwise(DnnlContext& ctx, dnnl::algorithm algorithm, bool from_
                {DNNL_ARG_DIFF_SRC, c_}};
 }
 
+void DnnlEltwise::check(const Tensor& t, const char* what) const {
+  DTRAIN_CHECK(t.numel() == numel_ && t.dtype() == dtype_)
+      << what_ << ": " << what << " is " << dtype_name(t.dtype()) << " " << t.shape().str()
+      << ", expected " << numel_ << " " << dtype_name(dtype_) << " elements";
+}
+
 void DnnlEltwise::forward(const Tensor& x, const Tensor& y) {
-  DTRAIN_CHECK(x.numel() == numel_ && y.numel() == numel_) << what_ << ": size mismatch";
+  check(x, "x"), check(y, "y");
   a_.set_data_handle(x.raw());
   b_.set_data_handle(y.raw());
   fwd_.execute(ctx_.stream, fwd_args_);
 }
 
 void DnnlEltwise::backward(const Tensor& data, const Tensor& dy, const Tensor& dx) {
+  check(data, "data"), check(dy, "dy"), check(dx, "dx");
   a_.set_data_handle(data.raw());
   b_.set_data_handle(dy.raw());
   c_.set_data_handle(dx.raw());

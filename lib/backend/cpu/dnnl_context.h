@@ -118,16 +118,19 @@ class BoundArg {
 // or (`from_output`, an algorithm of the *_use_dst_for_bwd kind) its output.
 class DnnlEltwise {
  public:
+  // `dtype`: of every tensor the primitives read and write (f32, or bf16 activations).
   DnnlEltwise(DnnlContext& ctx, dnnl::algorithm algorithm, bool from_output, int64_t numel,
-              const char* what);
+              const char* what, DType dtype = DType::f32);
   void forward(const Tensor& x, const Tensor& y);
   // `data`: the forward's input, or its output with `from_output`.
   void backward(const Tensor& data, const Tensor& dy, const Tensor& dx);
 
  private:
+  void check(const Tensor& t, const char* what) const;
   DnnlContext& ctx_;
   int64_t numel_;
   const char* what_;
+  DType dtype_;
   dnnl::eltwise_forward fwd_;
   dnnl::eltwise_backward bwd_;
   dnnl::memory a_, b_, c_;
