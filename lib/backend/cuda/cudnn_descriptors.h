@@ -7,6 +7,7 @@
 #include <memory>  // unique_ptr: descriptors destroyed with the op that made them
 
 #include "backend/cuda/cuda_check.h"  // DTRAIN_CUDNN_CHECK
+#include "core/dtype.h"               // DType, dtype_name
 
 namespace dtrain::cuda {
 
@@ -40,12 +41,30 @@ inline TensorDesc new_tensor_desc() {
   return TensorDesc(d);
 }
 
-// A dense NCHW f32 tensor descriptor.
-inline TensorDesc nchw_desc(int64_t n, int64_t c, int64_t h, int64_t w, const char* op) {
+// A dense NCHW tensor descriptor, f32 unless `type` says otherwise.
+inline TensorDesc nchw_desc(int64_t n, int64_t c, int64_t h, int64_t w, const char* op,
+                            cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   TensorDesc d = new_tensor_desc();
-  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                dnn_int(n, op), dnn_int(c, op), dnn_int(h, op),
-                                                dnn_int(w, op)));
+  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, dnn_int(n, op),
+                                                dnn_int(c, op), dnn_int(h, op), dnn_int(w, op)));
+  return d;
+}
+
+// cuDNN's element type for an activation dtype (f32 or bf16).
+inline cudnnDataType_t cudnn_type(DType t, const char* op) {
+  DTRAIN_CHECK(t == DType::f32 || t == DType::bf16)
+      << op << ": cuDNN ops take f32 or bf16, not " << dtype_name(t);
+  return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+// A dense OIHW (PyTorch's [out, in, kh, kw]) filter descriptor of element type `type`.
+inline FilterDesc oihw_filter_desc(int64_t o, int64_t i, int64_t kh, int64_t kw, const char* op,
+                                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  cudnnFilterDescriptor_t raw = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&raw));
+  FilterDesc d(raw);
+  DTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(raw, type, CUDNN_TENSOR_NCHW, dnn_int(o, op),
+                                                dnn_int(i, op), dnn_int(kh, op), dnn_int(kw, op)));
   return d;
 }
 

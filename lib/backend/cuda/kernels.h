@@ -76,4 +76,21 @@ void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, float p
 void dropout_backward(const float* dy, const uint8_t* mask, float* dx, int64_t n, float p,
                       cudaStream_t stream);
 
+// ---- bf16 helpers of Linear and Conv2d (bf16_products.cu) ----
+// bf16 values are their 16 bits (uint16_t) here, so that plain C++ can call these. Every store
+// of a bf16 value rounds an f32 once to nearest even, as the CPU's f32_to_bf16.
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);  // exact
+void fill_bf16(uint16_t* x, int64_t n, float value, cudaStream_t stream);
+// bias_relu_f32's epilogue on an f32 product, stored in bf16 (bias and ReLU before the one
+// rounding, as oneDNN's bf16 primitives on the CPU).
+void bias_relu_to_bf16(const float* x, const float* bias, uint16_t* y, int64_t n, int64_t channels,
+                       int64_t inner, bool relu, cudaStream_t stream);
+// The same epilogue on a bf16 x (in place allowed): widened exactly, one rounding as it stores.
+void bias_relu_bf16(const uint16_t* x, const float* bias, uint16_t* y, int64_t n, int64_t channels,
+                    int64_t inner, bool relu, cudaStream_t stream);
+// dx = y > 0 ? dy : 0 over bf16 values (dx may alias dy).
+void relu_backward_bf16(const uint16_t* y, const uint16_t* dy, uint16_t* dx, int64_t n,
+                        cudaStream_t stream);
+
 }  // namespace dtrain::cuda
