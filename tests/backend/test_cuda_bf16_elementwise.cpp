@@ -1,0 +1,299 @@
+// The CUDA backend's element-wise ops in bf16 against the CPU backend's bf16 ops (the tested
+// reference of mixed precision) on the same bf16 inputs. Ops that only move, pick or mask values
+// (casts, ReLU, dropout's mask) and ops that compute the same f32 expression and round once (add,
+// add_relu, dropout's scaling) must agree bit for bit: both round to nearest even. GELU computes
+// in f32 with CUDA's erff/tanhf/expf against oneDNN's polynomials (a few f32 ulps apart); one
+// rounding to bf16 may then land on either neighbour, so the bound is one bf16 ulp (2^-8
+// relative) of max |cpu|. The CUDA backend does not yet report bf16 as available
+// (bf16_unavailable), but its ops take bf16 already; these cases test them directly. Without a
+// usable GPU the binary runs nothing (cuda_test_main.cpp); without native bf16 on the CPU (the
+// reference) each case says so and passes.
+#include <doctest/doctest.h>
+
+#include <algorithm>  // clamp, max
+#include <cmath>      // fabs, isnan, ldexp
+#include <cstdint>
+#include <cstring>  // memcmp, memcpy
+#include <iostream>
+#include <string>
+#include <thread>  // hardware_concurrency
+
+#include "backend/backend.h"            // make_backend: the CPU reference
+#include "backend/cpu/bf16.h"           // bf16_t, f32_to_bf16, bf16_to_f32
+#include "backend/cuda/cuda_backend.h"  // make_cuda_backend
+#include "core/rng.h"                   // random_uniform
+
+using namespace dtrain;
+using cpu::bf16_t;
+
+namespace {
+
+constexpr uint64_t kSeed = 4242;
+const double kBf16Ulp = std::ldexp(1.0, -8);  // GELU: one bf16 rounding apart
+
+Backend& cpu_ref() {
+  static Backend* backend =
+      make_backend({DeviceChoice::cpu,
+                    static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)), 0})
+          .release();
+  return *backend;
+}
+Backend& cuda_be() {
+  static Backend* backend = make_cuda_backend(0, /*allow_tf32=*/false).release();
+  return *backend;
+}
+
+#define SKIP_WITHOUT_CPU_BF16()                                                 \
+  if (const std::string why = cpu_ref().bf16_unavailable(); !why.empty()) {     \
+    MESSAGE("bf16 not tested (the CPU reference has no native bf16): " << why); \
+    return;                                                                     \
+  }
+
+// Host bf16 values: uniform in [-scale/2, scale/2) + offset, rounded to nearest even.
+Tensor host_bf16(const Shape& s, uint64_t stream, float scale = 4.0f, float offset = 0.0f) {
+  Tensor t = Tensor::empty(s, DType::bf16);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<bf16_t>()[i] =
+        cpu::f32_to_bf16((random_uniform(kSeed, stream, i) - 0.5f) * scale + offset);
+  return t;
+}
+// Host f32 values with every rounding case of f32 → bf16: random values, exact ties (the low
+// half 0x8000 with even and odd kept halves), values just above and below a tie, zeros.
+Tensor host_f32_rounding_cases(int64_t n, uint64_t stream) {
+  Tensor t = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = (random_uniform(kSeed, stream, i) - 0.5f) * 100.0f;
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    switch (i % 5) {
+      case 0:
+        break;  // random
+      case 1:
+        u = (u & 0xffff0000u) | 0x8000u;
+        break;  // a tie
+      case 2:
+        u = (u & 0xffff0000u) | 0x8001u;
+        break;  // just above a tie
+      case 3:
+        u = (u & 0xffff0000u) | 0x7fffu;
+        break;  // just below a tie
+      case 4:
+        u = (i % 10 == 4) ? 0u : 0x80000000u;
+        break;  // ±0
+    }
+    std::memcpy(t.data<float>() + i, &u, 4);
+  }
+  return t;
+}
+
+Tensor on_cpu(const Tensor& host) {
+  Tensor t = cpu_ref().empty(host.shape(), host.dtype());
+  cpu_ref().copy(t, host);
+  return t;
+}
+Tensor on_gpu(const Tensor& host) {
+  Tensor t = cuda_be().empty(host.shape(), host.dtype());
+  cuda_be().copy(t, host);
+  return t;
+}
+// A GPU buffer of all-ones bytes (a NaN in f32 and bf16): an element the op skips cannot pass.
+Tensor gpu_poisoned(const Shape& s, DType dtype) {
+  Tensor t = cuda_be().empty(s, dtype);
+  Tensor h = Tensor::empty(s, dtype);
+  std::memset(h.raw(), 0xff, h.bytes());
+  cuda_be().copy(t, h);
+  cuda_be().synchronize();
+  return t;
+}
+Tensor to_host(const Tensor& device) {
+  Tensor h = Tensor::empty(device.shape(), device.dtype());
+  cuda_be().copy(h, device);
+  cuda_be().synchronize();
+  return h;
+}
+
+// Bit for bit (bf16, f32 or u8), naming the first differing element.
+void expect_identical(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_out) {
+  const Tensor g = to_host(gpu_out);
+  REQUIRE(g.bytes() == cpu_out.bytes());
+  const size_t esize = dtype_size(g.dtype());
+  int64_t first = -1, count = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (std::memcmp(static_cast<const char*>(g.raw()) + i * esize,
+                    static_cast<const char*>(cpu_out.raw()) + i * esize, esize) != 0) {
+      if (count++ == 0) first = i;
+    }
+  }
+  std::cout << (count == 0 ? "  ok    " : "  FAIL  ") << what << ": " << count
+            << " elements differ from the CPU's" << (count ? " (first " : "")
+            << (count ? std::to_string(first) + ")" : "") << "\n";
+  CHECK_MESSAGE(count == 0, what << ": " << count << " elements differ, first at " << first);
+}
+
+// bf16 outputs: max |gpu − cpu| ≤ tolerance · max |cpu|, NaNs only where the CPU has them.
+void expect_close_bf16(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_out,
+                       double tolerance) {
+  const Tensor g = to_host(gpu_out);
+  REQUIRE(g.numel() == cpu_out.numel());
+  double max_abs = 0, max_ref = 0;
+  int64_t nan_mismatch = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const float gv = cpu::bf16_to_f32(g.data<bf16_t>()[i]);
+    const float cv = cpu::bf16_to_f32(cpu_out.data<bf16_t>()[i]);
+    if (std::isnan(gv) || std::isnan(cv)) {
+      nan_mismatch += std::isnan(gv) != std::isnan(cv);
+      continue;
+    }
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(gv) - cv));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(cv)));
+  }
+  const double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+  const bool ok = nan_mismatch == 0 && rel <= tolerance;
+  std::cout << (ok ? "  ok    " : "  FAIL  ") << what << ": max rel error " << rel << " (tolerance "
+            << tolerance << "), NaN mismatches " << nan_mismatch << "\n";
+  CHECK_MESSAGE(ok, what << ": max rel error " << rel << ", NaN mismatches " << nan_mismatch);
+}
+
+}  // namespace
+
+TEST_CASE("cuda bf16: reorder casts f32 -> bf16 (nearest even) and back (exact) as the CPU does") {
+  SKIP_WITHOUT_CPU_BF16();
+  for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{65537}}) {
+    const Tensor f = host_f32_rounding_cases(n, 1);
+    Tensor cpu_b = cpu_ref().empty({n}, DType::bf16);
+    cpu_ref().reorder(cpu_b, 1, on_cpu(f), 1);
+    Tensor gpu_b = gpu_poisoned({n}, DType::bf16);
+    cuda_be().reorder(gpu_b, 1, on_gpu(f), 1);
+    expect_identical("reorder f32 -> bf16, n = " + std::to_string(n), gpu_b, cpu_b);
+
+    const Tensor b = host_bf16({n}, 2, 1000.0f);
+    Tensor cpu_f = cpu_ref().empty({n});
+    cpu_ref().reorder(cpu_f, 1, on_cpu(b), 1);
+    Tensor gpu_f = gpu_poisoned({n}, DType::f32);
+    cuda_be().reorder(gpu_f, 1, on_gpu(b), 1);
+    expect_identical("reorder bf16 -> f32, n = " + std::to_string(n), gpu_f, cpu_f);
+  }
+  // A 4-D activation (what the graph's casts reorder), plain layout.
+  const Tensor f = host_f32_rounding_cases(2 * 3 * 5 * 7, 3).reshape({2, 3, 5, 7});
+  Tensor cpu_b = cpu_ref().empty({2, 3, 5, 7}, DType::bf16);
+  cpu_ref().reorder(cpu_b, 1, on_cpu(f), 1);
+  Tensor gpu_b = gpu_poisoned({2, 3, 5, 7}, DType::bf16);
+  cuda_be().reorder(gpu_b, 1, on_gpu(f), 1);
+  expect_identical("reorder f32 -> bf16 [2, 3, 5, 7]", gpu_b, cpu_b);
+}
+
+TEST_CASE("cuda bf16: add and add_relu on three bf16 tensors match the CPU bit for bit") {
+  SKIP_WITHOUT_CPU_BF16();
+  const Shape s{3, 4, 9, 11};
+  const Tensor a = host_bf16(s, 10), b = host_bf16(s, 11);
+  for (const bool relu : {false, true}) {
+    const std::string op = relu ? "add_relu" : "add";
+    Tensor cpu_out = cpu_ref().empty(s, DType::bf16);
+    Tensor gpu_out = gpu_poisoned(s, DType::bf16);
+    const Tensor ga = on_gpu(a), gb = on_gpu(b);
+    if (relu) {
+      cpu_ref().add_relu(on_cpu(a), on_cpu(b), cpu_out);
+      cuda_be().add_relu(ga, gb, gpu_out);
+    } else {
+      cpu_ref().add(on_cpu(a), on_cpu(b), cpu_out);
+      cuda_be().add(ga, gb, gpu_out);
+    }
+    expect_identical(op + " bf16", gpu_out, cpu_out);
+    // In place (out = a), as the graph's gradient sums do.
+    if (relu)
+      cuda_be().add_relu(ga, gb, ga);
+    else
+      cuda_be().add(ga, gb, ga);
+    expect_identical(op + " bf16 in place", ga, cpu_out);
+  }
+  // Mixed dtypes are refused.
+  const Tensor ga = on_gpu(a);
+  Tensor f = cuda_be().empty(s);
+  CHECK_THROWS(cuda_be().add(ga, ga, f));
+}
+
+TEST_CASE("cuda bf16: fill_zero clears bf16 tensors") {
+  Tensor t = gpu_poisoned({1001}, DType::bf16);
+  cuda_be().fill_zero(t);
+  const Tensor h = to_host(t);
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < h.numel(); ++i) nonzero += h.data<bf16_t>()[i] != 0;
+  CHECK(nonzero == 0);
+}
+
+TEST_CASE("cuda bf16: ReLU forward and backward match the CPU bit for bit") {
+  SKIP_WITHOUT_CPU_BF16();
+  const Shape s{4, 5, 6, 7};
+  const Tensor x = host_bf16(s, 20), dy = host_bf16(s, 21);
+  auto cpu_op = cpu_ref().make_relu(s, DType::bf16);
+  auto gpu_op = cuda_be().make_relu(s, DType::bf16);
+  Tensor cx = on_cpu(x), cy = cpu_ref().empty(s, DType::bf16);
+  cpu_op->forward(cx, cy);
+  Tensor gx = on_gpu(x), gy = gpu_poisoned(s, DType::bf16);
+  gpu_op->forward(gx, gy);
+  expect_identical("relu forward bf16", gy, cy);
+
+  Tensor cdx = cpu_ref().empty(s, DType::bf16);
+  cpu_op->backward(cx, cy, on_cpu(dy), cdx);
+  Tensor gdx = gpu_poisoned(s, DType::bf16);
+  gpu_op->backward(gx, gy, on_gpu(dy), gdx);
+  expect_identical("relu backward bf16", gdx, cdx);
+
+  // In place (y = x, dx = dy), as the graph runs a ReLU after a convolution.
+  Tensor gx2 = on_gpu(x), gdy2 = on_gpu(dy);
+  gpu_op->forward(gx2, gx2);
+  expect_identical("relu forward bf16 in place", gx2, cy);
+  gpu_op->backward(gx2, gx2, gdy2, gdy2);
+  expect_identical("relu backward bf16 in place", gdy2, cdx);
+
+  // An f32 tensor is refused by a bf16 op.
+  Tensor f = cuda_be().empty(s);
+  CHECK_THROWS(gpu_op->forward(f, f));
+}
+
+TEST_CASE("cuda bf16: GELU both forms against the CPU's within one bf16 ulp") {
+  SKIP_WITHOUT_CPU_BF16();
+  const Shape s{3, 17, 40};
+  const Tensor x = host_bf16(s, 30, 10.0f), dy = host_bf16(s, 31);
+  for (const auto form : {GeluApproximation::none, GeluApproximation::tanh}) {
+    const std::string name = form == GeluApproximation::tanh ? "gelu tanh" : "gelu erf";
+    const GeluSpec spec{s, form, DType::bf16};
+    auto cpu_op = cpu_ref().make_gelu(spec);
+    auto gpu_op = cuda_be().make_gelu(spec);
+    Tensor cx = on_cpu(x), cy = cpu_ref().empty(s, DType::bf16);
+    cpu_op->forward(cx, cy);
+    Tensor gx = on_gpu(x), gy = gpu_poisoned(s, DType::bf16);
+    gpu_op->forward(gx, gy);
+    expect_close_bf16(name + " forward bf16", gy, cy, kBf16Ulp);
+
+    Tensor cdx = cpu_ref().empty(s, DType::bf16);
+    cpu_op->backward(cx, on_cpu(dy), cdx);
+    Tensor gdx = gpu_poisoned(s, DType::bf16);
+    gpu_op->backward(gx, on_gpu(dy), gdx);
+    expect_close_bf16(name + " backward bf16", gdx, cdx, kBf16Ulp);
+  }
+}
+
+TEST_CASE("cuda bf16: dropout keeps the CPU's elements and values bit for bit") {
+  SKIP_WITHOUT_CPU_BF16();
+  const Shape s{2, 33, 64};
+  const Tensor x = host_bf16(s, 40), dy = host_bf16(s, 41);
+  const DropoutSpec spec{s, 1, DType::bf16};
+  auto cpu_op = cpu_ref().make_dropout(spec);
+  auto gpu_op = cuda_be().make_dropout(spec);
+  for (const float p : {0.1f, 0.5f, 1.0f}) {
+    const std::string at = " p = " + std::to_string(p);
+    Tensor cy = cpu_ref().empty(s, DType::bf16), cmask = cpu_ref().empty(s, DType::u8);
+    cpu_op->forward(on_cpu(x), cy, cmask, p, 77, 5);
+    Tensor gy = gpu_poisoned(s, DType::bf16), gmask = gpu_poisoned(s, DType::u8);
+    gpu_op->forward(on_gpu(x), gy, gmask, p, 77, 5);
+    expect_identical("dropout mask bf16" + at, gmask, cmask);
+    expect_identical("dropout forward bf16" + at, gy, cy);
+
+    Tensor cdx = cpu_ref().empty(s, DType::bf16);
+    cpu_op->backward(on_cpu(dy), cmask, p, cdx);
+    Tensor gdx = gpu_poisoned(s, DType::bf16);
+    gpu_op->backward(on_gpu(dy), gmask, p, gdx);
+    expect_identical("dropout backward bf16" + at, gdx, cdx);
+  }
+}
