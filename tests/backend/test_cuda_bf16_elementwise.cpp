@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>  // memcmp, memcpy
 #include <iostream>
+#include <numeric>  // gcd
 #include <string>
 #include <thread>  // hardware_concurrency
 
@@ -152,6 +153,56 @@ void expect_close_bf16(const std::string& what, const Tensor& gpu_out, const Ten
   std::cout << (ok ? "  ok    " : "  FAIL  ") << what << ": max rel error " << rel << " (tolerance "
             << tolerance << "), NaN mismatches " << nan_mismatch << "\n";
   CHECK_MESSAGE(ok, what << ": max rel error " << rel << ", NaN mismatches " << nan_mismatch);
+}
+
+// f32 outputs (batch-norm statistics and parameter gradients): max |gpu − cpu| ≤ tolerance ·
+// max |cpu|.
+void expect_close_f32(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_out,
+                      double tolerance) {
+  const Tensor g = to_host(gpu_out);
+  REQUIRE(g.numel() == cpu_out.numel());
+  double max_abs = 0, max_ref = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const float gv = g.data<float>()[i], cv = cpu_out.data<float>()[i];
+    finite = finite && std::isfinite(gv) && std::isfinite(cv);
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(gv) - cv));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(cv)));
+  }
+  const double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
+  const bool ok = finite && rel <= tolerance;
+  std::cout << (ok ? "  ok    " : "  FAIL  ") << what << ": max rel error " << rel << " (tolerance "
+            << tolerance << ")" << (finite ? "" : ", not finite") << "\n";
+  CHECK_MESSAGE(ok, what << ": max rel error " << rel << (finite ? "" : ", not finite"));
+}
+
+// bf16 values without ties inside a plane: a permutation of the integers −plane/2 .. plane/2
+// (exact in bf16 up to 256), so that max pooling's tie rule (cuDNN's against the CPU's first
+// maximum) is never asked.
+Tensor host_bf16_distinct(const Shape& s, uint64_t stream) {
+  const int64_t plane = s[2] * s[3];
+  REQUIRE(plane <= 256);
+  Tensor t = Tensor::empty(s, DType::bf16);
+  for (int64_t p = 0; p < s[0] * s[1]; ++p) {
+    // A stride coprime with the plane size walks every integer once.
+    int64_t step = 1 + static_cast<int64_t>(random_uniform(kSeed, stream, p) * (plane - 1));
+    while (std::gcd(step, plane) != 1) ++step;
+    for (int64_t q = 0; q < plane; ++q)
+      t.data<bf16_t>()[p * plane + q] =
+          cpu::f32_to_bf16(static_cast<float>((q * step + p) % plane - plane / 2));
+  }
+  return t;
+}
+
+// A CPU backend tensor as a plain host tensor (the CPU backend's memory is host memory).
+Tensor to_host_cpu(const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  std::memcpy(h.raw(), t.raw(), t.bytes());
+  return h;
+}
+
+Tensor host_workspace(Backend& be, size_t bytes) {
+  return be.empty({std::max<int64_t>(1, static_cast<int64_t>(bytes))}, DType::u8);
 }
 
 }  // namespace
@@ -295,5 +346,119 @@ TEST_CASE("cuda bf16: dropout keeps the CPU's elements and values bit for bit") 
     Tensor gdx = gpu_poisoned(s, DType::bf16);
     gpu_op->backward(on_gpu(dy), gmask, p, gdx);
     expect_identical("dropout backward bf16" + at, gdx, cdx);
+  }
+}
+
+// Pooling: max pooling's output picks values (exact); a gradient routed to one input per window
+// is exact too where windows do not overlap, and where they do, the f32 sums of up to 4 routed
+// values may add in another order before the one rounding (2^-8 of max |cpu|). Averages are
+// f32 sums divided and rounded once, in cuDNN's order: 2^-8. The ceil-mode case runs the own
+// kernels, which repeat the CPU's loops (exact).
+TEST_CASE("cuda bf16: max and average pooling against the CPU's") {
+  SKIP_WITHOUT_CPU_BF16();
+  struct Case {
+    const char* name;
+    int64_t kernel, stride, pad;
+    bool ceil, overlap;
+  };
+  for (const Case& c :
+       {Case{"2x2/2", 2, 2, 0, false, false}, Case{"3x3/2 pad 1", 3, 2, 1, false, true},
+        Case{"3x3/2 ceil", 3, 2, 0, true, true}}) {
+    for (const PoolKind kind : {PoolKind::max, PoolKind::avg}) {
+      PoolSpec s;
+      s.kind = kind;
+      s.batch = 2, s.channels = 5, s.height = 12, s.width = 10;  // ceil: 6×5 against floor 5×4
+      s.kernel_h = s.kernel_w = c.kernel;
+      s.stride_h = s.stride_w = c.stride;
+      s.pad_h = s.pad_w = c.pad;
+      s.ceil_mode = c.ceil;
+      s.dtype = DType::bf16;
+      const std::string name =
+          std::string(kind == PoolKind::max ? "max pool " : "avg pool ") + c.name + " bf16";
+      const bool exact_grad = kind == PoolKind::max && (!c.overlap || c.ceil);
+      const bool exact_y = kind == PoolKind::max || c.ceil;
+      const Tensor x = host_bf16_distinct(s.input_shape(), 50);
+      const Tensor dy = host_bf16(s.output_shape(), 51);
+      auto cpu_op = cpu_ref().make_pool(s);
+      auto gpu_op = cuda_be().make_pool(s);
+      Tensor cws = host_workspace(cpu_ref(), cpu_op->workspace_bytes());
+      Tensor gws = host_workspace(cuda_be(), gpu_op->workspace_bytes());
+      Tensor cx = on_cpu(x), cy = cpu_ref().empty(s.output_shape(), DType::bf16);
+      cpu_op->forward(cx, cy, cws, true);
+      Tensor gx = on_gpu(x), gy = gpu_poisoned(s.output_shape(), DType::bf16);
+      gpu_op->forward(gx, gy, gws, true);
+      if (exact_y)
+        expect_identical(name + " forward", gy, cy);
+      else
+        expect_close_bf16(name + " forward", gy, cy, kBf16Ulp);
+
+      Tensor cdx = cpu_ref().empty(s.input_shape(), DType::bf16);
+      cpu_op->backward(cx, cy, on_cpu(dy), cws, cdx);
+      Tensor gdx = gpu_poisoned(s.input_shape(), DType::bf16);
+      gpu_op->backward(gx, gy, on_gpu(dy), gws, gdx);
+      if (exact_grad)
+        expect_identical(name + " backward", gdx, cdx);
+      else
+        expect_close_bf16(name + " backward", gdx, cdx, kBf16Ulp);
+    }
+  }
+}
+
+// Batch norm: cuDNN against oneDNN, both reading bf16 and computing in f32. The f32 statistics
+// sum the same values in other orders (1e-5 of max, as the f32 ops' test); y and dx are rounded
+// once each, so one bf16 ulp (2^-8) plus dx's f32 cancellation (1e-4, the f32 test's bound);
+// dscale and dshift are f32 sums over bf16 dy (1e-4).
+TEST_CASE("cuda bf16: batch norm against the CPU's (f32 scale, shift and statistics)") {
+  SKIP_WITHOUT_CPU_BF16();
+  for (const bool relu : {false, true}) {
+    for (const Shape& shape : {Shape{4, 6, 7, 5}, Shape{16, 10, 1, 1}}) {
+      BatchNormSpec s;
+      s.batch = shape[0], s.channels = shape[1], s.height = shape[2], s.width = shape[3];
+      s.epsilon = 1e-5f;
+      s.relu = relu;
+      s.dtype = DType::bf16;
+      const std::string name =
+          std::string("batchnorm") + (relu ? "+relu " : " ") + shape.str() + " bf16";
+      const Tensor x = host_bf16(shape, 60, 4.0f, 0.5f), dy = host_bf16(shape, 61);
+      Tensor scale_h = Tensor::empty({s.channels}), shift_h = Tensor::empty({s.channels});
+      for (int64_t c = 0; c < s.channels; ++c) {
+        scale_h.data<float>()[c] = 0.5f + random_uniform(kSeed, 62, c);
+        shift_h.data<float>()[c] = random_uniform(kSeed, 63, c) - 0.5f;
+      }
+      auto cpu_op = cpu_ref().make_batchnorm(s);
+      auto gpu_op = cuda_be().make_batchnorm(s);
+      Tensor cws = host_workspace(cpu_ref(), cpu_op->workspace_bytes());
+      Tensor gws = host_workspace(cuda_be(), gpu_op->workspace_bytes());
+      const Shape c1{s.channels};
+      Tensor cx = on_cpu(x), cy = cpu_ref().empty(shape, DType::bf16);
+      Tensor cmean = cpu_ref().empty(c1), cvar = cpu_ref().empty(c1);
+      Tensor cscale = on_cpu(scale_h), cshift = on_cpu(shift_h);
+      cpu_op->forward_training(cx, cscale, cshift, cy, cmean, cvar, cws);
+      Tensor gx = on_gpu(x), gy = gpu_poisoned(shape, DType::bf16);
+      Tensor gmean = gpu_poisoned(c1, DType::f32), gvar = gpu_poisoned(c1, DType::f32);
+      Tensor gscale = on_gpu(scale_h), gshift = on_gpu(shift_h);
+      gpu_op->forward_training(gx, gscale, gshift, gy, gmean, gvar, gws);
+      expect_close_bf16(name + " y", gy, cy, kBf16Ulp);
+      expect_close_f32(name + " mean", gmean, to_host_cpu(cmean), 1e-5);
+      expect_close_f32(name + " variance", gvar, to_host_cpu(cvar), 1e-5);
+
+      Tensor cdx = cpu_ref().empty(shape, DType::bf16);
+      Tensor cdscale = cpu_ref().empty(c1), cdshift = cpu_ref().empty(c1);
+      cpu_op->backward(cx, cy, on_cpu(dy), cscale, cmean, cvar, cws, cdx, cdscale, cdshift);
+      Tensor gdx = gpu_poisoned(shape, DType::bf16);
+      Tensor gdscale = gpu_poisoned(c1, DType::f32), gdshift = gpu_poisoned(c1, DType::f32);
+      // The GPU backward reads the CPU's statistics, so that only the backward is compared.
+      Tensor gmean_ref = on_gpu(to_host_cpu(cmean)), gvar_ref = on_gpu(to_host_cpu(cvar));
+      gpu_op->backward(gx, gy, on_gpu(dy), gscale, gmean_ref, gvar_ref, gws, gdx, gdscale, gdshift);
+      expect_close_bf16(name + " dx", gdx, cdx, kBf16Ulp + 1e-4);
+      expect_close_f32(name + " dscale", gdscale, to_host_cpu(cdscale), 1e-4);
+      expect_close_f32(name + " dshift", gdshift, to_host_cpu(cdshift), 1e-4);
+
+      Tensor cyi = cpu_ref().empty(shape, DType::bf16);
+      cpu_op->forward_inference(cx, cscale, cshift, cmean, cvar, cyi);
+      Tensor gyi = gpu_poisoned(shape, DType::bf16);
+      gpu_op->forward_inference(gx, gscale, gshift, gmean_ref, gvar_ref, gyi);
+      expect_close_bf16(name + " inference y", gyi, cyi, kBf16Ulp);
+    }
   }
 }
