@@ -67,14 +67,18 @@ Tensor host_bf16(const Shape& s, uint64_t stream, float scale = 4.0f, float offs
   return t;
 }
 // Host f32 values with every rounding case of f32 → bf16: random values, exact ties (the low
-// half 0x8000 with even and odd kept halves), values just above and below a tie, zeros.
-Tensor host_f32_rounding_cases(int64_t n, uint64_t stream) {
+// half 0x8000 with even and odd kept halves), values just above and below a tie, zeros,
+// infinities and the largest finite values (which round to it or up to infinity); with
+// `subnormals`, every eighth value a subnormal instead of near the largest. NaNs are left out:
+// the CPU keeps a NaN's payload, CUDA's conversion returns its canonical NaN, and both are NaN.
+Tensor host_f32_rounding_cases(int64_t n, uint64_t stream, bool subnormals = false) {
   Tensor t = Tensor::empty({n});
   for (int64_t i = 0; i < n; ++i) {
     const float v = (random_uniform(kSeed, stream, i) - 0.5f) * 100.0f;
     uint32_t u;
     std::memcpy(&u, &v, 4);
-    switch (i % 5) {
+    const uint32_t sign = u & 0x80000000u;
+    switch (i % 8) {
       case 0:
         break;  // random
       case 1:
@@ -87,8 +91,17 @@ Tensor host_f32_rounding_cases(int64_t n, uint64_t stream) {
         u = (u & 0xffff0000u) | 0x7fffu;
         break;  // just below a tie
       case 4:
-        u = (i % 10 == 4) ? 0u : 0x80000000u;
+        u = sign;
         break;  // ±0
+      case 5:
+        u = sign | 0x7f800000u;
+        break;  // ±infinity
+      case 6:
+        u = sign | 0x7f7f0000u | (u & 0xffffu);
+        break;  // near the largest finite value: rounds to it or to infinity
+      case 7:
+        if (subnormals) u = sign | (u & 0x007fffffu);
+        break;
     }
     std::memcpy(t.data<float>() + i, &u, 4);
   }
@@ -252,6 +265,19 @@ TEST_CASE("cuda bf16: reorder casts f32 -> bf16 (nearest even) and back (exact) 
     Tensor gpu_f = gpu_poisoned({n}, DType::f32);
     cuda_be().reorder(gpu_f, 1, on_gpu(b), 1);
     expect_identical("reorder bf16 -> f32, n = " + std::to_string(n), gpu_f, cpu_f);
+  }
+  // Subnormals: the CPU's reorder (oneDNN's vcvtneps2bf16) flushes them to zero, its bf16
+  // kernels (cpu::f32_to_bf16) round them to nearest even as any other value; CUDA's
+  // conversion rounds them, so the reference here is f32_to_bf16.
+  {
+    const int64_t n = 4096;
+    const Tensor f = host_f32_rounding_cases(n, 4, /*subnormals=*/true);
+    Tensor expected = Tensor::empty({n}, DType::bf16);
+    for (int64_t i = 0; i < n; ++i)
+      expected.data<bf16_t>()[i] = cpu::f32_to_bf16(f.data<float>()[i]);
+    Tensor gpu_b = gpu_poisoned({n}, DType::bf16);
+    cuda_be().reorder(gpu_b, 1, on_gpu(f), 1);
+    expect_identical("reorder f32 -> bf16 with subnormals (against f32_to_bf16)", gpu_b, expected);
   }
   // A 4-D activation (what the graph's casts reorder), plain layout.
   const Tensor f = host_f32_rounding_cases(2 * 3 * 5 * 7, 3).reshape({2, 3, 5, 7});
