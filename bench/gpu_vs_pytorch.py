@@ -25,8 +25,16 @@ between torch.cuda.synchronize() calls, "lean" (no host sync inside) and, for in
 with loss.item() every iteration (dtrain reads every iteration's loss). Best run on each side.
 The goal is dtrain ≥ 1.0x lean PyTorch per model (gpt2: in tokens/s).
 
+--precision bf16 (mixed precision): dtrain trains with cluster.precision=bf16 and PyTorch runs its
+forward and loss under torch.autocast("cuda", dtype=torch.bfloat16) (what a PyTorch user writes;
+backward and the optimizer step outside it, fp32 master weights on both sides). A CNN's PyTorch
+side runs in both memory formats, NCHW and channels_last (model and batches), and the faster
+counts, as a user tuning bf16 on tensor cores would; the table names it. The goal is the same,
+≥ 1.0x lean PyTorch.
+
     /usr/bin/python3 bench/gpu_vs_pytorch.py [--dtrain build/apps/dtrain/dtrain]
         [--models resnet18,alexnet,mlp,gpt2] [--iterations N] [--repeats 3] [--tf32]
+        [--precision fp32|bf16]
     /usr/bin/python3 bench/gpu_vs_pytorch.py --check-models    # no GPU needed
 
 --check-models builds each PyTorch twin on the CPU and checks it against `dtrain --dry-run`: the
@@ -143,6 +151,8 @@ def run_dtrain(args, tmp, name, m, batch, iterations, epochs, device, extra=()):
     cmd = [args.dtrain, "--config", cfg, *extra]
     if args.tf32:
         cmd += ["--set", "cluster.tf32=true"]
+    if args.precision != "fp32":
+        cmd += ["--set", f"cluster.precision={args.precision}"]
     return subprocess.run(cmd, capture_output=True, text=True), out
 
 
@@ -293,14 +303,29 @@ def dtrain_rate(args, tmp, name, m):
 
 
 def torch_rate(args, name, m):
-    """(lean, with loss.item() every iteration or None for a language model): samples/s (gpt2:
-    tokens/s), best of args.repeats timed runs each."""
+    """(lean, with loss.item() every iteration or None for a language model, memory format):
+    samples/s (gpt2: tokens/s), best of args.repeats timed runs each. In bf16 a CNN runs in both
+    memory formats and the one with the faster lean loop is returned."""
+    cnn = "block" not in m and len(m["shape"]) == 3 and name != "mlp"
+    if args.precision != "bf16" or not cnn:
+        return (*torch_rate_in(args, m, channels_last=False), "nchw")
+    runs = {fmt: torch_rate_in(args, m, channels_last=(fmt == "channels_last"))
+            for fmt in ("nchw", "channels_last")}
+    fmt = max(runs, key=lambda f: runs[f][0])
+    return (*runs[fmt], fmt)
+
+
+def torch_rate_in(args, m, channels_last):
     import torch
     import torch.nn.functional as F
 
     device = torch.device("cuda")
     torch.manual_seed(1)
     model = torch_model(m).to(device).train()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    if channels_last:
+        model = model.to(memory_format=fmt)
+    autocast = args.precision == "bf16"
     batch, iterations, lm = m["batch"], iterations_of(args, m), "block" in m
     # A few pinned host batches, copied to the GPU every iteration as dtrain's loader's are.
     if lm:
@@ -312,15 +337,17 @@ def torch_rate(args, name, m):
     else:
         opt = torch.optim.SGD(model.parameters(), lr=m["lr"], momentum=m["momentum"],
                               weight_decay=m["weight_decay"])
-        xs = [torch.randn(batch, *m["shape"]).pin_memory() for _ in range(4)]
+        xs = [torch.randn(batch, *m["shape"]).contiguous(memory_format=fmt).pin_memory()
+              for _ in range(4)]
         ys = [torch.randint(m["classes"], (batch,)).pin_memory() for _ in range(4)]
 
     def step(i):
         x = xs[i % 4].to(device, non_blocking=True)
         y = ys[i % 4].to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
-        out = model(x)
-        loss = F.cross_entropy(out.view(-1, out.size(-1)), y.view(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out = model(x)
+            loss = F.cross_entropy(out.view(-1, out.size(-1)), y.view(-1))
         loss.backward()
         if lm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), m["clip_grad_norm"])
@@ -372,14 +399,17 @@ def benchmark(args, names):
         if p.returncode != 0:
             fail(dtrain_failure("on cluster.device=cuda", p))
         precision = "TF32" if args.tf32 else "fp32, TF32 off"
+        if args.precision == "bf16":
+            precision = (f"bf16 mixed precision (dtrain cluster.precision=bf16, PyTorch autocast; "
+                         f"fp32 layers with {precision})")
         print(f"GPU: {torch.cuda.get_device_name(0)}; {precision} on both sides")
         print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN "
               f"{torch.backends.cudnn.version()}), eager, cudnn.benchmark")
         print(f"best of {args.repeats} runs of N iterations after N warm-up iterations (N in the "
               "table); batches copied from pinned host memory")
         header = (f"{'model':14} {'batch':>5} {'N':>4} {'unit':>7} {'dtrain/s':>10} "
-                  f"{'data wait':>9} {'w/o wait/s':>10} {'torch/s':>10} {'ratio':>6} "
-                  f"{'torch+item/s':>12}  goal")
+                  f"{'data wait':>9} {'w/o wait/s':>10} {'torch/s':>10} {'fmt':>13} "
+                  f"{'ratio':>6} {'torch+item/s':>12}  goal")
         lines, backend, failed = [], None, []
         for name in names:
             m = MODELS[name]
@@ -387,7 +417,7 @@ def benchmark(args, names):
             # first GPU runs of a new model are where that happens).
             try:
                 ours, data_wait, no_wait, backend = dtrain_rate(args, tmp, name, m)
-                lean, synced = torch_rate(args, name, m)
+                lean, synced, fmt = torch_rate(args, name, m)
             except Exception as e:  # dtrain's exit, PyTorch's out-of-memory or CUDA error
                 print(f"gpu_vs_pytorch: {name}: {e}", file=sys.stderr, flush=True)
                 torch.cuda.empty_cache()
@@ -400,7 +430,7 @@ def benchmark(args, names):
             item = f"{synced:12.1f}" if synced is not None else f"{'-':>12}"
             lines.append(f"{name:14} {m['batch']:5d} {iterations_of(args, m):4d} {unit:>7} "
                          f"{ours:10.1f} {data_wait:9.0%} {no_wait:10.1f} {lean:10.1f} "
-                         f"{ratio:5.2f}x {item}  >= 1.0x lean torch: {verdict}")
+                         f"{fmt:>13} {ratio:5.2f}x {item}  >= 1.0x lean torch: {verdict}")
             print(f"  done: {lines[-1]}", file=sys.stderr, flush=True)
         print(f"dtrain: {backend}")
         print(header)
@@ -430,6 +460,8 @@ def main():
                    f"{DEFAULT_ITERATIONS}; gpt2 {MODELS['gpt2']['iterations']})")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per side; the best counts")
     p.add_argument("--tf32", action="store_true", help="TF32 on for both sides")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: dtrain's cluster.precision=bf16 against PyTorch's bf16 autocast")
     p.add_argument("--check-models", action="store_true",
                    help="compare the PyTorch twins with dtrain --dry-run on the CPU, then exit")
     args = p.parse_args()

@@ -9,9 +9,10 @@
 #
 # `run` fails (rather than skips) when no GPU is usable, runs the CUDA op and codec tests, the
 # GPU all-reduce and scheduler tests on 1 and 2 ranks (two ranks share the GPU through host
-# staging), the end-to-end CPU-vs-GPU loss curves (the small GPT's included), and
-# bench/gpu_vs_pytorch.py (the CNNs and GPT-2 124M); it writes the outputs under
-# ${OUT:-gpu-check}/ and ends with a summary. The whole run should stay within ~8 minutes.
+# staging), the end-to-end CPU-vs-GPU loss curves (the small GPT's included, fp32 and bf16), and
+# bench/gpu_vs_pytorch.py (the CNNs and GPT-2 124M; then ResNet-18 and GPT-2 in bf16 against
+# PyTorch's autocast); it writes the outputs under ${OUT:-gpu-check}/ and ends with a summary.
+# The whole run should stay within ~10 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tests=(tests/backend/test_cuda_ops tests/compress/test_cuda_codecs
@@ -65,6 +66,10 @@ case "${1:-}" in
     # resnet18, alexnet, mlp and gpt2 (10-iteration runs: about half a minute of GPT-2 a side).
     step bench "${GPU_CHECK_BENCH_SECONDS:-300}" python3 bench/gpu_vs_pytorch.py \
       --dtrain /tmp/devbundle/bin/dtrain ${GPU_CHECK_BENCH_ARGS:-}
+    # bf16 mixed precision against PyTorch's autocast: ResNet-18 and GPT-2 124M.
+    step bench_bf16 "${GPU_CHECK_BENCH_SECONDS:-300}" python3 bench/gpu_vs_pytorch.py \
+      --dtrain /tmp/devbundle/bin/dtrain --precision bf16 --models resnet18,gpt2 \
+      ${GPU_CHECK_BENCH_ARGS:-}
     echo "== summary"
     status=0
     for name in "${!result[@]}"; do

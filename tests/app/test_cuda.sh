@@ -4,11 +4,12 @@
 # loss curve, per epoch in accuracy.csv (train and test loss within REL relative, accuracies
 # within ACC) and per iteration in the progress log (its smoothed loss, printed to 4 decimals):
 # MNIST-MLP within 1e-3, LeNet within 1e-2, on Fashion-MNIST when installed, else on synthetic
-# data of the same shape; ResNet-20's training losses within 1e-2. A small GPT (AdamW; and with
+# data of the same shape; ResNet-20's training losses within 1e-2; the MLP, LeNet and the GPT
+# below in bf16 against the CPU's bf16 (1e-2 to 3e-2). A small GPT (AdamW; and with
 # dropout) on a char-level corpus written here within 1e-3 and 0.01, and `dtrain eval` of the GPU
 # run's model.safetensors on the CPU and on the GPU gives its test loss within 1e-4 relative.
-# Two ranks sharing the one GPU train with pipe_sgd (codecs none and quantize8): exit 0, both
-# ranks' timing rows, a finite test loss.
+# Two ranks sharing the one GPU train with pipe_sgd (codecs none and quantize8, and none in bf16):
+# exit 0, both ranks' timing rows, a finite test loss.
 # Exits 77 (CTest: skipped), saying why, when this dtrain was built without CUDA or no GPU is
 # usable; with DTRAIN_REQUIRE_CUDA set (not 0) that is a failure instead.
 source "$(dirname "$0")/lib.sh"
@@ -188,6 +189,25 @@ compare gpt_dropout 1e-3 0.01 --config "$WORK/gpt.yaml" --set model.n_embd=192 \
   --set model.dropout=0.1 --set dataset.block_size=100 --set train.max_iterations=60 \
   --set train.eval_every_iterations=20
 
+# ---- bf16 mixed precision: the GPU's bf16 kernels against the CPU's ----
+# Both sides round the same values to bf16 in the same places (the layer table's precision
+# column) and differ in their f32 summation orders; where a sum straddles a rounding boundary
+# they store neighbouring bf16 values (2^-8 relative), so the curves agree less closely than in
+# fp32: 1e-2 relative for the MLP's losses, 3e-2 for LeNet's and 2e-2 for the GPT's. Skipped when
+# this CPU cannot train in bf16 (the reference); the GPU must (an H100 does).
+if bf16_probe=$("$DTRAIN" --config "$probe_cfg" --set cluster.precision=bf16 --dry-run 2>&1); then
+  compare mlp_bf16 1e-2 0.02 --config "$configs/fashion_mlp_sync.yaml" \
+    --set cluster.precision=bf16 --set dataset.train_size=2000 --set dataset.test_size=1000 \
+    --set train.epochs=3
+  compare lenet_bf16 3e-2 0.05 --config "$configs/fashion_lenet_sync.yaml" \
+    --set cluster.precision=bf16 --set dataset.train_size=1280 --set dataset.test_size=640 \
+    --set train.epochs=2
+  compare gpt_bf16 2e-2 0.02 --config "$WORK/gpt.yaml" --set cluster.precision=bf16
+  grep -q "bf16" "$WORK/gpt_bf16-cuda.log" || fail "gpt_bf16: the GPU run's log never names bf16"
+else
+  echo "skipped: bf16 against the CPU ($(echo "$bf16_probe" | grep -m1 precision))"
+fi
+
 # The GPU run's model.safetensors evaluated on the CPU (and on the GPU) gives the GPU run's last
 # test loss: the same weights, two forward passes that differ only in rounding.
 if [ -f "$WORK/gpt-cuda/model.safetensors" ]; then
@@ -211,11 +231,15 @@ fi
 if ! command -v mpirun > /dev/null; then
   echo "skipped: the 2-rank runs (no mpirun on PATH)"
 else
-  for codec in none quantize8; do
+  # bf16: codec none, the model in bf16 (its gradients still f32 on the ring).
+  for codec in none quantize8 bf16; do
     cfg="$WORK/pipe-$codec.yaml" out="$WORK/pipe-$codec" log="$WORK/pipe-$codec.log"
     write_synthetic_config "$cfg" "$out"
+    precision=fp32
+    [ "$codec" = bf16 ] && precision=bf16
     timeout 300 mpirun --oversubscribe -np 2 "$DTRAIN" --config "$cfg" --set cluster.device=cuda \
-      --set algorithm.name=pipe_sgd --set compression.name=$codec > "$log" 2>&1
+      --set algorithm.name=pipe_sgd --set compression.name=${codec/bf16/none} \
+      --set cluster.precision=$precision > "$log" 2>&1
     rc=$?
     if [ "$rc" -ne 0 ]; then
       fail "2 ranks on one GPU, pipe_sgd + $codec: exit code $rc: $(tail -5 "$log")"

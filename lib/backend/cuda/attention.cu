@@ -18,8 +18,12 @@
 // softmax sums are taken before dropout (PyTorch drops the normalised weights).
 // Exponentials are base 2 with log2(e) folded into the score scale; products are explicit
 // fmaf (the folder compiles with -fmad=false).
+// qkv, y, dy and dqkv are f32 or bf16 (E, mixed precision): bf16 values are widened exactly as
+// the tiles are loaded into shared memory (every product, sum and the softmax in f32, as the
+// CPU's bf16 attention) and rounded once as y and dqkv are stored; lse and rowdot stay f32.
 #include <math_constants.h>  // CUDART_INF_F
 
+#include "backend/cuda/bf16.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sequence_kernels.h"
 #include "core/error.h"
@@ -56,13 +60,14 @@ constexpr int tile_stride() {
 
 // Rows [first, first + kBlock) of one head's D columns, from src (row t at src + t·stride),
 // into a tile; zeros past the sequence and past D, so that the padding adds nothing.
-template <int KD>
-__device__ void load_tile(float* tile, const float* src, int64_t stride, int64_t first, int64_t seq,
+template <int KD, typename E>
+__device__ void load_tile(float* tile, const E* src, int64_t stride, int64_t first, int64_t seq,
                           int64_t head_dim) {
   for (int idx = threadIdx.x; idx < kBlock * KD; idx += kTileThreads) {
     const int r = idx / KD, d = idx % KD;
     const int64_t t = first + r;
-    tile[r * tile_stride<KD>() + d] = (t < seq && d < head_dim) ? src[t * stride + d] : 0.0f;
+    tile[r * tile_stride<KD>() + d] =
+        (t < seq && d < head_dim) ? load_f32(src, t * stride + d) : 0.0f;
   }
 }
 
@@ -164,10 +169,9 @@ constexpr int dq_smem_floats() {
   return 4 * kBlock * tile_stride<KD>() + kBlock * kScoreStride + 2 * kBlock;
 }
 
-template <int KD>
+template <int KD, typename E>
 __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
-    attention_forward_kernel(const float* qkv, float* y, float* lse, Geometry g,
-                             int64_t query_blocks) {
+    attention_forward_kernel(const E* qkv, E* y, float* lse, Geometry g, int64_t query_blocks) {
   constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
   const int64_t qb = query_blocks - 1 - blockIdx.x / heads_total;  // the longest rows first
   const int64_t n = nh / g.heads, h = nh % g.heads;
   const int64_t q0 = qb * kBlock, width = 3 * g.channels;
-  const float* base = qkv + n * g.seq * width + h * g.head_dim;
+  const E* base = qkv + n * g.seq * width + h * g.head_dim;
   const int tx = threadIdx.x % kGrid, ty = threadIdx.x / kGrid;
 
   load_tile<KD>(qs, base, width, q0, g.seq, g.head_dim);
@@ -244,19 +248,19 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
     const int64_t t = q0 + ty + kGrid * i;
     if (t >= g.seq) continue;
     const float inv = 1.0f / l[i];
-    float* yr = y + (n * g.seq + t) * g.channels + h * g.head_dim;
+    E* yr = y + (n * g.seq + t) * g.channels + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int d = dim_of(tx, c);
-      if (d < g.head_dim) yr[d] = acc[i][c] * inv;
+      if (d < g.head_dim) store_f32(yr, d, acc[i][c] * inv);
     }
     if (tx == 0) lse[nh * g.seq + t] = (m[i] + log2f(l[i])) * kLn2;
   }
 }
 
 // rowdot[(n·heads + h)·T + t] = Σ_d dy·y over head h's columns of position t: one warp per row.
-__global__ void attention_rowdot_kernel(const float* y, const float* dy, float* rowdot,
-                                        Geometry g) {
+template <typename E>
+__global__ void attention_rowdot_kernel(const E* y, const E* dy, float* rowdot, Geometry g) {
   constexpr int kWarps = kTileThreads / 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -265,7 +269,8 @@ __global__ void attention_rowdot_kernel(const float* y, const float* dy, float* 
   const int64_t n = nh / g.heads, h = nh % g.heads;
   const int64_t offset = (n * g.seq + t) * g.channels + h * g.head_dim;
   float sum = 0.0f;
-  for (int64_t d = lane; d < g.head_dim; d += 32) sum = fmaf(dy[offset + d], y[offset + d], sum);
+  for (int64_t d = lane; d < g.head_dim; d += 32)
+    sum = fmaf(load_f32(dy, offset + d), load_f32(y, offset + d), sum);
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (lane == 0) rowdot[row] = sum;
 }
@@ -283,10 +288,10 @@ __device__ inline void load_row_values(float* lse_s, float* dot_s, const float* 
 
 // One block per (n, head, key block): dk and dv of its keys, over the query tiles from the
 // diagonal on. Tiles are oriented keys × queries, so a thread's score rows are its dk/dv rows.
-template <int KD>
+template <int KD, typename E>
 __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
-    attention_dkdv_kernel(const float* qkv, const float* dy, const float* lse, const float* rowdot,
-                          float* dqkv, Geometry g, int64_t query_blocks) {
+    attention_dkdv_kernel(const E* qkv, const E* dy, const float* lse, const float* rowdot, E* dqkv,
+                          Geometry g, int64_t query_blocks) {
   constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -304,8 +309,8 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
   const int64_t kb = blockIdx.x / heads_total;  // the first key blocks have the most work
   const int64_t n = nh / g.heads, h = nh % g.heads;
   const int64_t k0 = kb * kBlock, width = 3 * g.channels;
-  const float* base = qkv + n * g.seq * width + h * g.head_dim;
-  const float* dbase = dy + n * g.seq * g.channels + h * g.head_dim;
+  const E* base = qkv + n * g.seq * width + h * g.head_dim;
+  const E* dbase = dy + n * g.seq * g.channels + h * g.head_dim;
   const int tx = threadIdx.x % kGrid, ty = threadIdx.x / kGrid;
 
   load_tile<KD>(ks, base + g.channels, width, k0, g.seq, g.head_dim);
@@ -355,23 +360,23 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
   for (int i = 0; i < kSub; ++i) {
     const int64_t key = k0 + ty + kGrid * i;
     if (key >= g.seq) continue;
-    float* row = dqkv + (n * g.seq + key) * width + h * g.head_dim;
+    E* row = dqkv + (n * g.seq + key) * width + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int d = dim_of(tx, c);
       if (d >= g.head_dim) continue;
-      row[g.channels + d] = dk[i][c] * g.scale;
-      row[2 * g.channels + d] = dv[i][c];
+      store_f32(row, g.channels + d, dk[i][c] * g.scale);
+      store_f32(row, 2 * g.channels + d, dv[i][c]);
     }
   }
 }
 
 // One block per (n, head, query block): dq of its queries, over the key tiles up to the
 // diagonal.
-template <int KD>
+template <int KD, typename E>
 __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
-    attention_dq_kernel(const float* qkv, const float* dy, const float* lse, const float* rowdot,
-                        float* dqkv, Geometry g, int64_t query_blocks) {
+    attention_dq_kernel(const E* qkv, const E* dy, const float* lse, const float* rowdot, E* dqkv,
+                        Geometry g, int64_t query_blocks) {
   constexpr int kStride = tile_stride<KD>(), kCols = KD / kGrid;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -388,8 +393,8 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
   const int64_t qb = query_blocks - 1 - blockIdx.x / heads_total;  // the longest rows first
   const int64_t n = nh / g.heads, h = nh % g.heads;
   const int64_t q0 = qb * kBlock, width = 3 * g.channels;
-  const float* base = qkv + n * g.seq * width + h * g.head_dim;
-  const float* dbase = dy + n * g.seq * g.channels + h * g.head_dim;
+  const E* base = qkv + n * g.seq * width + h * g.head_dim;
+  const E* dbase = dy + n * g.seq * g.channels + h * g.head_dim;
   const int tx = threadIdx.x % kGrid, ty = threadIdx.x / kGrid;
 
   load_tile<KD>(qs, base, width, q0, g.seq, g.head_dim);
@@ -434,11 +439,11 @@ __global__ void __launch_bounds__(kTileThreads, KD <= 64 ? 2 : 1)
   for (int i = 0; i < kSub; ++i) {
     const int64_t t = q0 + ty + kGrid * i;
     if (t >= g.seq) continue;
-    float* row = dqkv + (n * g.seq + t) * width + h * g.head_dim;
+    E* row = dqkv + (n * g.seq + t) * width + h * g.head_dim;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int d = dim_of(tx, c);
-      if (d < g.head_dim) row[d] = dq[i][c] * g.scale;
+      if (d < g.head_dim) store_f32(row, d, dq[i][c] * g.scale);
     }
   }
 }
@@ -477,39 +482,38 @@ void allow_smem(Kernel kernel, int floats) {
                                          floats * static_cast<int>(sizeof(float))));
 }
 
-template <int KD>
-void forward_with(const float* qkv, float* y, float* lse, const Geometry& g, cudaStream_t stream) {
+template <int KD, typename E>
+void forward_with(const E* qkv, E* y, float* lse, const Geometry& g, cudaStream_t stream) {
   const int64_t tiles = (g.seq + kBlock - 1) / kBlock;
   constexpr int floats = forward_smem_floats<KD>();
-  allow_smem(attention_forward_kernel<KD>, floats);
-  attention_forward_kernel<KD>
+  allow_smem(attention_forward_kernel<KD, E>, floats);
+  attention_forward_kernel<KD, E>
       <<<tile_blocks(g, tiles), kTileThreads, floats * sizeof(float), stream>>>(qkv, y, lse, g,
                                                                                 tiles);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-template <int KD>
-void backward_with(const float* qkv, const float* dy, const float* lse, const float* rowdot,
-                   float* dqkv, const Geometry& g, cudaStream_t stream) {
+template <int KD, typename E>
+void backward_with(const E* qkv, const E* dy, const float* lse, const float* rowdot, E* dqkv,
+                   const Geometry& g, cudaStream_t stream) {
   const int64_t tiles = (g.seq + kBlock - 1) / kBlock;
   constexpr int dkdv_floats = dkdv_smem_floats<KD>();
-  allow_smem(attention_dkdv_kernel<KD>, dkdv_floats);
-  attention_dkdv_kernel<KD>
+  allow_smem(attention_dkdv_kernel<KD, E>, dkdv_floats);
+  attention_dkdv_kernel<KD, E>
       <<<tile_blocks(g, tiles), kTileThreads, dkdv_floats * sizeof(float), stream>>>(
           qkv, dy, lse, rowdot, dqkv, g, tiles);
   DTRAIN_CUDA_CHECK_LAUNCH();
   constexpr int dq_floats = dq_smem_floats<KD>();
-  allow_smem(attention_dq_kernel<KD>, dq_floats);
-  attention_dq_kernel<KD>
+  allow_smem(attention_dq_kernel<KD, E>, dq_floats);
+  attention_dq_kernel<KD, E>
       <<<tile_blocks(g, tiles), kTileThreads, dq_floats * sizeof(float), stream>>>(
           qkv, dy, lse, rowdot, dqkv, g, tiles);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void attention_forward_f32(const float* qkv, float* y, float* lse, const AttentionShape& shape,
-                           float dropout, uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
+template <typename E>
+void attention_forward(const E* qkv, E* y, float* lse, const AttentionShape& shape, float dropout,
+                       uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
   const Geometry g = geometry_of(shape, dropout, seed, rng_stream);
   if (g.head_dim <= 64)
     forward_with<64>(qkv, y, lse, g, stream);
@@ -517,13 +521,10 @@ void attention_forward_f32(const float* qkv, float* y, float* lse, const Attenti
     forward_with<128>(qkv, y, lse, g, stream);
 }
 
-int64_t attention_backward_scratch_floats(const AttentionShape& shape) {
-  return shape.batch * shape.heads * shape.seq;
-}
-
-void attention_backward_f32(const float* qkv, const float* y, const float* dy, const float* lse,
-                            float* dqkv, float* scratch, const AttentionShape& shape, float dropout,
-                            uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
+template <typename E>
+void attention_backward(const E* qkv, const E* y, const E* dy, const float* lse, E* dqkv,
+                        float* scratch, const AttentionShape& shape, float dropout, uint64_t seed,
+                        uint64_t rng_stream, cudaStream_t stream) {
   const Geometry g = geometry_of(shape, dropout, seed, rng_stream);
   const int64_t rows = g.batch * g.heads * g.seq;
   constexpr int kWarps = kTileThreads / 32;
@@ -534,6 +535,37 @@ void attention_backward_f32(const float* qkv, const float* y, const float* dy, c
     backward_with<64>(qkv, dy, lse, scratch, dqkv, g, stream);
   else
     backward_with<128>(qkv, dy, lse, scratch, dqkv, g, stream);
+}
+
+}  // namespace
+
+void attention_forward_f32(const float* qkv, float* y, float* lse, const AttentionShape& shape,
+                           float dropout, uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
+  attention_forward(qkv, y, lse, shape, dropout, seed, rng_stream, stream);
+}
+
+void attention_forward_bf16(const uint16_t* qkv, uint16_t* y, float* lse,
+                            const AttentionShape& shape, float dropout, uint64_t seed,
+                            uint64_t rng_stream, cudaStream_t stream) {
+  attention_forward(as_bf16(qkv), as_bf16(y), lse, shape, dropout, seed, rng_stream, stream);
+}
+
+int64_t attention_backward_scratch_floats(const AttentionShape& shape) {
+  return shape.batch * shape.heads * shape.seq;
+}
+
+void attention_backward_f32(const float* qkv, const float* y, const float* dy, const float* lse,
+                            float* dqkv, float* scratch, const AttentionShape& shape, float dropout,
+                            uint64_t seed, uint64_t rng_stream, cudaStream_t stream) {
+  attention_backward(qkv, y, dy, lse, dqkv, scratch, shape, dropout, seed, rng_stream, stream);
+}
+
+void attention_backward_bf16(const uint16_t* qkv, const uint16_t* y, const uint16_t* dy,
+                             const float* lse, uint16_t* dqkv, float* scratch,
+                             const AttentionShape& shape, float dropout, uint64_t seed,
+                             uint64_t rng_stream, cudaStream_t stream) {
+  attention_backward(as_bf16(qkv), as_bf16(y), as_bf16(dy), lse, as_bf16(dqkv), scratch, shape,
+                     dropout, seed, rng_stream, stream);
 }
 
 }  // namespace dtrain::cuda

@@ -1,5 +1,6 @@
 // Causal multi-head attention on its own flash-attention kernels (attention.cu). The backward's
-// scratch is the caller's workspace: one float per (sample, head, position).
+// scratch is the caller's workspace: one float per (sample, head, position). qkv, y, dy and
+// dqkv are AttentionSpec::dtype (f32 or bf16); lse and the workspace are f32 either way.
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/sequence_kernels.h"
 #include "core/error.h"
@@ -18,6 +19,7 @@ class CudaAttention final : public AttentionOp {
         << kMaxAttentionHeadDim;
     DTRAIN_CHECK(spec.dropout >= 0.0f && spec.dropout < 1.0f)
         << "attention: dropout " << spec.dropout << " is not in [0, 1)";
+    check_activation_dtype(spec.dtype, "attention");
   }
   size_t workspace_bytes() const override {
     return static_cast<size_t>(attention_backward_scratch_floats(shape(spec_.batch))) *
@@ -26,36 +28,48 @@ class CudaAttention final : public AttentionOp {
   void forward(const Tensor& qkv, const Tensor& y, const Tensor& lse, const Tensor& workspace,
                bool training, uint64_t seed, uint64_t stream) override {
     const AttentionShape s = shape(batch_of(qkv, "attention forward"));
-    check_device_f32(y, s.batch * s.seq * spec_.channels(), "attention forward y");
+    check_device(y, spec_.dtype, s.batch * s.seq * spec_.channels(), "attention forward y");
     check_device_f32(lse, s.batch * s.heads * s.seq, "attention forward lse");
-    attention_forward_f32(qkv.data<float>(), y.data<float>(), lse.data<float>(), s,
-                          training ? spec_.dropout : 0.0f, seed, stream, ctx_.stream());
+    const float dropout = training ? spec_.dropout : 0.0f;
+    if (bf16())
+      attention_forward_bf16(qkv.data<uint16_t>(), y.data<uint16_t>(), lse.data<float>(), s,
+                             dropout, seed, stream, ctx_.stream());
+    else
+      attention_forward_f32(qkv.data<float>(), y.data<float>(), lse.data<float>(), s, dropout, seed,
+                            stream, ctx_.stream());
   }
   void backward(const Tensor& qkv, const Tensor& y, const Tensor& dy, const Tensor& lse,
                 const Tensor& workspace, uint64_t seed, uint64_t stream,
                 const Tensor& dqkv) override {
     const AttentionShape s = shape(batch_of(qkv, "attention backward"));
     const int64_t outputs = s.batch * s.seq * spec_.channels();
-    check_device_f32(y, outputs, "attention backward y");
-    check_device_f32(dy, outputs, "attention backward dy");
+    check_device(y, spec_.dtype, outputs, "attention backward y");
+    check_device(dy, spec_.dtype, outputs, "attention backward dy");
     check_device_f32(lse, s.batch * s.heads * s.seq, "attention backward lse");
-    check_device_f32(dqkv, qkv.numel(), "attention backward dqkv");
+    check_device(dqkv, spec_.dtype, qkv.numel(), "attention backward dqkv");
     DTRAIN_CHECK(workspace.defined() && workspace.device() == Device::cuda &&
                  workspace.bytes() >=
                      static_cast<size_t>(attention_backward_scratch_floats(s)) * sizeof(float))
         << "attention backward: the workspace holds fewer than " << workspace_bytes() << " bytes";
-    attention_backward_f32(qkv.data<float>(), y.data<float>(), dy.data<float>(), lse.data<float>(),
-                           dqkv.data<float>(), static_cast<float*>(workspace.raw()), s,
-                           spec_.dropout, seed, stream, ctx_.stream());
+    float* scratch = static_cast<float*>(workspace.raw());
+    if (bf16())
+      attention_backward_bf16(qkv.data<uint16_t>(), y.data<uint16_t>(), dy.data<uint16_t>(),
+                              lse.data<float>(), dqkv.data<uint16_t>(), scratch, s, spec_.dropout,
+                              seed, stream, ctx_.stream());
+    else
+      attention_backward_f32(qkv.data<float>(), y.data<float>(), dy.data<float>(),
+                             lse.data<float>(), dqkv.data<float>(), scratch, s, spec_.dropout, seed,
+                             stream, ctx_.stream());
   }
 
  private:
+  bool bf16() const { return spec_.dtype == DType::bf16; }
   AttentionShape shape(int64_t batch) const {
     return {batch, spec_.seq, spec_.heads, spec_.head_dim};
   }
   // The samples in qkv: at most the spec's batch (a smaller last batch).
   int64_t batch_of(const Tensor& qkv, const char* what) const {
-    check_device_f32(qkv, 0, what);
+    check_device(qkv, spec_.dtype, 0, what);
     const int64_t sample = spec_.seq * 3 * spec_.channels();
     DTRAIN_CHECK(qkv.numel() > 0 && qkv.numel() % sample == 0 &&
                  qkv.numel() / sample <= spec_.batch)

@@ -20,6 +20,15 @@ void check_f32(const Tensor& t, const char* what) {
   DTRAIN_CHECK(t.dtype() == DType::f32 && t.device() == Device::cuda)
       << what << ": expected an f32 tensor on the GPU";
 }
+// f32 or bf16 on the GPU (mixed precision's activations), the three of an add alike.
+void check_activations(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  for (const Tensor* t : {&a, &b, &out})
+    DTRAIN_CHECK((t->dtype() == DType::f32 || t->dtype() == DType::bf16) &&
+                 t->dtype() == a.dtype() && t->device() == Device::cuda)
+        << what << ": expected three f32 or three bf16 tensors on the GPU, got "
+        << dtype_name(a.dtype()) << ", " << dtype_name(b.dtype()) << ", "
+        << dtype_name(out.dtype());
+}
 void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
   DTRAIN_CHECK(a.numel() == b.numel())
       << what << ": sizes differ, " << a.shape().str() << " vs " << b.shape().str();
@@ -46,9 +55,13 @@ class CudaBackend final : public Backend {
            std::to_string(cudnnGetVersion()) + (ctx_->allow_tf32() ? ", TF32" : ", strict fp32") +
            ")";
   }
-  // The bf16 kernels (cuBLAS and cuDNN tensor-core paths) are not built yet.
+  // bf16 products run on tensor cores (cuBLAS GemmEx, cuDNN), which take bf16 from Ampere
+  // (compute capability 8.0) on; older GPUs would emulate them slower than fp32.
   std::string bf16_unavailable() const override {
-    return "the CUDA backend has no bf16 kernels yet (train bf16 on the CPU)";
+    const int cc = ctx_->compute_capability();
+    if (cc >= 80) return "";
+    return ctx_->device_name() + " (compute capability " + std::to_string(cc / 10) + "." +
+           std::to_string(cc % 10) + ") has no bf16 tensor cores; bf16 needs 8.0 (Ampere) or newer";
   }
   Device device() const override { return Device::cuda; }
   Allocator& allocator() override { return ctx_->allocator(); }
@@ -83,8 +96,7 @@ class CudaBackend final : public Backend {
     return cuda::make_pool(*ctx_, s);
   }
   std::unique_ptr<ReluOp> make_relu(const Shape& s, DType dtype = DType::f32) override {
-    DTRAIN_CHECK(dtype == DType::f32) << "relu: the CUDA backend has no bf16 kernels yet";
-    return cuda::make_relu(*ctx_, s);
+    return cuda::make_relu(*ctx_, s, dtype);
   }
   std::unique_ptr<GeluOp> make_gelu(const GeluSpec& s) override {
     return cuda::make_gelu(*ctx_, s);
@@ -98,7 +110,7 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<DropoutOp> make_dropout(const DropoutSpec& s) override {
     DTRAIN_CHECK(s.block == 1) << "dropout: the CUDA backend has plain layouts only";
-    return cuda::make_dropout(*ctx_, s.shape);
+    return cuda::make_dropout(*ctx_, s.shape, s.dtype);
   }
   std::unique_ptr<EmbeddingOp> make_embedding(const EmbeddingSpec& s) override {
     return cuda::make_embedding(*ctx_, s);
@@ -108,6 +120,26 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<AttentionOp> make_attention(const AttentionSpec& s) override {
     return cuda::make_attention(*ctx_, s);
+  }
+
+  // Plain layouts only (the base class's check); a dtype change is a cast kernel, the same dtype
+  // a copy.
+  void reorder(const Tensor& dst, ChannelBlock dst_block, const Tensor& src,
+               ChannelBlock src_block) override {
+    if (dst.dtype() == src.dtype()) return Backend::reorder(dst, dst_block, src, src_block);
+    DTRAIN_CHECK(dst_block == 1 && src_block == 1)
+        << name() << ": no blocked layouts (reorder " << src_block << " → " << dst_block << ")";
+    DTRAIN_CHECK(dst.numel() == src.numel() && dst.device() == Device::cuda &&
+                 src.device() == Device::cuda)
+        << "reorder: " << src.shape().str() << " into " << dst.shape().str()
+        << " (both on the GPU, the same count)";
+    if (src.dtype() == DType::f32 && dst.dtype() == DType::bf16)
+      cuda::f32_to_bf16(src.data<float>(), dst.data<uint16_t>(), src.numel(), ctx_->stream());
+    else if (src.dtype() == DType::bf16 && dst.dtype() == DType::f32)
+      cuda::bf16_to_f32(src.data<uint16_t>(), dst.data<float>(), src.numel(), ctx_->stream());
+    else
+      DTRAIN_CHECK(false) << "reorder: no cast from " << dtype_name(src.dtype()) << " to "
+                          << dtype_name(dst.dtype());
   }
 
   void fill_zero(const Tensor& t) override {
@@ -164,17 +196,25 @@ class CudaBackend final : public Backend {
         channels * plane * esize, d[0], cudaMemcpyDefault, ctx_->stream()));
   }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    check_f32(a, "add");
+    check_activations(a, b, out, "add");
     check_same_size(a, b, "add");
     check_same_size(a, out, "add");
-    cuda::add_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), ctx_->stream());
+    if (a.dtype() == DType::bf16)
+      cuda::add_bf16(a.data<uint16_t>(), b.data<uint16_t>(), out.data<uint16_t>(), a.numel(),
+                     ctx_->stream());
+    else
+      cuda::add_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), ctx_->stream());
   }
   void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) override {
-    check_f32(a, "add_relu");
+    check_activations(a, b, out, "add_relu");
     check_same_size(a, b, "add_relu");
     check_same_size(a, out, "add_relu");
-    cuda::add_relu_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(),
-                       ctx_->stream());
+    if (a.dtype() == DType::bf16)
+      cuda::add_relu_bf16(a.data<uint16_t>(), b.data<uint16_t>(), out.data<uint16_t>(), a.numel(),
+                          ctx_->stream());
+    else
+      cuda::add_relu_f32(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(),
+                         ctx_->stream());
   }
   void axpy(float alpha, const Tensor& x, const Tensor& y) override {
     check_f32(x, "axpy");

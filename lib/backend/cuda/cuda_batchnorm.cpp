@@ -8,6 +8,10 @@
 // cuDNN's saved inverse standard deviation is recomputed from them into a per-op scratch,
 // so no statistics live in the op between calls. A fused ReLU clamps the output in place after
 // cuDNN's pass and masks dy with the output into a scratch before its backward (no workspace).
+// bf16 activations (BatchNormSpec::dtype): x, y, dy, dx bf16 descriptors, scale, shift and the
+// statistics f32 (cuDNN derives their f32 descriptor from x's); cuDNN reads bf16, computes in
+// f32 and rounds y and dx once, as the CPU's oneDNN batch norm does. The fused ReLU's clamp and
+// mask are exact on bf16 values.
 #include <memory>
 
 #include "backend/cuda/cuda_check.h"
@@ -29,12 +33,17 @@ class CudaBatchNorm final : public BatchNormOp {
     DTRAIN_CHECK(s.epsilon >= CUDNN_BN_MIN_EPSILON)
         << "batchnorm: epsilon " << s.epsilon << " is below cuDNN's minimum "
         << CUDNN_BN_MIN_EPSILON;
-    x_ = cuda::nchw_desc(s.batch, s.channels, s.height, s.width, "batchnorm");
+    check_activation_dtype(s.dtype, "batchnorm");
+    x_ = new_tensor_desc();
+    DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(
+        x_.get(), CUDNN_TENSOR_NCHW, bf16() ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
+        dnn_int(s.batch, "batchnorm"), dnn_int(s.channels, "batchnorm"),
+        dnn_int(s.height, "batchnorm"), dnn_int(s.width, "batchnorm")));
     stats_ = new_tensor_desc();  // 1×C×1×1
     DTRAIN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(stats_.get(), x_.get(), kMode));
     inv_std_ = Tensor::empty({s.channels}, DType::f32, ctx.allocator());
     DTRAIN_CHECK(s.block == 1) << "batchnorm: the CUDA backend has plain layouts only";
-    if (s.relu) masked_ = Tensor::empty(s.shape(), DType::f32, ctx.allocator());
+    if (s.relu) masked_ = Tensor::empty(s.shape(), s.dtype, ctx.allocator());
   }
 
   size_t workspace_bytes() const override { return 0; }
@@ -52,8 +61,8 @@ class CudaBatchNorm final : public BatchNormOp {
     DTRAIN_CUDA_CHECK(cudaMemsetAsync(variance.raw(), 0, stat_bytes, ctx_.stream()));
     const float one = 1.0f, zero = 0.0f;
     DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.data<float>(), x_.get(), y.data<float>(),
-        stats_.get(), scale.data<float>(), shift.data<float>(), /*exponentialAverageFactor=*/1.0,
+        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.raw(), x_.get(), y.raw(), stats_.get(),
+        scale.data<float>(), shift.data<float>(), /*exponentialAverageFactor=*/1.0,
         mean.data<float>(), variance.data<float>(), s_.epsilon, /*resultSaveMean=*/nullptr,
         /*resultSaveInvVariance=*/nullptr));
     if (count_ > 1) {
@@ -77,9 +86,9 @@ class CudaBatchNorm final : public BatchNormOp {
     check_channels(variance, "variance");
     const float one = 1.0f, zero = 0.0f;
     DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.data<float>(), x_.get(), y.data<float>(),
-        stats_.get(), scale.data<float>(), shift.data<float>(), mean.data<float>(),
-        variance.data<float>(), s_.epsilon));
+        ctx_.cudnn(), kMode, &one, &zero, x_.get(), x.raw(), x_.get(), y.raw(), stats_.get(),
+        scale.data<float>(), shift.data<float>(), mean.data<float>(), variance.data<float>(),
+        s_.epsilon));
     clamp(y);
   }
 
@@ -90,8 +99,12 @@ class CudaBatchNorm final : public BatchNormOp {
     check_data(dy_out, "dy");
     if (s_.relu) {
       check_data(y, "y");
-      relu_backward_f32(y.data<float>(), dy_out.data<float>(), masked_.data<float>(),
-                        dy_out.numel(), ctx_.stream());
+      if (bf16())
+        relu_backward_bf16(y.data<uint16_t>(), dy_out.data<uint16_t>(), masked_.data<uint16_t>(),
+                           dy_out.numel(), ctx_.stream());
+      else
+        relu_backward_f32(y.data<float>(), dy_out.data<float>(), masked_.data<float>(),
+                          dy_out.numel(), ctx_.stream());
     }
     const Tensor& dy = s_.relu ? masked_ : dy_out;
     check_data(dx, "dx");
@@ -104,15 +117,18 @@ class CudaBatchNorm final : public BatchNormOp {
                 ctx_.stream());
     const float one = 1.0f, zero = 0.0f;  // beta 0: dx, dscale and dshift are overwritten
     DTRAIN_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        ctx_.cudnn(), kMode, &one, &zero, &one, &zero, x_.get(), x.data<float>(), x_.get(),
-        dy.data<float>(), x_.get(), dx.data<float>(), stats_.get(), scale.data<float>(),
-        dscale.data<float>(), dshift.data<float>(), s_.epsilon, mean.data<float>(),
-        inv_std_.data<float>()));
+        ctx_.cudnn(), kMode, &one, &zero, &one, &zero, x_.get(), x.raw(), x_.get(), dy.raw(),
+        x_.get(), dx.raw(), stats_.get(), scale.data<float>(), dscale.data<float>(),
+        dshift.data<float>(), s_.epsilon, mean.data<float>(), inv_std_.data<float>()));
   }
 
  private:
+  bool bf16() const { return s_.dtype == DType::bf16; }
   void clamp(const Tensor& y) {
-    if (s_.relu)
+    if (!s_.relu) return;
+    if (bf16())
+      relu_forward_bf16(y.data<uint16_t>(), y.data<uint16_t>(), y.numel(), ctx_.stream());
+    else
       bias_relu_f32(y.data<float>(), nullptr, y.data<float>(), y.numel(), 1, 1, true,
                     ctx_.stream());
   }
@@ -121,7 +137,7 @@ class CudaBatchNorm final : public BatchNormOp {
     DTRAIN_CHECK(t.numel() == numel)
         << "batchnorm " << what << ": " << t.shape().str() << ", expected " << s_.shape().str()
         << " (plans are per batch size)";
-    check_device_f32(t, numel, "batchnorm");
+    check_device(t, s_.dtype, numel, "batchnorm");
   }
   void check_channels(const Tensor& t, const char* what) const {
     DTRAIN_CHECK(t.numel() == s_.channels)

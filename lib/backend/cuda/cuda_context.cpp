@@ -44,6 +44,7 @@ CudaContext::CudaContext(int device, bool allow_tf32) : device_(device), allow_t
   cudaDeviceProp prop{};
   DTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = prop.name;
+  compute_capability_ = prop.major * 10 + prop.minor;
   DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DTRAIN_CUBLAS_CHECK(cublasCreate(&cublas_));
   DTRAIN_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));

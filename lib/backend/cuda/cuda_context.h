@@ -22,6 +22,8 @@ class CudaContext {
 
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }
+  // The GPU's compute capability as major·10 + minor (80: Ampere, 90: Hopper).
+  int compute_capability() const { return compute_capability_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
@@ -45,6 +47,7 @@ class CudaContext {
  private:
   int device_ = 0;
   std::string device_name_;
+  int compute_capability_ = 0;
   bool allow_tf32_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

@@ -1,6 +1,7 @@
 // Element-wise and flat-buffer kernels. The arithmetic follows the CPU loops term by term and
 // is compiled without FMA contraction (-fmad=false for this folder), so that results match the
 // reference bit for bit where the CPU does the same float operations.
+#include "backend/cuda/bf16.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -12,14 +13,22 @@ namespace {
 __global__ void fill_kernel(float* x, int64_t n, float value) {
   DTRAIN_GRID_STRIDE(i, n) x[i] = value;
 }
-__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
-  DTRAIN_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+// E: float or __nv_bfloat16 (the sum in f32, rounded once as it is stored).
+template <typename E>
+__global__ void add_kernel(const E* a, const E* b, E* out, int64_t n) {
+  DTRAIN_GRID_STRIDE(i, n) store_f32(out, i, load_f32(a, i) + load_f32(b, i));
 }
-__global__ void add_relu_kernel(const float* a, const float* b, float* out, int64_t n) {
+template <typename E>
+__global__ void add_relu_kernel(const E* a, const E* b, E* out, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) {
-    const float v = a[i] + b[i];
-    out[i] = v > 0.0f ? v : 0.0f;
+    const float v = load_f32(a, i) + load_f32(b, i);
+    store_f32(out, i, v > 0.0f ? v : 0.0f);
   }
+}
+// Mixed precision's casts: From → To, widening exactly or rounding to nearest even.
+template <typename From, typename To>
+__global__ void cast_kernel(const From* x, To* y, int64_t n) {
+  DTRAIN_GRID_STRIDE(i, n) store_f32(y, i, load_f32(x, i));
 }
 __global__ void axpby_kernel(float alpha, const float* x, float beta, float* y, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) y[i] = alpha * x[i] + beta * y[i];
@@ -93,6 +102,31 @@ void fill_f32(float* x, int64_t n, float value, cudaStream_t stream) {
 void add_f32(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   add_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void add_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(as_bf16(a), as_bf16(b), as_bf16(out), n);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void add_relu_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n,
+                   cudaStream_t stream) {
+  if (n <= 0) return;
+  add_relu_kernel<<<grid_for(n), kThreads, 0, stream>>>(as_bf16(a), as_bf16(b), as_bf16(out), n);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  cast_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, as_bf16(y), n);
+  DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  cast_kernel<<<grid_for(n), kThreads, 0, stream>>>(as_bf16(x), y, n);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,8 +1,10 @@
 // Pooling for windows that overhang the input (cuDNN sizes its output with floor only) and the
 // batch-norm statistics helper. The pooling arithmetic repeats cpu_pool.cpp operation by
-// operation, so the results match the reference bit for bit.
+// operation, so the results match the reference bit for bit. The pooling kernels take f32 or
+// bf16 activations (E): bf16 values are widened, summed and compared in f32 and rounded once.
 #include <math_constants.h>  // CUDART_INF_F
 
+#include "backend/cuda/bf16.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/norm_kernels.h"
@@ -51,27 +53,29 @@ __device__ inline Range covering(int64_t x, int64_t kernel, int64_t stride, int6
   return {first, last};
 }
 
-__global__ void max_pool_forward_kernel(const float* x, float* y, int32_t* argmax, int64_t n,
+template <typename E>
+__global__ void max_pool_forward_kernel(const E* x, E* y, int32_t* argmax, int64_t n,
                                         PoolGeometry g) {
   const int64_t out_plane = g.out_height * g.out_width, in_plane = g.height * g.width;
   DTRAIN_GRID_STRIDE(idx, n) {
     const int64_t o = idx % out_plane;
-    const float* in = x + idx / out_plane * in_plane;
+    const E* in = x + idx / out_plane * in_plane;
     const Window w = window_at(g, o / g.out_width, o % g.out_width);
     float best = -CUDART_INF_F;
     int32_t at = static_cast<int32_t>(w.h0 * g.width + w.w0);
     for (int64_t h = w.h0; h < w.h1; ++h)
       for (int64_t c = w.w0; c < w.w1; ++c) {
-        const float v = in[h * g.width + c];
+        const float v = load_f32(in, h * g.width + c);
         if (v > best) best = v, at = static_cast<int32_t>(h * g.width + c);
       }
-    y[idx] = best;
+    store_f32(y, idx, best);
     if (argmax) argmax[idx] = at;
   }
 }
 
-__global__ void max_pool_backward_kernel(const float* dy, const int32_t* argmax, float* dx,
-                                         int64_t n, PoolGeometry g) {
+template <typename E>
+__global__ void max_pool_backward_kernel(const E* dy, const int32_t* argmax, E* dx, int64_t n,
+                                         PoolGeometry g) {
   const int64_t out_plane = g.out_height * g.out_width, in_plane = g.height * g.width;
   DTRAIN_GRID_STRIDE(idx, n) {
     const int64_t q = idx % in_plane, base = idx / in_plane * out_plane;
@@ -82,26 +86,28 @@ __global__ void max_pool_backward_kernel(const float* dy, const int32_t* argmax,
     for (int64_t i = ri.first; i <= ri.last; ++i)
       for (int64_t j = rj.first; j <= rj.last; ++j) {
         const int64_t o = base + i * g.out_width + j;
-        if (argmax[o] == q) sum += dy[o];
+        if (argmax[o] == q) sum += load_f32(dy, o);
       }
-    dx[idx] = sum;
+    store_f32(dx, idx, sum);
   }
 }
 
-__global__ void avg_pool_forward_kernel(const float* x, float* y, int64_t n, PoolGeometry g) {
+template <typename E>
+__global__ void avg_pool_forward_kernel(const E* x, E* y, int64_t n, PoolGeometry g) {
   const int64_t out_plane = g.out_height * g.out_width, in_plane = g.height * g.width;
   DTRAIN_GRID_STRIDE(idx, n) {
     const int64_t o = idx % out_plane;
-    const float* in = x + idx / out_plane * in_plane;
+    const E* in = x + idx / out_plane * in_plane;
     const Window w = window_at(g, o / g.out_width, o % g.out_width);
     float sum = 0.0f;
     for (int64_t h = w.h0; h < w.h1; ++h)
-      for (int64_t c = w.w0; c < w.w1; ++c) sum += in[h * g.width + c];
-    y[idx] = sum / divisor(g, w);
+      for (int64_t c = w.w0; c < w.w1; ++c) sum += load_f32(in, h * g.width + c);
+    store_f32(y, idx, sum / divisor(g, w));
   }
 }
 
-__global__ void avg_pool_backward_kernel(const float* dy, float* dx, int64_t n, PoolGeometry g) {
+template <typename E>
+__global__ void avg_pool_backward_kernel(const E* dy, E* dx, int64_t n, PoolGeometry g) {
   const int64_t out_plane = g.out_height * g.out_width, in_plane = g.height * g.width;
   DTRAIN_GRID_STRIDE(idx, n) {
     const int64_t q = idx % in_plane, base = idx / in_plane * out_plane;
@@ -111,8 +117,8 @@ __global__ void avg_pool_backward_kernel(const float* dy, float* dx, int64_t n, 
     float sum = 0.0f;
     for (int64_t i = ri.first; i <= ri.last; ++i)
       for (int64_t j = rj.first; j <= rj.last; ++j)
-        sum += dy[base + i * g.out_width + j] / divisor(g, window_at(g, i, j));
-    dx[idx] = sum;
+        sum += load_f32(dy, base + i * g.out_width + j) / divisor(g, window_at(g, i, j));
+    store_f32(dx, idx, sum);
   }
 }
 
@@ -120,38 +126,76 @@ __global__ void inv_std_kernel(const float* variance, float* inv_std, int64_t n,
   DTRAIN_GRID_STRIDE(i, n) inv_std[i] = 1.0f / sqrtf(variance[i] + eps);
 }
 
-}  // namespace
-
-void max_pool_forward_f32(const float* x, float* y, int32_t* argmax, int64_t planes,
-                          const PoolGeometry& g, cudaStream_t stream) {
+template <typename E>
+void max_pool_forward(const E* x, E* y, int32_t* argmax, int64_t planes, const PoolGeometry& g,
+                      cudaStream_t stream) {
   const int64_t n = planes * g.out_height * g.out_width;
   if (n <= 0) return;
   max_pool_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, argmax, n, g);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void max_pool_backward_f32(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
-                           const PoolGeometry& g, cudaStream_t stream) {
+template <typename E>
+void max_pool_backward(const E* dy, const int32_t* argmax, E* dx, int64_t planes,
+                       const PoolGeometry& g, cudaStream_t stream) {
   const int64_t n = planes * g.height * g.width;
   if (n <= 0) return;
   max_pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dy, argmax, dx, n, g);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void avg_pool_forward_f32(const float* x, float* y, int64_t planes, const PoolGeometry& g,
-                          cudaStream_t stream) {
+template <typename E>
+void avg_pool_forward(const E* x, E* y, int64_t planes, const PoolGeometry& g,
+                      cudaStream_t stream) {
   const int64_t n = planes * g.out_height * g.out_width;
   if (n <= 0) return;
   avg_pool_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n, g);
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 
-void avg_pool_backward_f32(const float* dy, float* dx, int64_t planes, const PoolGeometry& g,
-                           cudaStream_t stream) {
+template <typename E>
+void avg_pool_backward(const E* dy, E* dx, int64_t planes, const PoolGeometry& g,
+                       cudaStream_t stream) {
   const int64_t n = planes * g.height * g.width;
   if (n <= 0) return;
   avg_pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dy, dx, n, g);
   DTRAIN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void max_pool_forward_f32(const float* x, float* y, int32_t* argmax, int64_t planes,
+                          const PoolGeometry& g, cudaStream_t stream) {
+  max_pool_forward(x, y, argmax, planes, g, stream);
+}
+void max_pool_backward_f32(const float* dy, const int32_t* argmax, float* dx, int64_t planes,
+                           const PoolGeometry& g, cudaStream_t stream) {
+  max_pool_backward(dy, argmax, dx, planes, g, stream);
+}
+void avg_pool_forward_f32(const float* x, float* y, int64_t planes, const PoolGeometry& g,
+                          cudaStream_t stream) {
+  avg_pool_forward(x, y, planes, g, stream);
+}
+void avg_pool_backward_f32(const float* dy, float* dx, int64_t planes, const PoolGeometry& g,
+                           cudaStream_t stream) {
+  avg_pool_backward(dy, dx, planes, g, stream);
+}
+
+void max_pool_forward_bf16(const uint16_t* x, uint16_t* y, int32_t* argmax, int64_t planes,
+                           const PoolGeometry& g, cudaStream_t stream) {
+  max_pool_forward(as_bf16(x), as_bf16(y), argmax, planes, g, stream);
+}
+void max_pool_backward_bf16(const uint16_t* dy, const int32_t* argmax, uint16_t* dx, int64_t planes,
+                            const PoolGeometry& g, cudaStream_t stream) {
+  max_pool_backward(as_bf16(dy), argmax, as_bf16(dx), planes, g, stream);
+}
+void avg_pool_forward_bf16(const uint16_t* x, uint16_t* y, int64_t planes, const PoolGeometry& g,
+                           cudaStream_t stream) {
+  avg_pool_forward(as_bf16(x), as_bf16(y), planes, g, stream);
+}
+void avg_pool_backward_bf16(const uint16_t* dy, uint16_t* dx, int64_t planes, const PoolGeometry& g,
+                            cudaStream_t stream) {
+  avg_pool_backward(as_bf16(dy), as_bf16(dx), planes, g, stream);
 }
 
 void inv_std_f32(const float* variance, float* inv_std, int64_t n, float epsilon,

@@ -28,6 +28,16 @@ void avg_pool_forward_f32(const float* x, float* y, int64_t planes, const PoolGe
 void avg_pool_backward_f32(const float* dy, float* dx, int64_t planes, const PoolGeometry& g,
                            cudaStream_t stream);
 
+// The same on bf16 activations (raw 16-bit patterns): compared and summed in f32, rounded once.
+void max_pool_forward_bf16(const uint16_t* x, uint16_t* y, int32_t* argmax, int64_t planes,
+                           const PoolGeometry& g, cudaStream_t stream);
+void max_pool_backward_bf16(const uint16_t* dy, const int32_t* argmax, uint16_t* dx, int64_t planes,
+                            const PoolGeometry& g, cudaStream_t stream);
+void avg_pool_forward_bf16(const uint16_t* x, uint16_t* y, int64_t planes, const PoolGeometry& g,
+                           cudaStream_t stream);
+void avg_pool_backward_bf16(const uint16_t* dy, uint16_t* dx, int64_t planes, const PoolGeometry& g,
+                            cudaStream_t stream);
+
 // inv_std[c] = 1 / sqrt(variance[c] + epsilon): cuDNN's "saved inverse variance".
 void inv_std_f32(const float* variance, float* inv_std, int64_t n, float epsilon,
                  cudaStream_t stream);

@@ -63,5 +63,14 @@ int64_t attention_backward_scratch_floats(const AttentionShape& shape);
 void attention_backward_f32(const float* qkv, const float* y, const float* dy, const float* lse,
                             float* dqkv, float* scratch, const AttentionShape& shape, float dropout,
                             uint64_t seed, uint64_t rng_stream, cudaStream_t stream);
+// The same on bf16 qkv, y, dy and dqkv (raw 16-bit patterns; lse and scratch f32): widened
+// exactly as the tiles are loaded, everything computed in f32, y and dqkv rounded once.
+void attention_forward_bf16(const uint16_t* qkv, uint16_t* y, float* lse,
+                            const AttentionShape& shape, float dropout, uint64_t seed,
+                            uint64_t rng_stream, cudaStream_t stream);
+void attention_backward_bf16(const uint16_t* qkv, const uint16_t* y, const uint16_t* dy,
+                             const float* lse, uint16_t* dqkv, float* scratch,
+                             const AttentionShape& shape, float dropout, uint64_t seed,
+                             uint64_t rng_stream, cudaStream_t stream);
 
 }  // namespace dtrain::cuda
