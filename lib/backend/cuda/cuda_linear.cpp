@@ -11,11 +11,11 @@
 // In bf16 (spec.dtype) x, y, dy and dx are bf16 (CUDA_R_16BF) and every GEMM is cublasGemmEx
 // with CUBLAS_COMPUTE_32F: bf16 products accumulated in f32, as oneDNN's bf16 inner products on
 // the CPU. The f32 master weights are converted into the op's bf16 copy on every forward and
-// data-gradient call (the caller may bind other weights between calls). The forward GEMM writes
-// f32 into the shared workspace and the epilogue adds the bias, applies the ReLU and rounds
-// once into y; dx is rounded once by cuBLAS (split-K reductions kept in f32, see
-// `F32Reductions`); dw and db are written in f32 straight from the bf16 x and dy (db as the GEMM
-// dyᵀ·ones with bf16 ones, accumulated in f32).
+// data-gradient call (the caller may bind other weights between calls). With a bias or ReLU the
+// forward GEMM writes f32 into the shared workspace and the epilogue adds the bias, applies the
+// ReLU and rounds once into y; without them cuBLAS rounds y once itself, as it rounds dx
+// (split-K reductions kept in f32, see `F32Reductions`); dw and db are written in f32 straight from
+// the bf16 x and dy (db as the GEMM dyᵀ·ones with bf16 ones, accumulated in f32).
 #include <cstdint>  // uint16_t: bf16 bits
 #include <limits>
 
@@ -84,8 +84,11 @@ class CudaLinear final : public LinearOp {
       ones16_ = Tensor::empty({s.batch}, DType::bf16, ctx.allocator());
       fill_bf16(ones16_.data<uint16_t>(), s.batch, 1.0f, ctx.stream());
     }
-    // The forward's f32 product before its one rounding.
-    ctx.reserve_workspace(static_cast<size_t>(s.batch * s.out_features) * sizeof(float));
+    // The forward's f32 product before its one rounding, where an epilogue follows the GEMM.
+    // Without one cuBLAS rounds once into y itself: a language model's head (no bias) would
+    // otherwise hold an f32 copy of all its logits (GPT-2 at 8×1024 tokens: 1.6 GB).
+    if (epilogue())
+      ctx.reserve_workspace(static_cast<size_t>(s.batch * s.out_features) * sizeof(float));
   }
 
   void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override {
@@ -93,6 +96,11 @@ class CudaLinear final : public LinearOp {
     check_f32(w, spec_.out_features * spec_.in_features, "w");
     check(y, spec_.batch * spec_.out_features, "y");
     if (spec_.bias) check_f32(b, spec_.out_features, "b");
+    if (spec_.dtype == DType::bf16 && !epilogue()) {
+      gemm_bf16(ctx_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out_, batch_, in_, weights_bf16(w), in_,
+                x.raw(), in_, y.raw(), CUDA_R_16BF, out_);
+      return;
+    }
     if (spec_.dtype == DType::bf16) {
       auto* product = static_cast<float*>(ctx_.workspace());
       gemm_bf16(ctx_.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out_, batch_, in_, weights_bf16(w), in_,
@@ -187,6 +195,9 @@ class CudaLinear final : public LinearOp {
   const float* masked_f32(const Tensor& y, const Tensor& dy) {
     return static_cast<const float*>(masked(y, dy));
   }
+
+  // Whether the forward has a bias or ReLU to apply after its GEMM.
+  bool epilogue() const { return spec_.bias || spec_.relu; }
 
   // The f32 master weights converted into the op's bf16 copy, on every call that reads them.
   const void* weights_bf16(const Tensor& w) {
