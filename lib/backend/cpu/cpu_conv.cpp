@@ -15,11 +15,16 @@
 // passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU
 // fused into a convolution's backward). The weight gradient of stride-1 convolutions on blocks of
 // 16 channels with rows of 32 or more outputs is our own kernel (blocked_weight_grad.h).
-// In bf16 (spec.dtype) every pass is oneDNN's direct convolution (its Winograd kernels and our
-// kernels are f32 only) on bf16 activations and gradients, accumulating in f32: the forward and
-// the data gradient read the f32 master weights converted to bf16 in oneDNN's layout by the
-// weights' reorder, on every call as in f32, and the weight gradient is written in f32, through
-// the reorder from oneDNN's blocked layout to OIHW where it chooses one.
+// In bf16 (spec.dtype), two ways (bf16_widened.h; DTRAIN_BF16_PRODUCTS forces one). Where
+// oneDNN runs on AMX tiles, every pass is oneDNN's direct bf16 convolution (its Winograd
+// kernels and ours are f32 only) on bf16 activations and gradients, accumulating in f32: the
+// forward and the data gradient read the f32 master weights converted to bf16 in oneDNN's
+// layout by the weights' reorder, on every call as in f32, and the weight gradient is written
+// in f32, through the reorder from oneDNN's blocked layout to OIHW where it chooses one.
+// Elsewhere (AVX512-BF16 without AMX, whose bf16 instructions are no faster than its f32 FMAs)
+// the op is this f32 one, with all its kernels, on operands widened to f32 in chunks of the
+// batch, its weights rounded to bf16 values and its outputs rounded once to bf16; its backward
+// passes then read dy masked by the widening (masked_dy).
 #include <omp.h>  // omp_get_max_threads: the direct kernels' scratch
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO

@@ -3,10 +3,15 @@
 // batch sizes of data-parallel training these are GEMM-bound and oneDNN's GEMM kernels win.
 // A fused ReLU is a post-op of the forward; the backward passes read the gradient masked into
 // a scratch tensor.
-// In bf16 (spec.dtype) the activations and their gradients are bf16 and the products
-// accumulate in f32. The forward and the data gradient read the f32 master weights converted
-// by a reorder into a bf16 copy of the op's, on every call (the caller may bind other weights
-// between calls); the weight gradient reads bf16 x and dy and writes f32 dw and db directly.
+// In bf16 (spec.dtype), two ways (bf16_widened.h; DTRAIN_BF16_PRODUCTS forces one). Where
+// oneDNN runs on AMX tiles, oneDNN's bf16 inner products: bf16 activations and gradients,
+// products accumulating in f32; the forward and the data gradient read the f32 master weights
+// converted by a reorder into a bf16 copy of the op's, on every call (the caller may bind other
+// weights between calls); the weight gradient reads bf16 x and dy and writes f32 dw and db
+// directly. Elsewhere (AVX512-BF16 without AMX, whose bf16 GEMM runs at about half the f32
+// one) the op is this f32 one on operands widened to f32 in chunks of rows, its weights
+// rounded to bf16 values and its outputs rounded once to bf16; its backward passes then read
+// dy masked by the widening (masked_dy).
 #include "backend/cpu/bf16.h"          // bf16_t
 #include "backend/cpu/bf16_widened.h"  // widen_linear: bf16 on the f32 kernels
 #include "backend/cpu/cpu_ops.h"
