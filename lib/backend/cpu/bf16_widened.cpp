@@ -28,10 +28,6 @@ Bf16Products bf16_products() {
   return Bf16Products::native;
 }
 
-const char* bf16_products_name(Bf16Products products) {
-  return products == Bf16Products::native ? "native" : "widened";
-}
-
 namespace {
 
 using namespace dnnl;
@@ -84,7 +80,7 @@ class Widened final : public Op {
           const std::function<std::unique_ptr<Op>(int64_t)>& make_f32)
       : ctx_(ctx), s_(s), weights_(s.weights.numel()), casts_(ctx) {
     DTRAIN_CHECK(s.batch > 0 && s.x_per_sample > 0 && s.y_per_sample > 0)
-        << "widened bf16 product: empty shape";
+        << s.name << ": empty shape";
     const int64_t per_sample = (s.x_per_sample + s.y_per_sample) * int64_t{sizeof(float)};
     const int64_t fits = std::max<int64_t>(1, kWideChunkBytes / per_sample);
     const int64_t chunks = (s.batch + fits - 1) / fits;
@@ -122,7 +118,7 @@ class Widened final : public Op {
   }
 
   // The weight gradient of each chunk after the first is summed into dw and db from f32
-  // scratch (only layers whose activations exceed a chunk: small weights).
+  // scratch (only in layers whose activations exceed one chunk).
   void backward_weights(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dw,
                         const Tensor& db) override {
     check_bf16(x, s_.x_per_sample, "x");
@@ -190,12 +186,12 @@ class Widened final : public Op {
   // The weights and their gradient: f32 in any precision.
   void check_f32(const Tensor& t, const char* what) const {
     DTRAIN_CHECK(t.dtype() == DType::f32 && t.numel() == weights_)
-        << "bf16 product " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
+        << s_.name << " " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
         << ", expected " << s_.weights.str() << " f32";
   }
   void check_bf16(const Tensor& t, int64_t per_sample, const char* what) const {
     DTRAIN_CHECK(t.dtype() == DType::bf16 && t.numel() == s_.batch * per_sample)
-        << "bf16 product " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
+        << s_.name << " " << what << ": " << t.shape().str() << " " << dtype_name(t.dtype())
         << ", expected " << s_.batch * per_sample << " bf16";
   }
 

@@ -30,7 +30,6 @@ enum class Bf16Products { native, widened };
 // DTRAIN_BF16_PRODUCTS=native|widened forces one (tests, benchmarks); unset or empty, native
 // where oneDNN runs on AMX tiles and widened elsewhere. Any other value is an InputError.
 Bf16Products bf16_products();
-const char* bf16_products_name(Bf16Products products);
 
 // The most bytes of widened input plus output (f32) one chunk of the batch takes.
 constexpr int64_t kWideChunkBytes = int64_t{4} << 20;
@@ -39,6 +38,7 @@ constexpr int64_t kWideChunkBytes = int64_t{4} << 20;
 // elements of x and of y; the weights' shape and the bias's elements (bias 0 without one); the
 // fused ReLU (the widened op masks dy itself while widening it, so the f32 op must not read y).
 struct WidenedShape {
+  const char* name = "";  // in messages: "conv", "linear"
   int64_t batch = 0, x_per_sample = 0, y_per_sample = 0;
   Shape weights;
   int64_t bias = 0;

@@ -331,7 +331,8 @@ std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec, ConvPa
   ConvSpec f32 = spec;
   f32.dtype = DType::f32;
   f32.dy_writable = false;  // it reads the widened op's scratch, masked already
-  const WidenedShape shape{spec.batch,
+  const WidenedShape shape{"conv",
+                           spec.batch,
                            spec.in_channels * spec.height * spec.width,
                            spec.out_channels * spec.out_height() * spec.out_width(),
                            spec.weight_shape(),

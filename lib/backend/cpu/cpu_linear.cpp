@@ -167,7 +167,8 @@ std::unique_ptr<LinearOp> make_linear(DnnlContext& ctx, const LinearSpec& spec) 
     return std::make_unique<CpuLinear>(ctx, spec);
   LinearSpec f32 = spec;
   f32.dtype = DType::f32;
-  const WidenedShape shape{spec.batch,
+  const WidenedShape shape{"linear",
+                           spec.batch,
                            spec.in_features,
                            spec.out_features,
                            Shape{spec.out_features, spec.in_features},
