@@ -228,7 +228,8 @@ TEST_CASE("bf16 conv2d matches f32 on bf16 inputs, with f32 weight gradients") {
       compare_conv(conv(2, 3, 8, 16, 3, 1, 1, true, true, 1, block));
       compare_conv(conv(2, 3, 8, 16, 3, 1, 1, false, false, 1, block));
     }
-    // Few channels, plain: the f32 op takes its direct kernels, the bf16 op oneDNN's.
+    // Few channels, plain (LeNet's): the f32 op takes its direct kernels; the bf16 op oneDNN's
+    // (native) or the same direct kernels (widened).
     compare_conv(conv(2, 6, 12, 10, 5, 1, 2, true, true, 1, 1));
     // ResNet's first stage, rows of 32: the f32 op's own blocked weight-gradient kernel.
     compare_conv(conv(2, 16, 32, 16, 3, 1, 1, true, true, 16, 16));
