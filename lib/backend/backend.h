@@ -21,8 +21,8 @@ class Backend {
   // without native bf16 instructions (oneDNN would emulate them, slower than f32), a GPU
   // without bf16 tensor cores.
   virtual std::string bf16_unavailable() const = 0;
-  // What a user of bf16 on this backend should know, or empty (a CPU whose bf16 units make the
-  // products slower than f32: the run log's note).
+  // What a user of bf16 on this backend should know, or empty (a CPU whose bf16 units are no
+  // faster than f32, so that its products run on the f32 kernels: the run log's note).
   virtual std::string bf16_caveat() const { return {}; }
   // Intra-op threads (CPU); a no-op elsewhere.
   virtual void set_num_threads(int threads) = 0;

@@ -7,17 +7,24 @@
 // The f32 reference reads the weights rounded to bf16, as the bf16 op reads them, and in the
 // backward passes the bf16 op's own output as the fused ReLU's mask, so that an output rounding
 // across zero cannot move the mask between the two.
+// Every case runs both ways a bf16 product computes (DTRAIN_BF16_PRODUCTS): oneDNN's bf16
+// primitives (native) and the f32 ops on widened operands (widened, with all the f32 op's
+// kernels: Winograd, the direct kernels, the blocked weight gradient), whose f32 reference is
+// the same f32 op on the same values, so they differ only by the output's rounding.
 #include <doctest/doctest.h>
 
 #include <algorithm>  // max
 #include <cmath>      // fabs
+#include <cstdlib>    // getenv, setenv, unsetenv: DTRAIN_BF16_PRODUCTS
 #include <string>
 
-#include "backend/cpu/bf16.h"         // f32_to_bf16, round_to_bf16
-#include "backend/cpu/cpu_backend.h"  // CpuBackend
-#include "backend/cpu/cpu_ops.h"      // make_conv with a forced path
-#include "bf16_tensors.h"             // to_bf16, to_f32: the reference casts
-#include "core/rng.h"                 // random_uniform
+#include "backend/cpu/bf16.h"          // f32_to_bf16, round_to_bf16
+#include "backend/cpu/bf16_widened.h"  // bf16_products
+#include "backend/cpu/cpu_backend.h"   // CpuBackend
+#include "backend/cpu/cpu_ops.h"       // make_conv with a forced path
+#include "bf16_tensors.h"              // to_bf16, to_f32: the reference casts
+#include "core/error.h"                // InputError
+#include "core/rng.h"                  // random_uniform
 
 using namespace dtrain;
 
@@ -25,6 +32,31 @@ using dtrain::test::to_bf16;
 using dtrain::test::to_f32;
 
 namespace {
+
+// Sets DTRAIN_BF16_PRODUCTS for the ops built in its scope (make_conv and make_linear read it
+// when they build an op); null unsets it.
+class ProductsEnv {
+ public:
+  explicit ProductsEnv(const char* value) {
+    if (const char* old = std::getenv("DTRAIN_BF16_PRODUCTS")) old_ = old, had_ = true;
+    set(value);
+  }
+  ~ProductsEnv() { set(had_ ? old_.c_str() : nullptr); }
+  ProductsEnv(const ProductsEnv&) = delete;
+  ProductsEnv& operator=(const ProductsEnv&) = delete;
+
+ private:
+  static void set(const char* value) {
+    if (value != nullptr)
+      ::setenv("DTRAIN_BF16_PRODUCTS", value, 1);
+    else
+      ::unsetenv("DTRAIN_BF16_PRODUCTS");
+  }
+  std::string old_;
+  bool had_ = false;
+};
+
+constexpr const char* kProducts[] = {"native", "widened"};
 
 // Products round their bf16 outputs once (2^-9 relative), and both ops sum in f32 in their own
 // orders: allowed |bf16 − f32| ≤ kRounding·|f32| + kOrder·max|f32|.
@@ -161,109 +193,180 @@ ConvSpec conv(int64_t batch, int64_t in, int64_t size, int64_t out, int64_t kern
 
 TEST_CASE("bf16 linear matches f32 on bf16 inputs, with f32 weight gradients") {
   if (skip_without_bf16()) return;
-  compare_linear({8, 32, 16, true, false});
-  compare_linear({8, 32, 16, false, false});
-  compare_linear({8, 32, 16, true, true});
-  compare_linear({8, 32, 16, false, true});
-  compare_linear({7, 37, 19, true, true});  // no multiple of 16 anywhere
-  compare_linear({64, 300, 130, true, false});
+  for (const char* products : kProducts) {
+    CAPTURE(products);
+    ProductsEnv env(products);
+    compare_linear({8, 32, 16, true, false});
+    compare_linear({8, 32, 16, false, false});
+    compare_linear({8, 32, 16, true, true});
+    compare_linear({8, 32, 16, false, true});
+    compare_linear({7, 37, 19, true, true});  // no multiple of 16 anywhere
+    compare_linear({64, 300, 130, true, false});
+    // Rows of 1720 widened bytes: more than kWideChunkBytes in all, so the widened op runs in
+    // chunks of rows (the last one shorter) and sums the chunks' weight gradients.
+    compare_linear({5000, 300, 130, true, true});
+  }
 }
 
 TEST_CASE("bf16 conv2d matches f32 on bf16 inputs, with f32 weight gradients") {
   if (skip_without_bf16()) return;
-  for (ChannelBlock block : {1, 16}) {
-    CAPTURE(block);
-    // 3×3 pad 1 stride 1, 16 → 32 channels on 8×8.
-    compare_conv(conv(2, 16, 8, 32, 3, 1, 1, true, true, block, block));
-    compare_conv(conv(2, 16, 8, 32, 3, 1, 1, false, false, block, block));
-    // stride 2 (odd size: the last output row and column reach the padding).
-    compare_conv(conv(2, 16, 9, 32, 3, 2, 1, true, false, block, block));
-    compare_conv(conv(2, 32, 8, 16, 3, 2, 1, false, true, block, block));
-    // 1×1.
-    compare_conv(conv(3, 16, 6, 16, 1, 1, 0, true, true, block, block));
-    compare_conv(conv(3, 32, 6, 16, 1, 1, 0, false, false, block, block));
-    // A first layer: 3 channels in, plain (as a network's input arrives) or not.
-    compare_conv(conv(2, 3, 8, 16, 3, 1, 1, true, true, 1, block));
-    compare_conv(conv(2, 3, 8, 16, 3, 1, 1, false, false, 1, block));
+  for (const char* products : kProducts) {
+    CAPTURE(products);
+    ProductsEnv env(products);
+    for (ChannelBlock block : {1, 16}) {
+      CAPTURE(block);
+      // 3×3 pad 1 stride 1, 16 → 32 channels on 8×8.
+      compare_conv(conv(2, 16, 8, 32, 3, 1, 1, true, true, block, block));
+      compare_conv(conv(2, 16, 8, 32, 3, 1, 1, false, false, block, block));
+      // stride 2 (odd size: the last output row and column reach the padding).
+      compare_conv(conv(2, 16, 9, 32, 3, 2, 1, true, false, block, block));
+      compare_conv(conv(2, 32, 8, 16, 3, 2, 1, false, true, block, block));
+      // 1×1.
+      compare_conv(conv(3, 16, 6, 16, 1, 1, 0, true, true, block, block));
+      compare_conv(conv(3, 32, 6, 16, 1, 1, 0, false, false, block, block));
+      // A first layer: 3 channels in, plain (as a network's input arrives) or not.
+      compare_conv(conv(2, 3, 8, 16, 3, 1, 1, true, true, 1, block));
+      compare_conv(conv(2, 3, 8, 16, 3, 1, 1, false, false, 1, block));
+    }
+    // Few channels, plain (LeNet's): the f32 op takes its direct kernels; the bf16 op oneDNN's
+    // (native) or the same direct kernels (widened).
+    compare_conv(conv(2, 6, 12, 10, 5, 1, 2, true, true, 1, 1));
+    // ResNet's first stage, rows of 32: the f32 op's own blocked weight-gradient kernel.
+    compare_conv(conv(2, 16, 32, 16, 3, 1, 1, true, true, 16, 16));
+    // 32 → 32 channels, 3×3 stride 1 on blocks of 16: the f32 op's Winograd kernels.
+    compare_conv(conv(2, 32, 8, 32, 3, 1, 1, true, true, 16, 16));
+    compare_conv(conv(2, 32, 8, 32, 3, 1, 1, false, false, 16, 16));
+    // 1 MB of widened input and output per image: the widened op runs 7 images in chunks of 4
+    // and 3 (kWideChunkBytes) and sums the chunks' weight gradients.
+    compare_conv(conv(7, 32, 64, 32, 3, 1, 1, true, true, 16, 16));
   }
-  // Few channels, plain: the f32 op takes its direct kernels, the bf16 op oneDNN's.
-  compare_conv(conv(2, 6, 12, 10, 5, 1, 2, true, true, 1, 1));
-  // ResNet's first stage, rows of 32: the f32 op's own blocked weight-gradient kernel.
-  compare_conv(conv(2, 16, 32, 16, 3, 1, 1, true, true, 16, 16));
 }
 
 TEST_CASE("bf16 conv2d with a fused ReLU masks a writable dy in place as it masks a copy") {
   if (skip_without_bf16()) return;
-  for (ChannelBlock block : {1, 16}) {
-    ConvSpec s = conv(2, 16, 8, 16, 3, 1, 1, true, true, block, block);
-    s.dy_writable = true;
-    compare_conv(s);
+  for (const char* products : kProducts) {
+    CAPTURE(products);
+    ProductsEnv env(products);
+    for (ChannelBlock block : {1, 16}) {
+      ConvSpec s = conv(2, 16, 8, 16, 3, 1, 1, true, true, block, block);
+      s.dy_writable = true;
+      compare_conv(s);
+    }
   }
 }
 
 TEST_CASE("bf16 linear and conv2d convert the weights they are given on every call") {
   if (skip_without_bf16()) return;
-  CpuBackend be;
-  // The same op forward with two sets of weights: the second output follows the second set.
-  {
-    LinearSpec s{4, 16, 8, true, false, DType::bf16};
-    auto op = be.make_linear(s);
-    LinearSpec f = s;
-    f.dtype = DType::f32;
-    auto ref = be.make_linear(f);
-    const Tensor x = bf16_exact({4, 16}, 1), b = bf16_exact({8}, 3), x16 = to_bf16(x);
-    Tensor y16 = Tensor::empty({4, 8}, DType::bf16), y = Tensor::empty({4, 8});
-    for (uint64_t stream : {20, 21}) {
-      const Tensor w = bf16_exact({8, 16}, stream);
-      op->forward(x16, w, b, y16);
-      ref->forward(x, w, b, y);
-      check_close(to_f32(y16), y, kRounding, "linear y, weights " + std::to_string(stream));
-      const Tensor dy = bf16_exact({4, 8}, 4);
-      Tensor dx16 = Tensor::empty({4, 16}, DType::bf16), dx = Tensor::empty({4, 16});
-      op->backward_data(y16, to_bf16(dy), w, dx16);
-      ref->backward_data(y, dy, w, dx);
-      check_close(to_f32(dx16), dx, kRounding, "linear dx, weights " + std::to_string(stream));
+  for (const char* products : kProducts) {
+    CAPTURE(products);
+    ProductsEnv env(products);
+    CpuBackend be;
+    // The same op forward with two sets of weights: the second output follows the second set.
+    {
+      LinearSpec s{4, 16, 8, true, false, DType::bf16};
+      auto op = be.make_linear(s);
+      LinearSpec f = s;
+      f.dtype = DType::f32;
+      auto ref = be.make_linear(f);
+      const Tensor x = bf16_exact({4, 16}, 1), b = bf16_exact({8}, 3), x16 = to_bf16(x);
+      Tensor y16 = Tensor::empty({4, 8}, DType::bf16), y = Tensor::empty({4, 8});
+      for (uint64_t stream : {20, 21}) {
+        const Tensor w = bf16_exact({8, 16}, stream);
+        op->forward(x16, w, b, y16);
+        ref->forward(x, w, b, y);
+        check_close(to_f32(y16), y, kRounding, "linear y, weights " + std::to_string(stream));
+        const Tensor dy = bf16_exact({4, 8}, 4);
+        Tensor dx16 = Tensor::empty({4, 16}, DType::bf16), dx = Tensor::empty({4, 16});
+        op->backward_data(y16, to_bf16(dy), w, dx16);
+        ref->backward_data(y, dy, w, dx);
+        check_close(to_f32(dx16), dx, kRounding, "linear dx, weights " + std::to_string(stream));
+      }
     }
-  }
-  {
-    ConvSpec s = conv(2, 16, 6, 16, 3, 1, 1, false, false, 16, 16);
-    ConvSpec s16 = s;
-    s16.dtype = DType::bf16;
-    auto op = be.make_conv(s16), ref = be.make_conv(s);
-    const Tensor x = bf16_exact(s.input_shape(), 1), x16 = to_bf16(x);
-    Tensor y16 = Tensor::empty(s.output_shape(), DType::bf16), y = Tensor::empty(s.output_shape());
-    for (uint64_t stream : {20, 21}) {
-      const Tensor w = bf16_exact(s.weight_shape(), stream);
-      op->forward(x16, w, Tensor(), y16);
-      ref->forward(x, w, Tensor(), y);
-      check_close(to_f32(y16), y, kRounding, "conv y, weights " + std::to_string(stream));
-      const Tensor dy = bf16_exact(s.output_shape(), 4);
-      Tensor dx16 = Tensor::empty(s.input_shape(), DType::bf16),
-             dx = Tensor::empty(s.input_shape());
-      op->backward_data(y16, to_bf16(dy), w, dx16);
-      ref->backward_data(y, dy, w, dx);
-      check_close(to_f32(dx16), dx, kRounding, "conv dx, weights " + std::to_string(stream));
+    {
+      ConvSpec s = conv(2, 16, 6, 16, 3, 1, 1, false, false, 16, 16);
+      ConvSpec s16 = s;
+      s16.dtype = DType::bf16;
+      auto op = be.make_conv(s16), ref = be.make_conv(s);
+      const Tensor x = bf16_exact(s.input_shape(), 1), x16 = to_bf16(x);
+      Tensor y16 = Tensor::empty(s.output_shape(), DType::bf16),
+             y = Tensor::empty(s.output_shape());
+      for (uint64_t stream : {20, 21}) {
+        const Tensor w = bf16_exact(s.weight_shape(), stream);
+        op->forward(x16, w, Tensor(), y16);
+        ref->forward(x, w, Tensor(), y);
+        check_close(to_f32(y16), y, kRounding, "conv y, weights " + std::to_string(stream));
+        const Tensor dy = bf16_exact(s.output_shape(), 4);
+        Tensor dx16 = Tensor::empty(s.input_shape(), DType::bf16),
+               dx = Tensor::empty(s.input_shape());
+        op->backward_data(y16, to_bf16(dy), w, dx16);
+        ref->backward_data(y, dy, w, dx);
+        check_close(to_f32(dx16), dx, kRounding, "conv dx, weights " + std::to_string(stream));
+      }
     }
   }
 }
 
-TEST_CASE("bf16 linear and conv2d refuse f32 activations, bf16 weights and f32-only kernels") {
+TEST_CASE("bf16 linear and conv2d refuse f32 activations and bf16 weights") {
   if (skip_without_bf16()) return;
-  CpuBackend be;
-  auto linear = be.make_linear({4, 16, 8, true, false, DType::bf16});
-  const Tensor w = Tensor::zeros({8, 16}), b = Tensor::zeros({8});
-  Tensor y16 = Tensor::empty({4, 8}, DType::bf16);
-  CHECK_THROWS_WITH(linear->forward(Tensor::zeros({4, 16}), w, b, y16),
-                    doctest::Contains("expected 64 bf16"));
-  ConvSpec s = conv(1, 16, 4, 16, 3, 1, 1, false, false, 16, 16);
-  s.dtype = DType::bf16;
-  auto op = be.make_conv(s);
-  Tensor x16 = Tensor::zeros(s.input_shape(), DType::bf16);
-  CHECK_THROWS_WITH(op->forward(x16, Tensor::zeros(s.weight_shape(), DType::bf16), Tensor(),
-                                Tensor::empty(s.output_shape(), DType::bf16)),
-                    doctest::Contains("expected [16, 16, 3, 3] f32"));
-  // The hand-written direct kernels compute in f32 only.
+  for (const char* products : kProducts) {
+    CAPTURE(products);
+    ProductsEnv env(products);
+    CpuBackend be;
+    auto linear = be.make_linear({4, 16, 8, true, false, DType::bf16});
+    const Tensor w = Tensor::zeros({8, 16}), b = Tensor::zeros({8});
+    Tensor y16 = Tensor::empty({4, 8}, DType::bf16);
+    CHECK_THROWS_WITH(linear->forward(Tensor::zeros({4, 16}), w, b, y16),
+                      doctest::Contains("expected 64 bf16"));
+    ConvSpec s = conv(1, 16, 4, 16, 3, 1, 1, false, false, 16, 16);
+    s.dtype = DType::bf16;
+    auto op = be.make_conv(s);
+    Tensor x16 = Tensor::zeros(s.input_shape(), DType::bf16);
+    CHECK_THROWS_WITH(op->forward(x16, Tensor::zeros(s.weight_shape(), DType::bf16), Tensor(),
+                                  Tensor::empty(s.output_shape(), DType::bf16)),
+                      doctest::Contains("expected [16, 16, 3, 3] f32"));
+  }
+}
+
+TEST_CASE("bf16 products: native refuses the f32-only direct kernels, widened runs on them") {
+  if (skip_without_bf16()) return;
   cpu::DnnlContext ctx;
-  s.src_block = s.dst_block = 1;
-  CHECK_THROWS_WITH(cpu::make_conv(ctx, s, cpu::ConvPath::direct), doctest::Contains("f32 only"));
+  ConvSpec s = conv(2, 6, 12, 10, 5, 1, 2, true, true, 1, 1);  // LeNet's few channels
+  s.dtype = DType::bf16;
+  {
+    ProductsEnv env("native");
+    CHECK_THROWS_WITH(cpu::make_conv(ctx, s, cpu::ConvPath::direct), doctest::Contains("f32 only"));
+  }
+  ProductsEnv env("widened");
+  CHECK_NOTHROW(cpu::make_conv(ctx, s, cpu::ConvPath::direct));
+}
+
+TEST_CASE("bf16 products are widened to the f32 kernels by default on a CPU without AMX") {
+  if (skip_without_bf16()) return;
+  ProductsEnv env(nullptr);
+  const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  CHECK(cpu::bf16_products() == (amx ? cpu::Bf16Products::native : cpu::Bf16Products::widened));
+  // Observable without asking: only the widened path accepts the direct kernels (f32 only).
+  cpu::DnnlContext ctx;
+  ConvSpec s = conv(2, 6, 12, 10, 5, 1, 2, true, true, 1, 1);
+  s.dtype = DType::bf16;
+  if (amx)
+    CHECK_THROWS_WITH(cpu::make_conv(ctx, s, cpu::ConvPath::direct), doctest::Contains("f32 only"));
+  else
+    CHECK_NOTHROW(cpu::make_conv(ctx, s, cpu::ConvPath::direct));
+  // And the run log says how the products compute.
+  CHECK((CpuBackend().bf16_caveat().find("f32 kernels") != std::string::npos) == !amx);
+}
+
+TEST_CASE("DTRAIN_BF16_PRODUCTS takes native or widened, and names itself when wrong") {
+  {
+    ProductsEnv env("native");
+    CHECK(cpu::bf16_products() == cpu::Bf16Products::native);
+  }
+  {
+    ProductsEnv env("widened");
+    CHECK(cpu::bf16_products() == cpu::Bf16Products::widened);
+  }
+  ProductsEnv env("fast");
+  CHECK_THROWS_AS(cpu::bf16_products(), InputError);
+  CHECK_THROWS_WITH(cpu::bf16_products(), doctest::Contains("DTRAIN_BF16_PRODUCTS=fast"));
 }

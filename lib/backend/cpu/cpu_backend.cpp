@@ -7,9 +7,10 @@
 #include <cstdio>   // fprintf: the threads warning
 #include <cstring>  // memcpy, memset
 
-#include "backend/cpu/bf16.h"     // bf16_t
-#include "backend/cpu/cpu_isa.h"  // cpu_isa_name: the log names the kernels' ISA
-#include "backend/cpu/cpu_ops.h"  // op constructors
+#include "backend/cpu/bf16.h"          // bf16_t
+#include "backend/cpu/bf16_widened.h"  // bf16_products: the run log's note
+#include "backend/cpu/cpu_isa.h"       // cpu_isa_name: the log names the kernels' ISA
+#include "backend/cpu/cpu_ops.h"       // op constructors
 #include "backend/cpu/lane_ordered_sum.h"
 #include "backend/sgd_update.h"
 #include "core/error.h"
@@ -32,9 +33,20 @@ std::string CpuBackend::bf16_unavailable() const {
 }
 
 std::string CpuBackend::bf16_caveat() const {
-  if (cpu_isa_name() != "AVX-512 with bfloat16") return "";
-  return "cluster.precision: bf16 on AVX512-BF16 without AMX: oneDNN's bf16 products run slower "
-         "than f32 on this CPU (bf16 halves the activation memory here, not the time)";
+  if (!cpu_has_native_bf16()) return "";
+  const bool amx = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
+  if (cpu::bf16_products() == cpu::Bf16Products::widened)
+    return std::string(
+               "cluster.precision: bf16: the matrix products run on the f32 kernels on "
+               "widened operands (") +
+           (amx ? "DTRAIN_BF16_PRODUCTS=widened"
+                : "AVX512-BF16 without AMX: this CPU's bf16 instructions are no faster than its "
+                  "f32 FMAs") +
+           "); bf16 saves activation memory here, at about fp32's speed";
+  if (amx) return "";
+  return "cluster.precision: bf16 on AVX512-BF16 without AMX with DTRAIN_BF16_PRODUCTS=native: "
+         "oneDNN's bf16 products run slower than f32 on this CPU (bf16 halves the activation "
+         "memory here, not the time)";
 }
 
 void CpuBackend::set_num_threads(int threads) {

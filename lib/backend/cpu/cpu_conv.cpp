@@ -15,17 +15,23 @@
 // passes read the gradient masked into the context's shared scratch (oneDNN 2.6 has no ReLU
 // fused into a convolution's backward). The weight gradient of stride-1 convolutions on blocks of
 // 16 channels with rows of 32 or more outputs is our own kernel (blocked_weight_grad.h).
-// In bf16 (spec.dtype) every pass is oneDNN's direct convolution (its Winograd kernels and our
-// kernels are f32 only) on bf16 activations and gradients, accumulating in f32: the forward and
-// the data gradient read the f32 master weights converted to bf16 in oneDNN's layout by the
-// weights' reorder, on every call as in f32, and the weight gradient is written in f32, through
-// the reorder from oneDNN's blocked layout to OIHW where it chooses one.
+// In bf16 (spec.dtype), two ways (bf16_widened.h; DTRAIN_BF16_PRODUCTS forces one). Where
+// oneDNN runs on AMX tiles, every pass is oneDNN's direct bf16 convolution (its Winograd
+// kernels and ours are f32 only) on bf16 activations and gradients, accumulating in f32: the
+// forward and the data gradient read the f32 master weights converted to bf16 in oneDNN's
+// layout by the weights' reorder, on every call as in f32, and the weight gradient is written
+// in f32, through the reorder from oneDNN's blocked layout to OIHW where it chooses one.
+// Elsewhere (AVX512-BF16 without AMX, whose bf16 instructions are no faster than its f32 FMAs)
+// the op is this f32 one, with all its kernels, on operands widened to f32 in chunks of the
+// batch, its weights rounded to bf16 values and its outputs rounded once to bf16; its backward
+// passes then read dy masked by the widening (masked_dy).
 #include <omp.h>  // omp_get_max_threads: the direct kernels' scratch
 
 #include <cstdlib>  // getenv: DTRAIN_CONV_ALGO
 #include <string_view>
 
 #include "backend/cpu/bf16.h"                 // bf16_t
+#include "backend/cpu/bf16_widened.h"         // widen_conv: bf16 on the f32 kernels
 #include "backend/cpu/blocked_weight_grad.h"  // BlockedWeightGrad
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/direct_conv.h"  // DirectConv
@@ -49,7 +55,10 @@ bool starts_with(const char* s, std::string_view prefix) {
 
 class CpuConv final : public ConvOp {
  public:
-  CpuConv(DnnlContext& ctx, const ConvSpec& s, ConvPath path) : ctx_(ctx), spec_(s) {
+  // `masked_dy`: the backward passes take dy masked by the fused ReLU already, and no y (the
+  // f32 op under a widened bf16 one, which masks dy while widening it).
+  CpuConv(DnnlContext& ctx, const ConvSpec& s, ConvPath path, bool masked_dy = false)
+      : ctx_(ctx), spec_(s), mask_dy_(s.relu && !masked_dy) {
     DTRAIN_CHECK(s.out_height() > 0 && s.out_width() > 0)
         << "conv output would be empty for input " << s.input_shape().str();
     DTRAIN_CHECK(s.dtype == DType::f32 || s.dtype == DType::bf16)
@@ -243,7 +252,7 @@ class CpuConv final : public ConvOp {
 
   // The fused ReLU's output, whose positive entries let the gradient through; null without.
   const float* relu_output(const Tensor& y) const {
-    if (!spec_.relu) return nullptr;
+    if (!mask_dy_) return nullptr;
     check(y, spec_.output_shape(), "y");
     return y.data<float>();
   }
@@ -259,7 +268,7 @@ class CpuConv final : public ConvOp {
   // forward since: the key is the forward count) on the same y and dy, reuses that. Only this
   // order: a layer whose input needs no gradient calls the weight gradient alone.
   Tensor masked(const Tensor& y, const Tensor& dy, bool reuse) {
-    if (!spec_.relu) return dy;
+    if (!mask_dy_) return dy;
     const Key key{y.raw(), dy.raw(), forwards_};
     const bool again = reuse && masked_key_ == key;
     masked_key_ = reuse ? Key{} : key;
@@ -291,6 +300,7 @@ class CpuConv final : public ConvOp {
 
   DnnlContext& ctx_;
   ConvSpec spec_;
+  bool mask_dy_;  // the backward passes mask dy by the fused ReLU's output
   DirectConvPasses direct_;
   DirectConv kernels_;
   bool blocked_weights_ = false;  // the weight gradient by BlockedWeightGrad
@@ -316,7 +326,23 @@ class CpuConv final : public ConvOp {
 }  // namespace
 
 std::unique_ptr<ConvOp> make_conv(DnnlContext& ctx, const ConvSpec& spec, ConvPath path) {
-  return std::make_unique<CpuConv>(ctx, spec, path);
+  if (spec.dtype != DType::bf16 || bf16_products() == Bf16Products::native)
+    return std::make_unique<CpuConv>(ctx, spec, path);
+  ConvSpec f32 = spec;
+  f32.dtype = DType::f32;
+  f32.dy_writable = false;  // it reads the widened op's scratch, masked already
+  const WidenedShape shape{"conv",
+                           spec.batch,
+                           spec.in_channels * spec.height * spec.width,
+                           spec.out_channels * spec.out_height() * spec.out_width(),
+                           spec.weight_shape(),
+                           spec.bias ? spec.out_channels : 0,
+                           spec.relu};
+  return widen_conv(ctx, shape, [&ctx, f32, path](int64_t batch) {
+    ConvSpec chunk = f32;
+    chunk.batch = batch;
+    return std::make_unique<CpuConv>(ctx, chunk, path, /*masked_dy=*/true);
+  });
 }
 
 }  // namespace dtrain::cpu

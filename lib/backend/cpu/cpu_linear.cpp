@@ -3,11 +3,17 @@
 // batch sizes of data-parallel training these are GEMM-bound and oneDNN's GEMM kernels win.
 // A fused ReLU is a post-op of the forward; the backward passes read the gradient masked into
 // a scratch tensor.
-// In bf16 (spec.dtype) the activations and their gradients are bf16 and the products
-// accumulate in f32. The forward and the data gradient read the f32 master weights converted
-// by a reorder into a bf16 copy of the op's, on every call (the caller may bind other weights
-// between calls); the weight gradient reads bf16 x and dy and writes f32 dw and db directly.
-#include "backend/cpu/bf16.h"  // bf16_t
+// In bf16 (spec.dtype), two ways (bf16_widened.h; DTRAIN_BF16_PRODUCTS forces one). Where
+// oneDNN runs on AMX tiles, oneDNN's bf16 inner products: bf16 activations and gradients,
+// products accumulating in f32; the forward and the data gradient read the f32 master weights
+// converted by a reorder into a bf16 copy of the op's, on every call (the caller may bind other
+// weights between calls); the weight gradient reads bf16 x and dy and writes f32 dw and db
+// directly. Elsewhere (AVX512-BF16 without AMX, whose bf16 GEMM runs at about half the f32
+// one) the op is this f32 one on operands widened to f32 in chunks of rows, its weights
+// rounded to bf16 values and its outputs rounded once to bf16; its backward passes then read
+// dy masked by the widening (masked_dy).
+#include "backend/cpu/bf16.h"          // bf16_t
+#include "backend/cpu/bf16_widened.h"  // widen_linear: bf16 on the f32 kernels
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/relu_mask.h"  // relu_mask
 #include "core/error.h"
@@ -19,7 +25,10 @@ using namespace dnnl;
 
 class CpuLinear final : public LinearOp {
  public:
-  CpuLinear(DnnlContext& ctx, const LinearSpec& s) : ctx_(ctx), spec_(s) {
+  // `masked_dy`: the backward passes take dy masked by the fused ReLU already, and no y (the
+  // f32 op under a widened bf16 one, which masks dy while widening it).
+  CpuLinear(DnnlContext& ctx, const LinearSpec& s, bool masked_dy = false)
+      : ctx_(ctx), spec_(s), mask_dy_(s.relu && !masked_dy) {
     DTRAIN_CHECK(s.dtype == DType::f32 || s.dtype == DType::bf16)
         << "linear: no " << dtype_name(s.dtype) << " activations";
     const memory::data_type act = dnnl_data_type(s.dtype);
@@ -39,8 +48,8 @@ class CpuLinear final : public LinearOp {
       post_ops ops;
       ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
       attr.set_post_ops(ops);
-      masked_ = Tensor::empty({s.batch, s.out_features}, s.dtype);
     }
+    if (mask_dy_) masked_ = Tensor::empty({s.batch, s.out_features}, s.dtype);
     try {
       auto fwd_pd = inner_product_forward::primitive_desc(
           {prop_kind::forward_training, src, wei_act, s.bias ? bia : no_bias, dst}, attr,
@@ -128,7 +137,7 @@ class CpuLinear final : public LinearOp {
   // dy as the primitives must see it: masked by the fused ReLU's output.
   const Tensor& masked(const Tensor& y, const Tensor& dy) {
     check(dy, spec_.batch * spec_.out_features, "dy");
-    if (!spec_.relu) return dy;
+    if (!mask_dy_) return dy;
     check(y, spec_.batch * spec_.out_features, "y");
     if (spec_.dtype == DType::bf16)
       relu_mask(y.data<bf16_t>(), dy.data<bf16_t>(), masked_.data<bf16_t>(), dy.numel());
@@ -139,6 +148,7 @@ class CpuLinear final : public LinearOp {
 
   DnnlContext& ctx_;
   LinearSpec spec_;
+  bool mask_dy_;  // the backward passes mask dy by the fused ReLU's output
   inner_product_forward fwd_;
   inner_product_backward_data bwd_data_;
   inner_product_backward_weights bwd_weights_;
@@ -153,7 +163,22 @@ class CpuLinear final : public LinearOp {
 }  // namespace
 
 std::unique_ptr<LinearOp> make_linear(DnnlContext& ctx, const LinearSpec& spec) {
-  return std::make_unique<CpuLinear>(ctx, spec);
+  if (spec.dtype != DType::bf16 || bf16_products() == Bf16Products::native)
+    return std::make_unique<CpuLinear>(ctx, spec);
+  LinearSpec f32 = spec;
+  f32.dtype = DType::f32;
+  const WidenedShape shape{"linear",
+                           spec.batch,
+                           spec.in_features,
+                           spec.out_features,
+                           Shape{spec.out_features, spec.in_features},
+                           spec.bias ? spec.out_features : 0,
+                           spec.relu};
+  return widen_linear(ctx, shape, [&ctx, f32](int64_t batch) {
+    LinearSpec chunk = f32;
+    chunk.batch = batch;
+    return std::make_unique<CpuLinear>(ctx, chunk, /*masked_dy=*/true);
+  });
 }
 
 }  // namespace dtrain::cpu

@@ -26,6 +26,17 @@ struct DnnlContext {
   // Changes with every scratch() call: an op can tell that its last contents are still there.
   uint64_t scratch_generation() const { return generation_; }
 
+  // The bf16 products that run on the f32 kernels (bf16_widened.h) widen their operands into
+  // these: one buffer per role, shared by all ops and grown to the largest need, like
+  // scratch(), but apart from it (the f32 op they call may take scratch() for itself).
+  enum class Wide { input, output, weights, weights_bf16, weight_grad, count };
+  void* wide(Wide role, size_t bytes) {
+    Tensor& t = wide_[static_cast<int>(role)];
+    if (static_cast<size_t>(t.numel()) < bytes)
+      t = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8);
+    return t.raw();
+  }
+
   // oneDNN's scratchpad for the primitives created with scratchpad_mode::user (ScratchpadArg):
   // one buffer for all, grown to the largest need. In oneDNN's own mode every primitive keeps
   // a scratchpad of its own from its creation on: 25 MB for each bf16 inner product of a wide
@@ -38,6 +49,7 @@ struct DnnlContext {
 
  private:
   Tensor scratch_, scratchpad_;
+  Tensor wide_[static_cast<int>(Wide::count)];
   uint64_t generation_ = 0;
 };
 

@@ -20,4 +20,11 @@ inline void relu_mask(const bf16_t* y, const bf16_t* dy, bf16_t* out, int64_t n)
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(y[i]) > 0.0f ? dy[i] : bf16_t{0};
 }
 
+// The same, widening the bf16 gradient to f32 (exactly) in the same pass: the masked gradient
+// that the bf16 products run on the f32 kernels read (bf16_widened.h).
+inline void relu_mask(const bf16_t* y, const bf16_t* dy, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(y[i]) > 0.0f ? bf16_to_f32(dy[i]) : 0.0f;
+}
+
 }  // namespace dtrain::cpu
