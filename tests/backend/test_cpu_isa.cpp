@@ -18,7 +18,12 @@ namespace {
 std::string cpu_flags() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
+    if (line.rfind("flags", 0) == 0) {
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on " " + substr.
+      std::string flags = " ";
+      flags.append(line, line.find(':') + 1).append(" ");
+      return flags;
+    }
   return "";
 }
 bool has_flag(const std::string& flags, const std::string& flag) {
