@@ -127,7 +127,7 @@ class Widened final : public Op {
     Tensor part_w, part_b;
     if (s_.batch > chunk_) {
       auto* grad = static_cast<float*>(
-          ctx_.wide(Wide::weight_grad, (weights_ + s_.bias) * int64_t{sizeof(float)}));
+          ctx_.wide(Wide::weights, (weights_ + s_.bias) * int64_t{sizeof(float)}));
       part_w = Tensor::borrow(grad, {weights_});
       if (s_.bias > 0) part_b = Tensor::borrow(grad + weights_, {s_.bias});
     }

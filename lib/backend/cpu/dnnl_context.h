@@ -29,7 +29,10 @@ struct DnnlContext {
   // The bf16 products that run on the f32 kernels (bf16_widened.h) widen their operands into
   // these: one buffer per role, shared by all ops and grown to the largest need, like
   // scratch(), but apart from it (the f32 op they call may take scratch() for itself).
-  enum class Wide { input, output, weights, weights_bf16, weight_grad, count };
+  // `weights` holds the rounded weights in the forward and data-gradient passes, and a chunk's
+  // weight gradient in the weight-gradient pass (which reads no weights): one buffer for both,
+  // so that no second weight-sized buffer grows once the batch splits into chunks.
+  enum class Wide { input, output, weights, weights_bf16, count };
   void* wide(Wide role, size_t bytes) {
     Tensor& t = wide_[static_cast<int>(role)];
     if (static_cast<size_t>(t.numel()) < bytes)
