@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>  // max
+#include <algorithm>  // max, max_element, any_of
 #include <fstream>
 #include <memory>
 
@@ -45,6 +45,72 @@ std::string table(const std::vector<Prediction>& rows) {
                          (r.detail.empty() ? "" : ", " + r.detail));
   }
   return t;
+}
+
+// The algorithms of the registry without a row in `rows` (no timing model yet): said, not left
+// out.
+std::string unmodelled(const std::vector<Prediction>& rows) {
+  std::string t;
+  for (const AlgorithmEntry& a : algorithms()) {
+    const bool has_row = std::any_of(rows.begin(), rows.end(),
+                                     [&a](const Prediction& r) { return r.algorithm == a.name; });
+    if (!has_row)
+      t += fmt::format("{:<9} no timing model yet: `dtrain plan` cannot predict its iteration\n",
+                       a.name);
+  }
+  return t;
+}
+
+// What an equivalence class computes, in words, and where its accuracy was measured.
+struct EquivalenceWords {
+  const char* what;
+  const char* accuracy;
+};
+EquivalenceWords words(Equivalence e) {
+  switch (e) {
+    case Equivalence::exact:
+      return {"its updates equal sync's", "docs/comparing.md#compare-algorithms"};
+    case Equivalence::stale:
+      return {"applies stale gradients (computed on weights older than those they update)",
+              "docs/comparing.md#compare-algorithms, docs/algorithms.md#pipedream"};
+    case Equivalence::local:
+      return {"ranks step their own models between averagings", "docs/algorithms.md#hpsgd"};
+    case Equivalence::decentralized:
+      return {"ranks average with neighbours, no global model",
+              "docs/algorithms.md#ad-psgd-and-d-psgd"};
+  }
+  return {"", ""};
+}
+
+Equivalence equivalence_of(const std::string& algorithm) {
+  const AlgorithmEntry* a = find_algorithm(algorithm);
+  return a ? a->equivalence : Equivalence::exact;
+}
+
+// The predicted fastest row in wall-clock per sample (any row, model-parallel included), and
+// what each algorithm computes: a faster iteration need not reach an accuracy sooner.
+std::string overall_recommendation(const std::vector<Prediction>& rows) {
+  std::string o;
+  const auto fastest = std::max_element(
+      rows.begin(), rows.end(),
+      [](const Prediction& a, const Prediction& b) { return a.samples_per_s < b.samples_per_s; });
+  if (fastest != rows.end())
+    o += fmt::format(
+        "\nrecommendation (fastest per sample): {} + {}{} at {:.0f} samples/s ({:.2f}x "
+        "sync+none); {}: {}\n",
+        fastest->algorithm, fastest->compression,
+        fastest->configuration.empty() ? "" : " (" + fastest->configuration + ")",
+        fastest->samples_per_s, fastest->speedup,
+        equivalence_name(equivalence_of(fastest->algorithm)),
+        words(equivalence_of(fastest->algorithm)).what);
+  o += "a faster iteration is not a faster time to accuracy: the algorithms differ in what they "
+       "compute, and only exact ones take sync's steps:\n";
+  for (const AlgorithmEntry& a : algorithms()) {
+    const EquivalenceWords w = words(a.equivalence);
+    o += fmt::format("  {:<9} {:<13} {} (accuracy: {})\n", a.name, equivalence_name(a.equivalence),
+                     w.what, w.accuracy);
+  }
+  return o;
 }
 
 // What the profile measured, turned into the timing model's inputs, and how to describe them.
@@ -232,13 +298,16 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
 }
 
 std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {
+  // New columns go at the end: readers that index the first seven keep working.
   std::string csv =
-      "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration\n";
+      "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,"
+      "samples_per_s,equivalence\n";
   for (const Prediction& r : predictions)
-    csv +=
-        fmt::format("{},{},{:.9f},{:.9f},{:.9f},{},{}\n", r.algorithm, r.compression, r.compute_s,
-                    r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication",
-                    r.configuration.empty() ? std::to_string(ranks) : r.configuration);
+    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{},{},{:.3f},{}\n", r.algorithm, r.compression,
+                       r.compute_s, r.comm_s, r.iteration_s,
+                       r.compute_bound ? "compute" : "communication",
+                       r.configuration.empty() ? std::to_string(ranks) : r.configuration,
+                       r.samples_per_s, equivalence_name(equivalence_of(r.algorithm)));
   return csv;
 }
 
@@ -322,7 +391,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::string o = describe(config, measured);
   o += "\npredicted per iteration (each algorithm with the config's keys when it is the chosen "
        "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
-  o += table(rows) + recommendations;
+  o += table(rows) + unmodelled(rows) + overall_recommendation(rows) + recommendations;
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
   const AlgorithmEntry* chosen = find_algorithm(config.algorithm.name);
   if (chosen && chosen->plan_note) o += chosen->plan_note(config.algorithm);

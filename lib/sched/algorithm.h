@@ -99,6 +99,15 @@ SchedulerFactory scheduler_factory() {
   };
 }
 
+// How an algorithm's updates relate to sync's (`dtrain plan` says it per row, and plan.csv's
+// `equivalence` column): the same updates (exact), updates from gradients of older weights
+// (stale), ranks stepping their own models between averagings (local), or ranks averaging with
+// neighbours and no global model (decentralized). A faster iteration of a class other than
+// exact need not reach an accuracy sooner.
+enum class Equivalence { exact, stale, local, decentralized };
+// Its name in plan.csv ("exact", ...).
+const char* equivalence_name(Equivalence e);
+
 // One row of the registry; each algorithm's file writes its row with designated initializers,
 // naming only the fields it needs.
 struct AlgorithmEntry {
@@ -157,6 +166,8 @@ struct AlgorithmEntry {
   // Whether it clips the whole gradient's norm before each step (optimizer.clip_grad_norm);
   // validation refuses a clip for the others.
   bool clips_gradients = false;
+  // Whether its updates equal sync's (Equivalence); every row names its own.
+  Equivalence equivalence = Equivalence::exact;
 };
 
 // Every registered algorithm, in the order of the documentation.

@@ -19,7 +19,8 @@ AlgorithmEntry d_psgd_algorithm() {
           // Each rank steps its own model through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},
           // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::decentralized};
 }
 
 DPsgdScheduler::DPsgdScheduler(SchedulerContext ctx, const DPsgdOptions& options)

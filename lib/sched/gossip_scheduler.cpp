@@ -43,7 +43,8 @@ AlgorithmEntry gossip_algorithm() {
           // Each rank steps its own model through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},
           // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::decentralized};
 }
 
 GossipScheduler::GossipScheduler(SchedulerContext ctx, const GossipOptions& options)

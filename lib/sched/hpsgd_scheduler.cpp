@@ -89,7 +89,8 @@ AlgorithmEntry hpsgd_algorithm() {
           // with the run's optimizer from a copy of that state.
           .optimizers = {"sgd", "adamw"},
           // The local gradient, by its local norm, before the replica's step and the sum.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::local};
 }
 
 HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)

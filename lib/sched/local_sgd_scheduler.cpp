@@ -42,7 +42,8 @@ AlgorithmEntry local_sgd_algorithm() {
           // Each rank steps its own model through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},
           // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::local};
 }
 
 LocalSgdScheduler::LocalSgdScheduler(SchedulerContext ctx, const LocalSgdOptions& options)

@@ -153,7 +153,8 @@ AlgorithmEntry pipe_sgd_algorithm() {
           // The stale gradient is applied through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},
           // The all-reduced (stale) gradient is clipped as it is applied: the same on every rank.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::stale};
 }
 
 PipeSgdScheduler::PipeSgdScheduler(SchedulerContext ctx, const PipeSgdOptions& options)

@@ -47,7 +47,8 @@ AlgorithmEntry ps_sync_algorithm() {
           // The server steps through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},
           // The server clips the workers' summed gradient, the step every rank receives.
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::exact};
 }
 
 PsSyncScheduler::PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions&)

@@ -34,6 +34,20 @@ std::vector<std::string> algorithm_names() {
   return row_names(algorithms(), &AlgorithmEntry::name);
 }
 
+const char* equivalence_name(Equivalence e) {
+  switch (e) {
+    case Equivalence::exact:
+      return "exact";
+    case Equivalence::stale:
+      return "stale";
+    case Equivalence::local:
+      return "local";
+    case Equivalence::decentralized:
+      return "decentralized";
+  }
+  return "exact";
+}
+
 const AlgorithmEntry* chain_planning_algorithm() {
   for (const AlgorithmEntry& a : algorithms())
     if (a.plan_chain) return &a;

@@ -45,7 +45,8 @@ AlgorithmEntry sync_algorithm() {
                                     static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
               },
           .optimizers = {"sgd", "adamw"},
-          .clips_gradients = true};
+          .clips_gradients = true,
+          .equivalence = Equivalence::exact};
 }
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)

@@ -3,7 +3,9 @@
 # link, and bad input → exit 2 naming the culprit, with no CSV written.
 source "$(dirname "$0")/lib.sh"
 
-header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration"
+header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,samples_per_s,equivalence"
+# What follows the configuration: samples_per_s and equivalence (test_plan_recommend.sh checks them).
+tail_cols=",[0-9.]*,[a-z]*"
 check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
@@ -11,18 +13,18 @@ check_csv() {  # check_csv FILE WHAT RANKS
   [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
-      grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
+      grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$tail_cols$" "$f" ||
         fail "$what: no well-formed row for $a,$c"
     done
   done
   # SAPipe's rows say how many layers are stale.
   for c in none truncate16 quantize8; do
-    grep -q "^sapipe,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),k=[0-9]*$" "$f" ||
+    grep -q "^sapipe,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),k=[0-9]*$tail_cols$" "$f" ||
       fail "$what: no well-formed row for sapipe,$c"
   done
   # PipeDream's planner: its stages' replicas, summing to the ranks.
   local conf
-  conf=$(grep "^pipedream,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),[0-9-]*$" "$f" | cut -d, -f7)
+  conf=$(grep "^pipedream,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),[0-9-]*$tail_cols$" "$f" | cut -d, -f7)
   [ -n "$conf" ] || fail "$what: no well-formed row for pipedream"
   [ "$(echo "$conf" | tr '-' '\n' | awk '{ s += $1 } END { print s }')" = "$ranks" ] ||
     fail "$what: pipedream configuration $conf does not use $ranks ranks"
@@ -59,7 +61,7 @@ grep -q "emulated (cluster.link)" "$WORK/fast.txt" || fail "plan with cluster.li
   --set cluster.link.bandwidth=100Kbps --set cluster.link.latency=20us >/dev/null 2>&1 ||
   fail "plan on a 100 kbit/s link failed"
 # A 100000x slower link: communication-bound, and D-Sync slower than on the fast link.
-grep -q "^sync,none,.*,communication,4$" "$WORK/slow.csv" || fail "sync,none not communication-bound at 100 kbit/s"
+grep -q "^sync,none,.*,communication,4," "$WORK/slow.csv" || fail "sync,none not communication-bound at 100 kbit/s"
 awk -v s="$(predicted "$WORK/slow.csv" sync none)" -v f="$(predicted "$WORK/fast.csv" sync none)" \
   'BEGIN { exit !(s > f) }' || fail "sync,none is not slower on a slower link"
 # Pipe-SGD hides computation behind communication: never slower than D-Sync, same codec.

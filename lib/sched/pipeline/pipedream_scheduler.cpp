@@ -328,7 +328,10 @@ AlgorithmEntry pipedream_algorithm() {
       // Each stage steps its own parameters through the Optimizer interface, with its state.
       .optimizers = {"sgd", "adamw"},
       // By the norm over all stages (one all-reduce of a double per step).
-      .clips_gradients = true};
+      .clips_gradients = true,
+      // Weight stashing: a minibatch's backward uses the weights its forward used, which are
+      // older than the latest ones (PipeDream's staleness).
+      .equivalence = Equivalence::stale};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
