@@ -8,7 +8,12 @@ check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
+  # gossip and d_psgd exchange whole models, uncompressed: one row each.
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 21 ] || fail "$what: expected 21 rows, got $(tail -n +2 "$f" | wc -l)"
+  for a in gossip d_psgd; do
+    grep -q "^$a,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
+      fail "$what: no well-formed row for $a,none"
+  done
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$" "$f" ||
