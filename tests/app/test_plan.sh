@@ -97,6 +97,16 @@ awk -v l="$(predicted "$WORK/slow.csv" local_sgd none)" -v s="$(predicted "$WORK
 awk -v h="$(predicted "$WORK/slow.csv" hpsgd none)" -v l="$(predicted "$WORK/slow.csv" local_sgd none)" \
   'BEGIN { exit !(h < l) }' || fail "hpsgd,none not faster than local_sgd,none at 100 kbit/s"
 
+# A gossip config with a ten times slower rank (stand-in data when the files are missing): the
+# gossip and d_psgd rows are there; sync waits for the straggler every iteration, gossip only
+# slows its own updates.
+"$DTRAIN" plan --config "$ROOT/configs/paper/adpsgd/small/fashion_mlp_gossip_straggler.yaml" \
+  --ranks 4 --set dataset.path="$WORK/no-fashion" --csv "$WORK/gossip.csv" >/dev/null 2>&1 ||
+  fail "plan of the gossip straggler config failed"
+check_csv "$WORK/gossip.csv" "gossip straggler" 4
+awk -v g="$(predicted "$WORK/gossip.csv" gossip none)" -v s="$(predicted "$WORK/gossip.csv" sync none)" \
+  'BEGIN { exit !(g < s / 2) }' || fail "gossip,none not twice as fast as sync,none with a 10x straggler"
+
 # A dataset whose files are not here: planned on a stand-in of its shape, and said so.
 out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \
       --set dataset.path="$WORK/no-cifar" 2>&1) || fail "plan without the dataset files failed: $out"
