@@ -27,8 +27,9 @@ struct TimingInputs {
   // Computation on one rank, for its share of the global batch (paper: l_for, l_back, l_up),
   // plus the time the compute thread waits for the data loader.
   double l_for = 0, l_back = 0, l_up = 0, l_data = 0;
-  // Every algorithm here synchronises the ranks once per iteration, so it waits for the slowest:
+  // An algorithm that synchronises the ranks once per iteration waits for the slowest:
   // E[max over p ranks] − E[one rank] of the per-iteration compute time (part of the paper's S).
+  // Gossip waits for no rank and leaves it out.
   double l_skew = 0;
   // Extra compute time of an iteration that starts after the compute thread idled idle_s[i]
   // waiting for communication (cold caches and clocks); linear in between, flat beyond the last.
