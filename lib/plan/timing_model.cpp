@@ -32,8 +32,20 @@ Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
   return r;
 }
 
+double rank_slowdown(const TimingInputs& in, int rank) {
+  const auto r = static_cast<size_t>(rank);
+  return rank >= 0 && r < in.rank_slowdown.size() ? std::max(1.0, in.rank_slowdown[r]) : 1.0;
+}
+
+double slowest_slowdown(const TimingInputs& in) {
+  double slowest = 1;
+  for (int r = 0; r < in.p; ++r) slowest = std::max(slowest, rank_slowdown(in, r));
+  return slowest;
+}
+
 double compute_seconds(const TimingInputs& in) {
-  return in.l_up + in.l_for + in.l_back + in.l_data + (in.p > 1 ? in.l_skew : 0);
+  return in.l_up + (in.l_for + in.l_back) * slowest_slowdown(in) + in.l_data +
+         (in.p > 1 ? in.l_skew : 0);
 }
 
 double idle_penalty(const TimingInputs& in, double idle) {

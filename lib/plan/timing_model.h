@@ -27,14 +27,20 @@ struct TimingInputs {
   // Computation on one rank, for its share of the global batch (paper: l_for, l_back, l_up),
   // plus the time the compute thread waits for the data loader.
   double l_for = 0, l_back = 0, l_up = 0, l_data = 0;
-  // Every algorithm here synchronises the ranks once per iteration, so it waits for the slowest:
+  // An algorithm that synchronises the ranks once per iteration waits for the slowest:
   // E[max over p ranks] − E[one rank] of the per-iteration compute time (part of the paper's S).
+  // Gossip waits for no rank and leaves it out.
   double l_skew = 0;
   // Extra compute time of an iteration that starts after the compute thread idled idle_s[i]
   // waiting for communication (cold caches and clocks); linear in between, flat beyond the last.
   std::vector<double> idle_s, idle_penalty_s;
   int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
   int p = 1;      // data-parallel ranks
+  // cluster.stragglers: each rank's compute stretch (index = rank; a rank past the end: 1). A
+  // slowed rank's l_for + l_back take that many times as long (emulated by a sleep after
+  // backward); l_for and l_back above are an unslowed rank's. Each row says who waits for whom:
+  // an algorithm that synchronises every rank runs at the slowest one's pace (compute_seconds).
+  std::vector<double> rank_slowdown;
   int64_t global_batch = 1;
   // A message of b bytes costs α + b·(β + copy) (+ the overshoot of the emulated link's sleep):
   // plan/link_cost.h.
@@ -77,8 +83,12 @@ inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, 
 }
 
 // Building blocks of the algorithms' own rows (their registry entries):
-// the paper's l_up + l_comp, plus what dtrain's compute thread also waits for each iteration —
-// the loader, and the slowest rank (with one rank there is none to wait for);
+// the compute stretch of rank `rank` (cluster.stragglers; 1: not slowed), and the slowest one's;
+double rank_slowdown(const TimingInputs& in, int rank);
+double slowest_slowdown(const TimingInputs& in);
+// the paper's l_up + l_comp at the slowest rank's pace, plus what dtrain's compute thread also
+// waits for each iteration — the loader, and the slowest rank's random lag (with one rank there
+// is none to wait for): an iteration that synchronises every rank;
 double compute_seconds(const TimingInputs& in);
 // and a row from its parts (bound, samples/s and scaling efficiency derived).
 Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,

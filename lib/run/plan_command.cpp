@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>  // max, max_element, any_of
+#include <algorithm>  // max, max_element, any_of, ranges::count
 #include <fstream>
 #include <memory>
 
@@ -169,17 +169,20 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     l.backward_s *= r.slowdown * r.crowding;
   }
   in.l_data = compute.data_s;
-  in.l_for = compute.forward_s * r.slowdown * r.crowding;
-  in.l_back = compute.backward_s * r.slowdown * r.crowding;
+  // An unslowed rank's; each rank's stretch (cluster.stragglers) is the rows' to apply: the
+  // synchronising ones wait for the slowest, gossip only slows the straggler's own updates.
+  in.l_for = compute.forward_s * r.crowding;
+  in.l_back = compute.backward_s * r.crowding;
+  for (int rank = 0; rank < p; ++rank) in.rank_slowdown.push_back(compute_slowdown(config, rank));
   in.l_up = compute.update_s * r.crowding;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
   in.n = model.num_parameters() - model.trainable_offset();
-  // SAPipe's per-layer profile, stretched as the totals are.
+  // SAPipe's per-layer profile, stretched as the totals are (its row applies the stragglers).
   for (const LayerCost& l : layers) {
-    in.layer_forward_s.push_back(l.forward_s * r.slowdown * r.crowding);
-    in.layer_backward_s.push_back(l.backward_s * r.slowdown * r.crowding);
+    in.layer_forward_s.push_back(l.forward_s * r.crowding);
+    in.layer_backward_s.push_back(l.backward_s * r.crowding);
   }
   for (const LayerRange& l : model.layer_ranges())
     if (l.offset >= model.trainable_offset() && l.count > 0) in.layer_elements.push_back(l.count);
@@ -245,7 +248,10 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
         "          (l_for, l_back, l_up x {:.2f}: {} ranks x {} threads share {} cores)\n",
         r.crowding, p, threads, r.cores);
   if (r.slowdown > 1)
-    o += fmt::format("          (l_for, l_back x {} for the slowest straggler)\n", r.slowdown);
+    o += fmt::format(
+        "          (a straggler's l_for, l_back x {}: the rows that synchronise every rank run "
+        "at its pace, gossip only its own updates)\n",
+        r.slowdown);
   line("n", std::to_string(in.n), "",
        fmt::format("floats communicated per iteration ({:.2f} MB)", 4e-6 * in.n));
   line("p", std::to_string(p), "", "");
@@ -366,7 +372,9 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   for (const AlgorithmEntry& a : algorithms()) {
     if (!a.predict) continue;
     const AlgorithmConfig options = options_of(config, a.name);
-    for (const CodecCost& codec : in.codecs) rows.push_back(a.predict(in, codec, options));
+    for (const CodecCost& codec : in.codecs)
+      if (a.compressions.empty() || std::ranges::count(a.compressions, codec.name) > 0)
+        rows.push_back(a.predict(in, codec, options));
   }
   std::string recommendations;
   for (const AlgorithmEntry& a : algorithms())

@@ -125,6 +125,9 @@ struct AlgorithmEntry {
                             const AlgorithmConfig&)>
       recommend{};
   std::function<std::string(const AlgorithmConfig&)> plan_note{};
+  // The codecs (compression.name) it runs with; empty: every one. `dtrain plan` predicts its
+  // row with these only (gossip and d_psgd exchange whole models, uncompressed).
+  std::vector<std::string> compressions{};
   // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
   // SGD); problems go to the Reader, naming the key.
   std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};

@@ -24,6 +24,8 @@ struct DPsgdOptions {
 };
 
 AlgorithmEntry d_psgd_algorithm();
+// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
+Prediction predict_d_psgd(const TimingInputs& in, const CodecCost& codec, Topology topology);
 
 class DPsgdScheduler final : public Scheduler {
  public:

@@ -28,6 +28,50 @@ struct Count {
 
 }  // namespace
 
+// AD-PSGD as this scheduler runs it, with m = 4n bytes of model (not in the Pipe-SGD paper):
+//  an active (odd) rank hands one exchange to its comm thread (S) and computes meanwhile; the
+//    exchange sums its snapshot (x + pending: γ·m), sends the model (one message of m bytes),
+//    waits while the peer's server sums its own snapshot (γ·m) and sends it back (another
+//    message), and adds the difference to pending (γ·m). The compute thread waits for the longer
+//    of forward + backward and the exchange, then adds pending to the model and zeroes it
+//    (γ·m + a copy's m) and steps (l_up), cold after idling.
+//  a passive (even) rank never waits: its server answers on a thread of its own.
+// Nobody waits for the slowest rank (no l_skew): a straggler's compute (its own stretch) slows
+// only its own updates, while the others go on at theirs (AD-PSGD's straggler analysis: the
+// samples processed are the sum of each rank's own rate). So samples/s = Σ_ranks (B/p) / t_rank,
+// and the row's iteration is the time for the ranks together to process one global batch B,
+// B / samples/s (the harmonic mean of the ranks' update times, which is what the wall time over
+// the updates of timing.csv, summed over the ranks, measures); its compute and comm are an
+// unslowed active rank's. When the comm thread has no core of its own, the exchange's CPU work
+// (sums, copies) is done by the cores that compute; a passive rank's server answers about one
+// exchange per update (each active rank starts one, to one of its passive neighbours).
+// Left out: two active ranks picking the same passive one at once (the second waits), the
+// control messages (headers, counts: unpaced), a GPU model's host copies.
+Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec) {
+  const double own = in.l_data + in.l_for + in.l_back;  // an unslowed rank's, stretched below
+  if (in.p <= 1) {
+    const double compute = in.l_data + (in.l_for + in.l_back) * rank_slowdown(in, 0) + in.l_up;
+    return make_prediction(in, "gossip", codec, compute, 0, compute);
+  }
+  const double m = 4.0 * static_cast<double>(in.n);
+  const CommCost message = in.link.message(m);
+  const double sum = in.gamma_s_per_byte * m;
+  const double exchange = in.sync_s + 2 * message.total() + 3 * sum;
+  const double cpu = in.comm_shares_core ? 2 * sum + 2 * message.cpu_s : 0;  // each side's
+  const double update = in.l_up + sum + in.link.copy_s_per_byte * m;
+  auto update_seconds = [&](int rank) {
+    const double forward_backward = (in.l_for + in.l_back) * rank_slowdown(in, rank);
+    if (rank % 2 == 0) return in.l_data + forward_backward + update + cpu;  // passive
+    const double idle = std::max(0.0, exchange - forward_backward);
+    return in.l_data + forward_backward + idle + idle_penalty(in, idle) + update + cpu;
+  };
+  double rate = 0;  // global batches per second, all ranks together
+  for (int rank = 0; rank < in.p; ++rank) rate += 1.0 / (in.p * update_seconds(rank));
+  Prediction r = make_prediction(in, "gossip", codec, own + update + cpu, exchange, 1.0 / rate);
+  r.compute_bound = in.l_for + in.l_back >= exchange;
+  return r;
+}
+
 AlgorithmEntry gossip_algorithm() {
   using namespace config;
   auto keys = Schema<GossipOptions>("gossip").key("topology", &GossipOptions::topology,
@@ -39,6 +83,9 @@ AlgorithmEntry gossip_algorithm() {
               "random neighbour per update, asynchronously, no global barrier",
           .keys = erase(std::move(keys)),
           .make = scheduler_factory<GossipScheduler, GossipOptions>(),
+          .predict = [](const TimingInputs& in, const CodecCost& codec,
+                        const AlgorithmConfig&) { return predict_gossip(in, codec); },
+          .compressions = {"none"},
           .own_data_stream = true,
           // Each rank steps its own model through Optimizer::step: any optimizer.
           .optimizers = {"sgd", "adamw"},

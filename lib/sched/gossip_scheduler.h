@@ -40,6 +40,8 @@ struct GossipOptions {
 };
 
 AlgorithmEntry gossip_algorithm();
+// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
+Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec);
 
 class GossipScheduler final : public Scheduler {
  public:

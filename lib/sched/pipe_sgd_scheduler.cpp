@@ -37,7 +37,8 @@ Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int 
   } else {
     // K = 1 is D-Sync (Eq. 2); with L > 1 segments the first L−1 all-reduces may hide behind
     // the rest of the backward pass, but the last one is always exposed.
-    const double hidden = std::min(comm * (L - 1.0) / L, in.l_back * (L - 1.0) / L);
+    const double hidden =
+        std::min(comm * (L - 1.0) / L, in.l_back * slowest_slowdown(in) * (L - 1.0) / L);
     compute += idle_penalty(in, comm - hidden);
     iteration = compute + comm - hidden;
   }

@@ -47,19 +47,22 @@ Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
   const double fixed = std::min(
       comm, allreduce_seconds(in, codec, std::min<double>(kSmallAllreduce, in.n)) + in.sync_s);
   const size_t m = in.layer_elements.size();
+  const double slowest = slowest_slowdown(in);
   if (m > 0 && in.layer_forward_s.size() == m && in.layer_backward_s.size() == m) {
     double forward = 0, backward = 0;
     for (size_t i = 0; i < m; ++i)
       forward += in.layer_forward_s[i], backward += in.layer_backward_s[i];
     // The per-layer times say where the time goes; the totals are the profile's.
-    const double fs = forward > 0 ? in.l_for / forward : 0,
-                 bs = backward > 0 ? in.l_back / backward : 0;
+    // At the slowest rank's pace: every rank waits for it at each all-reduce.
+    const double fs = forward > 0 ? in.l_for * slowest / forward : 0,
+                 bs = backward > 0 ? in.l_back * slowest / backward : 0;
     for (size_t i = 0; i < m; ++i)
       layers.push_back({in.layer_forward_s[i] * fs, in.layer_backward_s[i] * bs,
                         (comm - fixed) * static_cast<double>(in.layer_elements[i]) /
                             static_cast<double>(std::max<int64_t>(1, in.n))});
   } else {
-    layers.push_back({in.l_for, in.l_back, comm - fixed});  // no per-layer profile: one layer
+    // No per-layer profile: one layer.
+    layers.push_back({in.l_for * slowest, in.l_back * slowest, comm - fixed});
   }
   int k = 0;
   const auto& s = options.stale_layers;

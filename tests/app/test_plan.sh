@@ -10,7 +10,12 @@ check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 19 ] || fail "$what: expected 19 rows, got $(tail -n +2 "$f" | wc -l)"
+  # gossip and d_psgd exchange whole models, uncompressed: one row each.
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 21 ] || fail "$what: expected 21 rows, got $(tail -n +2 "$f" | wc -l)"
+  for a in gossip d_psgd; do
+    grep -q "^$a,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$tail_cols$" "$f" ||
+      fail "$what: no well-formed row for $a,none"
+  done
   for a in sync ps_sync pipe_sgd local_sgd hpsgd; do
     for c in none truncate16 quantize8; do
       grep -q "^$a,$c,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$tail_cols$" "$f" ||
@@ -93,6 +98,16 @@ awk -v l="$(predicted "$WORK/slow.csv" local_sgd none)" -v s="$(predicted "$WORK
 # HPSGD all-reduces while it trains: faster than Local SGD, which waits every sync_period.
 awk -v h="$(predicted "$WORK/slow.csv" hpsgd none)" -v l="$(predicted "$WORK/slow.csv" local_sgd none)" \
   'BEGIN { exit !(h < l) }' || fail "hpsgd,none not faster than local_sgd,none at 100 kbit/s"
+
+# A gossip config with a ten times slower rank (stand-in data when the files are missing): the
+# gossip and d_psgd rows are there; sync waits for the straggler every iteration, gossip only
+# slows its own updates.
+"$DTRAIN" plan --config "$ROOT/configs/paper/adpsgd/small/fashion_mlp_gossip_straggler.yaml" \
+  --ranks 4 --set dataset.path="$WORK/no-fashion" --csv "$WORK/gossip.csv" >/dev/null 2>&1 ||
+  fail "plan of the gossip straggler config failed"
+check_csv "$WORK/gossip.csv" "gossip straggler" 4
+awk -v g="$(predicted "$WORK/gossip.csv" gossip none)" -v s="$(predicted "$WORK/gossip.csv" sync none)" \
+  'BEGIN { exit !(g < s / 2) }' || fail "gossip,none not twice as fast as sync,none with a 10x straggler"
 
 # A dataset whose files are not here: planned on a stand-in of its shape, and said so.
 out=$("$DTRAIN" plan --config "$ROOT/configs/paper/cifar100_cnn_dsync.yaml" --ranks 2 \

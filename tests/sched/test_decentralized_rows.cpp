@@ -1,0 +1,121 @@
+// The decentralized algorithms' timing rows (gossip, d_psgd) and stragglers in the rows, against
+// hand-computed numbers. four_ranks(): l_for 1 ms, l_back 2 ms, l_up 0.5 ms, a 10 us, 1 ns/B
+// link without copies, γ = 0.5 ns/B, S = 20 us.
+#include <doctest/doctest.h>
+
+#include "../plan/timing_fixtures.h"  // four_ranks, none, kCommNone
+#include "sched/d_psgd_scheduler.h"   // predict_d_psgd
+#include "sched/gossip_scheduler.h"   // predict_gossip
+#include "sched/sync_scheduler.h"     // predict_sync
+
+using namespace dtrain;
+using namespace dtrain::test;
+
+namespace {
+
+// 100k floats: a 0.4 MB model, whose exchanges hide behind the 3 ms of forward and backward.
+TimingInputs small_model() {
+  TimingInputs in = four_ranks();
+  in.n = 100'000;
+  return in;
+}
+
+// Global batches per second of ranks taking t[rank] seconds per update, each on 1/4 of it.
+double harmonic_iteration(std::initializer_list<double> t) {
+  double rate = 0;
+  for (double s : t) rate += 1 / (4 * s);
+  return 1 / rate;
+}
+
+}  // namespace
+
+TEST_CASE("gossip, compute-bound: every rank's update is its own compute and the merge") {
+  const Prediction r = predict_gossip(small_model(), none());
+  // Exchange: S + 2 messages of 0.4 MB (10 us + 0.4 ms each) + 3 sums of 0.4 MB at 0.5 ns/B.
+  const double exchange = 20e-6 + 2 * (10e-6 + 0.4e-3) + 3 * 0.2e-3;
+  CHECK(r.comm_s == doctest::Approx(exchange));
+  // Forward + backward (3 ms) hide it; then pending is added (0.2 ms) and the step (0.5 ms).
+  CHECK(r.iteration_s == doctest::Approx(3e-3 + 0.2e-3 + 0.5e-3));
+  CHECK(r.compute_bound);
+  CHECK(r.samples_per_s == doctest::Approx(128 / 3.7e-3));
+}
+
+TEST_CASE("gossip, communication-bound: the active ranks wait for their exchange, not for all") {
+  const Prediction r = predict_gossip(four_ranks(), none());
+  // Two messages of 4 MB (10 us + 4 ms each), three sums of 4 MB (2 ms each), and S.
+  const double exchange = 20e-6 + 2 * 4.01e-3 + 3 * 2e-3;
+  CHECK(r.comm_s == doctest::Approx(exchange));
+  CHECK_FALSE(r.compute_bound);
+  const double active = exchange + 2e-3 + 0.5e-3;  // waits for it, then merges and steps
+  const double passive = 3e-3 + 2e-3 + 0.5e-3;     // its server answers on its own
+  CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({passive, active, passive, active})));
+  CHECK(r.samples_per_s == doctest::Approx(128 / r.iteration_s));
+}
+
+TEST_CASE("gossip with a straggler: only its own updates slow down") {
+  TimingInputs in = small_model();
+  in.rank_slowdown = {1, 3};  // rank 1: forward and backward take 9 ms
+  const Prediction r = predict_gossip(in, none());
+  const double others = 3.7e-3, straggler = 9e-3 + 0.7e-3;
+  CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({others, straggler, others, others})));
+  // sync waits for it every iteration: 0.5 ms + 9 ms, then the all-reduce.
+  const Prediction sync = predict_sync(in, none());
+  CHECK(sync.compute_s == doctest::Approx(0.5e-3 + 9e-3));
+  CHECK(r.samples_per_s > 1.5 * sync.samples_per_s);
+
+  // An active straggler whose compute hides behind its exchange costs nothing.
+  TimingInputs busy = four_ranks();
+  const double unslowed = predict_gossip(busy, none()).iteration_s;
+  busy.rank_slowdown = {1, 3};  // 9 ms < the 14.04 ms exchange
+  CHECK(predict_gossip(busy, none()).iteration_s == doctest::Approx(unslowed));
+}
+
+TEST_CASE("d_psgd on a ring: two neighbours' messages every iteration, then the mix") {
+  // Compute-bound: S + 2 messages of 0.4 MB hide behind 3 ms; mixing two models is 2 sums.
+  const Prediction fast = predict_d_psgd(small_model(), none(), Topology::ring);
+  CHECK(fast.comm_s == doctest::Approx(20e-6 + 2 * 0.41e-3));
+  CHECK(fast.compute_bound);
+  CHECK(fast.iteration_s == doctest::Approx(3.5e-3 + 2 * 0.2e-3));
+  // Communication-bound: 8.04 ms of exchange against 3 ms of forward and backward.
+  const Prediction slow = predict_d_psgd(four_ranks(), none(), Topology::ring);
+  const double exchange = 20e-6 + 2 * 4.01e-3;
+  CHECK(slow.comm_s == doctest::Approx(exchange));
+  CHECK_FALSE(slow.compute_bound);
+  CHECK(slow.iteration_s == doctest::Approx(0.5e-3 + exchange + 2 * 2e-3));
+  CHECK(slow.samples_per_s == doctest::Approx(128 / slow.iteration_s));
+}
+
+TEST_CASE("d_psgd: other topologies") {
+  // Exponential on 8 ranks: hops 1, 3, 5: neighbours i ± 1, i ± 3 (i ± 5 is i ∓ 3), so 4.
+  TimingInputs eight = small_model();
+  eight.p = 8;
+  const Prediction e = predict_d_psgd(eight, none(), Topology::exponential);
+  CHECK(e.comm_s == doctest::Approx(20e-6 + 4 * 0.41e-3));
+  CHECK(e.iteration_s == doctest::Approx(3.5e-3 + 4 * 0.2e-3));
+  // Complete: the model all-reduced (Eq. 5 with S) while forward and backward run.
+  const Prediction c = predict_d_psgd(four_ranks(), none(), Topology::complete);
+  CHECK(c.comm_s == doctest::Approx(kCommNone));
+  CHECK(c.iteration_s == doctest::Approx(0.5e-3 + kCommNone));
+}
+
+TEST_CASE("d_psgd with a straggler: its pace propagates to every rank") {
+  TimingInputs in = small_model();
+  in.rank_slowdown = {1, 1, 3};  // rank 2, not a neighbour of rank 0: it still sets the pace
+  const Prediction r = predict_d_psgd(in, none(), Topology::ring);
+  CHECK(r.iteration_s == doctest::Approx(0.5e-3 + 9e-3 + 2 * 0.2e-3));
+  // Now its compute hides the 8.04 ms exchange of a 4 MB model.
+  TimingInputs big = four_ranks();
+  big.rank_slowdown = {1, 1, 3};
+  CHECK(predict_d_psgd(big, none(), Topology::ring).iteration_s ==
+        doctest::Approx(0.5e-3 + 9e-3 + 2 * 2e-3));
+}
+
+TEST_CASE("sync with a straggler runs at its pace; a straggler the job lacks changes nothing") {
+  TimingInputs in = four_ranks();
+  in.rank_slowdown = {1, 1, 2};  // rank 2: forward and backward take 6 ms
+  const Prediction r = predict_sync(in, none());
+  CHECK(r.compute_s == doctest::Approx(0.5e-3 + 6e-3));
+  CHECK(r.iteration_s == doctest::Approx(6.5e-3 + kCommNone));
+  in.rank_slowdown = {1, 1, 1, 1, 5};  // rank 4 of 4 ranks
+  CHECK(predict_sync(in, none()).iteration_s == doctest::Approx(3.5e-3 + kCommNone));
+}
