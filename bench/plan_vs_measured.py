@@ -22,7 +22,7 @@ fastest right in >= 90 % of the settings; planning a setting < 5 s). OUT/cells.c
 Timings on a shared machine are noisy. Exit codes: 0 every cell measured, 1 a run or plan
 failed (the others still ran), 2 bad arguments (an unknown name, OUT exists).
 """
-import argparse, csv, math, os, statistics, subprocess, sys, time
+import argparse, csv, os, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "scripts", "sweep.py")
@@ -98,7 +98,7 @@ def child_env():
 
 def sweep_command(args, model, link, ranks, out):
     config, batch, extra = MODELS[model]
-    sets = [f"train.epochs=2", f"dataset.train_size={args.iterations * batch}",
+    sets = ["train.epochs=2", f"dataset.train_size={args.iterations * batch}",
             f"dataset.test_size={batch}"] + extra
     if link != "none":
         sets += [f"cluster.link.bandwidth={link}", f"cluster.link.latency={args.latency}"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/plan_vs_measured.py on its quick grid narrowed to two algorithms and one link: every cell
-# has a finite prediction and measurement, the CSV has its columns, the summary is printed; bad
+# has a finite prediction and measurement, the CSV has its columns, the summary is printed, scripts/plot.py draws the cells; bad
 # names and an existing --out exit 2. No timing value is asserted (the machine is shared).
 # Usage: test_plan_vs_measured.sh DTRAIN REPO_ROOT
 source "$(dirname "$0")/lib.sh"
@@ -30,6 +30,15 @@ for r in rows:
         assert math.isfinite(value) and value >= 0, (column, r)
     assert float(r["predicted_s"]) > 0 and float(r["measured_s"]) > 0, r
 PY
+
+# scripts/plot.py draws the grid's figure from the cells (where matplotlib is installed).
+if "$PY" -c "import matplotlib, numpy" 2>/dev/null; then
+  "$PY" "$PLOT" --predicted-vs-measured grid/cells.csv --out figure > plot.out 2>&1 \
+    || fail "plot.py --predicted-vs-measured: $(cat plot.out)"
+  [ -s figure/predicted_vs_measured_grid.png ] || fail "no predicted_vs_measured_grid.png: $(cat plot.out)"
+  "$PY" "$PLOT" --predicted-vs-measured no_such.csv > plot.out 2>&1
+  [ $? -eq 2 ] || fail "plot.py --predicted-vs-measured no_such.csv: expected exit 2"
+fi
 
 # --- bad arguments: exit 2 naming the option; an existing --out is left alone ------------------
 expect_usage_error() {
