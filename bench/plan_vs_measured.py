@@ -17,7 +17,11 @@ fastest right in >= 90 % of the settings; planning a setting < 5 s). OUT/cells.c
 
     /usr/bin/python3 bench/plan_vs_measured.py [--models mlp,lenet,resnet20,gpt]
         [--links none,10Gbps,1Gbps,100Mbps] [--ranks 2,4] [--algorithms sync,...]
-        [--iterations 100] [--quick] [--latency 50us] [--timeout 600] [--dtrain PATH] --out DIR
+        [--iterations 100] [--quick] [--latency 50us] [--timeout 600] [--dtrain PATH]
+        [--data-root DIR] --out DIR
+
+The configs' relative dataset paths (datasets/...) start from --data-root: a checkout whose
+datasets/ holds CIFAR-10 and the King James Bible (scripts/setup.sh writes them).
 
 Timings on a shared machine are noisy. Exit codes: 0 every cell measured, 1 a run or plan
 failed (the others still ran), 2 bad arguments (an unknown name, OUT exists).
@@ -33,7 +37,8 @@ MODELS = {
     "mlp": ("configs/fashion_mlp_sync.yaml", 100, ["train.eval_every_epochs=2"]),
     "lenet": ("configs/fashion_lenet_sync.yaml", 64, []),
     "resnet20": ("configs/cifar10_resnet20_sync.yaml", 128, ["train.eval_every_epochs=2"]),
-    "gpt": ("configs/gpt_kjv.yaml", 12, ["train.max_iterations=0", "train.eval_every_iterations=0"]),
+    "gpt": ("configs/gpt_kjv.yaml", 12, ["train.max_iterations=0", "train.eval_every_iterations=0",
+                                         "cluster.threads_per_rank=1"]),
 }
 LINKS = ["none", "10Gbps", "1Gbps", "100Mbps"]
 COLUMNS = ["model", "link", "ranks", "algorithm", "predicted_s", "measured_s", "error",
@@ -65,6 +70,8 @@ def parse(argv):
     p.add_argument("--quick", action="store_true",
                    help="mlp, links none and 1Gbps, 2 ranks, 30 iterations (other options narrow it)")
     p.add_argument("--dtrain", default=os.path.join(ROOT, "build", "apps", "dtrain", "dtrain"))
+    p.add_argument("--data-root", default=ROOT,
+                   help="folder the configs' relative dataset paths start from (default: the repository)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     given = set(a.split("=")[0] for a in argv if a.startswith("--"))
@@ -88,6 +95,9 @@ def parse(argv):
         raise UsageError(f"--out: {args.out} exists; choose a new folder (nothing overwritten)")
     if not os.access(args.dtrain, os.X_OK):
         raise UsageError(f"--dtrain: {args.dtrain} is not an executable (build first)")
+    args.out, args.dtrain = os.path.abspath(args.out), os.path.abspath(args.dtrain)
+    if not os.path.isdir(args.data_root):
+        raise UsageError(f"--data-root: {args.data_root} is not a folder")
     return args
 
 
@@ -148,7 +158,8 @@ def run_setting(args, model, link, ranks):
     with open(os.path.join(args.out, "sweeps", name + ".log"), "w") as log:
         try:
             code = subprocess.run(sweep_command(args, model, link, ranks, out), env=child_env(),
-                                  stdout=log, stderr=subprocess.STDOUT, timeout=budget).returncode
+                                  stdout=log, stderr=subprocess.STDOUT, timeout=budget,
+                                  cwd=args.data_root).returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
     plan_rows = read_csv(os.path.join(out, "plan.csv"))
