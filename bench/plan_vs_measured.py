@@ -70,7 +70,8 @@ def parse(argv):
     p.add_argument("--algorithms", default=",".join(ALGORITHMS))
     p.add_argument("--iterations", type=int, default=100, help="per rank per epoch")
     p.add_argument("--latency", default="50us", help="the emulated links' latency")
-    p.add_argument("--timeout", type=int, default=600, help="seconds per training run")
+    p.add_argument("--timeout", type=int, default=600,
+                   help="seconds per training run: a setting's sweep gets one per algorithm + 120")
     p.add_argument("--quick", action="store_true",
                    help="mlp, links none and 1Gbps, 2 ranks, 30 iterations (other options narrow it)")
     p.add_argument("--dtrain", default=os.path.join(ROOT, "build", "apps", "dtrain", "dtrain"))
@@ -95,6 +96,8 @@ def parse(argv):
         raise UsageError("--ranks: every rank count must be >= 2")
     if args.iterations < 1:
         raise UsageError("--iterations: must be >= 1")
+    if args.timeout < 1:
+        raise UsageError("--timeout: must be >= 1 second")
     if os.path.exists(args.out):
         raise UsageError(f"--out: {args.out} exists; choose a new folder (nothing overwritten)")
     if not os.access(args.dtrain, os.X_OK):
@@ -177,12 +180,19 @@ def run_setting(args, model, link, ranks):
     print(f"[setting] {model} link={link} ranks={ranks} ...", flush=True)
     budget = args.timeout * len(args.algorithms) + 120
     with open(os.path.join(args.out, "sweeps", name + ".log"), "w") as log:
+        sweep = subprocess.Popen(sweep_command(args, model, link, ranks, out), env=child_env(),
+                                 stdout=log, stderr=subprocess.STDOUT, cwd=args.data_root)
         try:
-            code = subprocess.run(sweep_command(args, model, link, ranks, out), env=child_env(),
-                                  stdout=log, stderr=subprocess.STDOUT, timeout=budget,
-                                  cwd=args.data_root).returncode
+            code = sweep.wait(timeout=budget)
         except subprocess.TimeoutExpired:
-            code = "timeout"
+            # SIGTERM: sweep.py stops its run's mpirun and dtrain; SIGKILL only if it does not.
+            sweep.terminate()
+            try:
+                sweep.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                sweep.kill()
+                sweep.wait()
+            code = f"timeout after {budget} s"
     plan_rows = read_csv(os.path.join(out, "plan.csv"))
     plan_s = None
     for line in open(os.path.join(args.out, "sweeps", name + ".log")):
