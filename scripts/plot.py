@@ -4,6 +4,7 @@
 Usage:
   scripts/plot.py runs/sweep1                      # a sweep folder (scripts/sweep.py --out)
   scripts/plot.py RUN_DIR [RUN_DIR ...] [--out DIR]
+  scripts/plot.py --predicted-vs-measured CELLS.csv [--out DIR]   # bench/plan_vs_measured.py
 
 A folder holding accuracy.csv is a run; a folder holding run folders (or summary.csv) is a
 sweep, of which the runs that finished are plotted. Each figure is written as PNG and SVG into
@@ -50,10 +51,16 @@ each other are named in the legend ("sync and ps_sync coincide") and drawn neste
 narrow. The points of predicted_vs_measured
 are numbered, each number placed clear of the others and of the points.
 
+--predicted-vs-measured CELLS.csv draws one figure, predicted_vs_measured_grid, from
+bench/plan_vs_measured.py's cells.csv (into --out, else the CSV's folder): every cell's
+predicted against measured seconds per iteration, log-log, coloured by algorithm, with the
+y = x line and the 30 % band (the goal's worst error); cells without both numbers are left out.
+
 Exit codes: 0 figures written; 2 a missing folder or file (named), or nothing to plot.
 """
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -1044,16 +1051,77 @@ def kind_context(kind, kind_runs, total_runs, mixed):
             "language_model": all(is_language_model(run) for run in kind_runs)}
 
 
+def predicted_vs_measured_grid(cells_csv, out_dir):
+    """bench/plan_vs_measured.py's cells: predicted against measured, one colour per algorithm."""
+
+    with open(cells_csv, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    points = {}
+    for row in rows:
+        try:
+            measured, predicted = float(row["measured_s"]), float(row["predicted_s"])
+        except (KeyError, ValueError):
+            continue
+        if measured > 0 and predicted > 0:
+            points.setdefault(row["algorithm"], []).append((measured, predicted))
+    if not points:
+        raise SkipFigure(f"{cells_csv} has no cell with both a prediction and a measurement")
+    values = [v for cells in points.values() for cell in cells for v in cell]
+    scale, unit = time_unit(values)
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    for algorithm, cells in points.items():
+        ax.plot([m * scale for m, _ in cells], [p * scale for _, p in cells], linestyle="none",
+                marker="o", markersize=6, alpha=0.85, label=f"{algorithm} ({len(cells)})",
+                color=ALGORITHM_COLOURS.get(algorithm, UNKNOWN_ALGORITHM_COLOUR),
+                markeredgecolor="0.2")
+    low, high = min(values) * scale / 1.5, max(values) * scale * 1.5
+    ax.plot([low, high], [low, high], color="0.3", linestyle="--", linewidth=1,
+            label="predicted = measured")
+    ax.plot([low, high], [1.3 * low, 1.3 * high], color="0.6", linestyle=":", linewidth=1,
+            label="±30 %")
+    ax.plot([low, high], [0.7 * low, 0.7 * high], color="0.6", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_xlabel(f"measured time per iteration ({unit})")
+    ax.set_ylabel(f"predicted time per iteration ({unit}, dtrain plan)")
+    ax.set_title(f"dtrain plan against measured: {sum(map(len, points.values()))} cells")
+    ax.legend(fontsize=8, loc="upper left")
+    return save(fig, out_dir, "predicted_vs_measured_grid")
+
+
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(prog="plot.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="+", metavar="DIR", help="a sweep folder or run folders")
+    parser.add_argument("paths", nargs="*", metavar="DIR", help="a sweep folder or run folders")
+    parser.add_argument("--predicted-vs-measured", metavar="CSV",
+                        help="bench/plan_vs_measured.py's cells.csv: its grid's figure only")
     parser.add_argument("--out", help="where the figures go (default: next to the runs)")
     return parser.parse_args(argv)
 
 
 def main(argv):
     args = parse_arguments(argv)
+    if args.predicted_vs_measured:
+        if not os.path.isfile(args.predicted_vs_measured):
+            print(f"plot.py: error: --predicted-vs-measured: no file {args.predicted_vs_measured}",
+                  file=sys.stderr)
+            return 2
+        out_dir = args.out or os.path.dirname(os.path.abspath(args.predicted_vs_measured))
+        os.makedirs(out_dir, exist_ok=True)
+        try:
+            paths = predicted_vs_measured_grid(args.predicted_vs_measured, out_dir)
+        except SkipFigure as reason:
+            print(f"plot.py: error: {reason}", file=sys.stderr)
+            return 2
+        for path in paths:
+            print(path)
+        return 0
+    if not args.paths:
+        print("plot.py: error: give a sweep folder, run folders or --predicted-vs-measured CSV",
+              file=sys.stderr)
+        return 2
     notes = []
     try:
         runs, sweeps = collect_runs(args.paths, notes)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/plan_vs_measured.py on its quick grid narrowed to two algorithms and one link: every cell
+# has a finite prediction and measurement, the CSV has its columns, the summary is printed, scripts/plot.py draws the cells; bad
+# names and an existing --out exit 2. No timing value is asserted (the machine is shared).
+# Usage: test_plan_vs_measured.sh DTRAIN REPO_ROOT
+source "$(dirname "$0")/lib.sh"
+skip_without_modules yaml
+cd "$WORK" || exit 1
+BENCH="$ROOT/bench/plan_vs_measured.py"
+bench() { "$PY" "$BENCH" --dtrain "$DTRAIN" "$@"; }
+
+bench --quick --algorithms sync,gossip --links none --iterations 20 --out grid > grid.out 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "quick grid: exit $rc, expected 0: $(tail -20 grid.out)"
+grep -q '^summary: errors .* predicted fastest right in [0-9]*/1 settings' grid.out \
+  || fail "no summary line: $(cat grid.out)"
+grep -q '^mlp link=none ranks=2: predicted .*, measured ' grid.out \
+  || fail "no per-setting line: $(cat grid.out)"
+check_python "cells.csv" grid/cells.csv <<'PY'
+import csv, math, sys
+reader = csv.DictReader(open(sys.argv[1]))
+expected = ["model", "link", "ranks", "algorithm", "predicted_s", "measured_s", "error"]
+assert reader.fieldnames[:len(expected)] == expected, reader.fieldnames
+rows = list(reader)
+assert sorted(r["algorithm"] for r in rows) == ["gossip", "sync"], rows
+for r in rows:
+    assert (r["model"], r["link"], r["ranks"]) == ("mlp", "none", "2"), r
+    for column in ("predicted_s", "measured_s", "error"):
+        value = float(r[column])
+        assert math.isfinite(value) and value >= 0, (column, r)
+    assert float(r["predicted_s"]) > 0 and float(r["measured_s"]) > 0, r
+PY
+
+# scripts/plot.py draws the grid's figure from the cells (where matplotlib is installed).
+if "$PY" -c "import matplotlib, numpy" 2>/dev/null; then
+  "$PY" "$PLOT" --predicted-vs-measured grid/cells.csv --out figure > plot.out 2>&1 \
+    || fail "plot.py --predicted-vs-measured: $(cat plot.out)"
+  [ -s figure/predicted_vs_measured_grid.png ] || fail "no predicted_vs_measured_grid.png: $(cat plot.out)"
+  "$PY" "$PLOT" --predicted-vs-measured no_such.csv > plot.out 2>&1
+  [ $? -eq 2 ] || fail "plot.py --predicted-vs-measured no_such.csv: expected exit 2"
+fi
+
+# --- bad arguments: exit 2 naming the option; an existing --out is left alone ------------------
+expect_usage_error() {
+  local option=$1
+  shift
+  bench "$@" > bad.out 2>&1
+  local code=$?
+  [ "$code" -eq 2 ] || fail "$*: exit $code, expected 2: $(cat bad.out)"
+  grep -q -- "$option" bad.out || fail "$*: the message does not name $option: $(cat bad.out)"
+}
+expect_usage_error --models --models mlp,nosuchmodel --out bad1
+expect_usage_error --algorithms --algorithms sync,nosuchalgorithm --out bad2
+expect_usage_error --out --quick --out grid
+[ ! -e bad1 ] && [ ! -e bad2 ] || fail "a refused run created its --out folder"
+[ -f grid/cells.csv ] || fail "the refused run touched the existing --out"
+finish
