@@ -23,6 +23,7 @@
 #include "backend/cpu/bf16.h"           // bf16_t, f32_to_bf16, bf16_to_f32
 #include "backend/cuda/cuda_backend.h"  // make_cuda_backend
 #include "core/rng.h"                   // random_uniform
+#include "cuda_test_backends.h"         // the one CPU reference and GPU of the binary
 
 using namespace dtrain;
 using cpu::bf16_t;
@@ -40,15 +41,10 @@ constexpr double kAttentionF32 = 4e-5;
 constexpr double kAttentionGradF32 = 1e-4;
 
 Backend& cpu_ref() {
-  static Backend* backend =
-      make_backend({DeviceChoice::cpu,
-                    static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)), 0})
-          .release();
-  return *backend;
+  return cuda_test::cpu_reference();
 }
 Backend& cuda_be() {
-  static Backend* backend = make_cuda_backend(0, /*allow_tf32=*/false).release();
-  return *backend;
+  return cuda_test::gpu();
 }
 
 #define SKIP_WITHOUT_CPU_BF16()                                                 \

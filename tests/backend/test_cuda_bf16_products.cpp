@@ -24,6 +24,7 @@
 #include "backend/cpu/bf16.h"           // bf16_t, f32_to_bf16, bf16_to_f32, round_to_bf16
 #include "backend/cuda/cuda_backend.h"  // make_cuda_backend
 #include "core/rng.h"                   // random_normal
+#include "cuda_test_backends.h"         // the one CPU reference and GPU of the binary
 
 using namespace dtrain;
 using dtrain::cpu::bf16_t, dtrain::cpu::bf16_to_f32, dtrain::cpu::f32_to_bf16,
@@ -49,15 +50,10 @@ constexpr double conv_grad = 2e-4;  // DTRAIN_CONV_ALGO=direct: GEMM-like algori
 }  // namespace tol
 
 Backend& cpu() {
-  static Backend* backend =
-      make_backend({DeviceChoice::cpu,
-                    static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)), 0})
-          .release();
-  return *backend;
+  return cuda_test::cpu_reference();
 }
 Backend& gpu() {
-  static Backend* backend = make_cuda_backend(0, /*allow_tf32=*/false).release();
-  return *backend;
+  return cuda_test::gpu();
 }
 
 uint64_t fresh_stream() {

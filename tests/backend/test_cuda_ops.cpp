@@ -29,6 +29,7 @@
 #include "backend/backend.h"            // make_backend: the CPU reference
 #include "backend/cuda/cuda_backend.h"  // make_cuda_backend
 #include "core/rng.h"                   // random_normal, random_bits, stream_id
+#include "cuda_test_backends.h"         // the one CPU reference and GPU of the binary
 #include "reference_ops.h"              // ref_gelu: the double reference
 
 using namespace dtrain;
@@ -69,17 +70,12 @@ constexpr double tf32_probe = 1e-5;  // exact in fp32; TF32 would be off by 2.4e
 
 // ---- the two backends ----------------------------------------------------------------------
 
-// Made once and never destroyed: no CUDA teardown order to get wrong at exit.
+// The binary's one pair (cuda_test_backends.h).
 Backend& cpu() {
-  static Backend* backend =
-      make_backend({DeviceChoice::cpu,
-                    static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)), 0})
-          .release();
-  return *backend;
+  return cuda_test::cpu_reference();
 }
 Backend& gpu() {
-  static Backend* backend = make_cuda_backend(0, /*allow_tf32=*/false).release();
-  return *backend;
+  return cuda_test::gpu();
 }
 
 // ---- tensors -------------------------------------------------------------------------------
