@@ -205,6 +205,12 @@ std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) 
                                                           : "straight pipeline (fewer ranks)",
               c.straight, c.straight_s);
   text += row("chosen", p, c.chosen_s);
+  // The data-parallel candidate is not the table's sync row: see the line's text.
+  text += fmt::format(
+      "  (each replica of a stage runs whole minibatches, and its replicas' all-reduce averages "
+      "one round of them: data parallel on {} ranks all-reduces once per {} minibatches, where "
+      "the table's sync splits every minibatch over the ranks and all-reduces each)\n",
+      c.problem.machines, c.problem.machines);
   const pipeline::PipelineShape shape{p.replicas};
   const pipeline::ScheduleSpec spec = schedule_spec(o);
   text += fmt::format(
