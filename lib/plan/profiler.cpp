@@ -8,6 +8,7 @@
 #include <cmath>    // pow
 #include <cstring>  // memcpy
 #include <numeric>  // accumulate
+#include <optional>
 #include <thread>
 
 #include "comm/comm_thread.h"  // CommThread: S
@@ -15,7 +16,7 @@
 #include "core/error.h"
 #include "core/rng.h"          // random_normal: profile inputs
 #include "core/timer.h"        // Clock, seconds_since
-#include "plan/layer_timer.h"  // profile_layers
+#include "plan/layer_timer.h"  // LayerTimer: time_layers
 
 namespace dtrain {
 namespace {
@@ -133,40 +134,62 @@ double expected_max_excess(std::vector<double> samples, int p) {
 }
 
 ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader, int world,
-                             int warmup, int iterations, double budget_s) {
+                             int warmup, int iterations, double budget_s, bool time_layers) {
   DTRAIN_CHECK(iterations > 0) << "nothing to profile";
   Backend& backend = model.backend();
   model.set_training(true);
+  std::optional<LayerTimer> timer;
+  if (time_layers) {
+    std::vector<LayerRange> layers;
+    for (const LayerRange& layer : model.layer_ranges())
+      if (layer.offset >= model.trainable_offset() && layer.count > 0) layers.push_back(layer);
+    timer.emplace(model, std::move(layers));
+  }
   std::vector<double> data, fwd, bwd, upd;
-  auto phase = [&backend](std::vector<double>& sink, auto&& f) {
+  auto phase = [&backend](std::vector<double>* sink, auto&& f) {
     const auto start = Clock::now();
     f();
     backend.synchronize();
-    sink.push_back(seconds_since(start));
+    if (sink) sink->push_back(seconds_since(start));
   };
   int64_t epoch = 0;
   loader.start_epoch(epoch);
   Batch batch;
   const auto start = Clock::now();
+  int phased = 0;  // iterations in the phase means (the warm-up's included)
   for (int i = 0; i < warmup + iterations; ++i) {
+    // Every other timed step, the layer timer's: its marks stay out of the phase means.
+    const bool by_layer = timer && i >= warmup && (i - warmup) % 2 == 1;
     if (seconds_since(start) > budget_s) {
       if (i >= 1 && i < warmup) warmup = i;  // one warm-up step must do
-      if (i >= warmup + 3) break;
+      if (phased >= warmup + 3 && (!timer || timer->iterations() >= 1)) break;
     }
-    phase(data, [&] {
+    phase(by_layer ? nullptr : &data, [&] {
       if (!loader.next(batch)) {
         loader.start_epoch(++epoch);
         DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
       }
     });
     const int64_t rows = batch.rows();
-    phase(fwd, [&] {
+    // As the schedulers do: the loss scaled to the global-batch mean.
+    const float scale = 1.0f / static_cast<float>(rows * world);
+    if (by_layer) {
+      timer->begin();
+      model.forward(batch.images, batch.labels);
+      model.last_stats();
+      model.backward(scale, [&](int64_t offset) { timer->on_ready(offset); });
+      timer->end();
+      optimizer.step(1e-4f);
+      backend.synchronize();
+      continue;
+    }
+    phase(&fwd, [&] {
       model.forward(batch.images, batch.labels);
       model.last_stats();  // the scheduler reads the loss every iteration
     });
-    // As the schedulers do: the loss scaled to the global-batch mean.
-    phase(bwd, [&] { model.backward(1.0f / static_cast<float>(rows * world)); });
-    phase(upd, [&] { optimizer.step(1e-4f); });
+    phase(&bwd, [&] { model.backward(scale); });
+    phase(&upd, [&] { optimizer.step(1e-4f); });
+    ++phased;
   }
   auto step = [&] {
     if (!loader.next(batch)) loader.start_epoch(++epoch), loader.next(batch);
@@ -199,30 +222,8 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
   const std::vector<double> totals = timed_totals(data, fwd, bwd, upd, warmup);
   t.skew_s = expected_max_excess(totals, world);
   t.iterations = static_cast<int>(totals.size());
+  if (timer) t.layers = timer->means();
   return t;
-}
-
-std::vector<LayerCost> profile_layers(Model& model, Loader& loader, int world, int iterations) {
-  std::vector<LayerRange> layers;
-  for (const LayerRange& layer : model.layer_ranges())
-    if (layer.offset >= model.trainable_offset() && layer.count > 0) layers.push_back(layer);
-  LayerTimer timer(model, layers);
-  model.set_training(true);
-  Batch batch;
-  for (int i = 0; i <= iterations; ++i) {
-    if (!loader.next(batch)) {
-      loader.start_epoch(0);
-      DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
-    }
-    const bool timed = i > 0;
-    if (timed) timer.begin();
-    model.forward(batch.images, batch.labels);
-    model.backward(1.0f / static_cast<float>(batch.rows() * world), [&](int64_t offset) {
-      if (timed) timer.on_ready(offset);
-    });
-    if (timed) timer.end();
-  }
-  return timer.means();
 }
 
 TransportTimes profile_transport(int64_t block_elements) {

@@ -26,18 +26,20 @@ struct ComputeTimes {
   // Extra time of an iteration that starts after the core idled for `idle_s[i]` (waiting for
   // communication): caches and clocks have gone cold. Zeros when the budget did not allow.
   std::vector<double> idle_s, idle_penalty_s;
+  // With `time_layers`: each trainable parameterised layer's mean forward and backward time
+  // (plan/layer_timer.h; comm_s left 0), from every other timed iteration.
+  std::vector<LayerCost> layers;
 };
 
 // Trains `model` on the loader's batches (restarting its epoch when it runs out) for `warmup` +
 // `iterations` steps, scaling the loss as one of `world` ranks does. Big models stop early: after
 // `budget_s` seconds, once 3 steps were timed. The optimizer steps with a small learning rate:
-// only its cost matters.
+// only its cost matters. With `time_layers`, every other timed step is timed layer by layer
+// instead (ComputeTimes::layers; on an asynchronous backend each mark synchronises, so those
+// steps stay out of the phase means): one profile serves both, in about the time of one.
 ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader, int world,
-                             int warmup, int iterations, double budget_s = 2.0);
-
-// Each trainable parameterised layer's mean forward and backward time (plan/layer_timer.h) over
-// `iterations` steps after one warm-up, continuing the loader's epoch; comm_s left 0.
-std::vector<LayerCost> profile_layers(Model& model, Loader& loader, int world, int iterations);
+                             int warmup, int iterations, double budget_s = 2.0,
+                             bool time_layers = false);
 
 // E[max of p independent draws] − mean, for draws from the empirical distribution `samples`.
 double expected_max_excess(std::vector<double> samples, int p);

@@ -18,6 +18,8 @@ namespace dtrain {
 namespace {
 
 constexpr int kWarmup = 3;
+// Seconds of training steps in the profile: big models stop early, once a few were timed.
+constexpr double kComputeBudget = 2.0;
 
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
@@ -138,10 +140,10 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const int batch = config.dataset.batch_size;
   auto run = build_plan_run(config, p);
   Model& model = *run->model;
-  const ComputeTimes compute =
-      profile_compute(model, *run->optimizer, *run->train_loader, p, kWarmup, iterations);
-  const std::vector<LayerCost> layers =
-      profile_layers(model, *run->train_loader, p, std::max(3, iterations / 2));
+  // SAPipe's per-layer profile comes from the same steps (every other timed one).
+  const ComputeTimes compute = profile_compute(model, *run->optimizer, *run->train_loader, p,
+                                               kWarmup, iterations, kComputeBudget, true);
+  const std::vector<LayerCost>& layers = compute.layers;
   // The model-parallel planner's: each piece of the partitionable chain for the whole minibatch
   // (a stage sees every row of it).
   std::vector<LayerProfile> chain;

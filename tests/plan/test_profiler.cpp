@@ -85,3 +85,37 @@ TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches tak
   }
   CHECK(large.forward_s + large.backward_s > small_s);
 }
+
+TEST_CASE("compute profile with time_layers: every other timed step per layer, the rest phased") {
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  DatasetOptions d;
+  d.name = "synthetic";
+  d.shape = {1, 16, 16};
+  d.classes = 10;
+  d.train_size = 512;
+  auto data = open_dataset(d, Split::train);
+  std::vector<std::string> problems;
+  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [64, 32]}"), problems);
+  REQUIRE(problems.empty());
+  LoaderOptions lo;
+  lo.global_batch = 32;
+  lo.world = 2;
+  Loader loader(*data, lo);
+  auto model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, 16}, 1);
+  Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
+  const ComputeTimes t = profile_compute(*model, sgd, loader, 2, 2, 7, 60.0, true);
+  // 7 timed steps: 1st, 3rd, 5th, 7th phased, 2nd, 4th, 6th per layer.
+  CHECK(t.iterations == 4);
+  CHECK(t.forward_s > 0);
+  CHECK(t.backward_s > 0);
+  REQUIRE(t.layers.size() == 3);  // fc1, fc2, fc3
+  for (const LayerCost& l : t.layers) {
+    CHECK(l.forward_s > 0);
+    CHECK(l.backward_s > 0);
+    CHECK(l.comm_s == 0);
+  }
+  // Without it, no layers and every timed step phased.
+  const ComputeTimes plain = profile_compute(*model, sgd, loader, 2, 2, 7);
+  CHECK(plain.layers.empty());
+  CHECK(plain.iterations == 7);
+}
