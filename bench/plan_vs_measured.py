@@ -18,7 +18,12 @@ fastest right in >= 90 % of the settings; planning a setting < 5 s). OUT/cells.c
     /usr/bin/python3 bench/plan_vs_measured.py [--models mlp,lenet,resnet20,gpt]
         [--links none,10Gbps,1Gbps,100Mbps] [--ranks 2,4] [--algorithms sync,...]
         [--iterations 100] [--quick] [--latency 50us] [--timeout 600] [--dtrain PATH]
-        [--data-root DIR] --out DIR
+        [--data-root DIR] [--replan FROM] --out DIR
+
+--replan FROM predicts again, with this dtrain, the cells a previous run measured (FROM/sweeps):
+each setting's `dtrain plan` runs again with its recorded command line, and the cells pair the
+new predictions with FROM's measurements (none is re-measured: a change of the timing model is
+checked in seconds, on the same measurements). The grid options narrow which settings.
 
 The configs' relative dataset paths (datasets/...) start from --data-root: a checkout whose
 datasets/ holds the King James Bible (scripts/setup.sh writes it) and CIFAR-10 (without it
@@ -27,7 +32,7 @@ ResNet-20 trains on synthetic data of its shape, OUT/resnet20_synthetic.yaml). O
 Timings on a shared machine are noisy. Exit codes: 0 every cell measured, 1 a run or plan
 failed (the others still ran), 2 bad arguments (an unknown name, OUT exists).
 """
-import argparse, csv, os, statistics, subprocess, sys
+import argparse, csv, glob, os, shlex, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "scripts", "sweep.py")
@@ -77,6 +82,8 @@ def parse(argv):
     p.add_argument("--dtrain", default=os.path.join(ROOT, "build", "apps", "dtrain", "dtrain"))
     p.add_argument("--data-root", default=ROOT,
                    help="folder the configs' relative dataset paths start from (default: the repository)")
+    p.add_argument("--replan", metavar="FROM",
+                   help="predict FROM's measured cells again with this dtrain (nothing trained)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     given = set(a.split("=")[0] for a in argv if a.startswith("--"))
@@ -98,6 +105,10 @@ def parse(argv):
         raise UsageError("--iterations: must be >= 1")
     if args.timeout < 1:
         raise UsageError("--timeout: must be >= 1 second")
+    if args.replan is not None:
+        if not os.path.isdir(os.path.join(args.replan, "sweeps")):
+            raise UsageError(f"--replan: {args.replan} has no sweeps/ folder (an earlier --out)")
+        args.replan = os.path.abspath(args.replan)
     if os.path.exists(args.out):
         raise UsageError(f"--out: {args.out} exists; choose a new folder (nothing overwritten)")
     if not os.access(args.dtrain, os.X_OK):
@@ -173,8 +184,62 @@ def prediction(plan_rows, algorithm):
     return number(rows[0]["predicted_iteration_s"]), number(rows[0].get("samples_per_s"))
 
 
+def replan_setting(args, model, link, ranks):
+    """One setting of --replan: FROM's recorded `dtrain plan` command run again with this
+    dtrain, into OUT; its cells pair the new rows with FROM's measurements."""
+    name = f"{model}~{link}~ranks={ranks}"
+    measured_dir = os.path.join(args.replan, "sweeps", name)
+    logs = sorted(glob.glob(os.path.join(measured_dir, "plans", "*.log")))
+    if not os.path.isdir(measured_dir) or not logs:
+        print(f"[replan] {name}: not in {args.replan}: skipped", flush=True)
+        return [], None
+    print(f"[replan] {model} link={link} ranks={ranks} ...", flush=True)
+    with open(logs[0]) as handle:
+        recorded = handle.readline()
+    prefix = "# sweep.py ran: "
+    if not recorded.startswith(prefix):
+        raise UsageError(f"--replan: {logs[0]} does not start with the plan's command line")
+    command = shlex.split(recorded[len(prefix):])
+    out = os.path.join(args.out, "sweeps", name)
+    os.makedirs(out)
+    command[0] = args.dtrain
+    command[command.index("--csv") + 1] = os.path.join(out, "plan.csv")
+    start = time.monotonic()
+    with open(os.path.join(out, "plan.log"), "w") as log:
+        code = subprocess.call(command, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
+                               cwd=args.data_root)
+    plan_s = time.monotonic() - start
+    if code != 0:
+        print(f"[replan] {name}: dtrain plan exited {code} (see {out}/plan.log)", flush=True)
+    return cells_of(args, model, link, ranks, read_csv(os.path.join(out, "plan.csv")),
+                    measured_dir, "not measured in --replan's run"), plan_s
+
+
+def cells_of(args, model, link, ranks, plan_rows, measured_dir, failure):
+    """The setting's cells: each algorithm's plan row and its measured run under measured_dir
+    (`failure`: the status of a cell without a measurement)."""
+    summary = {r.get("algorithm.name"): r for r in read_csv(os.path.join(measured_dir, "summary.csv"))}
+    cells = []
+    for algorithm in args.algorithms:
+        predicted, samples = prediction(plan_rows, algorithm)
+        row = summary.get(algorithm)
+        measured = None
+        if row and row.get("status") == "ok":
+            measured = measured_iteration_s(os.path.join(measured_dir, row["dir"]))
+        ok = predicted is not None and measured is not None and predicted > 0 and measured > 0
+        cells.append(dict(model=model, link=link, ranks=ranks, algorithm=algorithm,
+                          predicted_s=predicted, measured_s=measured,
+                          error=abs(predicted - measured) / measured if ok else None,
+                          predicted_samples_per_s=samples,
+                          status="ok" if ok else ("no plan row" if predicted is None
+                                                  else failure)))
+    return cells
+
+
 def run_setting(args, model, link, ranks):
     """One sweep: every algorithm trained and planned; its cells and the planning time."""
+    if args.replan:
+        return replan_setting(args, model, link, ranks)
     name = f"{model}~{link}~ranks={ranks}"
     out = os.path.join(args.out, "sweeps", name)
     print(f"[setting] {model} link={link} ranks={ranks} ...", flush=True)
@@ -198,22 +263,7 @@ def run_setting(args, model, link, ranks):
     for line in open(os.path.join(args.out, "sweeps", name + ".log")):
         if line.startswith("[plan]") and " done in " in line:
             plan_s = float(line.split(" done in ")[1].split()[0])
-    summary = {r.get("algorithm.name"): r for r in read_csv(os.path.join(out, "summary.csv"))}
-    cells = []
-    for algorithm in args.algorithms:
-        predicted, samples = prediction(plan_rows, algorithm)
-        row = summary.get(algorithm)
-        measured = None
-        if row and row.get("status") == "ok":
-            measured = measured_iteration_s(os.path.join(out, row["dir"]))
-        ok = predicted is not None and measured is not None and predicted > 0 and measured > 0
-        cells.append(dict(model=model, link=link, ranks=ranks, algorithm=algorithm,
-                          predicted_s=predicted, measured_s=measured,
-                          error=abs(predicted - measured) / measured if ok else None,
-                          predicted_samples_per_s=samples,
-                          status="ok" if ok else ("no plan row" if predicted is None
-                                                  else f"run failed (sweep exit {code})")))
-    return cells, plan_s
+    return cells_of(args, model, link, ranks, plan_rows, out, f"run failed (sweep exit {code})"), plan_s
 
 
 def fmt(value):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/plan_vs_measured.py on its quick grid narrowed to two algorithms and one link: every cell
-# has a finite prediction and measurement, the CSV has its columns, the summary is printed, scripts/plot.py draws the cells; bad
+# has a finite prediction and measurement, the CSV has its columns, the summary is printed, --replan
+# predicts the same cells again on their measurements, scripts/plot.py draws the cells; bad
 # names and an existing --out exit 2. No timing value is asserted (the machine is shared).
 # Usage: test_plan_vs_measured.sh DTRAIN REPO_ROOT
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +32,19 @@ for r in rows:
     assert float(r["predicted_s"]) > 0 and float(r["measured_s"]) > 0, r
 PY
 
+# --replan: the same cells predicted again from the recorded plan command, measurements reused
+# (every measured_s equal to the grid's), nothing trained.
+bench --replan grid --algorithms sync,gossip --models mlp --links none --ranks 2 --out again \
+  > again.out 2>&1 || fail "--replan: exit $?: $(tail -20 again.out)"
+[ -s again/sweeps/mlp~none~ranks=2/plan.csv ] || fail "--replan wrote no plan.csv: $(cat again.out)"
+[ ! -e again/sweeps/mlp~none~ranks=2/summary.csv ] || fail "--replan trained"
+check_python "replanned cells" grid/cells.csv again/cells.csv <<'PY'
+import csv, sys
+measured = lambda path: {r["algorithm"]: r["measured_s"] for r in csv.DictReader(open(path))}
+first, again = measured(sys.argv[1]), measured(sys.argv[2])
+assert first == again and len(again) == 2, (first, again)
+PY
+
 # scripts/plot.py draws the grid's figure from the cells (where matplotlib is installed).
 if "$PY" -c "import matplotlib, numpy" 2>/dev/null; then
   "$PY" "$PLOT" --predicted-vs-measured grid/cells.csv --out figure > plot.out 2>&1 \
@@ -52,6 +66,7 @@ expect_usage_error() {
 expect_usage_error --models --models mlp,nosuchmodel --out bad1
 expect_usage_error --algorithms --algorithms sync,nosuchalgorithm --out bad2
 expect_usage_error --out --quick --out grid
-[ ! -e bad1 ] && [ ! -e bad2 ] || fail "a refused run created its --out folder"
+expect_usage_error --replan --replan no_such_folder --out bad3
+[ ! -e bad1 ] && [ ! -e bad2 ] && [ ! -e bad3 ] || fail "a refused run created its --out folder"
 [ -f grid/cells.csv ] || fail "the refused run touched the existing --out"
 finish
