@@ -161,6 +161,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const int threads = config.cluster.threads_per_rank;
   r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
   in.comm_shares_core = p * (threads + 1) > r.cores;
+  in.crowding = r.crowding;
   r.slowdown = straggler_slowdown(config.cluster, p);
   r.chain = r.chain_stretched = chain;
   r.tied_ends = chain_ends_tied(model_source(*run).spec, run->model_input);
@@ -175,6 +176,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.l_back = compute.backward_s * r.crowding;
   for (int rank = 0; rank < p; ++rank) in.rank_slowdown.push_back(compute_slowdown(config, rank));
   in.l_up = compute.update_s * r.crowding;
+  in.optimizer_states = static_cast<int>(run->optimizer->state_buffers().size());
+  in.gradient_decay = config.optimizer.name == "sgd" && config.optimizer.weight_decay != 0;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
