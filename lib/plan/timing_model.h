@@ -55,6 +55,9 @@ struct TimingInputs {
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
   // work competes with the compute thread whenever the two overlap (Pipe-SGD).
   bool comm_shares_core = false;
+  // With comm_shares_core: how long a comm thread that waits for its peer by polling with
+  // sched_yield takes to get its core back from the compute thread (measured).
+  double yield_wait_s = 0;
   // Compute threads per core (>= 1, ranks × threads_per_rank > cores): l_for, l_back and l_up
   // above include it; the passes over the parameters a row adds from β and γ (measured by one
   // thread alone) are stretched by it too.

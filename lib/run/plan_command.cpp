@@ -197,6 +197,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
+  in.yield_wait_s = transport.yield_wait_s;
   in.link = link_cost(emulated_link(config), transport);
   if (const std::optional<LinkConfig>& link = config.cluster.link)
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
@@ -270,6 +271,9 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
        "waking the comm thread with a request and the caller with its end");
+  if (in.comm_shares_core)
+    line("yield", ms(in.yield_wait_s), "ms",
+         "a comm thread polling for its peer getting its core back from a compute thread");
   o += fmt::format(
       "  codecs in the ring's blocks of n/p = {} floats, ns per element (encode / decode / "
       "decode_add), wire bytes per element:\n",

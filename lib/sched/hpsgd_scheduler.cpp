@@ -48,7 +48,8 @@ double round_passes(const TimingInputs& in, double every) {
 
 // HPSGD as this scheduler runs it: the compute thread never waits for the all-reduce (it runs
 // on the comm thread while the replica trains); it pays for the passes of round_passes and,
-// with no core of its own for the comm thread, for that thread's CPU work. `auto` starts a round
+// with no core of its own for the comm thread, for that thread's CPU work (and the round waits
+// for that thread to get the core back once). `auto` starts a round
 // at the first boundary after the previous one ended, so a round spans
 // every = ⌈all-reduce / iteration⌉ iterations (and the iteration depends on every: iterated to
 // its fixed point); the compute thread waits at that boundary only when the agreement on it (a
@@ -60,7 +61,10 @@ Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int per
   if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
   const double own = compute - in.l_skew;
   const CommCost cost = allreduce_cost(in, codec, static_cast<double>(in.n));
-  const double round = cost.total() + in.sync_s;
+  // Without a core of its own, the comm thread that reaches the all-reduce first polls for its
+  // peer with sched_yield behind its rank's compute thread (which never waits here): it sees
+  // the peer's first message only when the core comes back.
+  const double round = cost.total() + in.sync_s + (in.comm_shares_core ? in.yield_wait_s : 0);
   const CodecCost plain{.name = "none"};
   const double agreement = allreduce_seconds(in, plain, 2.0 * in.p);  // p doubles
   const double cpu = in.comm_shares_core ? cost.cpu_s : 0;

@@ -61,6 +61,12 @@ TEST_CASE("hpsgd, momentum: a round every iteration copies a, r and the momentum
   TimingInputs shared = two_ranks();
   shared.comm_shares_core = true;
   CHECK(predict_hpsgd(shared, none(), 0).iteration_s == doctest::Approx(2.55e-3 + 0.125e-3));
+  // ... and the round waits for it to get its core back (5 ms): 5.137 ms, 2 iterations of
+  // 2.2 + [0.1 + 2·0.05 + 2·0.05 + 0.05 + 0.2 + 0.2] / 2 + 0.125 / 2 = 2.6375 ms (5.275 ms).
+  shared.yield_wait_s = 5e-3;
+  const Prediction slow = predict_hpsgd(shared, none(), 0);
+  CHECK(slow.iteration_s == doctest::Approx(2.6375e-3));
+  CHECK(slow.comm_s == doctest::Approx(5.137e-3 / 2));
   // Two ranks per core: the passes take twice as long (l_* are given stretched already).
   TimingInputs crowded = two_ranks();
   crowded.crowding = 2;
