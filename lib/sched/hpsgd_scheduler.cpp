@@ -49,13 +49,13 @@ double round_passes(const TimingInputs& in, double every) {
 // HPSGD as this scheduler runs it: the compute thread never waits for the all-reduce (it runs
 // on the comm thread while the replica trains); it pays for the passes of round_passes and,
 // with no core of its own for the comm thread, for that thread's CPU work (and the round waits
-// for that thread to get the core back once). `auto` starts a round
-// at the first boundary after the previous one ended, so a round spans
-// every = ⌈all-reduce / iteration⌉ iterations (and the iteration depends on every: iterated to
-// its fixed point); the compute thread waits at that boundary only when the agreement on it (a
-// small all-reduce queued after the round) is not done yet. With `sync_period: N` it waits when
-// the all-reduce outlasts N iterations. The ranks do not meet every iteration: no l_skew. Not
-// modelled: the meetings when one rank gets ahead by more than an iteration.
+// once for that thread to get the core back). `auto` starts a round at the first boundary
+// after the previous one ended, so a round spans every = ⌈all-reduce / iteration⌉ iterations
+// (the iteration depends on every: iterated to its fixed point); the compute thread waits at
+// that boundary only when the agreement on it (a small all-reduce queued after the round) is
+// not done yet. With `sync_period: N` it waits when the all-reduce outlasts N iterations. The
+// ranks do not meet every iteration: no l_skew. Not modelled: the meetings when one rank gets
+// ahead by more than an iteration (a speed difference between ranks a one-rank profile lacks).
 Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int period) {
   const double compute = compute_seconds(in);
   if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
