@@ -1,6 +1,7 @@
 #include "plan/profiler.h"
 
-#include <sched.h>  // sched_getaffinity: available_cores
+#include <pthread.h>  // pthread_setaffinity_np: the yield wait's threads on one core
+#include <sched.h>    // sched_getaffinity, sched_yield
 
 #include <algorithm>  // nth_element, sort
 #include <atomic>
@@ -97,6 +98,66 @@ double measure_handoff() {
   stop = true;
   partner.join();
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
+}
+
+// The first core of this process's affinity mask; -1 when it cannot be read.
+int first_core() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) return c;
+  return -1;
+}
+
+// Puts the calling thread on core `core` alone (no-op for -1).
+void pin_to(int core) {
+  if (core < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// Mean time for a poller that yields (as MPI's progress loop does when ranks oversubscribe the
+// cores) to see a flag set from another thread while a busy thread, standing in for the
+// compute thread, shares the poller's core: the busy thread keeps it until its slice ends.
+double measure_yield_wait() {
+  const int core = first_core();
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> flag{0}, seen{0};
+  std::thread busy([&] {
+    pin_to(core);
+    volatile double x = 1;
+    while (!stop.load(std::memory_order_relaxed))
+      for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+  });
+  std::thread poller([&] {
+    pin_to(core);
+    int64_t last = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int64_t f = flag.load(std::memory_order_acquire);
+      if (f != last)
+        seen.store(last = f, std::memory_order_release);
+      else
+        sched_yield();
+    }
+  });
+  std::vector<double> waits;
+  for (int64_t i = 1; i <= 12; ++i) {
+    // Each round starts with the poller yielding behind the busy thread, as a comm thread
+    // waiting for its peer does; a lost round (the machine too busy) counts 50 ms and ends.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const auto start = Clock::now();
+    flag.store(i, std::memory_order_release);
+    while (seen.load(std::memory_order_acquire) != i && seconds_since(start) < 50e-3)
+      std::this_thread::yield();
+    waits.push_back(seconds_since(start));
+  }
+  stop = true;
+  busy.join();
+  poller.join();
+  return mean(waits);
 }
 
 // Mean lateness of sleep_for(seconds).
@@ -256,6 +317,7 @@ TransportTimes profile_transport(int64_t block_elements) {
     trips.push_back(seconds_since(start));
   }
   t.sync_s = mean(trips);
+  t.yield_wait_s = measure_yield_wait();
   return t;
 }
 

@@ -51,6 +51,10 @@ struct TransportTimes {
   // A sleep of d seconds returns after d + overshoot_s + overshoot_per_s · d.
   double overshoot_s = 0, overshoot_per_s = 0;
   double sync_s = 0;  // S: an idle CommThread woken with a request, and the caller woken back
+  // How long a thread that polls with sched_yield (MPI's wait with mpi_yield_when_idle, on a
+  // comm thread) takes to see a message when a busy thread shares its core: the busy thread
+  // keeps the core for the rest of its time slice.
+  double yield_wait_s = 0;
 };
 
 // Measures the transport figures on blocks of `block_elements` floats (the ring's n/p).

@@ -34,6 +34,11 @@ struct TimingInputs {
   // Extra compute time of an iteration that starts after the compute thread idled idle_s[i]
   // waiting for communication (cold caches and clocks); linear in between, flat beyond the last.
   std::vector<double> idle_s, idle_penalty_s;
+  // The run's optimizer, for the rows that copy its state or add its decay in passes of their
+  // own (hpsgd): its state buffers of the parameters' size (SGD: 1 with momentum, else 0; AdamW:
+  // its 2 moments), and whether its weight decay is SGD's, added to the gradient.
+  int optimizer_states = 0;
+  bool gradient_decay = false;
   int64_t n = 0;  // elements communicated per iteration: the trainable range of the gradient
   int p = 1;      // data-parallel ranks
   // cluster.stragglers: each rank's compute stretch (index = rank; a rank past the end: 1). A
@@ -50,6 +55,13 @@ struct TimingInputs {
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
   // work competes with the compute thread whenever the two overlap (Pipe-SGD).
   bool comm_shares_core = false;
+  // With comm_shares_core: how long a comm thread that waits for its peer by polling with
+  // sched_yield takes to get its core back from the compute thread (measured).
+  double yield_wait_s = 0;
+  // Compute threads per core (>= 1, ranks × threads_per_rank > cores): l_for, l_back and l_up
+  // above include it; the passes over the parameters a row adds from β and γ (measured by one
+  // thread alone) are stretched by it too.
+  double crowding = 1;
   // SAPipe's profile: each trainable parameterised layer's forward and backward time, forward
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;

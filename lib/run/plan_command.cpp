@@ -163,6 +163,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const int threads = config.cluster.threads_per_rank;
   r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
   in.comm_shares_core = p * (threads + 1) > r.cores;
+  in.crowding = r.crowding;
   r.slowdown = straggler_slowdown(config.cluster, p);
   r.chain = r.chain_stretched = chain;
   r.tied_ends = chain_ends_tied(model_source(*run).spec, run->model_input);
@@ -177,6 +178,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.l_back = compute.backward_s * r.crowding;
   for (int rank = 0; rank < p; ++rank) in.rank_slowdown.push_back(compute_slowdown(config, rank));
   in.l_up = compute.update_s * r.crowding;
+  in.optimizer_states = static_cast<int>(run->optimizer->state_buffers().size());
+  in.gradient_decay = config.optimizer.name == "sgd" && config.optimizer.weight_decay != 0;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
@@ -196,6 +199,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
+  in.yield_wait_s = transport.yield_wait_s;
   in.link = link_cost(emulated_link(config), transport);
   if (const std::optional<LinkConfig>& link = config.cluster.link)
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",
@@ -269,6 +273,9 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
        "waking the comm thread with a request and the caller with its end");
+  if (in.comm_shares_core)
+    line("yield", ms(in.yield_wait_s), "ms",
+         "a comm thread polling for its peer getting its core back from a compute thread");
   o += fmt::format(
       "  codecs in the ring's blocks of n/p = {} floats, ns per element (encode / decode / "
       "decode_add), wire bytes per element:\n",

@@ -42,6 +42,9 @@ struct HpsgdOptions {
 };
 
 AlgorithmEntry hpsgd_algorithm();
+// Its timing row: the passes over the parameters the scheduler makes per iteration, averaged
+// over a round of all-reduce (`period`: sync_period, 0 for auto).
+Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int period);
 
 class HpsgdScheduler final : public Scheduler {
  public:

@@ -17,6 +17,8 @@ struct LocalSgdOptions {
 };
 
 AlgorithmEntry local_sgd_algorithm();
+// Its timing row: local steps, and every `period`-th iteration an averaging that waits.
+Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period);
 
 class LocalSgdScheduler final : public Scheduler {
  public:

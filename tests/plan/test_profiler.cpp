@@ -35,6 +35,8 @@ TEST_CASE("transport figures are positive and bounded") {
   CHECK(t.overshoot_s >= 0);
   CHECK(t.overshoot_per_s >= 0);
   CHECK(t.sync_s > 0);
+  CHECK(t.yield_wait_s > 0);
+  CHECK(t.yield_wait_s <= 50e-3);  // a lost round counts 50 ms
   CHECK(available_cores() >= 1);
 }
 
