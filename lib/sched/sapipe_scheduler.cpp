@@ -127,9 +127,10 @@ Schedule simulate(const TimingInputs& in, const CodecCost& codec, const SapipeOp
     (i < k ? forward_stale : forward_fresh) += layers[i].forward_s;
     backward += layers[i].backward_s;
   }
-  // The slowest rank's lag (l_skew): every all-reduce starts that much after this rank asks
-  // for it; the compute thread pays for it only where it waits for a sum.
-  const double lead = in.l_data, lag = in.p > 1 ? in.l_skew : 0;
+  // Every rank goes at the slowest one's pace: its random lag (l_skew) is on the compute
+  // thread's path each iteration, as in compute_seconds, and every all-reduce starts that much
+  // after this rank asks for it (where the hook waits, the two cancel: D-Sync's compute + comm).
+  const double lag = in.p > 1 ? in.l_skew : 0, lead = in.l_data + lag;
   const double compute =
       lead + u.before_s + forward_stale + u.hook_s + forward_fresh + backward + u.after_s;
   double comm = 0, cpu = 0;

@@ -130,3 +130,14 @@ TEST_CASE("sapipe row: no stale layers is D-Sync") {
   CHECK(r.configuration == "k=0");
   CHECK(r.iteration_s == doctest::Approx(9.5 * ms));
 }
+
+TEST_CASE("sapipe row: the slowest rank's lag") {
+  TimingInputs in = three_layers(0.25e-6);  // the whole all-reduce: 2.5 ms
+  in.l_skew = 0.5 * ms;
+  // All stale: the all-reduce hidden, the iteration at the slowest rank's pace.
+  CHECK(predict_sapipe(in, none(), options("all")).iteration_s == doctest::Approx(7.5 * ms));
+  // None stale: the all-reduce starts 0.5 ms after backward, the hook waits for it: D-Sync.
+  const Prediction sync = predict_sapipe(in, none(), options("0"));
+  CHECK(sync.iteration_s == doctest::Approx((7 + 0.5 + 2.5) * ms));
+  CHECK(sync.detail == "stall 2.500 ms");
+}
