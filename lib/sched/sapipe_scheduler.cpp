@@ -42,7 +42,8 @@ double median(std::vector<double> v) {
 // The compute thread's passes over the parameters besides forward and backward, in steady state
 // with `prefix` of the n trainable floats stale: before the forward, the prefix's step and the
 // compensation's passes (apply_stale, step_and_predict_wp3, prediction_gradient); at the hook,
-// the fresh layers' step (apply_fresh); after backward, the own gradient kept (wp1, wp3).
+// the fresh layers' step (apply_fresh); after backward, the check that the whole gradient is
+// finite (check_gradients: a dot over all n) and the own gradient kept (wp1, wp3).
 // The optimizer's passes are the profile's, timed over all n floats (TimingInputs::l_step_dot
 // ...), shared out by size; a pass of the backend's over the prefix costs what a copy (scale,
 // scale_copy) or a sum (dot, axpby, DC's diagonal) of its bytes costs. Clipping's norms are not
@@ -55,6 +56,7 @@ UpdateWork update_work(const TimingInputs& in, const SapipeOptions& o, double pr
   const double share = prefix / static_cast<double>(std::max<int64_t>(1, in.n));
   UpdateWork w;
   w.hook_s = in.l_up * (1 - share);
+  w.after_s = 4 * static_cast<double>(in.n) * in.gamma_s_per_byte;  // check_gradients
   if (prefix <= 0) return w;
   auto pass = [&](double measured) { return (measured > 0 ? measured : in.l_up) * share; };
   const double copy = 4 * prefix * in.link.copy_s_per_byte, sum = 4 * prefix * in.gamma_s_per_byte;
@@ -66,13 +68,13 @@ UpdateWork update_work(const TimingInputs& in, const SapipeOptions& o, double pr
     w.before_s = pass(in.l_step_delta) + (outer ? sum + copy : sum);
   } else if (c == "wp1" || c == "wp2") {  // the step and the prediction in one pass
     w.before_s = pass(in.l_step_predict);
-    if (c == "wp1") w.after_s = copy;  // wp2 predicts with the sum: no own gradient to keep
+    if (c == "wp1") w.after_s += copy;  // wp2 predicts with the sum: no own gradient to keep
   } else if (outer) {  // wp3: the step summing gᵀΔ, the prediction forming ĝ (two passes)
     w.before_s = pass(in.l_step_dot) + pass(in.l_predict_sum);
-    w.after_s = copy;
+    w.after_s += copy;
   } else {  // wp3, diag: the step with its change, ĝ in three passes, the prediction
     w.before_s = pass(in.l_step_delta) + 3 * sum + pass(in.l_predict);
-    w.after_s = copy;
+    w.after_s += copy;
   }
   return w;
 }

@@ -49,6 +49,11 @@ TEST_CASE("sapipe row: all layers stale and compute-bound is Pipe-SGD's compute"
   CHECK(r.iteration_s == doctest::Approx(7 * ms));  // l_up + 3 + 3
   CHECK(r.comm_s == doctest::Approx(1 * ms));
   CHECK(r.detail == "stall 0.000 ms");
+  // After backward the scheduler checks the gradient (a dot over its 40 kB, at γ per byte).
+  TimingInputs checked = in;
+  checked.gamma_s_per_byte = 1e-9;
+  CHECK(predict_sapipe(checked, none(), options("all")).iteration_s ==
+        doctest::Approx(7 * ms + 4 * 10000 * 1e-9));
 }
 
 TEST_CASE("sapipe row: the compensation's passes over the stale prefix") {
