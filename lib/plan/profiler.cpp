@@ -287,6 +287,53 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
   return t;
 }
 
+UpdatePasses profile_update_passes(Model& model, Optimizer& optimizer, Loader& loader, int world,
+                                   int reps) {
+  Backend& backend = model.backend();
+  const int64_t offset = model.trainable_offset(), count = model.num_parameters() - offset;
+  const Tensor &params = model.parameters(), &grads = model.gradients();
+  // SAPipe's other buffers of the model's size: the master weights or x̃, the own gradient, Δ.
+  const Tensor out = backend.zeros({model.num_parameters()}),
+               own = backend.zeros({model.num_parameters()}),
+               delta = backend.zeros({model.num_parameters()});
+  constexpr float kLr = 1e-4f;  // only the cost matters
+  const float share = 1.0f / static_cast<float>(world);
+  std::vector<double> dot, sum, step_predict, step_delta, predict;
+  model.set_training(true);
+  Batch batch;
+  for (int i = 0; i <= reps; ++i) {
+    if (!loader.next(batch)) {
+      loader.start_epoch(0);
+      DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
+    }
+    model.forward(batch.images, batch.labels);
+    model.backward(1.0f / static_cast<float>(batch.rows() * world));
+    backend.synchronize();
+    auto timed = [&](std::vector<double>& sink, auto&& f) {
+      const auto start = Clock::now();
+      f();
+      backend.synchronize();
+      if (i > 0) sink.push_back(seconds_since(start));
+    };
+    // wp3's two passes first, in the order and state training runs them.
+    optimizer.begin_step();
+    timed(dot,
+          [&] { optimizer.step_range_dot(kLr, params, grads, -share, own, delta, offset, count); });
+    timed(sum, [&] {
+      optimizer.predict_range_sum(kLr, out, params, GradientSum{share, own, 1.0f, grads}, offset,
+                                  count);
+    });
+    optimizer.begin_step();
+    timed(step_predict,
+          [&] { optimizer.step_predict_range(kLr, params, grads, grads, out, offset, count); });
+    optimizer.begin_step();
+    timed(step_delta,
+          [&] { optimizer.step_range_delta(kLr, params, grads, delta, offset, count); });
+    timed(predict, [&] { optimizer.predict_range(kLr, out, params, grads, offset, count); });
+  }
+  return {median(dot), median(sum), median(step_predict), median(step_delta), median(predict)};
+}
+
 TransportTimes profile_transport(int64_t block_elements) {
   TransportTimes t;
   block_elements = std::max<int64_t>(block_elements, 1024);

@@ -41,6 +41,15 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
                              int warmup, int iterations, double budget_s = 2.0,
                              bool time_layers = false);
 
+// SAPipe's passes over its stale prefix (TimingInputs::l_step_dot ...), each timed over the whole
+// trainable range with `optimizer`, right after a forward and backward as in training (the
+// buffers as cold as there); medians of `reps` after one untimed round.
+struct UpdatePasses {
+  double step_dot_s = 0, predict_sum_s = 0, step_predict_s = 0, step_delta_s = 0, predict_s = 0;
+};
+UpdatePasses profile_update_passes(Model& model, Optimizer& optimizer, Loader& loader, int world,
+                                   int reps);
+
 // E[max of p independent draws] − mean, for draws from the empirical distribution `samples`.
 double expected_max_excess(std::vector<double> samples, int p);
 

@@ -48,6 +48,11 @@ double compute_seconds(const TimingInputs& in) {
          (in.p > 1 ? in.l_skew : 0);
 }
 
+SharedCore share_core(const TimingInputs& in, double compute_s, double comm_s, double cpu_s) {
+  if (!in.comm_shares_core || in.p <= 1 || comm_s <= 0) return {compute_s, comm_s};
+  return {compute_s + cpu_s, comm_s + cpu_s * std::min(1.0, compute_s / comm_s)};
+}
+
 double idle_penalty(const TimingInputs& in, double idle) {
   if (idle <= 0 || in.idle_s.empty()) return 0;
   double d0 = 0, p0 = 0;  // no idling, no penalty

@@ -66,6 +66,14 @@ struct TimingInputs {
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;
   std::vector<int64_t> layer_elements;
+  // SAPipe's passes over its stale prefix, each timed over the whole trainable range with the
+  // run's optimizer right after a backward, as training runs them (profile_update_passes;
+  // stretched as l_up is): wp3's step that also sums gᵀΔ (Optimizer::step_range_dot) and its
+  // prediction with ĝ formed in the pass (predict_range_sum); wp1's and wp2's step fused with the
+  // prediction (step_predict_range); the step that writes its change (step_range_delta: dc, wp3
+  // with dc_form diag) and the prediction alone (predict_range: wp3 diag). Zero: not profiled,
+  // the row counts such a pass as one l_up.
+  double l_step_dot = 0, l_predict_sum = 0, l_step_predict = 0, l_step_delta = 0, l_predict = 0;
   std::vector<CodecCost> codecs;
 };
 
@@ -102,6 +110,15 @@ double slowest_slowdown(const TimingInputs& in);
 // waits for each iteration — the loader, and the slowest rank's random lag (with one rank there
 // is none to wait for): an iteration that synchronises every rank;
 double compute_seconds(const TimingInputs& in);
+// the comm thread's CPU work `cpu_s` per iteration where it has no core of its own
+// (in.comm_shares_core; else the times unchanged): the core that computes also does that work
+// (compute + cpu), and the part of it that meets the compute thread running — a fraction
+// compute/comm of the time, when communication is longer — is time-sliced with it and takes
+// twice as long (comm + cpu·min(1, compute/comm));
+struct SharedCore {
+  double compute_s = 0, comm_s = 0;
+};
+SharedCore share_core(const TimingInputs& in, double compute_s, double comm_s, double cpu_s);
 // and a row from its parts (bound, samples/s and scaling efficiency derived).
 Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
                            const CodecCost& codec, double compute_s, double comm_s,

@@ -144,6 +144,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const ComputeTimes compute = profile_compute(model, *run->optimizer, *run->train_loader, p,
                                                kWarmup, iterations, kComputeBudget, true);
   const std::vector<LayerCost>& layers = compute.layers;
+  const UpdatePasses passes =
+      profile_update_passes(model, *run->optimizer, *run->train_loader, p, 3);
   // The model-parallel planner's: each piece of the partitionable chain for the whole minibatch
   // (a stage sees every row of it).
   std::vector<LayerProfile> chain;
@@ -180,6 +182,11 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.l_up = compute.update_s * r.crowding;
   in.optimizer_states = static_cast<int>(run->optimizer->state_buffers().size());
   in.gradient_decay = config.optimizer.name == "sgd" && config.optimizer.weight_decay != 0;
+  in.l_step_dot = passes.step_dot_s * r.crowding;
+  in.l_predict_sum = passes.predict_sum_s * r.crowding;
+  in.l_step_predict = passes.step_predict_s * r.crowding;
+  in.l_step_delta = passes.step_delta_s * r.crowding;
+  in.l_predict = passes.predict_s * r.crowding;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
@@ -242,6 +249,11 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
        config.optimizer.name == "adamw"
            ? "AdamW update of the trainable parameters (and of its 2 moments per parameter)"
            : "SGD update of the trainable parameters");
+  line("l_wp3", ms(in.l_step_dot + in.l_predict_sum), "ms",
+       fmt::format("SAPipe's wp3 passes over all n: its step summing g'Dx {} + its prediction "
+                   "forming g^ {} (others: step+prediction {}, step+change {}, prediction {})",
+                   ms(in.l_step_dot), ms(in.l_predict_sum), ms(in.l_step_predict),
+                   ms(in.l_step_delta), ms(in.l_predict)));
   line("l_data", ms(in.l_data), "ms", "waiting for the data loader");
   line("skew", ms(in.l_skew), "ms", fmt::format("waiting for the slowest of {} ranks", p));
   std::string cold;

@@ -22,15 +22,10 @@ Prediction predict_pipe_sgd(const TimingInputs& in, const CodecCost& codec, int 
   if (K >= 2) {
     // Eq. 4/5/6: with limited resources the iteration is bound by whichever of computation
     // (l_up + l_for + l_back on the compute thread) and communication is longer, for any K ≥ 2.
-    // Not in the paper: when the comm thread has no core of its own, its CPU work W is also
-    // done by the core that computes (compute + W), and the part of W that meets the compute
-    // thread running — a fraction compute/comm of the time, when communication is longer —
-    // is time-sliced with it and takes twice as long.
-    if (in.comm_shares_core && in.p > 1 && comm > 0) {
-      const double w = L * one.cpu_s;
-      comm += w * std::min(1.0, compute / comm);
-      compute += w;
-    }
+    // Not in the paper: when the comm thread has no core of its own, its CPU work is also done
+    // by the core that computes, partly time-sliced with it (share_core).
+    const SharedCore shared = share_core(in, compute, comm, L * one.cpu_s);
+    compute = shared.compute_s, comm = shared.comm_s;
     // The compute thread idles while communication is the longer of the two.
     compute += idle_penalty(in, comm - compute);
     iteration = std::max(compute, comm);

@@ -56,6 +56,13 @@ struct SapipeOptions {
 
 AlgorithmEntry sapipe_algorithm();
 
+// The plan's row (docs/planning.md, SAPipe): the k the run settles on — the options' or `auto`'s,
+// checked and grown as the scheduler does — and the steady state of run_pipelined with it:
+// the compute thread's passes (the compensation's), the hook's wait for the fresh sum, the
+// fresh segments' all-reduces as backward makes them final, the comm thread's CPU share.
+Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
+                          const SapipeOptions& options);
+
 class SapipeScheduler final : public Scheduler {
  public:
   SapipeScheduler(SchedulerContext ctx, const SapipeOptions& options);

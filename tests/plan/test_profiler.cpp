@@ -3,7 +3,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <algorithm>  // min
+#include <algorithm>  // min, all_of
+#include <cmath>      // isfinite
 
 #include "backend/backend.h"
 #include "optim/sgd.h"  // Sgd: the step profiled
@@ -120,4 +121,33 @@ TEST_CASE("compute profile with time_layers: every other timed step per layer, t
   const ComputeTimes plain = profile_compute(*model, sgd, loader, 2, 2, 7);
   CHECK(plain.layers.empty());
   CHECK(plain.iterations == 7);
+}
+
+TEST_CASE("SAPipe's update passes: each timed, and the model still trains after them") {
+  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
+  DatasetOptions d;
+  d.name = "synthetic";
+  d.shape = {1, 16, 16};
+  d.classes = 10;
+  d.train_size = 256;
+  auto data = open_dataset(d, Split::train);
+  std::vector<std::string> problems;
+  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [64]}"), problems);
+  REQUIRE(problems.empty());
+  LoaderOptions lo;
+  lo.global_batch = 32;
+  lo.world = 2;
+  Loader loader(*data, lo);
+  auto model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, 16}, 1);
+  Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
+  loader.start_epoch(0);
+  const UpdatePasses p = profile_update_passes(*model, sgd, loader, 2, 3);
+  CHECK(p.step_dot_s > 0);
+  CHECK(p.predict_sum_s > 0);
+  CHECK(p.step_predict_s > 0);
+  CHECK(p.step_delta_s > 0);
+  CHECK(p.predict_s > 0);
+  // The passes step with a tiny learning rate: the weights stay finite.
+  const float* w = model->parameters().data<float>();  // the CPU backend's: host memory
+  CHECK(std::all_of(w, w + model->num_parameters(), [](float x) { return std::isfinite(x); }));
 }
