@@ -50,6 +50,13 @@ struct TimingInputs {
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
   // work competes with the compute thread whenever the two overlap (Pipe-SGD).
   bool comm_shares_core = false;
+  // The machine the ranks share: its cores (0: unknown, the rows take `crowding` as it is), the
+  // compute threads of each rank, and the stretch the profile applied to l_for, l_back and l_up
+  // for ranks × threads_per_rank compute threads on those cores (1: a core each). A row whose
+  // ranks do not all compute at once (gossip: the active ranks wait for their exchanges) works
+  // out its own share from these.
+  int cores = 0, threads_per_rank = 1;
+  double crowding = 1;
   // SAPipe's profile: each trainable parameterised layer's forward and backward time, forward
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;
