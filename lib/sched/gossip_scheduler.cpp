@@ -41,10 +41,12 @@ struct Count {
 // compute threads never stopping:
 //  - the active rank's exchange thread, woken while its own compute thread holds its core, runs
 //    once forward + backward end: the exchange follows them instead of hiding behind them;
-//  - the cores are shared by the threads that are busy, not by all: the passive ranks' compute,
-//    the active ranks' compute while it runs, and one comm thread per exchange in flight (its
-//    MPI wait polls, yielding, but stays runnable). Their number over the cores stretches l_for,
-//    l_back and l_up (the profile's `crowding` assumed every rank computing at once).
+//  - the cores are shared by the threads that are busy, not by all ranks: the passive ranks'
+//    compute, the active ranks' compute while it runs, and the exchanges' CPU work (copies,
+//    sums). A comm thread in an MPI wait polls with sched_yield (mpi_yield_when_idle) and gives
+//    its core to any compute thread (measured: two such threads beside two computing ones on
+//    two cores take nothing from them). The busy threads over the cores stretch l_for, l_back
+//    and l_up (the profile's `crowding` assumed every rank computing at once).
 // An active rank whose chosen passive peer is still answering another active rank waits for
 // it: with the others' exchanges at random phases, that peer is busy with the fraction of the
 // time they spend exchanging with it, for half an exchange on average.
@@ -70,6 +72,9 @@ Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topolo
   const bool contended = in.comm_shares_core;
   const double exchange = in.sync_s + 2 * message.total() + 3 * sum;
   const double merge = sum + in.link.copy_s_per_byte * m;  // pending added, then zeroed
+  // The CPU work of one exchange on both sides: the two transfers, the two snapshots and the
+  // two differences added.
+  const double exchange_cpu = 2 * message.cpu_s + 4 * sum;
   // An unslowed rank's forward + backward and step on a core of its own.
   const double crowding = std::max(in.crowding, 1.0);
   const double own_compute = (in.l_for + in.l_back) / crowding, own_step = in.l_up / crowding;
@@ -113,7 +118,7 @@ Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topolo
     for (int r = 0; r < p; ++r) {
       const auto i = static_cast<size_t>(r);
       threads += busy[i] / t[i];
-      if (r % 2 == 1) exchanging += std::min(1.0, (exchange + queued[i]) / t[i]);
+      if (r % 2 == 1) exchanging += exchange_cpu / t[i];
     }
     const double next =
         std::max(1.0, (threads * in.threads_per_rank + exchanging) / static_cast<double>(in.cores));
