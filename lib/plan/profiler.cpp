@@ -98,6 +98,40 @@ double measure_handoff() {
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
 }
 
+// One hand-off between two threads that wait by polling with sched_yield (Open MPI's blocking
+// calls under mpi_yield_when_idle: the comm threads' MPI waits), while a busy thread computes on
+// every core but one. A poller that shares its core with a computing thread gives the core away
+// at every yield and gets it back only when the scheduler's time slice of the other ends: half
+// the mean round trip.
+double measure_yield_handoff() {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int c = 1; c < available_cores(); ++c)
+    busy.emplace_back([&stop] {
+      volatile double x = 1;
+      while (!stop.load(std::memory_order_relaxed)) x = x * 0.999 + 1;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the scheduler spreads them
+  std::atomic<int> turn{0};
+  constexpr int kTrips = 40;
+  std::thread partner([&] {
+    for (int i = 0; i < kTrips; ++i) {
+      while (turn.load(std::memory_order_acquire) != 1) sched_yield();
+      turn.store(0, std::memory_order_release);
+    }
+  });
+  const auto start = Clock::now();
+  for (int i = 0; i < kTrips; ++i) {
+    turn.store(1, std::memory_order_release);
+    while (turn.load(std::memory_order_acquire) != 0) sched_yield();
+  }
+  const double trip = seconds_since(start) / kTrips;
+  partner.join();
+  stop = true;
+  for (std::thread& t : busy) t.join();
+  return trip / 2;
+}
+
 // Mean lateness of sleep_for(seconds).
 double sleep_overshoot(double seconds, int reps) {
   std::vector<double> late;
@@ -240,6 +274,7 @@ TransportTimes profile_transport(int64_t block_elements) {
                   [&](int i) { none->decode_add(src[i], block_elements, dst[i]); }) /
       bytes;
   t.handoff_s = measure_handoff();
+  t.yield_handoff_s = measure_yield_handoff();
   // PacedComm sleeps for every message; the sleeps return late, and later for longer ones.
   constexpr double kShort = 0.5e-3, kLong = 10e-3;
   const double late_short = sleep_overshoot(kShort, 10), late_long = sleep_overshoot(kLong, 4);

@@ -46,6 +46,9 @@ struct TransportTimes {
   double copy_s_per_byte = 0;   // memcpy of a block: what a shared-memory transfer costs
   double gamma_s_per_byte = 0;  // γ: out += in over f32 blocks, per byte of one block
   double handoff_s = 0;         // one-way hand-off between two cores (shared-memory latency)
+  // The same between two threads polling with sched_yield (MPI waits) while every core but one
+  // computes: a poller beside a computing thread waits for its time slice to end.
+  double yield_handoff_s = 0;
   // A sleep of d seconds returns after d + overshoot_s + overshoot_per_s · d.
   double overshoot_s = 0, overshoot_per_s = 0;
   double sync_s = 0;  // S: an idle CommThread woken with a request, and the caller woken back

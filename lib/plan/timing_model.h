@@ -57,6 +57,10 @@ struct TimingInputs {
   // out its own share from these.
   int cores = 0, threads_per_rank = 1;
   double crowding = 1;
+  // One hand-off between two comm threads waiting in MPI (which polls, yielding the core) while
+  // compute threads hold every core but one: the poller behind a computing thread waits for the
+  // end of its time slice.
+  double yield_handoff_s = 0;
   // SAPipe's profile: each trainable parameterised layer's forward and backward time, forward
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;

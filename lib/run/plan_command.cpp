@@ -194,6 +194,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
+  in.yield_handoff_s = transport.yield_handoff_s;
   in.cores = r.cores;
   in.threads_per_rank = threads;
   in.crowding = r.crowding;
@@ -270,6 +271,8 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   line("gamma", fmt::format("{:.4f}", in.gamma_s_per_byte * 1e9), "ns/B", "float sum");
   line("S", fmt::format("{:.1f}", in.sync_s * 1e6), "us",
        "waking the comm thread with a request and the caller with its end");
+  line("yield", fmt::format("{:.1f}", in.yield_handoff_s * 1e6), "us",
+       "hand-off between two threads in MPI waits beside a computing one");
   o += fmt::format(
       "  codecs in the ring's blocks of n/p = {} floats, ns per element (encode / decode / "
       "decode_add), wire bytes per element:\n",

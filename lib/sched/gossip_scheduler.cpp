@@ -37,10 +37,15 @@ struct Count {
 //    cold after idling.
 //  A passive (even) rank never waits: its server answers on a thread of its own, and every
 //    update adds its pending differences (most often none) and zeroes them all the same.
-// When the comm threads have no cores of their own, two things follow from the passive ranks'
+// When the comm threads have no cores of their own, three things follow from the passive ranks'
 // compute threads never stopping:
 //  - the active rank's exchange thread, woken while its own compute thread holds its core, runs
 //    once forward + backward end: the exchange follows them instead of hiding behind them;
+//  - the two comm threads meet in MPI waits (which poll, yielding the core) on the cores a
+//    passive rank computes on: each hand-off between them costs yield_handoff_s (the poller
+//    behind a computing thread waits for its time slice to end), three on the exchange's path
+//    (a message of the model is a rendezvous: the server's receive sees the active rank's
+//    model, the active rank's send sees it taken, the active rank's receive sees the reply);
 //  - the cores are shared by the threads that are busy, not by all ranks: the passive ranks'
 //    compute, the active ranks' compute while it runs, and the exchanges' CPU work (copies,
 //    sums). A comm thread in an MPI wait polls with sched_yield (mpi_yield_when_idle) and gives
@@ -57,9 +62,8 @@ struct Count {
 // B / samples/s (the harmonic mean of the ranks' update times), which is what the wall time of
 // an epoch over its updates, summed over the ranks (timing.csv), measures; its compute is an
 // unslowed passive rank's update, its comm one exchange.
-// Left out: the control messages (headers, counts: unpaced), a GPU model's host copies, and the
-// comm threads' waits for a core at the exchange's hand-offs while the passive ranks compute
-// (measured: 2–4 ms per exchange on 2 cores, not profiled).
+// Left out: the control messages (headers, counts: unpaced), a GPU model's host copies, the
+// server's polling for requests (at most 200 us, plus the sleep's overshoot).
 Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topology topology) {
   if (in.p <= 1) {
     const double compute = in.l_data + (in.l_for + in.l_back) * rank_slowdown(in, 0) + in.l_up;
@@ -70,7 +74,8 @@ Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topolo
   const double sum = in.gamma_s_per_byte * m;
   const CommCost message = in.link.message(m);
   const bool contended = in.comm_shares_core;
-  const double exchange = in.sync_s + 2 * message.total() + 3 * sum;
+  const double exchange =
+      in.sync_s + 2 * message.total() + 3 * sum + (contended ? 3 * in.yield_handoff_s : 0);
   const double merge = sum + in.link.copy_s_per_byte * m;  // pending added, then zeroed
   // The CPU work of one exchange on both sides: the two transfers, the two snapshots and the
   // two differences added.

@@ -78,6 +78,19 @@ TEST_CASE("gossip on shared cores: the active rank's exchange follows its forwar
   const double active = b + queued(b, exchange);
   CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({passive, active, passive, active})));
   CHECK(r.iteration_s > predict_gossip(small_model(), none()).iteration_s);
+  // The two comm threads meet in MPI waits beside a passive rank's computing thread: three
+  // hand-offs on the exchange's path, each waiting for a time slice (here 1 ms).
+  in.yield_handoff_s = 1e-3;
+  const Prediction late = predict_gossip(in, none());
+  CHECK(late.comm_s == doctest::Approx(exchange + 3e-3));
+  const double b_late = passive + exchange + 3e-3;
+  const double active_late = b_late + queued(b_late, exchange + 3e-3);
+  CHECK(late.iteration_s ==
+        doctest::Approx(harmonic_iteration({passive, active_late, passive, active_late})));
+  // With a core for every thread nothing waits for a slice.
+  TimingInputs roomy = small_model();
+  roomy.yield_handoff_s = 1e-3;
+  CHECK(predict_gossip(roomy, none()).comm_s == doctest::Approx(exchange));
 }
 
 TEST_CASE("gossip shares the cores among the threads that are busy, not among all ranks") {
