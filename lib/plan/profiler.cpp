@@ -1,6 +1,7 @@
 #include "plan/profiler.h"
 
-#include <sched.h>  // sched_getaffinity: available_cores
+#include <pthread.h>  // pthread_setaffinity_np: the yield hand-off
+#include <sched.h>    // sched_getaffinity: available_cores
 
 #include <algorithm>  // nth_element, sort
 #include <atomic>
@@ -98,38 +99,62 @@ double measure_handoff() {
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
 }
 
+// Pins `thread` to one CPU; false where that is not allowed (the measurement runs unpinned).
+bool pin(std::thread& thread, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
+}
+
 // One hand-off between two threads that wait by polling with sched_yield (Open MPI's blocking
-// calls under mpi_yield_when_idle: the comm threads' MPI waits), while a busy thread computes on
-// every core but one. A poller that shares its core with a computing thread gives the core away
-// at every yield and gets it back only when the scheduler's time slice of the other ends: half
-// the mean round trip.
+// calls under mpi_yield_when_idle: the comm threads' MPI waits), one of them on a core where a
+// busy thread computes: that poller gives the core away at every yield and gets it back only
+// when the scheduler's time slice of the computing thread ends. Half the mean round trip (the
+// other poller, on a core of its own, answers at once).
 double measure_yield_handoff() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return 0;  // one core: the pollers take turns with the computing thread
   std::atomic<bool> stop{false};
-  std::vector<std::thread> busy;
-  for (int c = 1; c < available_cores(); ++c)
-    busy.emplace_back([&stop] {
-      volatile double x = 1;
-      while (!stop.load(std::memory_order_relaxed)) x = x * 0.999 + 1;
-    });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the scheduler spreads them
-  std::atomic<int> turn{0};
-  constexpr int kTrips = 40;
+  std::thread busy([&stop] {
+    volatile double x = 1;
+    while (!stop.load(std::memory_order_relaxed)) x = x * 0.999 + 1;
+  });
+  std::atomic<int> turn{-1};  // -1: not started; then 1: the partner's turn, 0: ours
+  constexpr int kTrips = 20;
   std::thread partner([&] {
+    while (turn.load(std::memory_order_acquire) < 0) sched_yield();
     for (int i = 0; i < kTrips; ++i) {
       while (turn.load(std::memory_order_acquire) != 1) sched_yield();
       turn.store(0, std::memory_order_release);
     }
   });
-  const auto start = Clock::now();
-  for (int i = 0; i < kTrips; ++i) {
-    turn.store(1, std::memory_order_release);
-    while (turn.load(std::memory_order_acquire) != 0) sched_yield();
-  }
-  const double trip = seconds_since(start) / kTrips;
+  const bool pinned = pin(busy, cpus[0]) && pin(partner, cpus[0]);
+  double trip = 0;
+  std::thread poller([&] {
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    CPU_SET(cpus[1], &own);
+    sched_setaffinity(0, sizeof own, &own);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the busy thread runs
+    const auto start = Clock::now();
+    turn.store(0, std::memory_order_release);
+    for (int i = 0; i < kTrips; ++i) {
+      turn.store(1, std::memory_order_release);
+      while (turn.load(std::memory_order_acquire) != 0) sched_yield();
+    }
+    trip = seconds_since(start) / kTrips;
+  });
+  poller.join();
   partner.join();
   stop = true;
-  for (std::thread& t : busy) t.join();
-  return trip / 2;
+  busy.join();
+  return pinned ? trip / 2 : 0;
 }
 
 // Mean lateness of sleep_for(seconds).
