@@ -1,7 +1,7 @@
 #include "plan/profiler.h"
 
-#include <pthread.h>  // pthread_setaffinity_np: the yield wait's threads on one core
-#include <sched.h>    // sched_getaffinity, sched_yield
+#include <pthread.h>  // pthread_setaffinity_np: the yield wait's threads
+#include <sched.h>    // sched_getaffinity, sched_setaffinity, sched_yield
 
 #include <algorithm>  // nth_element, sort
 #include <atomic>
@@ -100,64 +100,63 @@ double measure_handoff() {
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
 }
 
-// The first core of this process's affinity mask; -1 when it cannot be read.
-int first_core() {
+// Pins `thread` to one CPU; false where that is not allowed (the measurement runs unpinned).
+bool pin(std::thread& thread, int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) return c;
-  return -1;
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
 }
 
-// Puts the calling thread on core `core` alone (no-op for -1).
-void pin_to(int core) {
-  if (core < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(core, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
-
-// Mean time for a poller that yields (as MPI's progress loop does when ranks oversubscribe the
-// cores) to see a flag set from another thread while a busy thread, standing in for the
-// compute thread, shares the poller's core: the busy thread keeps it until its slice ends.
+// How long a thread that waits by polling with sched_yield (Open MPI's blocking calls under
+// mpi_yield_when_idle: the comm threads' MPI waits) takes to see its peer's message when a
+// computing thread shares its core: it gives the core away at every yield and gets it back
+// only when the computing thread's time slice ends. The mean round trip between that poller
+// and one on a core of its own, which answers at once. Pinned: left to the scheduler, the two
+// pollers share a core or not at random (1 us or 1 ms).
 double measure_yield_wait() {
-  const int core = first_core();
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) return 0;  // one core: the pollers take turns with the computing thread
   std::atomic<bool> stop{false};
-  std::atomic<int64_t> flag{0}, seen{0};
-  std::thread busy([&] {
-    pin_to(core);
+  std::thread busy([&stop] {
     volatile double x = 1;
-    while (!stop.load(std::memory_order_relaxed))
-      for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+    while (!stop.load(std::memory_order_relaxed)) x = x * 0.999 + 1;
   });
-  std::thread poller([&] {
-    pin_to(core);
-    int64_t last = 0;
-    while (!stop.load(std::memory_order_relaxed)) {
-      const int64_t f = flag.load(std::memory_order_acquire);
-      if (f != last)
-        seen.store(last = f, std::memory_order_release);
-      else
-        sched_yield();
+  std::atomic<int> turn{-1};  // -1: not started; then 1: the partner's turn, 0: ours
+  constexpr int kTrips = 20;
+  std::thread partner([&] {
+    while (turn.load(std::memory_order_acquire) < 0) sched_yield();
+    for (int i = 0; i < kTrips; ++i) {
+      while (turn.load(std::memory_order_acquire) != 1) sched_yield();
+      turn.store(0, std::memory_order_release);
     }
   });
-  std::vector<double> waits;
-  for (int64_t i = 1; i <= 12; ++i) {
-    // Each round starts with the poller yielding behind the busy thread, as a comm thread
-    // waiting for its peer does; a lost round (the machine too busy) counts 50 ms and ends.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const bool pinned = pin(busy, cpus[0]) && pin(partner, cpus[0]);
+  double trip = 0;
+  std::thread poller([&] {
+    cpu_set_t own;
+    CPU_ZERO(&own);
+    CPU_SET(cpus[1], &own);
+    sched_setaffinity(0, sizeof own, &own);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the busy thread runs
     const auto start = Clock::now();
-    flag.store(i, std::memory_order_release);
-    while (seen.load(std::memory_order_acquire) != i && seconds_since(start) < 50e-3)
-      std::this_thread::yield();
-    waits.push_back(seconds_since(start));
-  }
+    turn.store(0, std::memory_order_release);
+    for (int i = 0; i < kTrips; ++i) {
+      turn.store(1, std::memory_order_release);
+      while (turn.load(std::memory_order_acquire) != 0) sched_yield();
+    }
+    trip = seconds_since(start) / kTrips;
+  });
+  poller.join();
+  partner.join();
   stop = true;
   busy.join();
-  poller.join();
-  return mean(waits);
+  return pinned ? trip : 0;
 }
 
 // Typical lateness of sleep_for(seconds): the median, since on a busy machine a few sleeps

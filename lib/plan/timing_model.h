@@ -55,13 +55,18 @@ struct TimingInputs {
   // The comm thread has no core of its own (ranks × (threads_per_rank + 1) > cores): its CPU
   // work competes with the compute thread whenever the two overlap (Pipe-SGD).
   bool comm_shares_core = false;
-  // With comm_shares_core: how long a comm thread that waits for its peer by polling with
-  // sched_yield takes to get its core back from the compute thread (measured).
-  double yield_wait_s = 0;
-  // Compute threads per core (>= 1, ranks × threads_per_rank > cores): l_for, l_back and l_up
-  // above include it; the passes over the parameters a row adds from β and γ (measured by one
-  // thread alone) are stretched by it too.
+  // The machine the ranks share: its cores (0: unknown, the rows take `crowding` as it is) and
+  // the compute threads of each rank. `crowding`: compute threads per core (>= 1 when ranks ×
+  // threads_per_rank > cores); l_for, l_back and l_up above include it, and the passes over
+  // the parameters a row adds from β and γ (measured by one thread alone) are stretched by it
+  // too. A row whose ranks do not all compute at once (gossip: the active ranks wait for their
+  // exchanges) works out its own share from these.
+  int cores = 0, threads_per_rank = 1;
   double crowding = 1;
+  // How long a comm thread that waits for its peer by polling with sched_yield (MPI's waits)
+  // takes to get its core back from a computing thread (measured; the rows use it where comm
+  // threads share cores with compute threads).
+  double yield_wait_s = 0;
   // SAPipe's profile: each trainable parameterised layer's forward and backward time, forward
   // order, and the elements of its gradient; empty when not profiled.
   std::vector<double> layer_forward_s, layer_backward_s;

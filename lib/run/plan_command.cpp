@@ -207,6 +207,9 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
   in.yield_wait_s = transport.yield_wait_s;
+  in.cores = r.cores;
+  in.threads_per_rank = threads;
+  in.crowding = r.crowding;
   in.link = link_cost(emulated_link(config), transport);
   if (const std::optional<LinkConfig>& link = config.cluster.link)
     r.link = fmt::format("emulated (cluster.link) {} + {}: every message is paced",

@@ -14,33 +14,31 @@ namespace dtrain {
 // x ← (x + Σ_j x_j)/(d + 1) (d sums: d·γ·m) and steps (l_up). Complete: one all-reduce of the
 // model on a snapshot (a copy of m, and one back with the scale). The compute thread waits for
 // the longer of forward + backward and the exchange, and computes cold after idling.
+// When the comm thread has no core of its own, the exchange does not overlap forward and
+// backward: every rank computes at once (they are in step), so the comm thread, woken while the
+// compute threads hold every core, runs once its rank's compute thread waits for it; the
+// exchange (its copies included) then follows forward + backward.
 // A rank needs its neighbours' models of this iteration, sent when they start it: neighbours
 // are at most one iteration apart, ranks at distance h at most h, so in the long run every rank
 // goes at the slowest rank's pace (a straggler's pace propagates through the graph): its
 // compute is on the critical path, and so is the lag of the ranks it meets (l_skew, which the
-// profile measures for the whole job: an overestimate for a few neighbours). When the comm
-// thread has no core of its own, its copies are done by the cores that compute.
+// profile measures for the whole job: an overestimate for a few neighbours).
 Prediction predict_d_psgd(const TimingInputs& in, const CodecCost& codec, Topology topology) {
   const double compute = compute_seconds(in);
   if (in.p <= 1) return make_prediction(in, "d_psgd", codec, compute, 0, compute);
   const double m = 4.0 * static_cast<double>(in.n);
-  double exchange = in.sync_s, mix = 0, cpu = 0;
+  double exchange = in.sync_s, mix = 0;
   if (topology == Topology::complete) {
-    const CommCost sum = allreduce_cost(in, codec, static_cast<double>(in.n));
-    exchange += sum.total();
+    exchange += allreduce_seconds(in, codec, static_cast<double>(in.n));
     mix = 2 * in.link.copy_s_per_byte * m;
-    cpu = sum.cpu_s;
   } else {
     const double d = static_cast<double>(topology_neighbours(topology, 0, in.p).size());
-    const CommCost message = in.link.message(m);
-    exchange += d * message.total();
+    exchange += d * in.link.message(m).total();
     mix = d * in.gamma_s_per_byte * m;
-    cpu = d * message.cpu_s;
   }
   const double forward_backward = (in.l_for + in.l_back) * slowest_slowdown(in);
-  const double idle = std::max(0.0, exchange - forward_backward);
-  const double iteration =
-      compute + idle + idle_penalty(in, idle) + mix + (in.comm_shares_core ? cpu : 0);
+  const double idle = in.comm_shares_core ? exchange : std::max(0.0, exchange - forward_backward);
+  const double iteration = compute + idle + idle_penalty(in, idle) + mix;
   Prediction r = make_prediction(in, "d_psgd", codec, iteration - idle, exchange, iteration);
   r.compute_bound = forward_backward >= exchange;
   return r;

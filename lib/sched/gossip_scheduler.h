@@ -41,7 +41,8 @@ struct GossipOptions {
 
 AlgorithmEntry gossip_algorithm();
 // `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
-Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec);
+Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec,
+                          Topology topology = Topology::ring);
 
 class GossipScheduler final : public Scheduler {
  public:

@@ -36,8 +36,10 @@ TEST_CASE("transport figures are positive and bounded") {
   CHECK(t.overshoot_s >= 0);
   CHECK(t.overshoot_per_s >= 0);
   CHECK(t.sync_s > 0);
-  CHECK(t.yield_wait_s > 0);
-  CHECK(t.yield_wait_s <= 50e-3);  // a lost round counts 50 ms
+  // 0 where the threads cannot be pinned to two cores; a round trip of time slices otherwise.
+  CHECK(t.yield_wait_s >= 0);
+  CHECK(t.yield_wait_s < 1.0);
+  if (available_cores() >= 2) CHECK(t.yield_wait_s > 0);
   CHECK(available_cores() >= 1);
 }
 

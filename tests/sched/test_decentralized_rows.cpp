@@ -1,7 +1,9 @@
 // The decentralized algorithms' timing rows (gossip, d_psgd) and stragglers in the rows, against
 // hand-computed numbers. four_ranks(): l_for 1 ms, l_back 2 ms, l_up 0.5 ms, a 10 us, 1 ns/B
-// link without copies, γ = 0.5 ns/B, S = 20 us.
+// link without copies, γ = 0.5 ns/B, S = 20 us, a core for every thread unless a case says not.
 #include <doctest/doctest.h>
+
+#include <cmath>  // sqrt
 
 #include "../plan/timing_fixtures.h"  // four_ranks, none, kCommNone
 #include "sched/d_psgd_scheduler.h"   // predict_d_psgd
@@ -27,6 +29,14 @@ double harmonic_iteration(std::initializer_list<double> t) {
   return 1 / rate;
 }
 
+// An active rank of four on a ring picks one of its two passive neighbours, which the other
+// active rank (update time t) keeps busy for E/(2t) of the time, each of the two: it waits
+// q = (E/t)·E/4, half an exchange when taken. With its own update b + q (b without the wait)
+// and the other's the same, q(b + q) = E²/4.
+double queued(double b, double exchange) {
+  return (-b + std::sqrt(b * b + exchange * exchange)) / 2;
+}
+
 }  // namespace
 
 TEST_CASE("gossip, compute-bound: every rank's update is its own compute and the merge") {
@@ -34,8 +44,10 @@ TEST_CASE("gossip, compute-bound: every rank's update is its own compute and the
   // Exchange: S + 2 messages of 0.4 MB (10 us + 0.4 ms each) + 3 sums of 0.4 MB at 0.5 ns/B.
   const double exchange = 20e-6 + 2 * (10e-6 + 0.4e-3) + 3 * 0.2e-3;
   CHECK(r.comm_s == doctest::Approx(exchange));
-  // Forward + backward (3 ms) hide it; then pending is added (0.2 ms) and the step (0.5 ms).
+  // Forward + backward (3 ms) hide it and a busy peer's wait (0.14 ms); then pending is added
+  // (0.2 ms; zeroing it: a copy, 0 here) and the step (0.5 ms).
   CHECK(r.iteration_s == doctest::Approx(3e-3 + 0.2e-3 + 0.5e-3));
+  CHECK(r.compute_s == doctest::Approx(3.7e-3));  // a passive rank's update
   CHECK(r.compute_bound);
   CHECK(r.samples_per_s == doctest::Approx(128 / 3.7e-3));
 }
@@ -46,10 +58,71 @@ TEST_CASE("gossip, communication-bound: the active ranks wait for their exchange
   const double exchange = 20e-6 + 2 * 4.01e-3 + 3 * 2e-3;
   CHECK(r.comm_s == doctest::Approx(exchange));
   CHECK_FALSE(r.compute_bound);
-  const double active = exchange + 2e-3 + 0.5e-3;  // waits for it, then merges and steps
-  const double passive = 3e-3 + 2e-3 + 0.5e-3;     // its server answers on its own
+  const double passive = 3e-3 + 2e-3 + 0.5e-3;  // its server answers on its own
+  // Forward + backward (3 ms) hide 3 ms of the exchange; the rest, and the wait for a peer
+  // busy with the other active rank, is idle; then it merges (2 ms) and steps (0.5 ms).
+  const double b = passive + exchange - 3e-3;
+  const double active = b + queued(b, exchange);
   CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({passive, active, passive, active})));
   CHECK(r.samples_per_s == doctest::Approx(128 / r.iteration_s));
+}
+
+TEST_CASE("gossip on shared cores: the active rank's exchange follows its forward and backward") {
+  // Ranks x (threads + 1) > cores: the exchange thread, woken while the compute threads hold
+  // the cores, runs once its rank's compute thread waits.
+  TimingInputs in = small_model();
+  in.comm_shares_core = true;
+  const Prediction r = predict_gossip(in, none());
+  const double exchange = 20e-6 + 2 * (10e-6 + 0.4e-3) + 3 * 0.2e-3;  // 1.44 ms
+  const double passive = 3.7e-3, b = passive + exchange;
+  const double active = b + queued(b, exchange);
+  CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({passive, active, passive, active})));
+  CHECK(r.iteration_s > predict_gossip(small_model(), none()).iteration_s);
+  // The two comm threads meet in MPI waits beside a passive rank's computing thread: three
+  // hand-offs on the exchange's path, each half a round trip with a poller that waits for a
+  // time slice (here a 2 ms round trip: 1 ms a hand-off).
+  in.yield_wait_s = 2e-3;
+  const Prediction late = predict_gossip(in, none());
+  CHECK(late.comm_s == doctest::Approx(exchange + 3e-3));
+  const double b_late = passive + exchange + 3e-3;
+  const double active_late = b_late + queued(b_late, exchange + 3e-3);
+  CHECK(late.iteration_s ==
+        doctest::Approx(harmonic_iteration({passive, active_late, passive, active_late})));
+  // With a core for every thread nothing waits for a slice.
+  TimingInputs roomy = small_model();
+  roomy.yield_wait_s = 2e-3;
+  CHECK(predict_gossip(roomy, none()).comm_s == doctest::Approx(exchange));
+}
+
+TEST_CASE("gossip shares the cores among the threads that are busy, not among all ranks") {
+  // Four ranks on two cores: the profile stretched l_for, l_back and l_up by 4/2.
+  TimingInputs in = four_ranks();
+  in.cores = 2;
+  in.crowding = 2;
+  in.comm_shares_core = true;
+  in.l_for *= 2, in.l_back *= 2, in.l_up *= 2;
+  // The active ranks wait for their 14.04 ms exchanges most of the time (their MPI waits yield
+  // the cores): busy are the two passive ranks' compute, the active ones' while it runs and the
+  // exchanges' CPU work (4 sums of 4 MB, 8 ms; the copies are 0 here). With the stretch c:
+  // updates of 3.5c + 2 ms (the merge: a sum), an active one's b + q after its exchange, and
+  // c = (2 + 2 (3.5c + 2 + 8) / t_active) / 2.
+  const Prediction r = predict_gossip(in, none());
+  const double exchange = 20e-6 + 2 * 4.01e-3 + 3 * 2e-3;
+  const double c = (r.compute_s - 2e-3) / 3.5e-3;
+  const double b = 3.5e-3 * c + 2e-3 + exchange, active = b + queued(b, exchange);
+  CHECK(c > 1.0);
+  CHECK(c < 2.0);
+  CHECK(c == doctest::Approx(1 + (3.5e-3 * c + 10e-3) / active).epsilon(1e-6));
+  const double passive = r.compute_s;
+  CHECK(r.iteration_s == doctest::Approx(harmonic_iteration({passive, active, passive, active})));
+  // Every rank computing all the time (a tiny model: 54 us exchanges behind its compute), plus
+  // the exchanges' 8 us of sums: the profile's stretch, a little more.
+  TimingInputs tiny = in;
+  tiny.n = 1000;
+  tiny.comm_shares_core = false;
+  const double stretch = (predict_gossip(tiny, none()).compute_s - 2e-6) / 3.5e-3;
+  CHECK(stretch > 2.0);
+  CHECK(stretch == doctest::Approx(2.0).epsilon(0.01));
 }
 
 TEST_CASE("gossip with a straggler: only its own updates slow down") {
@@ -83,6 +156,12 @@ TEST_CASE("d_psgd on a ring: two neighbours' messages every iteration, then the 
   CHECK_FALSE(slow.compute_bound);
   CHECK(slow.iteration_s == doctest::Approx(0.5e-3 + exchange + 2 * 2e-3));
   CHECK(slow.samples_per_s == doctest::Approx(128 / slow.iteration_s));
+  // On shared cores the exchange (0.84 ms) no longer hides: every rank computes at once, and
+  // the comm threads run once the compute threads wait.
+  TimingInputs shared = small_model();
+  shared.comm_shares_core = true;
+  CHECK(predict_d_psgd(shared, none(), Topology::ring).iteration_s ==
+        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.41e-3 + 2 * 0.2e-3));
 }
 
 TEST_CASE("d_psgd: other topologies") {
