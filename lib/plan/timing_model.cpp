@@ -64,7 +64,17 @@ double idle_penalty(const TimingInputs& in, double idle) {
   return p0;
 }
 
+double oversubscribed_wait_s(const TimingInputs& in) {
+  return in.crowding > 1 ? in.yield_wait_s : 0;
+}
+
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements) {
+  CommCost cost = transfer_cost(in, codec, elements);
+  if (in.p > 1 && elements > 0) cost.wait_s += oversubscribed_wait_s(in);
+  return cost;
+}
+
+CommCost transfer_cost(const TimingInputs& in, const CodecCost& codec, double elements) {
   const int p = in.p;
   if (p <= 1 || elements <= 0) return {};
   const double steps = 2.0 * (p - 1);  // messages per rank: reduce-scatter + all-gather

@@ -63,8 +63,10 @@ Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int per
   const CommCost cost = allreduce_cost(in, codec, static_cast<double>(in.n));
   // Without a core of its own, the comm thread that reaches the all-reduce first polls for its
   // peer with sched_yield behind its rank's compute thread (which never waits here): it sees
-  // the peer's first message only when the core comes back.
-  const double round = cost.total() + in.sync_s + (in.comm_shares_core ? in.yield_wait_s : 0);
+  // the peer's first message only when the core comes back (yield_wait_s, once a round; with
+  // the compute threads outnumbering the cores, the all-reduce's cost already holds it).
+  const double yield = in.comm_shares_core ? in.yield_wait_s - oversubscribed_wait_s(in) : 0;
+  const double round = cost.total() + in.sync_s + yield;
   const CodecCost plain{.name = "none"};
   const double agreement = allreduce_seconds(in, plain, 2.0 * in.p);  // p doubles
   const double cpu = in.comm_shares_core ? cost.cpu_s : 0;

@@ -51,3 +51,20 @@ TEST_CASE("without emulation the transfer is CPU work (a copy), not a sleep") {
   CHECK(c.cpu_s == doctest::Approx(6e-3 + 1.5e-3));
   CHECK(c.total() == doctest::Approx(kCommNone - 20e-6));
 }
+
+TEST_CASE("an all-reduce among ranks whose compute threads outnumber the cores waits a yield") {
+  TimingInputs in = four_ranks();
+  in.yield_wait_s = 2e-3;
+  const CommCost alone = allreduce_cost(in, quantize8(), 1e6);  // a core per compute thread
+  CHECK(alone.total() == doctest::Approx(transfer_cost(in, quantize8(), 1e6).total()));
+  CHECK(oversubscribed_wait_s(in) == 0);
+  in.crowding = 2;  // 4 ranks on 2 cores: the last comm thread waits behind a computing one
+  const CommCost crowded = allreduce_cost(in, quantize8(), 1e6);
+  CHECK(crowded.wait_s == doctest::Approx(alone.wait_s + 2e-3));
+  CHECK(crowded.cpu_s == doctest::Approx(alone.cpu_s));
+  CHECK(oversubscribed_wait_s(in) == doctest::Approx(2e-3));
+  // Nothing to reduce, nothing to wait for.
+  CHECK(allreduce_cost(in, quantize8(), 0).total() == 0);
+  in.p = 1;
+  CHECK(allreduce_cost(in, quantize8(), 1e6).total() == 0);
+}
