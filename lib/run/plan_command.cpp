@@ -414,7 +414,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                                                 .batch = batch,
                                                                 .link = emulated_link(config),
                                                                 .transport = &measured.transport,
-                                                                .tied_ends = measured.tied_ends});
+                                                                .tied_ends = measured.tied_ends,
+                                                                .oversubscribed = in.crowding > 1});
     rows.push_back(plan.row);
     planned = plan.text;
   }

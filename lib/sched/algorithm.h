@@ -80,6 +80,9 @@ struct ChainPlanInputs {
   const TransportTimes* transport = nullptr;
   // The chain's first and last elements share a tied weight (model_chain_ends_tied).
   bool tied_ends = false;
+  // The ranks' compute threads outnumber this machine's cores: each replicated stage's
+  // all-reduce also waits for a comm thread to get a core back (transport->yield_wait_s).
+  bool oversubscribed = false;
 };
 // Its answer: the plan's row and the text that explains the choice.
 struct ChainPlan {

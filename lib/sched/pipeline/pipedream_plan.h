@@ -21,6 +21,10 @@ namespace dtrain {
 struct PipelineLink {
   LinkCost cost;
   double poll_s = 0;  // a waiting rank sees an arrival this late on average
+  // A replicated stage's all-reduce waits this long besides its messages: where the ranks'
+  // compute threads outnumber the cores, the last comm thread to join gets a core back from a
+  // computing thread (the timing model's oversubscribed_wait_s); 0 otherwise.
+  double reduce_wait_s = 0;
   // One activation or gradient: a header and a payload message (each paced: latency + bytes / B,
   // late by the overshoot), the real copy, then the receiver's polling.
   double transfer_seconds(double bytes) const;

@@ -229,8 +229,9 @@ Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
 // transport as the plan measured it, else measured here for the chain.
 ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   const PipedreamOptions& given = a.get<PipedreamOptions>();
-  const PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
-                                         : measured_pipeline_link(in.link, in.chain, in.ranks);
+  PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
+                                   : measured_pipeline_link(in.link, in.chain, in.ranks);
+  if (in.oversubscribed && in.transport) link.reduce_wait_s = in.transport->yield_wait_s;
   std::string note;
   const PipelineChoice c = [&] {
     try {
