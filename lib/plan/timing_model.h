@@ -103,12 +103,14 @@ struct Prediction {
 // ring with the codec inside otherwise), split into waiting (latency, the emulated link's
 // sleeps) and CPU work (codecs, copies, sums). Excludes S.
 // When the ranks' compute threads outnumber the cores (crowding > 1), it also waits, on top of
-// its transfers, for the last rank's comm thread — polling in MPI, yielding its core — to get a
-// core back from a computing thread of another rank: one yield wait (oversubscribed_wait_s).
+// its transfers, for the last rank (oversubscribed_wait_s): the compute threads are time-sliced,
+// so the ranks reach it up to a slice per thread on a core apart, and the last comm thread —
+// polling in MPI, yielding its core — gets a core back only after a computing thread's slice.
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements);
 // The all-reduce's own transfers and CPU work, without that wait.
 CommCost transfer_cost(const TimingInputs& in, const CodecCost& codec, double elements);
-// The wait above: yield_wait_s where compute threads outnumber the cores, else 0.
+// The wait above: crowding × yield_wait_s where compute threads outnumber the cores, at most
+// the crowded compute of an iteration (a rank is never later than all of it); else 0.
 double oversubscribed_wait_s(const TimingInputs& in);
 inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
   return allreduce_cost(in, codec, elements).total();

@@ -426,7 +426,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                                                 .link = emulated_link(config),
                                                                 .transport = &measured.transport,
                                                                 .tied_ends = measured.tied_ends,
-                                                                .oversubscribed = in.crowding > 1});
+                                                                .crowding = in.crowding});
     rows.push_back(plan.row);
     planned = plan.text;
   }

@@ -80,9 +80,10 @@ struct ChainPlanInputs {
   const TransportTimes* transport = nullptr;
   // The chain's first and last elements share a tied weight (model_chain_ends_tied).
   bool tied_ends = false;
-  // The ranks' compute threads outnumber this machine's cores: each replicated stage's
-  // all-reduce also waits for a comm thread to get a core back (transport->yield_wait_s).
-  bool oversubscribed = false;
+  // Compute threads per core of this machine (> 1: the ranks' compute threads outnumber the
+  // cores, and each replicated stage's all-reduce also waits crowding × transport->yield_wait_s
+  // for the last replica, as the timing model's all-reduce does).
+  double crowding = 1;
 };
 // Its answer: the plan's row and the text that explains the choice.
 struct ChainPlan {

@@ -33,7 +33,9 @@ Prediction predict_d_psgd(const TimingInputs& in, const CodecCost& codec, Topolo
     mix = 2 * in.link.copy_s_per_byte * m;
   } else {
     const double d = static_cast<double>(topology_neighbours(topology, 0, in.p).size());
-    exchange += d * in.link.message(m).total();
+    // The neighbours meet every iteration: with the compute threads time-sliced the last one
+    // is as late as for an all-reduce (oversubscribed_wait_s).
+    exchange += d * in.link.message(m).total() + oversubscribed_wait_s(in);
     mix = d * in.gamma_s_per_byte * m;
   }
   const double forward_backward = (in.l_for + in.l_back) * slowest_slowdown(in);

@@ -60,15 +60,15 @@ Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int per
   const double compute = compute_seconds(in);
   if (in.p <= 1) return make_prediction(in, "hpsgd", codec, compute, 0, compute);
   const double own = compute - in.l_skew;
-  const CommCost cost = allreduce_cost(in, codec, static_cast<double>(in.n));
+  // The compute thread never waits for the ranks to meet: the round's own transfers, not the
+  // oversubscribed wait of a collective the compute threads stop for (allreduce_cost).
+  const CommCost cost = transfer_cost(in, codec, static_cast<double>(in.n));
   // Without a core of its own, the comm thread that reaches the all-reduce first polls for its
   // peer with sched_yield behind its rank's compute thread (which never waits here): it sees
-  // the peer's first message only when the core comes back (yield_wait_s, once a round; with
-  // the compute threads outnumbering the cores, the all-reduce's cost already holds it).
-  const double yield = in.comm_shares_core ? in.yield_wait_s - oversubscribed_wait_s(in) : 0;
-  const double round = cost.total() + in.sync_s + yield;
+  // the peer's first message only when the core comes back (yield_wait_s, once a round).
+  const double round = cost.total() + in.sync_s + (in.comm_shares_core ? in.yield_wait_s : 0);
   const CodecCost plain{.name = "none"};
-  const double agreement = allreduce_seconds(in, plain, 2.0 * in.p);  // p doubles
+  const double agreement = transfer_cost(in, plain, 2.0 * in.p).total();  // p doubles
   const double cpu = in.comm_shares_core ? cost.cpu_s : 0;
   auto local = [&](double every) { return own + round_passes(in, every) + cpu / every; };
   double every = period > 0 ? period : 1;

@@ -52,17 +52,24 @@ TEST_CASE("without emulation the transfer is CPU work (a copy), not a sleep") {
   CHECK(c.total() == doctest::Approx(kCommNone - 20e-6));
 }
 
-TEST_CASE("an all-reduce among ranks whose compute threads outnumber the cores waits a yield") {
-  TimingInputs in = four_ranks();
-  in.yield_wait_s = 2e-3;
+TEST_CASE(
+    "an all-reduce among time-sliced ranks waits a slice per thread on a core, at most a compute") {
+  TimingInputs in = four_ranks();  // compute 1 + 2 + 0.5 = 3.5 ms
+  in.yield_wait_s = 1e-3;
   const CommCost alone = allreduce_cost(in, quantize8(), 1e6);  // a core per compute thread
   CHECK(alone.total() == doctest::Approx(transfer_cost(in, quantize8(), 1e6).total()));
   CHECK(oversubscribed_wait_s(in) == 0);
-  in.crowding = 2;  // 4 ranks on 2 cores: the last comm thread waits behind a computing one
+  in.crowding = 2;  // 4 ranks on 2 cores: 2 slices of 1 ms
   const CommCost crowded = allreduce_cost(in, quantize8(), 1e6);
   CHECK(crowded.wait_s == doctest::Approx(alone.wait_s + 2e-3));
   CHECK(crowded.cpu_s == doctest::Approx(alone.cpu_s));
   CHECK(oversubscribed_wait_s(in) == doctest::Approx(2e-3));
+  // Slices longer than the compute: the last rank is at most a whole compute late.
+  in.yield_wait_s = 3e-3;
+  CHECK(oversubscribed_wait_s(in) == doctest::Approx(3.5e-3));
+  // A straggler's compute is the longer one.
+  in.rank_slowdown = {1, 2};
+  CHECK(oversubscribed_wait_s(in) == doctest::Approx(6e-3));
   // Nothing to reduce, nothing to wait for.
   CHECK(allreduce_cost(in, quantize8(), 0).total() == 0);
   in.p = 1;

@@ -162,6 +162,12 @@ TEST_CASE("d_psgd on a ring: two neighbours' messages every iteration, then the 
   shared.comm_shares_core = true;
   CHECK(predict_d_psgd(shared, none(), Topology::ring).iteration_s ==
         doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.41e-3 + 2 * 0.2e-3));
+  // Compute threads time-sliced two to a core (the profile's compute already stretched): the
+  // last neighbour meets 2 slices of 0.5 ms late.
+  shared.crowding = 2;
+  shared.yield_wait_s = 0.5e-3;
+  CHECK(predict_d_psgd(shared, none(), Topology::ring).iteration_s ==
+        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.41e-3 + 1e-3 + 2 * 0.2e-3));
 }
 
 TEST_CASE("d_psgd: other topologies") {

@@ -231,7 +231,8 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   const PipedreamOptions& given = a.get<PipedreamOptions>();
   PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
                                    : measured_pipeline_link(in.link, in.chain, in.ranks);
-  if (in.oversubscribed && in.transport) link.reduce_wait_s = in.transport->yield_wait_s;
+  if (in.crowding > 1 && in.transport)
+    link.reduce_wait_s = in.crowding * in.transport->yield_wait_s;
   std::string note;
   const PipelineChoice c = [&] {
     try {

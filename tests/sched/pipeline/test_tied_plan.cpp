@@ -35,7 +35,7 @@ TEST_CASE("a replicated stage's all-reduce waits reduce_wait_s once per round, o
   o.stages = config::WordOr<std::vector<std::string>>{"", {}};
   o.replicas = config::WordOr<std::vector<int>>{"", {4}};
   const PipelineChoice plain = choose_pipeline(chain, o, 4, link);
-  link.reduce_wait_s = 2e-3;
+  link.reduce_wait_s = 2e-3;  // as the plan sets it: crowding × yield_wait_s
   const PipelineChoice waiting = choose_pipeline(chain, o, 4, link);
   // Per minibatch: the round's 2 ms wait shared by its 4 minibatches.
   CHECK(waiting.chosen_s - plain.chosen_s == doctest::Approx(2e-3 / 4));
