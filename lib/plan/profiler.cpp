@@ -73,6 +73,25 @@ struct Blocks {
 
 // One-way latency of handing a cache line from one core to another: the floor of any
 // shared-memory message. Two threads bounce a counter; half the median round trip.
+// Pins `thread` to one CPU; false where that is not allowed (the measurement runs unpinned).
+bool pin(std::thread& thread, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
+}
+
+// The first `count` CPUs this process may run on (fewer where it may run on fewer).
+std::vector<int> allowed_cpus(size_t count) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < count; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
 double measure_handoff() {
   std::atomic<int64_t> ball{0};
   std::atomic<bool> stop{false};
@@ -84,28 +103,27 @@ double measure_handoff() {
     }
   });
   std::vector<double> trips;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(50);
-  for (int i = 0; i < kRounds && Clock::now() < deadline; ++i) {
-    const int64_t v = ball.load() + 1;
-    const auto start = Clock::now();
-    ball.store(v, std::memory_order_release);
-    // The partner may be descheduled on a busy machine: give up on this round after 1 ms.
-    while (ball.load(std::memory_order_acquire) != v + 1 && seconds_since(start) < 1e-3) {
+  std::thread pinger([&] {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(50);
+    for (int i = 0; i < kRounds && Clock::now() < deadline; ++i) {
+      const int64_t v = ball.load() + 1;
+      const auto start = Clock::now();
+      ball.store(v, std::memory_order_release);
+      // The partner may be descheduled on a busy machine: give up on this round after 1 ms.
+      while (ball.load(std::memory_order_acquire) != v + 1 && seconds_since(start) < 1e-3) {
+      }
+      if (ball.load() != v + 1) break;
+      trips.push_back(seconds_since(start));
     }
-    if (ball.load() != v + 1) break;
-    trips.push_back(seconds_since(start));
-  }
+  });
+  // Two cores of their own where there are two: left to the scheduler, both spinning threads
+  // sometimes share one core, and every trip then waits for a time slice (a 2 ms "hand-off").
+  const std::vector<int> cpus = allowed_cpus(2);
+  if (cpus.size() == 2) pin(pinger, cpus[0]), pin(partner, cpus[1]);
+  pinger.join();
   stop = true;
   partner.join();
   return trips.empty() ? 1e-6 : median(std::move(trips)) / 2;
-}
-
-// Pins `thread` to one CPU; false where that is not allowed (the measurement runs unpinned).
-bool pin(std::thread& thread, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
 }
 
 // How long a thread that waits by polling with sched_yield (Open MPI's blocking calls under
@@ -115,12 +133,7 @@ bool pin(std::thread& thread, int cpu) {
 // and one on a core of its own, which answers at once. Pinned: left to the scheduler, the two
 // pollers share a core or not at random (1 us or 1 ms).
 double measure_yield_wait() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const std::vector<int> cpus = allowed_cpus(2);
   if (cpus.size() < 2) return 0;  // one core: the pollers take turns with the computing thread
   std::atomic<bool> stop{false};
   std::thread busy([&stop] {
