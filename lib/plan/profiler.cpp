@@ -289,10 +289,12 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
   auto timed = [warmup](const std::vector<double>& v) {
     return std::vector<double>(v.begin() + warmup, v.end());
   };
-  t.data_s = mean(timed(data));
-  t.forward_s = mean(timed(fwd));
-  t.backward_s = mean(timed(bwd));
-  t.update_s = mean(timed(upd));
+  // Medians: a few steps that another process delayed (a busy machine) would otherwise move the
+  // whole plan; the spread of the steps is what skew_s below takes.
+  t.data_s = median(timed(data));
+  t.forward_s = median(timed(fwd));
+  t.backward_s = median(timed(bwd));
+  t.update_s = median(timed(upd));
   const std::vector<double> totals = timed_totals(data, fwd, bwd, upd, warmup);
   t.skew_s = expected_max_excess(totals, world);
   t.iterations = static_cast<int>(totals.size());

@@ -1,9 +1,9 @@
 // Profiler: measures, on this machine and in one process, the inputs of the timing model that
 // are not configured — the model's forward, backward and update times (l_for, l_back, l_up) on
 // the real data path, the codecs' per-element cost, γ, the host copy speed, the timer overshoot
-// of the emulated link's sleeps and the comm thread's hand-off S. Times are means (timing.csv
-// reports sums) except where a median says what a typical call costs; the whole profile of a
-// small model takes well under a second.
+// of the emulated link's sleeps and the comm thread's hand-off S. Times are medians (what a
+// typical step or call costs, robust to a few another process delayed; timing.csv reports
+// sums); the whole profile of a small model takes well under a second.
 #pragma once
 #include <cstdint>  // int64_t
 #include <string>

@@ -250,7 +250,7 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
       in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
   for (const std::string& note : r.notes) o += "note     " + note + "\n";
   if (!r.notes.empty()) o += "\n";
-  o += fmt::format("measured on one rank (mean of {} iterations after {} warm-up):\n", r.iterations,
+  o += fmt::format("measured on one rank (median of {} iterations after {} warm-up):\n", r.iterations,
                    kWarmup);
   auto line = [&o](const char* name, const std::string& value, const std::string& unit,
                    const std::string& what) {
