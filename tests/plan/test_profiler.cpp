@@ -52,26 +52,38 @@ TEST_CASE("expected excess of the slowest of p ranks") {
   CHECK(expected_max_excess({1, 2, 3}, 8) > expected_max_excess({1, 2, 3}, 2));
 }
 
-TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches take longer") {
-  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  DatasetOptions d;
-  d.name = "synthetic";
-  d.shape = {1, 16, 16};
-  d.classes = 10;
-  d.train_size = 2048;
-  auto data = open_dataset(d, Split::train);
-  std::vector<std::string> problems;
-  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [256]}"), problems);
-  REQUIRE(problems.empty());
-  auto time_batch = [&](int64_t batch) {
+// A CPU MLP of `hidden` layers on 1×16×16 synthetic images, trained as one of 2 ranks with
+// `rows` rows each, its loader and an SGD step: what the compute profiles below time.
+struct SmallMlp {
+  std::unique_ptr<Backend> backend = make_backend({DeviceChoice::cpu, 1, 0});
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<Loader> loader;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Sgd> sgd;
+  SmallMlp(const std::string& hidden, int64_t train_size, int64_t rows) {
+    DatasetOptions d;
+    d.name = "synthetic";
+    d.shape = {1, 16, 16};
+    d.classes = 10;
+    d.train_size = train_size;
+    data = open_dataset(d, Split::train);
+    std::vector<std::string> problems;
+    const YAML::Node spec =
+        check_model_spec(YAML::Load("{name: mlp, hidden: " + hidden + "}"), problems);
+    REQUIRE(problems.empty());
     LoaderOptions lo;
-    lo.global_batch = 2 * batch;
+    lo.global_batch = 2 * rows;
     lo.world = 2;
-    Loader loader(*data, lo);
-    const ModelInput input{data->sample_shape(), 10, batch};
-    auto model = build_model(*backend, spec, input, 1);
-    Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
-    return profile_compute(*model, sgd, loader, 2, 2, 7);
+    loader = std::make_unique<Loader>(*data, lo);
+    model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, rows}, 1);
+    sgd = std::make_unique<Sgd>(*backend, model->parameters(), model->gradients(), SgdOptions{});
+  }
+};
+
+TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches take longer") {
+  auto time_batch = [](int64_t batch) {
+    SmallMlp m("[256]", 2048, batch);
+    return profile_compute(*m.model, *m.sgd, *m.loader, 2, 2, 7);
   };
   const ComputeTimes small = time_batch(4), large = time_batch(512);
   CHECK(small.iterations == 7);
@@ -92,23 +104,11 @@ TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches tak
 }
 
 TEST_CASE("compute profile with time_layers: every other timed step per layer, the rest phased") {
-  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  DatasetOptions d;
-  d.name = "synthetic";
-  d.shape = {1, 16, 16};
-  d.classes = 10;
-  d.train_size = 512;
-  auto data = open_dataset(d, Split::train);
-  std::vector<std::string> problems;
-  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [64, 32]}"), problems);
-  REQUIRE(problems.empty());
-  LoaderOptions lo;
-  lo.global_batch = 32;
-  lo.world = 2;
-  Loader loader(*data, lo);
-  auto model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, 16}, 1);
-  Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
-  const ComputeTimes t = profile_compute(*model, sgd, loader, 2, 2, 7, 60.0, true);
+  SmallMlp m("[64, 32]", 512, 16);
+  Model& model = *m.model;
+  Sgd& sgd = *m.sgd;
+  Loader& loader = *m.loader;
+  const ComputeTimes t = profile_compute(model, sgd, loader, 2, 2, 7, 60.0, true);
   // 7 timed steps: 1st, 3rd, 5th, 7th phased, 2nd, 4th, 6th per layer.
   CHECK(t.iterations == 4);
   CHECK(t.forward_s > 0);
@@ -120,36 +120,23 @@ TEST_CASE("compute profile with time_layers: every other timed step per layer, t
     CHECK(l.comm_s == 0);
   }
   // Without it, no layers and every timed step phased.
-  const ComputeTimes plain = profile_compute(*model, sgd, loader, 2, 2, 7);
+  const ComputeTimes plain = profile_compute(model, sgd, loader, 2, 2, 7);
   CHECK(plain.layers.empty());
   CHECK(plain.iterations == 7);
 }
 
 TEST_CASE("SAPipe's update passes: each timed, and the model still trains after them") {
-  auto backend = make_backend({DeviceChoice::cpu, 1, 0});
-  DatasetOptions d;
-  d.name = "synthetic";
-  d.shape = {1, 16, 16};
-  d.classes = 10;
-  d.train_size = 256;
-  auto data = open_dataset(d, Split::train);
-  std::vector<std::string> problems;
-  const YAML::Node spec = check_model_spec(YAML::Load("{name: mlp, hidden: [64]}"), problems);
-  REQUIRE(problems.empty());
-  LoaderOptions lo;
-  lo.global_batch = 32;
-  lo.world = 2;
-  Loader loader(*data, lo);
-  auto model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, 16}, 1);
-  Sgd sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
+  SmallMlp m("[64]", 256, 16);
+  Model& model = *m.model;
+  Loader& loader = *m.loader;
   loader.start_epoch(0);
-  const UpdatePasses p = profile_update_passes(*model, sgd, loader, 2, 3);
+  const UpdatePasses p = profile_update_passes(model, *m.sgd, loader, 2, 3);
   CHECK(p.step_dot_s > 0);
   CHECK(p.predict_sum_s > 0);
   CHECK(p.step_predict_s > 0);
   CHECK(p.step_delta_s > 0);
   CHECK(p.predict_s > 0);
   // The passes step with a tiny learning rate: the weights stay finite.
-  const float* w = model->parameters().data<float>();  // the CPU backend's: host memory
-  CHECK(std::all_of(w, w + model->num_parameters(), [](float x) { return std::isfinite(x); }));
+  const float* w = model.parameters().data<float>();  // the CPU backend's: host memory
+  CHECK(std::all_of(w, w + model.num_parameters(), [](float x) { return std::isfinite(x); }));
 }
