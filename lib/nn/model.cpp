@@ -177,13 +177,17 @@ std::vector<std::string> model_cut_points(const YAML::Node& model, const ModelIn
   return make_graph(model, input)->cut_points();
 }
 
-bool chain_ends_tied(const YAML::Node& model, const ModelInput& input) {
+std::string chain_ends_tie_lender(const YAML::Node& model, const ModelInput& input) {
   const std::vector<StageSlice> pieces =
       split_model(model, input, model_stage_boundaries(model, input));
   const int last = static_cast<int>(pieces.size()) - 1;
-  return std::ranges::any_of(pieces.front().ties, [last](const StageTie& t) {
-    return t.lender_stage == 0 && t.borrower_stage == last;
-  });
+  for (const StageTie& t : pieces.front().ties)
+    if (t.lender_stage == 0 && t.borrower_stage == last) return t.lender;
+  return "";
+}
+
+bool chain_ends_tied(const YAML::Node& model, const ModelInput& input) {
+  return !chain_ends_tie_lender(model, input).empty();
 }
 
 std::vector<std::string> model_stage_boundaries(const YAML::Node& model, const ModelInput& input) {

@@ -170,6 +170,8 @@ std::vector<std::string> model_stage_boundaries(const YAML::Node& model, const M
 // Whether the first and last stages of a pipeline cut at every stage boundary share a tied
 // weight (a GPT's embedding and head): a planner then keeps their steps paired.
 bool chain_ends_tied(const YAML::Node& model, const ModelInput& input);
+// The layer that lends that weight (the embedding), "" when the ends share none.
+std::string chain_ends_tie_lender(const YAML::Node& model, const ModelInput& input);
 
 // Without allocating anything on a device: the number of parameters, and the summary table.
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input);

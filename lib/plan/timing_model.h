@@ -47,6 +47,10 @@ struct TimingInputs {
   // an algorithm that synchronises every rank runs at the slowest one's pace (compute_seconds).
   std::vector<double> rank_slowdown;
   int64_t global_batch = 1;
+  // A rank's iterations per epoch (its loader's batches per epoch); 0: unknown. Gossip ends an
+  // epoch once the ranks' updates together reach it, and pays the drain of the exchanges in
+  // flight once per epoch.
+  int64_t epoch_iterations = 0;
   // A message of b bytes costs α + b·(β + copy) (+ the overshoot of the emulated link's sleep):
   // plan/link_cost.h.
   LinkCost link;

@@ -8,6 +8,7 @@
 
 #include "compress/codec.h"      // codec_names
 #include "core/error.h"          // DTRAIN_INPUT_CHECK
+#include "core/timer.h"          // Clock, seconds_since: where the profile's time went
 #include "plan/layer_profile.h"  // --write-profile, --profile
 #include "plan/profiler.h"       // profile_compute, profile_transport, profile_codec
 #include "run/run_builder.h"     // build_run: the rank as training builds it
@@ -20,6 +21,9 @@ namespace {
 constexpr int kWarmup = 3;
 // Seconds of training steps in the profile: big models stop early, once a few were timed.
 constexpr double kComputeBudget = 2.0;
+// Seconds of the pipeline chain's minibatches: the pieces are scaled to the whole model's time
+// per sample (above), so only their proportions matter, and one timed minibatch gives them.
+constexpr double kChainBudget = 0.5;
 
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
@@ -121,12 +125,15 @@ struct Profile {
   // The model-parallel planner's layer profile at the whole minibatch (pipedream's): as
   // measured, and stretched as the compute times are (ranks sharing cores, stragglers).
   std::vector<LayerProfile> chain, chain_stretched;
-  bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tied)
+  bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tie_lender)
+  double tied_bytes = 0;   // its size
   TransportTimes transport;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
   std::string backend, link;
   std::vector<std::string> notes;  // stand-in data
+  // Where the profile's seconds went, in the order taken: (what, seconds).
+  std::vector<std::pair<std::string, double>> seconds;
 };
 
 // The options of algorithm `name`: the config's when it is the chosen one, else its defaults.
@@ -138,20 +145,34 @@ AlgorithmConfig options_of(const ExperimentConfig& config, const std::string& na
 // its loader; then the transport and the codecs.
 Profile profile(const ExperimentConfig& config, int p, int iterations) {
   const int batch = config.dataset.batch_size;
+  Profile r;
+  auto took = [&r, last = Clock::now()](const std::string& what) mutable {
+    r.seconds.emplace_back(what, seconds_since(last));
+    last = Clock::now();
+  };
   auto run = build_plan_run(config, p);
+  took("building");
   Model& model = *run->model;
   // SAPipe's per-layer profile comes from the same steps (every other timed one).
   const ComputeTimes compute = profile_compute(model, *run->optimizer, *run->train_loader, p,
                                                kWarmup, iterations, kComputeBudget, true);
+  took("training steps");
   const std::vector<LayerCost>& layers = compute.layers;
   const UpdatePasses passes =
       profile_update_passes(model, *run->optimizer, *run->train_loader, p, 3);
+  took("update passes");
   // The model-parallel planner's: each piece of the partitionable chain for the whole minibatch
   // (a stage sees every row of it).
   std::vector<LayerProfile> chain;
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
-    const std::unique_ptr<Loader> minibatches = minibatch_loader(*run);
-    chain = planner->profile_chain(*run->backend, model_source(*run), *minibatches);
+    // Timed on a rank's share of the minibatch, from the loader of the steps above: the pieces
+    // are scaled to the whole model's time below, so only their proportions are kept, and
+    // this halves the profile's time on 2 ranks (ResNet-20: 2.2 s at the whole minibatch). A
+    // cut's activation grows with the rows: p times for the minibatch.
+    ModelSource share = model_source(*run);
+    share.batch_size = batch / p;
+    chain = planner->profile_chain(*run->backend, share, *run->train_loader, kChainBudget);
+    for (LayerProfile& l : chain) l.activation_bytes *= p;
     // The chain is timed piece by piece, each piece a model of its own whose input and output
     // change layout at the cut (a CNN's blocked tensors reordered); a stage runs its pieces as
     // one model, with cuts only at its ends. So the pieces are scaled to take together what
@@ -163,9 +184,9 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     const double whole = (compute.forward_s + compute.backward_s) * batch / per_rank_rows;
     if (pieces > 0 && whole > 0)
       for (LayerProfile& l : chain) l.forward_s *= whole / pieces, l.backward_s *= whole / pieces;
+    took(planner->title + "'s chain");
   }
 
-  Profile r;
   r.notes = run->notes;
   r.iterations = compute.iterations;
   r.backend = run->backend->name();
@@ -179,7 +200,10 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.crowding = r.crowding;
   r.slowdown = straggler_slowdown(config.cluster, p);
   r.chain = r.chain_stretched = chain;
-  r.tied_ends = chain_ends_tied(model_source(*run).spec, run->model_input);
+  const std::string lender = chain_ends_tie_lender(model_source(*run).spec, run->model_input);
+  r.tied_ends = !lender.empty();
+  for (const LayerRange& l : model.layer_ranges())
+    if (l.name == lender) r.tied_bytes = 4.0 * static_cast<double>(l.count);
   for (LayerProfile& l : r.chain_stretched) {
     l.forward_s *= r.slowdown * r.crowding;
     l.backward_s *= r.slowdown * r.crowding;
@@ -211,10 +235,12 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     if (l.offset >= model.trainable_offset() && l.count > 0) in.layer_elements.push_back(l.count);
   in.p = p;
   in.global_batch = batch;
+  in.epoch_iterations = run->train_loader->batches_per_epoch();
 
   const TransportTimes transport = profile_transport((in.n + p - 1) / p);
   r.transport = transport;
   for (const std::string& name : codec_names()) in.codecs.push_back(profile_codec(name, in.n, p));
+  took("transport and codecs");
   in.gamma_s_per_byte = transport.gamma_s_per_byte;
   in.sync_s = transport.sync_s;
   in.yield_wait_s = transport.yield_wait_s;
@@ -250,8 +276,16 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
       in.comm_shares_core ? ": the comm threads share them with the compute threads" : "");
   for (const std::string& note : r.notes) o += "note     " + note + "\n";
   if (!r.notes.empty()) o += "\n";
-  o += fmt::format("measured on one rank (median of {} iterations after {} warm-up):\n", r.iterations,
-                   kWarmup);
+  double total = 0;
+  std::string parts;
+  for (const auto& [what, s] : r.seconds) {
+    total += s;
+    parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", what, s);
+  }
+  o += fmt::format(
+      "measured on one rank in {:.1f} s ({}), median of {} iterations after {} "
+      "warm-up:\n",
+      total, parts, r.iterations, kWarmup);
   auto line = [&o](const char* name, const std::string& value, const std::string& unit,
                    const std::string& what) {
     o += fmt::format("  {:<7} {:>10} {:<5} {}\n", name, value, unit, what);
@@ -426,6 +460,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                                                 .link = emulated_link(config),
                                                                 .transport = &measured.transport,
                                                                 .tied_ends = measured.tied_ends,
+                                                                .tied_bytes = measured.tied_bytes,
                                                                 .crowding = in.crowding});
     rows.push_back(plan.row);
     planned = plan.text;

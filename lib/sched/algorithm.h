@@ -78,8 +78,10 @@ struct ChainPlanInputs {
   std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // This machine's transport as the plan measured it; null: the planner measures its own.
   const TransportTimes* transport = nullptr;
-  // The chain's first and last elements share a tied weight (model_chain_ends_tied).
+  // The chain's first and last elements share a tied weight (model_chain_ends_tied), of
+  // tied_bytes (0: not known), whose gradients the two ends sum before every step.
   bool tied_ends = false;
+  double tied_bytes = 0;
   // Compute threads per core of this machine (> 1: the ranks' compute threads outnumber the
   // cores, and each replicated stage's all-reduce also waits crowding × transport->yield_wait_s
   // for the last replica, as the timing model's all-reduce does).
@@ -159,10 +161,12 @@ struct AlgorithmEntry {
   std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
   // Model-parallel, for `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of
   // the model's partitionable chain (per minibatch of source.batch_size rows, measured on this
-  // rank's backend and the loader's minibatches), and its row planned on such a profile. The
-  // algorithm with these is the one `dtrain plan --profile P.csv` plans.
+  // rank's backend and the loader's minibatches, timed for about budget_s seconds and at least
+  // one minibatch), and its row planned on such a profile. The algorithm with these is the one
+  // `dtrain plan --profile P.csv` plans.
   std::string title{};
-  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches)>
+  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches,
+                                          double budget_s)>
       profile_chain{};
   std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
   // The optimizers (optimizer.name) its update works with: an algorithm that only steps the

@@ -2,6 +2,7 @@
 
 #include <algorithm>  // min, max: a part's target
 #include <chrono>
+#include <cmath>  // ceil: the epoch's drain
 #include <deque>
 #include <optional>  // the server's quiet spell
 #include <sstream>   // the neighbour generator's state in a checkpoint
@@ -25,6 +26,41 @@ struct Count {
   int64_t epoch = 0, updates = 0, final = 0;
   int64_t stop = 0;  // the sender was asked to stop (a signal): the part ends for all
 };
+
+// The epoch's end, which a steady state leaves out (not in the paper). Rank 0 ends an epoch once
+// the ranks' updates reach `updates` (the epoch's iterations), counting them on its server
+// thread, which also answers exchanges. So
+//  - the count waits for the exchange rank 0 is answering, as often as it answers one (the
+//    fraction `answering` of the time): the epoch starts at a barrier, so the active ranks'
+//    exchanges start together and one update apart, and the one in progress when the ranks
+//    reach `updates` ends at the next multiple of an active update (deterministic, not half
+//    an exchange on average: with 100-update epochs on a slow link it is the first exchange);
+//  - the active ranks then finish the update they are in: the one rank 0 was answering has
+//    already started its next (the end reaches it after it did), the others are a random part
+//    of the way through theirs (the latest of n of them: n/(n + 1) of an update);
+//  - the passive ranks stop once they hear the end (their updates go on meanwhile) and wait.
+// timing.csv's wall time over the updates of all ranks includes it: with 100-update epochs on a
+// slow link it is much of an epoch (the MLP at 100 Mbit/s on 2 ranks: its 0.42 s exchanges
+// against 1.9 ms passive updates). `t`: each rank's update time (odd ranks active).
+double iteration_with_epoch_drain(const std::vector<double>& t, double answering, int64_t updates) {
+  const int p = static_cast<int>(t.size());
+  double rate = 0, slowest_active = 0;
+  int active = 0;
+  for (int r = 0; r < p; ++r) {
+    rate += 1 / t[static_cast<size_t>(r)];
+    if (r % 2 == 1) slowest_active = std::max(slowest_active, t[static_cast<size_t>(r)]), ++active;
+  }
+  const double reached = static_cast<double>(updates) / rate;
+  const double exchange_end = std::ceil(reached / slowest_active) * slowest_active;
+  const double counted = answering * (exchange_end - reached);
+  const double drain =
+      answering * slowest_active + (1 - answering) * slowest_active * active / (active + 1.0);
+  const double wall = reached + counted + drain;
+  // The updates made: the target, those while the count waited, and about half an update of
+  // each active rank's last one not yet in the rate.
+  const double made = static_cast<double>(updates) + rate * counted + active / 2.0;
+  return p * wall / made;
+}
 
 }  // namespace
 
@@ -63,6 +99,8 @@ struct Count {
 // B / samples/s (the harmonic mean of the ranks' update times), which is what the wall time of
 // an epoch over its updates, summed over the ranks (timing.csv), measures; its compute is an
 // unslowed passive rank's update, its comm one exchange.
+// Once an epoch (in.epoch_iterations): the drain of the exchanges in flight at its end
+// (iteration_with_epoch_drain).
 // Left out: the control messages (headers, counts: unpaced), a GPU model's host copies, the
 // server's polling for requests (at most 200 us, plus the sleep's overshoot).
 Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topology topology) {
@@ -132,8 +170,17 @@ Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec, Topolo
   }
   double rate = 0;  // global batches per second, all ranks together
   for (int r = 0; r < p; ++r) rate += 1.0 / (p * t[static_cast<size_t>(r)]);
+  double iteration = 1.0 / rate;
+  if (in.epoch_iterations > 0) {
+    // How much of the time rank 0's server answers an exchange: each active neighbour j picks
+    // it for 1/degree(j) of its exchanges.
+    double answering = 0;
+    for (int j : neighbours[0])
+      if (j % 2 == 1) answering += exchange / (degree(j) * t[static_cast<size_t>(j)]);
+    iteration = iteration_with_epoch_drain(t, std::min(answering, 1.0), in.epoch_iterations);
+  }
   const double passive = busy[0];
-  Prediction r = make_prediction(in, "gossip", codec, passive, exchange, 1.0 / rate);
+  Prediction r = make_prediction(in, "gossip", codec, passive, exchange, iteration);
   r.compute_bound = own_compute * c >= exchange;
   return r;
 }

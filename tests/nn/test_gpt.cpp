@@ -335,6 +335,10 @@ TEST_CASE("gpt: cuts between blocks, and a 2-stage split chained equals the whol
                                                                          "transformer.h.3.ln_1"});
   four["n_layer"] = 1;
   CHECK(model_stage_boundaries(four, kInput).empty());
+  // Tied, the first and last stages share the embedding (a planner pairs their steps).
+  CHECK(chain_ends_tie_lender(small_gpt(true), kInput) == "transformer.wte");
+  CHECK(chain_ends_tied(small_gpt(true), kInput));
+  CHECK(chain_ends_tie_lender(spec, kInput).empty());
 
   auto backend = cpu();
   const auto stages = split_model(spec, kInput, {"transformer.h.1.ln_1"});

@@ -3,7 +3,7 @@
 // link without copies, γ = 0.5 ns/B, S = 20 us, a core for every thread unless a case says not.
 #include <doctest/doctest.h>
 
-#include <cmath>  // sqrt
+#include <cmath>  // sqrt, ceil
 
 #include "../plan/timing_fixtures.h"  // four_ranks, none, kCommNone
 #include "sched/d_psgd_scheduler.h"   // predict_d_psgd
@@ -143,6 +143,32 @@ TEST_CASE("gossip with a straggler: only its own updates slow down") {
   CHECK(predict_gossip(busy, none()).iteration_s == doctest::Approx(unslowed));
 }
 
+TEST_CASE("gossip: the epoch's end drains the exchange in flight") {
+  // Two ranks, a 4 MB model: the exchange (S + 2 messages of 4.01 ms + 3 sums of 2 ms = 14.04
+  // ms) outlasts forward and backward (3 ms). Passive rank 0 updates in 3 + 0.5 + 2 (its merge)
+  // = 5.5 ms, active rank 1 in 5.5 + 14.04 - 3 = 16.54 ms.
+  TimingInputs in = four_ranks();
+  in.p = 2;
+  const double passive = 5.5e-3, active = 16.54e-3, exchange = 14.04e-3;
+  const double rate = 1 / passive + 1 / active;  // updates per second, both ranks
+  CHECK(predict_gossip(in, none()).iteration_s == doctest::Approx(2 / rate));
+  // With 100 updates an epoch: rank 0 answers exchange/active of the time; that often its count
+  // of the 100th update waits for the end of the exchange in progress (the active rank's
+  // updates run from the epoch's start: the next multiple of 16.54 ms), then the active rank's
+  // update runs (it has started its next one if rank 0 was answering it, else it is half-way).
+  in.epoch_iterations = 100;
+  const double answering = exchange / active;
+  const double reached = 100 / rate;
+  const double counted = answering * (std::ceil(reached / active) * active - reached);
+  const double drain = answering * active + (1 - answering) * active / 2;
+  const double wall = reached + counted + drain;
+  const double made = 100 + rate * counted + 0.5;
+  CHECK(predict_gossip(in, none()).iteration_s == doctest::Approx(2 * wall / made));
+  // A long epoch: the drain hardly shows.
+  in.epoch_iterations = 1'000'000;
+  CHECK(predict_gossip(in, none()).iteration_s == doctest::Approx(2 / rate).epsilon(1e-3));
+}
+
 TEST_CASE("d_psgd on a ring: two neighbours' messages every iteration, then the mix") {
   // Compute-bound: S + 2 messages of 0.4 MB hide behind 3 ms; mixing two models is 2 sums.
   const Prediction fast = predict_d_psgd(small_model(), none(), Topology::ring);
@@ -156,18 +182,26 @@ TEST_CASE("d_psgd on a ring: two neighbours' messages every iteration, then the 
   CHECK_FALSE(slow.compute_bound);
   CHECK(slow.iteration_s == doctest::Approx(0.5e-3 + exchange + 2 * 2e-3));
   CHECK(slow.samples_per_s == doctest::Approx(128 / slow.iteration_s));
-  // On shared cores the exchange (0.84 ms) no longer hides: every rank computes at once, and
-  // the comm threads run once the compute threads wait.
+  // On shared cores only the exchange's CPU work (S here: the link has no copies) competes
+  // with forward and backward; its 0.82 ms of paced sleep still hides behind them.
   TimingInputs shared = small_model();
   shared.comm_shares_core = true;
   CHECK(predict_d_psgd(shared, none(), Topology::ring).iteration_s ==
-        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.41e-3 + 2 * 0.2e-3));
+        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.2e-3));
   // Compute threads time-sliced two to a core (the profile's compute already stretched): the
-  // last neighbour meets 2 slices of 0.5 ms late.
+  // last neighbour meets 2 slices of 0.5 ms late, still within forward and backward.
   shared.crowding = 2;
   shared.yield_wait_s = 0.5e-3;
   CHECK(predict_d_psgd(shared, none(), Topology::ring).iteration_s ==
-        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.41e-3 + 1e-3 + 2 * 0.2e-3));
+        doctest::Approx(3.5e-3 + 20e-6 + 2 * 0.2e-3));
+  // A 4 MB model on shared cores: the core computes 3 ms + S; the exchange, 8.04 ms of sleep
+  // and S, ends later by the part of S time-sliced with the compute (S · 3/8.04): the compute
+  // thread idles from 3.02 ms until then.
+  TimingInputs big = four_ranks();
+  big.comm_shares_core = true;
+  const double exchange_end = 8.04e-3 + 20e-6 * 3.0 / 8.04;
+  CHECK(predict_d_psgd(big, none(), Topology::ring).iteration_s ==
+        doctest::Approx(3.5e-3 + 20e-6 + (exchange_end - 3.02e-3) + 2 * 2e-3));
 }
 
 TEST_CASE("d_psgd: other topologies") {

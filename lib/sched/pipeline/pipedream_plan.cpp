@@ -97,7 +97,8 @@ PipelineLink measured_pipeline_link(const std::optional<LinkModel>& emulated,
 }
 
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
-                                const PipedreamOptions& o, const PipelineLink& link) {
+                                const PipedreamOptions& o, const PipelineLink& link,
+                                double tied_bytes) {
   const pipeline::PipelineShape shape{p.replicas};
   const pipeline::ScheduleSpec spec = schedule_spec(o);
   // gpipe and 1f1b_flush pass microbatches: a share of the minibatch's time and bytes each.
@@ -124,11 +125,15 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
       t.transfer_s.push_back(
           link.transfer_seconds(layers[static_cast<size_t>(end - 1)].activation_bytes * share));
   }
+  // The ends' exchange of the tied weight's gradient (TiedWeights::sum_gradients): a message
+  // each way, in parallel.
+  if (tied_bytes >= 0 && p.stages() > 1) t.tied_s = link.transfer_seconds(tied_bytes);
   return pipeline::simulated_minibatch_seconds(shape, spec, t);
 }
 
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const PipedreamOptions& o,
-                               int ranks, const PipelineLink& link, bool tied_ends) {
+                               int ranks, const PipelineLink& link, bool tied_ends,
+                               double tied_bytes) {
   const auto start = Clock::now();
   PipelineChoice c;
   c.link = link;
@@ -168,7 +173,9 @@ PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers, const Pi
       << " rank(s), but the job has " << ranks;
   c.data_parallel = evaluate_partition(c.problem, {0}, {ranks});
   c.straight = best_cuts(c.problem, std::vector<int>(static_cast<size_t>(std::min(N, ranks)), 1));
-  auto predict = [&](const Partition& p) { return predict_pipeline_seconds(layers, p, o, link); };
+  auto predict = [&](const Partition& p) {
+    return predict_pipeline_seconds(layers, p, o, link, tied_ends ? tied_bytes : -1);
+  };
   c.chosen_s = predict(c.chosen);
   c.data_parallel_s = predict(c.data_parallel);
   c.straight_s = predict(c.straight);

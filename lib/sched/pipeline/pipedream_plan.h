@@ -60,8 +60,11 @@ struct PipelineChoice {
 // a time per sender), and each replicated stage's ring all-reduce of its weights
 // (2(R − 1) messages of 1/R of them). Activations and latency are what the `runtime` cost leaves
 // out; the 1F1B round trip over a slow link is what neither cost sees.
+// `tied_bytes` >= 0: the first and last stages share a weight of that size and sum its
+// gradients before every step (a GPT's embedding and head), which pairs their steps.
 double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const Partition& p,
-                                const PipedreamOptions& options, const PipelineLink& link);
+                                const PipedreamOptions& options, const PipelineLink& link,
+                                double tied_bytes = -1);
 
 // Whether the options leave anything to decide for a job of `world` ranks (explicit stages with
 // replicas: auto on as many ranks as stages leave nothing: one rank each).
@@ -74,9 +77,11 @@ bool pipeline_needs_planner(const PipedreamOptions& options, int world);
 // head), so with schedule 1f1b a pipeline's first and last stages need as many replicas (they
 // sum that weight's gradients every step); a choice left to the planner that has not falls back
 // to the better of data parallelism and the straight pipeline.
+// `tied_bytes`: the tied weight's size, for the predictions (0: not known, its exchange
+// costs the link's latency).
 PipelineChoice choose_pipeline(const std::vector<LayerProfile>& layers,
                                const PipedreamOptions& options, int ranks, const PipelineLink& link,
-                               bool tied_ends = false);
+                               bool tied_ends = false, double tied_bytes = 0);
 
 // `options` with the decision filled in (stages and replicas lists).
 PipedreamOptions with_choice(PipedreamOptions options, const PipelineChoice& choice);

@@ -240,7 +240,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   std::string note;
   const PipelineChoice c = [&] {
     try {
-      return choose_pipeline(in.chain, given, in.ranks, link, in.tied_ends);
+      return choose_pipeline(in.chain, given, in.ranks, link, in.tied_ends, in.tied_bytes);
     } catch (const InputError& e) {
       note = fmt::format(
           "(the configured partition does not fit {} rank(s): {}; planned with "
@@ -249,7 +249,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
       PipedreamOptions o = given;
       o.stages = PipedreamOptions{}.stages;
       o.replicas = PipedreamOptions{}.replicas;
-      return choose_pipeline(in.chain, o, in.ranks, link, in.tied_ends);
+      return choose_pipeline(in.chain, o, in.ranks, link, in.tied_ends, in.tied_bytes);
     }
   }();
   return {pipedream_row(c, in.batch),
@@ -327,8 +327,9 @@ AlgorithmEntry pipedream_algorithm() {
       .plan = plan,
       .title = "PipeDream",
       .profile_chain =
-          [](Backend& backend, const ModelSource& source, Loader& minibatches) {
-            return profile_pipeline_chain(backend, source, minibatches);
+          [](Backend& backend, const ModelSource& source, Loader& minibatches, double budget_s) {
+            return profile_pipeline_chain(backend, source, minibatches,
+                                          {.budget_s = budget_s, .at_least = 1});
           },
       .plan_chain = plan_chain,
       // Each stage steps its own parameters through the Optimizer interface, with its state.

@@ -405,8 +405,7 @@ class Simulation {
         advance(rank, clock_[rank], times_.backward_s[shape_.stage_of(rank)]);
         return true;
       case Op::step:
-        advance(rank, clock_[rank], 0);
-        return true;
+        return step_weights(rank, in);
       case Op::send_activation:
       case Op::send_gradient:
         send(rank, in);
@@ -444,6 +443,25 @@ class Simulation {
                       in.minibatch, in.peer, channel.front().first));
     advance(rank, std::max(clock_[rank], channel.front().second), 0);
     channel.pop_front();
+    return true;
+  }
+
+  // A step; one of a tied end's waits for the other end's step of the same round, then both
+  // exchange the tied weight's gradient (the runtime's TiedWeights::sum_gradients).
+  bool step_weights(int rank, const Instruction& in) {
+    const int stage = shape_.stage_of(rank), last = shape_.stages() - 1;
+    const bool tied = times_.tied_s >= 0 && last > 0 && (stage == 0 || stage == last) &&
+                      shape_.replicas.front() == shape_.replicas.back();
+    if (!tied) {
+      advance(rank, clock_[rank], 0);
+      return true;
+    }
+    const int partner = shape_.first_rank(stage == 0 ? last : 0) + shape_.replica_of(rank);
+    const Instruction* theirs = at(partner);
+    if (!theirs || theirs->op != Op::step || theirs->minibatch != in.minibatch) return false;
+    const double when = std::max(clock_[rank], clock_[partner]);
+    advance(rank, when, times_.tied_s);
+    advance(partner, when, times_.tied_s);
     return true;
   }
 

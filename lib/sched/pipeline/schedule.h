@@ -140,6 +140,10 @@ std::vector<std::vector<double>> simulate_schedule(
 struct SimulationTimes {
   std::vector<double> forward_s, backward_s, reduce_s;  // per stage
   std::vector<double> transfer_s;                       // per cut: stages − 1
+  // >= 0: the first and last stages share a tied weight and sum its gradients before each
+  // step, replica q with replica q (as many replicas: check_tied_stages), which takes this long
+  // once both are there; < 0: no tie.
+  double tied_s = -1;
 };
 std::vector<std::vector<double>> simulate_schedule(
     const PipelineShape& shape, const std::vector<std::vector<Instruction>>& schedule,

@@ -209,6 +209,25 @@ TEST_CASE("dtrain's prediction: the steady-state time per minibatch of a simulat
         doctest::Approx(3.5 / 3));
 }
 
+TEST_CASE("a tie between the first and last stages pairs their steps") {
+  // Two stages of forward 1 and backward 1 on a link without delay: untied, the slowest stage's
+  // 2 per minibatch. Tied (a GPT's embedding and head), the output stage's step of minibatch m
+  // waits for the input stage's, which follows that stage's backward of m after its forward of
+  // m + 1: the output stage's forward and backward, then the input stage's backward, 3 per
+  // minibatch, plus the tied gradient's exchange (0.25) that both wait for.
+  const ScheduleSpec f1b1{ScheduleKind::one_f_one_b, 0, 1, 0};
+  const PipelineShape two{{1, 1}};
+  SimulationTimes times{{1, 1}, {1, 1}, {0, 0}, {0}};
+  CHECK(simulated_minibatch_seconds(two, f1b1, times) == doctest::Approx(2.0));
+  times.tied_s = 0;
+  CHECK(simulated_minibatch_seconds(two, f1b1, times) == doctest::Approx(3.0));
+  times.tied_s = 0.25;
+  CHECK(simulated_minibatch_seconds(two, f1b1, times) == doctest::Approx(3.25));
+  // One stage has no ends to pair.
+  CHECK(simulated_minibatch_seconds({{2}}, f1b1, {{2}, {2}, {0}, {}, 0.25}) ==
+        doctest::Approx(simulated_minibatch_seconds({{2}}, f1b1, {{2}, {2}, {0}, {}})));
+}
+
 // The ground of an early end of 1F1B (a signal, the input stage stops admitting): each rank can
 // switch from the schedule of N minibatches to the one of M < N at its first instruction that
 // admits a minibatch >= M — a forward on the input stage, a receive of its activation elsewhere —
