@@ -18,12 +18,17 @@ fastest right in >= 90 % of the settings; planning a setting < 5 s). OUT/cells.c
     /usr/bin/python3 bench/plan_vs_measured.py [--models mlp,lenet,resnet20,gpt]
         [--links none,10Gbps,1Gbps,100Mbps] [--ranks 2,4] [--algorithms sync,...]
         [--iterations 100] [--quick] [--latency 50us] [--timeout 600] [--dtrain PATH]
-        [--data-root DIR] [--replan FROM] --out DIR
+        [--data-root DIR] [--replan FROM] [--repeatability CELLS] --out DIR
 
 --replan FROM predicts again, with this dtrain, the cells a previous run measured (FROM/sweeps):
 each setting's `dtrain plan` runs again with its recorded command line, and the cells pair the
 new predictions with FROM's measurements (none is re-measured: a change of the timing model is
 checked in seconds, on the same measurements). The grid options narrow which settings.
+
+--repeatability CELLS compares the measurements with another run's (its cells.csv, the same
+grid measured at another time): per algorithm how far the two measurements of a cell are apart,
+and in how many settings the two agree on the fastest algorithm. No prediction can be closer to
+a measurement than two measurements are to each other.
 
 The configs' relative dataset paths (datasets/...) start from --data-root: a checkout whose
 datasets/ holds the King James Bible (scripts/setup.sh writes it) and CIFAR-10 (without it
@@ -87,6 +92,9 @@ def parse(argv):
                    help="folder the configs' relative dataset paths start from (default: the repository)")
     p.add_argument("--replan", metavar="FROM",
                    help="predict FROM's measured cells again with this dtrain (nothing trained)")
+    p.add_argument("--repeatability", metavar="CELLS",
+                   help="another run's cells.csv, measured on the same grid: how far the two "
+                        "measurements of each cell are apart (the noise the goals sit on)")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     given = set(a.split("=")[0] for a in argv if a.startswith("--"))
@@ -112,6 +120,8 @@ def parse(argv):
         if not os.path.isdir(os.path.join(args.replan, "sweeps")):
             raise UsageError(f"--replan: {args.replan} has no sweeps/ folder (an earlier --out)")
         args.replan = os.path.abspath(args.replan)
+    if args.repeatability is not None and not os.path.isfile(args.repeatability):
+        raise UsageError(f"--repeatability: {args.repeatability} is not a file (a cells.csv)")
     if os.path.exists(args.out):
         raise UsageError(f"--out: {args.out} exists; choose a new folder (nothing overwritten)")
     if not os.access(args.dtrain, os.X_OK):
@@ -273,6 +283,36 @@ def fmt(value):
     return "" if value is None else (f"{value:.6g}" if isinstance(value, float) else value)
 
 
+def repeatability(cells, args):
+    """The same cells measured twice: how far apart, and whether the measured fastest agrees."""
+    other = {}
+    with open(args.repeatability) as handle:
+        for row in csv.DictReader(handle):
+            if row.get("measured_s"):
+                key = (row["model"], row["link"], str(row["ranks"]), row["algorithm"])
+                other[key] = float(row["measured_s"])
+    pairs = [(c, other[key]) for c in cells if c["status"] == "ok" and
+             (key := (c["model"], c["link"], str(c["ranks"]), c["algorithm"])) in other]
+    print(f"\nrepeatability: these measurements against {args.repeatability} "
+          f"({len(pairs)} cells in both): |this - other| / other")
+    print(f"{'algorithm':<10} {'cells':>5} {'median':>8} {'worst':>8} {'> 30 %':>7}")
+    for algorithm in args.algorithms:
+        gaps = [abs(c["measured_s"] - o) / o for c, o in pairs if c["algorithm"] == algorithm]
+        if gaps:
+            print(f"{algorithm:<10} {len(gaps):>5} {statistics.median(gaps):>7.1%} "
+                  f"{max(gaps):>7.1%} {sum(g > 0.30 for g in gaps):>7}")
+    agree = settings = 0
+    for key in dict.fromkeys((c["model"], c["link"], c["ranks"]) for c, _ in pairs):
+        group = [(c, o) for c, o in pairs if (c["model"], c["link"], c["ranks"]) == key]
+        mine = min(group, key=lambda pair: pair[0]["measured_s"])
+        theirs = min(group, key=lambda pair: pair[1])
+        settings += 1
+        # The other run's fastest, as this run measured it, within 5 % of this run's fastest.
+        agree += theirs[0]["measured_s"] <= mine[0]["measured_s"] * 1.05
+    print(f"the other run's measured fastest is this run's fastest or within 5 % of it in "
+          f"{agree}/{settings} settings")
+
+
 def report(cells, plan_times, args):
     failed = [c for c in cells if c["status"] != "ok"]
     for c in failed:
@@ -304,6 +344,8 @@ def report(cells, plan_times, args):
         print(f"{key[0]} link={key[1]} ranks={key[2]}: predicted {predicted['algorithm']}, "
               f"measured {measured['algorithm']} -> {'right' if within else 'WRONG'} "
               f"({predicted['measured_s'] / measured['measured_s'] - 1:+.1%} of the fastest)")
+    if args.repeatability:
+        repeatability(cells, args)
     worst_plan = max((t for t in plan_times if t is not None), default=None)
     share = right / settings if settings else 0.0
     print(f"\nsummary: errors {'meet' if errors_ok else 'miss'} median <= 15 % / worst <= 30 % "

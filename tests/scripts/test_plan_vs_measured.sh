@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/plan_vs_measured.py on its quick grid narrowed to two algorithms and one link: every cell
 # has a finite prediction and measurement, the CSV has its columns, the summary is printed, --replan
-# predicts the same cells again on their measurements, scripts/plot.py draws the cells; bad
+# predicts the same cells again on their measurements, --repeatability compares two measurements,
+# scripts/plot.py draws the cells; bad
 # names and an existing --out exit 2. No timing value is asserted (the machine is shared).
 # Usage: test_plan_vs_measured.sh DTRAIN REPO_ROOT
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +46,14 @@ first, again = measured(sys.argv[1]), measured(sys.argv[2])
 assert first == again and len(again) == 2, (first, again)
 PY
 
+# --repeatability: the cells against another measurement of them (here the same one: 0 % apart,
+# the fastest agreed in the one setting).
+bench --replan grid --algorithms sync,gossip --models mlp --links none --ranks 2 \
+  --repeatability grid/cells.csv --out twice > twice.out 2>&1 || fail "--repeatability: exit $?"
+grep -q '^sync  *1  *0.0%  *0.0%  *0$' twice.out || fail "--repeatability: no sync line: $(cat twice.out)"
+grep -q 'fastest or within 5 % of it in 1/1 settings' twice.out \
+  || fail "--repeatability: no agreement line: $(cat twice.out)"
+
 # scripts/plot.py draws the grid's figure from the cells (where matplotlib is installed).
 if "$PY" -c "import matplotlib, numpy" 2>/dev/null; then
   "$PY" "$PLOT" --predicted-vs-measured grid/cells.csv --out figure > plot.out 2>&1 \
@@ -67,6 +76,8 @@ expect_usage_error --models --models mlp,nosuchmodel --out bad1
 expect_usage_error --algorithms --algorithms sync,nosuchalgorithm --out bad2
 expect_usage_error --out --quick --out grid
 expect_usage_error --replan --replan no_such_folder --out bad3
-[ ! -e bad1 ] && [ ! -e bad2 ] && [ ! -e bad3 ] || fail "a refused run created its --out folder"
+expect_usage_error --repeatability --repeatability no_such.csv --out bad4
+[ ! -e bad1 ] && [ ! -e bad2 ] && [ ! -e bad3 ] && [ ! -e bad4 ] \
+  || fail "a refused run created its --out folder"
 [ -f grid/cells.csv ] || fail "the refused run touched the existing --out"
 finish
