@@ -181,7 +181,10 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     double pieces = 0;
     for (const LayerProfile& l : chain) pieces += l.compute_s();
     const double per_rank_rows = static_cast<double>(batch) / p;
-    const double whole = (compute.forward_s + compute.backward_s) * batch / per_rank_rows;
+    // Each piece's timed backward includes its optimizer step, once per minibatch whatever
+    // its rows: the whole model's step is added once, not per sample.
+    const double whole =
+        (compute.forward_s + compute.backward_s) * batch / per_rank_rows + compute.update_s;
     if (pieces > 0 && whole > 0)
       for (LayerProfile& l : chain) l.forward_s *= whole / pieces, l.backward_s *= whole / pieces;
     took(planner->title + "'s chain");
