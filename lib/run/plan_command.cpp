@@ -21,8 +21,8 @@ namespace {
 constexpr int kWarmup = 3;
 // Seconds of training steps in the profile: big models stop early, once a few were timed.
 constexpr double kComputeBudget = 2.0;
-// Seconds of the pipeline chain's minibatches: the pieces are scaled to the whole model's time
-// per sample (above), so only their proportions matter, and one timed minibatch gives them.
+// Seconds of the pipeline chain's batches: profile() scales the pieces to the whole model's
+// measured time, so only their proportions matter, and one timed batch gives them.
 constexpr double kChainBudget = 0.5;
 
 std::string ms(double s) {
@@ -122,8 +122,9 @@ std::string overall_recommendation(const std::vector<Prediction>& rows) {
 // What the profile measured, turned into the timing model's inputs, and how to describe them.
 struct Profile {
   TimingInputs in;
-  // The model-parallel planner's layer profile at the whole minibatch (pipedream's): as
-  // measured, and stretched as the compute times are (ranks sharing cores, stragglers).
+  // The model-parallel planner's layer profile for the whole minibatch (pipedream's): as
+  // measured and scaled, and stretched as the compute times are (ranks sharing cores,
+  // stragglers).
   std::vector<LayerProfile> chain, chain_stretched;
   bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tie_lender)
   double tied_bytes = 0;   // its size
