@@ -6,8 +6,10 @@ with its defaults and runs `dtrain plan --csv` once for those ranks and that lin
 algorithm in one setting:
   predicted_s  the plan row's predicted_iteration_s (compression none: what a run uses by
                default; pipedream: its planner's row)
-  measured_s   sum over ranks of wall_s / sum of iterations, from timing.csv's last epoch only
-               (the first pays for warm-up); each run has 2 epochs of ~--iterations per rank
+  measured_s   sum over ranks of wall_s / sum of iterations, from timing.csv's epochs after the
+               first (which pays for warm-up); epochs of --iterations per rank, as many measured
+               ones as make the fastest algorithm's last --window seconds within the setting's
+               --setting-budget (a sizing `dtrain plan` predicts both; at least one)
   error        |predicted_s - measured_s| / measured_s
 It prints per algorithm the median and worst error, per setting whether the predicted fastest
 algorithm (samples/s) is the measured fastest or within 5 % of it, how long planning a setting
@@ -17,7 +19,8 @@ fastest right in >= 90 % of the settings; planning a setting < 5 s). OUT/cells.c
 
     /usr/bin/python3 bench/plan_vs_measured.py [--models mlp,lenet,resnet20,gpt]
         [--links none,10Gbps,1Gbps,100Mbps] [--ranks 2,4] [--algorithms sync,...]
-        [--iterations 100] [--quick] [--latency 50us] [--timeout 600] [--dtrain PATH]
+        [--iterations 100] [--window 3] [--setting-budget 60] [--quick] [--latency 50us]
+        [--timeout 600] [--dtrain PATH]
         [--data-root DIR] [--replan FROM] [--repeatability CELLS] --out DIR
 
 --replan FROM predicts again, with this dtrain, the cells a previous run measured (FROM/sweeps):
@@ -37,7 +40,7 @@ ResNet-20 trains on synthetic data of its shape, OUT/resnet20_synthetic.yaml). O
 Timings on a shared machine are noisy. Exit codes: 0 every cell measured, 1 a run or plan
 failed (the others still ran), 2 bad arguments (an unknown name, OUT exists).
 """
-import argparse, csv, glob, os, shlex, statistics, subprocess, sys, time
+import argparse, csv, glob, math, os, shlex, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = os.path.join(ROOT, "scripts", "sweep.py")
@@ -82,11 +85,17 @@ def parse(argv):
     p.add_argument("--ranks", default="2,4")
     p.add_argument("--algorithms", default=",".join(ALGORITHMS))
     p.add_argument("--iterations", type=int, default=100, help="per rank per epoch")
+    p.add_argument("--window", type=float, default=3.0,
+                   help="seconds the fastest algorithm's measured epochs should last (0: one epoch)")
+    p.add_argument("--setting-budget", type=float, default=60.0,
+                   help="predicted seconds of training one setting's sweep may take, warm-up "
+                        "included (--window gives way to it)")
     p.add_argument("--latency", default="50us", help="the emulated links' latency")
     p.add_argument("--timeout", type=int, default=600,
                    help="seconds per training run: a setting's sweep gets one per algorithm + 120")
     p.add_argument("--quick", action="store_true",
-                   help="mlp, links none and 1Gbps, 2 ranks, 30 iterations (other options narrow it)")
+                   help="mlp, links none and 1Gbps, 2 ranks, 30 iterations, one measured epoch "
+                        "(other options narrow it)")
     p.add_argument("--dtrain", default=os.path.join(ROOT, "build", "apps", "dtrain", "dtrain"))
     p.add_argument("--data-root", default=ROOT,
                    help="folder the configs' relative dataset paths start from (default: the repository)")
@@ -103,6 +112,7 @@ def parse(argv):
         if "--links" not in given: args.links = "none,1Gbps"
         if "--ranks" not in given: args.ranks = "2"
         if "--iterations" not in given: args.iterations = 30
+        if "--window" not in given: args.window = 0.0
     args.models = comma_list(args.models, list(MODELS), "--models")
     args.algorithms = comma_list(args.algorithms, ALGORITHMS, "--algorithms")
     args.links = comma_list(args.links, None, "--links")
@@ -114,6 +124,8 @@ def parse(argv):
         raise UsageError("--ranks: every rank count must be >= 2")
     if args.iterations < 1:
         raise UsageError("--iterations: must be >= 1")
+    if args.window < 0 or args.setting_budget <= 0:
+        raise UsageError("--window must be >= 0 and --setting-budget > 0 seconds")
     if args.timeout < 1:
         raise UsageError("--timeout: must be >= 1 second")
     if args.replan is not None:
@@ -150,16 +162,52 @@ def stand_in_config(args, model):
     return path
 
 
-def sweep_command(args, model, link, ranks, out):
+def setting_config(args, model, link):
+    """(config path, --set overrides) of one setting's runs and plans, except train.epochs."""
     config, batch, extra = MODELS[model]
     config = os.path.join(ROOT, config)
-    sets = ["train.epochs=2", f"dataset.train_size={args.iterations * batch}",
-            f"dataset.test_size={batch}", "cluster.threads_per_rank=1"] + extra
+    sets = [f"dataset.train_size={args.iterations * batch}", f"dataset.test_size={batch}",
+            "cluster.threads_per_rank=1"] + extra
     if model in STAND_INS and not os.path.exists(os.path.join(args.data_root, STAND_INS[model][0])):
         print(f"  {model}: no {STAND_INS[model][0]} under {args.data_root}: synthetic data of its shape")
         config = stand_in_config(args, model)
     if link != "none":
         sets += [f"cluster.link.bandwidth={link}", f"cluster.link.latency={args.latency}"]
+    return config, sets
+
+
+def epochs_to_measure(args, config, sets, ranks, name):
+    """How many epochs after the warm-up one setting's runs measure: enough that the fastest
+    algorithm's measured epochs last --window seconds, as long as the whole setting (every
+    algorithm, warm-up included) stays within --setting-budget seconds; at least one. The
+    lengths come from a sizing `dtrain plan` of the setting (only the run's length depends on
+    it, never what is measured): a 1 ms iteration measured over one 100-iteration epoch moves by
+    a quarter between runs on a shared 2-core machine."""
+    if args.window <= 0:
+        return 1
+    csv_path = os.path.join(args.out, "sweeps", name + ".sizing.csv")
+    command = [args.dtrain, "plan", "--config", config, "--ranks", str(ranks), "--csv", csv_path]
+    for s in sets:
+        command += ["--set", s]
+    with open(os.path.join(args.out, "sweeps", name + ".sizing.log"), "w") as log:
+        code = subprocess.call(command, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
+                               cwd=args.data_root)
+    rows = read_csv(csv_path) if code == 0 else []
+    times = [t for t in (prediction(rows, a)[0] for a in args.algorithms) if t and t > 0]
+    if not times:
+        print(f"  sizing plan failed (exit {code}): one measured epoch", flush=True)
+        return 1
+    epoch_s = args.iterations * sum(times)  # one epoch of every algorithm
+    wanted = math.ceil(args.window / (args.iterations * min(times)))
+    affordable = int(args.setting_budget // epoch_s) - 1  # the warm-up epoch counts too
+    epochs = max(1, min(wanted, affordable))
+    print(f"  {epochs} measured epoch(s) after the warm-up (fastest predicted "
+          f"{min(times) * 1e3:.2f} ms, every algorithm's epoch {epoch_s:.1f} s)", flush=True)
+    return epochs
+
+
+def sweep_command(args, config, sets, ranks, out, measured_epochs):
+    sets = [f"train.epochs={1 + measured_epochs}"] + sets
     command = [sys.executable, SWEEP, "--config", config,
                "--ranks", str(ranks), "--grid", "algorithm.name=" + ",".join(args.algorithms),
                "--plan", "--dtrain", args.dtrain, "--out", out]
@@ -176,12 +224,13 @@ def read_csv(path):
 
 
 def measured_iteration_s(run_dir):
-    """Sum of wall_s over sum of iterations of timing.csv's last epoch (every rank's row)."""
+    """Sum of wall_s over sum of iterations of timing.csv's epochs after the first (every
+    rank's rows; the first pays for warm-up). A one-epoch run counts its only epoch."""
     rows = read_csv(os.path.join(run_dir, "timing.csv"))
     if not rows:
         return None
-    last = max(int(r["epoch"]) for r in rows)
-    rows = [r for r in rows if int(r["epoch"]) == last]
+    later = [r for r in rows if int(r["epoch"]) > 1]
+    rows = later or rows
     iterations = sum(float(r["iterations"]) for r in rows)
     return sum(float(r["wall_s"]) for r in rows) / iterations if iterations > 0 else None
 
@@ -256,9 +305,12 @@ def run_setting(args, model, link, ranks):
     name = f"{model}~{link}~ranks={ranks}"
     out = os.path.join(args.out, "sweeps", name)
     print(f"[setting] {model} link={link} ranks={ranks} ...", flush=True)
+    config, sets = setting_config(args, model, link)
+    measured_epochs = epochs_to_measure(args, config, sets, ranks, name)
     budget = args.timeout * len(args.algorithms) + 120
     with open(os.path.join(args.out, "sweeps", name + ".log"), "w") as log:
-        sweep = subprocess.Popen(sweep_command(args, model, link, ranks, out), env=child_env(),
+        sweep = subprocess.Popen(sweep_command(args, config, sets, ranks, out, measured_epochs),
+                                 env=child_env(),
                                  stdout=log, stderr=subprocess.STDOUT, cwd=args.data_root)
         try:
             code = sweep.wait(timeout=budget)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/plan_vs_measured.py on its quick grid narrowed to two algorithms and one link: every cell
 # has a finite prediction and measurement, the CSV has its columns, the summary is printed, --replan
-# predicts the same cells again on their measurements, --repeatability compares two measurements,
-# scripts/plot.py draws the cells; bad
+# predicts the same cells again on their measurements, --window measures several epochs,
+# --repeatability compares two measurements, scripts/plot.py draws the cells; bad
 # names and an existing --out exit 2. No timing value is asserted (the machine is shared).
 # Usage: test_plan_vs_measured.sh DTRAIN REPO_ROOT
 source "$(dirname "$0")/lib.sh"
@@ -31,6 +31,22 @@ for r in rows:
         value = float(r[column])
         assert math.isfinite(value) and value >= 0, (column, r)
     assert float(r["predicted_s"]) > 0 and float(r["measured_s"]) > 0, r
+PY
+
+# --window: a sizing plan lengthens the runs (several measured epochs after the warm-up), and
+# measured_s is every later epoch's wall time over its iterations, never the warm-up's.
+bench --quick --algorithms sync --links none --iterations 20 --window 0.5 --setting-budget 30 \
+  --out sized > sized.out 2>&1 || fail "--window: exit $?: $(tail -20 sized.out)"
+grep -q 'measured epoch(s) after the warm-up' sized.out || fail "--window: no epochs line: $(cat sized.out)"
+check_python "sized cells" sized/cells.csv sized/sweeps/mlp~none~ranks=2/algorithm=sync/timing.csv <<'PY'
+import csv, sys
+cell = next(csv.DictReader(open(sys.argv[1])))
+rows = list(csv.DictReader(open(sys.argv[2])))
+epochs = max(int(r["epoch"]) for r in rows)
+assert epochs >= 3, f"only {epochs} epochs: the window did not lengthen the run"
+later = [r for r in rows if int(r["epoch"]) > 1]
+expected = sum(float(r["wall_s"]) for r in later) / sum(int(r["iterations"]) for r in later)
+assert abs(float(cell["measured_s"]) - expected) <= 1e-5 * expected, (cell, expected)
 PY
 
 # --replan: the same cells predicted again from the recorded plan command, measurements reused
@@ -77,7 +93,8 @@ expect_usage_error --algorithms --algorithms sync,nosuchalgorithm --out bad2
 expect_usage_error --out --quick --out grid
 expect_usage_error --replan --replan no_such_folder --out bad3
 expect_usage_error --repeatability --repeatability no_such.csv --out bad4
-[ ! -e bad1 ] && [ ! -e bad2 ] && [ ! -e bad3 ] && [ ! -e bad4 ] \
+expect_usage_error --window --window -1 --out bad5
+[ ! -e bad1 ] && [ ! -e bad2 ] && [ ! -e bad3 ] && [ ! -e bad4 ] && [ ! -e bad5 ] \
   || fail "a refused run created its --out folder"
 [ -f grid/cells.csv ] || fail "the refused run touched the existing --out"
 finish
