@@ -24,6 +24,11 @@ constexpr double kComputeBudget = 2.0;
 // Seconds of the pipeline chain's batches: profile() scales the pieces to the whole model's
 // measured time, so only their proportions matter, and one timed batch gives them.
 constexpr double kChainBudget = 0.5;
+// A whole minibatch's step (what a PipeDream replica runs) is timed on a 1-rank build of the
+// model where scaling the share's step predicts it under this, within the second budget; longer
+// ones are scaled from the share (their time grows in proportion to the rows).
+constexpr double kWholeStepTimedBelow = 0.05;
+constexpr double kWholeStepBudget = 0.3;
 
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
@@ -119,6 +124,13 @@ std::string overall_recommendation(const std::vector<Prediction>& rows) {
   return o;
 }
 
+// A whole minibatch's forward, backward and step on one core, and whether it was timed (else
+// scaled from a rank's share).
+struct WholeStep {
+  double seconds = 0;
+  bool timed = false;
+};
+
 // What the profile measured, turned into the timing model's inputs, and how to describe them.
 struct Profile {
   TimingInputs in;
@@ -128,6 +140,7 @@ struct Profile {
   std::vector<LayerProfile> chain, chain_stretched;
   bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tie_lender)
   double tied_bytes = 0;   // its size
+  WholeStep whole_step;    // the chain's total before the stretch
   TransportTimes transport;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
@@ -140,6 +153,21 @@ struct Profile {
 // The options of algorithm `name`: the config's when it is the chosen one, else its defaults.
 AlgorithmConfig options_of(const ExperimentConfig& config, const std::string& name) {
   return config.algorithm.name == name ? config.algorithm : AlgorithmConfig(name);
+}
+
+// The whole model's forward, backward and step on a whole minibatch (a PipeDream replica's
+// work per minibatch), from `share`, the profile of a rank's share of it. A step's time is not
+// proportional to its rows (on 2 ranks the GPT's 12 rows took 5-25 % more than twice its 6, the
+// MLP's 100 rows 12 % less than twice its 50), so where scaling the share's forward and
+// backward by the ranks predicts a short step, it is timed on a 1-rank build of the model
+// instead; the optimizer step is once per minibatch whatever its rows.
+WholeStep whole_minibatch_step(const ExperimentConfig& config, int p, const ComputeTimes& share) {
+  const double scaled = (share.forward_s + share.backward_s) * p + share.update_s;
+  if (p <= 1 || scaled > kWholeStepTimedBelow) return {scaled, false};
+  auto whole = build_plan_run(config, 1);
+  const ComputeTimes t = profile_compute(*whole->model, *whole->optimizer, *whole->train_loader, 1,
+                                         2, 20, kWholeStepBudget);
+  return {t.forward_s + t.backward_s + t.update_s, true};
 }
 
 // One rank as training builds it (run_builder.h), for its share of the global batch, fed by
@@ -177,15 +205,12 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     // The chain is timed piece by piece, each piece a model of its own whose input and output
     // change layout at the cut (a CNN's blocked tensors reordered); a stage runs its pieces as
     // one model, with cuts only at its ends. So the pieces are scaled to take together what
-    // the whole model took per sample in the profile above (ResNet-20: 0.65 of their sum;
-    // without it, PipeDream's data parallelism was predicted 1.5 times its measured time).
+    // the whole model takes on a whole minibatch (ResNet-20: 0.65 of their sum; without it,
+    // PipeDream's data parallelism was predicted 1.5 times its measured time).
     double pieces = 0;
     for (const LayerProfile& l : chain) pieces += l.compute_s();
-    const double per_rank_rows = static_cast<double>(batch) / p;
-    // Each piece's timed backward includes its optimizer step, once per minibatch whatever
-    // its rows: the whole model's step is added once, not per sample.
-    const double whole =
-        (compute.forward_s + compute.backward_s) * batch / per_rank_rows + compute.update_s;
+    r.whole_step = whole_minibatch_step(config, p, compute);
+    const double whole = r.whole_step.seconds;
     if (pieces > 0 && whole > 0)
       for (LayerProfile& l : chain) l.forward_s *= whole / pieces, l.backward_s *= whole / pieces;
     took(planner->title + "'s chain");
@@ -306,6 +331,14 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
                    "forming g^ {} (others: step+prediction {}, step+change {}, prediction {})",
                    ms(in.l_step_dot), ms(in.l_predict_sum), ms(in.l_step_predict),
                    ms(in.l_step_delta), ms(in.l_predict)));
+  if (r.whole_step.seconds > 0)
+    line("l_whole", ms(r.whole_step.seconds), "ms",
+         fmt::format("forward, backward and step of a whole minibatch of {} (a PipeDream "
+                     "replica's), alone on a core: {}",
+                     config.dataset.batch_size,
+                     r.whole_step.timed ? std::string("timed on a 1-rank build")
+                     : p > 1            ? fmt::format("the share's steps x {}", p)
+                                        : std::string("the steps above")));
   line("l_data", ms(in.l_data), "ms", "waiting for the data loader");
   line("skew", ms(in.l_skew), "ms", fmt::format("waiting for the slowest of {} ranks", p));
   std::string cold;
@@ -465,7 +498,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                                                 .transport = &measured.transport,
                                                                 .tied_ends = measured.tied_ends,
                                                                 .tied_bytes = measured.tied_bytes,
-                                                                .crowding = in.crowding});
+                                                                .replica_lag_s = in.l_skew});
     rows.push_back(plan.row);
     planned = plan.text;
   }

@@ -82,10 +82,13 @@ struct ChainPlanInputs {
   // tied_bytes (0: not known), whose gradients the two ends sum before every step.
   bool tied_ends = false;
   double tied_bytes = 0;
-  // Compute threads per core of this machine (> 1: the ranks' compute threads outnumber the
-  // cores, and each replicated stage's all-reduce also waits crowding × transport->yield_wait_s
-  // for the last replica, as the timing model's all-reduce does).
-  double crowding = 1;
+  // What each replicated stage's all-reduce waits for besides its messages: the slowest
+  // replica's random lag (the plan's l_skew). Not the timing model's crowding × yield_wait_s
+  // on shared cores: a replica's compute thread sleeps in the all-reduce and leaves its core to
+  // the replicas still computing, whose stretched compute already counts the sharing (LeNet's
+  // data parallelism on 4 ranks and 2 cores ran a round in its stretched compute + 0.7 ms, where
+  // that wait predicted + 3.5 ms).
+  double replica_lag_s = 0;
 };
 // Its answer: the plan's row and the text that explains the choice.
 struct ChainPlan {

@@ -46,6 +46,9 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   check_csv "$WORK/mlp.csv" "fashion_mlp_sync" 2
   echo "$out" | grep -q "recommendation" || fail "no recommendation line: $out"
   echo "$out" | grep -q "shared-memory" || fail "no-link plan does not say the link is local"
+  # PipeDream's replicas run whole minibatches: a small model's whole step is timed, not scaled.
+  echo "$out" | grep -q "l_whole .* whole minibatch of 100 .*timed on a 1-rank build" ||
+    fail "no timed l_whole line: $out"
 else
   echo "skip: fashion_mlp_sync (no Fashion-MNIST installed)"
 fi

@@ -21,10 +21,8 @@ namespace dtrain {
 struct PipelineLink {
   LinkCost cost;
   double poll_s = 0;  // a waiting rank sees an arrival this late on average
-  // A replicated stage's all-reduce waits this long besides its messages: where the ranks'
-  // compute threads outnumber the cores they are time-sliced, and the last replica joins a
-  // slice per thread on a core late (crowding × the yield wait, as the timing model's
-  // oversubscribed_wait_s); 0 otherwise.
+  // A replicated stage's all-reduce waits this long besides its messages, once a round: for
+  // the slowest replica's lag (ChainPlanInputs::replica_lag_s).
   double reduce_wait_s = 0;
   // One activation or gradient: a header and a payload message (each paced: latency + bytes / B,
   // late by the overshoot), the real copy, then the receiver's polling.

@@ -231,12 +231,7 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   const PipedreamOptions& given = a.get<PipedreamOptions>();
   PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
                                    : measured_pipeline_link(in.link, in.chain, in.ranks);
-  if (in.transport) {
-    // The timing model's oversubscribed wait, a replica's whole minibatch being its compute.
-    double minibatch = 0;
-    for (const LayerProfile& l : in.chain) minibatch += l.compute_s();
-    link.reduce_wait_s = oversubscribed_wait_s(in.crowding, in.transport->yield_wait_s, minibatch);
-  }
+  link.reduce_wait_s = in.replica_lag_s;
   std::string note;
   const PipelineChoice c = [&] {
     try {
