@@ -64,17 +64,13 @@ double idle_penalty(const TimingInputs& in, double idle) {
   return p0;
 }
 
-double oversubscribed_wait_s(double crowding, double yield_wait_s, double compute_s) {
-  if (crowding <= 1) return 0;
+double oversubscribed_wait_s(const TimingInputs& in) {
+  if (in.crowding <= 1) return 0;
   // The ranks' compute threads are time-sliced (crowding of them per core): the last rank
   // reaches the collective up to a slice per thread late, and its comm thread then gets its
   // core back after a slice (yield_wait_s each); never later than its whole (crowded) compute.
-  return std::min(crowding * yield_wait_s, compute_s);
-}
-
-double oversubscribed_wait_s(const TimingInputs& in) {
   const double compute = (in.l_for + in.l_back) * slowest_slowdown(in) + in.l_up;
-  return oversubscribed_wait_s(in.crowding, in.yield_wait_s, compute);
+  return std::min(in.crowding * in.yield_wait_s, compute);
 }
 
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements) {

@@ -116,9 +116,6 @@ CommCost transfer_cost(const TimingInputs& in, const CodecCost& codec, double el
 // The wait above: crowding × yield_wait_s where compute threads outnumber the cores, at most
 // the crowded compute of an iteration (a rank is never later than all of it); else 0.
 double oversubscribed_wait_s(const TimingInputs& in);
-// The same from its parts: compute threads per core, the measured yield wait and the crowded
-// compute of one iteration (for a model that keeps no TimingInputs: PipeDream's stages).
-double oversubscribed_wait_s(double crowding, double yield_wait_s, double compute_s);
 inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
   return allreduce_cost(in, codec, elements).total();
 }

@@ -78,7 +78,7 @@ struct ChainPlanInputs {
   std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // This machine's transport as the plan measured it; null: the planner measures its own.
   const TransportTimes* transport = nullptr;
-  // The chain's first and last elements share a tied weight (model_chain_ends_tied), of
+  // The chain's first and last elements share a tied weight (chain_ends_tie_lender), of
   // tied_bytes (0: not known), whose gradients the two ends sum before every step.
   bool tied_ends = false;
   double tied_bytes = 0;
