@@ -50,7 +50,9 @@ double compute_seconds(const TimingInputs& in) {
 
 SharedCore share_core(const TimingInputs& in, double compute_s, double comm_s, double cpu_s) {
   if (!in.comm_shares_core || in.p <= 1 || comm_s <= 0) return {compute_s, comm_s};
-  return {compute_s + cpu_s, comm_s + cpu_s * std::min(1.0, compute_s / comm_s)};
+  // The comm threads' CPU work is done on the same crowded cores as the stretched compute.
+  const double cpu = cpu_s * std::max(1.0, in.crowding);
+  return {compute_s + cpu, comm_s + (cpu - cpu_s) + cpu * std::min(1.0, compute_s / comm_s)};
 }
 
 double idle_penalty(const TimingInputs& in, double idle) {

@@ -132,7 +132,10 @@ double compute_seconds(const TimingInputs& in);
 // (in.comm_shares_core; else the times unchanged): the core that computes also does that work
 // (compute + cpu), and the part of it that meets the compute thread running — a fraction
 // compute/comm of the time, when communication is longer — is time-sliced with it and takes
-// twice as long (comm + cpu·min(1, compute/comm));
+// twice as long (comm + cpu·min(1, compute/comm)). Where compute threads are crowded
+// (in.crowding > 1, 4 ranks on 2 cores), that work shares the crowded cores as the compute does:
+// it takes crowding × cpu_s of each (the MLP's Pipe-SGD on 4 ranks ran 30 % past a row that
+// counted it once);
 struct SharedCore {
   double compute_s = 0, comm_s = 0;
 };

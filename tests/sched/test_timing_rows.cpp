@@ -104,6 +104,16 @@ TEST_CASE("a comm thread without a core of its own slows Pipe-SGD by its CPU wor
   const double comm = predict_pipe_sgd(in, quantize8(), 2, 1).comm_s;
   CHECK(slow.comm_s == doctest::Approx(comm + w * 3.5e-3 / comm));
   in.comm_shares_core = true;
+  // Compute threads two to a core (4 ranks on 2 cores): the comm threads' CPU work shares the
+  // crowded cores too and takes twice as long, as the profile's stretched compute does.
+  TimingInputs crowded = in;
+  crowded.crowding = 2;
+  const Prediction two = predict_pipe_sgd(crowded, quantize8(), 2, 1);
+  crowded.comm_shares_core = false;
+  const Prediction two_own = predict_pipe_sgd(crowded, quantize8(), 2, 1);
+  CHECK(two.compute_s == doctest::Approx(two_own.compute_s + 2 * w));
+  CHECK(two.comm_s ==
+        doctest::Approx(two_own.comm_s + w + 2 * w * two_own.compute_s / two_own.comm_s));
   // D-Sync does not overlap the two: unchanged.
   TimingInputs own_core = in;
   own_core.comm_shares_core = false;
