@@ -73,12 +73,15 @@ struct Blocks {
 
 // One-way latency of handing a cache line from one core to another: the floor of any
 // shared-memory message. Two threads bounce a counter; half the median round trip.
-// Pins `thread` to one CPU; false where that is not allowed (the measurement runs unpinned).
-bool pin(std::thread& thread, int cpu) {
+// Pins the calling thread to one CPU; false where that is not allowed (the measurement runs
+// unpinned). Each measuring thread pins itself: pinning a std::thread from outside races with
+// its end, and glibc then applies the mask to the caller (an exited thread's id reads 0), which
+// left the whole profile on one core now and then.
+bool pin_self(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
 }
 
 // The first `count` CPUs this process may run on (fewer where it may run on fewer).
@@ -96,7 +99,14 @@ double measure_handoff() {
   std::atomic<int64_t> ball{0};
   std::atomic<bool> stop{false};
   constexpr int kRounds = 2000;
+  // Two cores of their own where there are two: left to the scheduler, both spinning threads
+  // sometimes share one core, and every trip then waits for a time slice (a 2 ms "hand-off").
+  const std::vector<int> cpus = allowed_cpus(2);
+  auto own_core = [&cpus](size_t i) {
+    if (cpus.size() == 2) pin_self(cpus[i]);
+  };
   std::thread partner([&] {
+    own_core(1);
     while (!stop.load(std::memory_order_relaxed)) {
       const int64_t v = ball.load(std::memory_order_acquire);
       if (v % 2 == 1) ball.store(v + 1, std::memory_order_release);
@@ -104,6 +114,7 @@ double measure_handoff() {
   });
   std::vector<double> trips;
   std::thread pinger([&] {
+    own_core(0);
     const auto deadline = Clock::now() + std::chrono::milliseconds(50);
     for (int i = 0; i < kRounds && Clock::now() < deadline; ++i) {
       const int64_t v = ball.load() + 1;
@@ -116,10 +127,6 @@ double measure_handoff() {
       trips.push_back(seconds_since(start));
     }
   });
-  // Two cores of their own where there are two: left to the scheduler, both spinning threads
-  // sometimes share one core, and every trip then waits for a time slice (a 2 ms "hand-off").
-  const std::vector<int> cpus = allowed_cpus(2);
-  if (cpus.size() == 2) pin(pinger, cpus[0]), pin(partner, cpus[1]);
   pinger.join();
   stop = true;
   partner.join();
@@ -131,31 +138,30 @@ double measure_handoff() {
 // computing thread shares its core: it gives the core away at every yield and gets it back
 // only when the computing thread's time slice ends. The mean round trip between that poller
 // and one on a core of its own, which answers at once. Pinned: left to the scheduler, the two
-// pollers share a core or not at random (1 us or 1 ms).
-double measure_yield_wait() {
-  const std::vector<int> cpus = allowed_cpus(2);
-  if (cpus.size() < 2) return 0;  // one core: the pollers take turns with the computing thread
+// pollers share a core or not at random (1 us or 1 ms). Negative: a thread could not be pinned.
+double yield_wait_once(const std::vector<int>& cpus) {
   std::atomic<bool> stop{false};
-  std::thread busy([&stop] {
+  std::atomic<int> pinned{0}, unpinned{0};  // the threads that pinned themselves, or failed to
+  auto own_core = [&](int cpu) { ++(pin_self(cpu) ? pinned : unpinned); };
+  std::thread busy([&] {
+    own_core(cpus[0]);
     volatile double x = 1;
     while (!stop.load(std::memory_order_relaxed)) x = x * 0.999 + 1;
   });
   std::atomic<int> turn{-1};  // -1: not started; then 1: the partner's turn, 0: ours
   constexpr int kTrips = 20;
   std::thread partner([&] {
+    own_core(cpus[0]);
     while (turn.load(std::memory_order_acquire) < 0) sched_yield();
     for (int i = 0; i < kTrips; ++i) {
       while (turn.load(std::memory_order_acquire) != 1) sched_yield();
       turn.store(0, std::memory_order_release);
     }
   });
-  const bool pinned = pin(busy, cpus[0]) && pin(partner, cpus[0]);
   double trip = 0;
   std::thread poller([&] {
-    cpu_set_t own;
-    CPU_ZERO(&own);
-    CPU_SET(cpus[1], &own);
-    sched_setaffinity(0, sizeof own, &own);
+    own_core(cpus[1]);
+    while (pinned.load() + unpinned.load() < 3) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the busy thread runs
     const auto start = Clock::now();
     turn.store(0, std::memory_order_release);
@@ -169,7 +175,22 @@ double measure_yield_wait() {
   partner.join();
   stop = true;
   busy.join();
-  return pinned ? trip : 0;
+  return unpinned.load() == 0 ? trip : -1;
+}
+
+// The median of a few rounds: one round of 20 trips measured anywhere from 1.2 to 2.7 ms on
+// 2 cores, and the plan's all-reduces among time-sliced ranks are a multiple of it.
+double measure_yield_wait() {
+  const std::vector<int> cpus = allowed_cpus(2);
+  if (cpus.size() < 2) return 0;  // one core: the pollers take turns with the computing thread
+  constexpr int kRounds = 5;
+  std::vector<double> rounds;
+  for (int i = 0; i < kRounds; ++i) {
+    const double trip = yield_wait_once(cpus);
+    if (trip < 0) return 0;
+    rounds.push_back(trip);
+  }
+  return median(std::move(rounds));
 }
 
 // Typical lateness of sleep_for(seconds): the median, since on a busy machine a few sleeps
