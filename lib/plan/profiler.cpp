@@ -71,8 +71,6 @@ struct Blocks {
   float* operator[](int i) const { return blocks[i % blocks.size()].data<float>(); }
 };
 
-// One-way latency of handing a cache line from one core to another: the floor of any
-// shared-memory message. Two threads bounce a counter; half the median round trip.
 // Pins the calling thread to one CPU; false where that is not allowed (the measurement runs
 // unpinned). Each measuring thread pins itself: pinning a std::thread from outside races with
 // its end, and glibc then applies the mask to the caller (an exited thread's id reads 0), which
@@ -95,6 +93,8 @@ std::vector<int> allowed_cpus(size_t count) {
   return cpus;
 }
 
+// One-way latency of handing a cache line from one core to another: the floor of any
+// shared-memory message. Two threads bounce a counter; half the median round trip.
 double measure_handoff() {
   std::atomic<int64_t> ball{0};
   std::atomic<bool> stop{false};
