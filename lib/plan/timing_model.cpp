@@ -66,13 +66,17 @@ double idle_penalty(const TimingInputs& in, double idle) {
   return p0;
 }
 
+double crowded_yield_wait_s(const TimingInputs& in) {
+  return in.crowding > 1 ? in.crowding * in.yield_wait_s : 0;
+}
+
 double oversubscribed_wait_s(const TimingInputs& in) {
   if (in.crowding <= 1) return 0;
   // The ranks' compute threads are time-sliced (crowding of them per core): the last rank
   // reaches the collective up to a slice per thread late, and its comm thread then gets its
   // core back after a slice (yield_wait_s each); never later than its whole (crowded) compute.
   const double compute = (in.l_for + in.l_back) * slowest_slowdown(in) + in.l_up;
-  return std::min(in.crowding * in.yield_wait_s, compute);
+  return std::min(crowded_yield_wait_s(in), compute);
 }
 
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements) {

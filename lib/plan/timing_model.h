@@ -113,8 +113,10 @@ struct Prediction {
 CommCost allreduce_cost(const TimingInputs& in, const CodecCost& codec, double elements);
 // The all-reduce's own transfers and CPU work, without that wait.
 CommCost transfer_cost(const TimingInputs& in, const CodecCost& codec, double elements);
-// The wait above: crowding × yield_wait_s where compute threads outnumber the cores, at most
-// the crowded compute of an iteration (a rank is never later than all of it); else 0.
+// The wait above: crowding × yield_wait_s where compute threads outnumber the cores
+// (crowded_yield_wait_s; else 0), at most the crowded compute of an iteration (a rank is never
+// later than all of it).
+double crowded_yield_wait_s(const TimingInputs& in);
 double oversubscribed_wait_s(const TimingInputs& in);
 inline double allreduce_seconds(const TimingInputs& in, const CodecCost& codec, double elements) {
   return allreduce_cost(in, codec, elements).total();

@@ -490,15 +490,17 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   // other rows see.
   std::string planned;
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
-    const ChainPlan plan =
-        planner->plan_chain(options_of(config, planner->name), {.chain = measured.chain_stretched,
-                                                                .ranks = p,
-                                                                .batch = batch,
-                                                                .link = emulated_link(config),
-                                                                .transport = &measured.transport,
-                                                                .tied_ends = measured.tied_ends,
-                                                                .tied_bytes = measured.tied_bytes,
-                                                                .replica_lag_s = in.l_skew});
+    const ChainPlan plan = planner->plan_chain(options_of(config, planner->name),
+                                               {.chain = measured.chain_stretched,
+                                                .ranks = p,
+                                                .batch = batch,
+                                                .link = emulated_link(config),
+                                                .transport = &measured.transport,
+                                                .tied_ends = measured.tied_ends,
+                                                .tied_bytes = measured.tied_bytes,
+                                                .replica_lag_s = in.l_skew,
+                                                .crowded_wait_s = crowded_yield_wait_s(in),
+                                                .crowding = in.crowding});
     rows.push_back(plan.row);
     planned = plan.text;
   }

@@ -83,12 +83,15 @@ struct ChainPlanInputs {
   bool tied_ends = false;
   double tied_bytes = 0;
   // What each replicated stage's all-reduce waits for besides its messages: the slowest
-  // replica's random lag (the plan's l_skew). Not the timing model's crowding × yield_wait_s
-  // on shared cores: a replica's compute thread sleeps in the all-reduce and leaves its core to
-  // the replicas still computing, whose stretched compute already counts the sharing (LeNet's
-  // data parallelism on 4 ranks and 2 cores ran a round in its stretched compute + 0.7 ms, where
-  // that wait predicted + 3.5 ms).
+  // replica's random lag (the plan's l_skew),
   double replica_lag_s = 0;
+  // and, where the ranks' compute threads outnumber the cores (crowding > 1), the last comm
+  // thread's wait for its core (the timing model's crowding × yield_wait_s; 0: not crowded).
+  // A replica's compute thread waits in that all-reduce, so the wait is at most the compute of
+  // one thread alone on the core (the stage's stretched compute / crowding): 4 replicas of the
+  // MLP on 2 cores waited 4.0 ms a round (crowding × yield: 3.8), LeNet's 0.4–2 ms (its
+  // replica's compute alone: 1.8 ms).
+  double crowded_wait_s = 0, crowding = 1;
 };
 // Its answer: the plan's row and the text that explains the choice.
 struct ChainPlan {

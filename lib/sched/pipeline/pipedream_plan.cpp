@@ -120,7 +120,9 @@ double predict_pipeline_seconds(const std::vector<LayerProfile>& layers, const P
     const LinkCost& cost = link.cost;
     const double message = cost.latency_s + cost.overshoot_s +
                            params / R * (1 + cost.overshoot_per_s) / cost.transfer_bytes_per_s();
-    t.reduce_s.push_back(R > 1 ? 2 * (R - 1) * message + link.reduce_wait_s : 0);
+    const double crowded =
+        std::min(link.crowded_wait_s, (forward + backward) / std::max(1.0, link.crowding));
+    t.reduce_s.push_back(R > 1 ? 2 * (R - 1) * message + link.reduce_wait_s + crowded : 0);
     if (s + 1 < p.stages())
       t.transfer_s.push_back(
           link.transfer_seconds(layers[static_cast<size_t>(end - 1)].activation_bytes * share));

@@ -22,8 +22,10 @@ struct PipelineLink {
   LinkCost cost;
   double poll_s = 0;  // a waiting rank sees an arrival this late on average
   // A replicated stage's all-reduce waits this long besides its messages, once a round: for
-  // the slowest replica's lag (ChainPlanInputs::replica_lag_s).
-  double reduce_wait_s = 0;
+  // the slowest replica's lag (ChainPlanInputs::replica_lag_s), and for the last comm thread's
+  // core on crowded cores, at most the stage's compute alone (ChainPlanInputs::crowded_wait_s:
+  // min(crowded_wait_s, stage compute / crowding)).
+  double reduce_wait_s = 0, crowded_wait_s = 0, crowding = 1;
   // One activation or gradient: a header and a payload message (each paced: latency + bytes / B,
   // late by the overshoot), the real copy, then the receiver's polling.
   double transfer_seconds(double bytes) const;

@@ -232,6 +232,8 @@ ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
   PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
                                    : measured_pipeline_link(in.link, in.chain, in.ranks);
   link.reduce_wait_s = in.replica_lag_s;
+  link.crowded_wait_s = in.crowded_wait_s;
+  link.crowding = in.crowding;
   std::string note;
   const PipelineChoice c = [&] {
     try {

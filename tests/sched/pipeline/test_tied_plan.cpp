@@ -48,10 +48,10 @@ TEST_CASE("a replicated stage's all-reduce waits reduce_wait_s once per round, o
         doctest::Approx(choose_pipeline(chain, o, 1, PipelineLink{link.cost}).chosen_s));
 }
 
-TEST_CASE("dtrain plan's PipeDream row: a replicated stage waits for the slowest replica's lag") {
-  // Data parallelism on 4 ranks of 2 cores: the chain is already stretched by the sharing (4 ms
-  // a minibatch), and a replica's compute thread sleeps in the all-reduce, so the round waits
-  // for the lag it is given (replica_lag_s), never for the transport's yield wait.
+TEST_CASE("dtrain plan's PipeDream row: a replicated stage waits for the lag and crowded cores") {
+  // Data parallelism on 4 ranks: the chain is already stretched (4 ms a minibatch). A round
+  // waits for the slowest replica's lag (replica_lag_s) and, on crowded cores, for the last comm
+  // thread's core (crowded_wait_s), at most the replica's compute alone (4 ms / crowding).
   const AlgorithmEntry* planner = chain_planning_algorithm();
   REQUIRE(planner != nullptr);
   AlgorithmConfig a("pipedream");
@@ -61,19 +61,28 @@ TEST_CASE("dtrain plan's PipeDream row: a replicated stage waits for the slowest
   const std::vector<LayerProfile> chain{{"l0", 2e-3, 2e-3, 1e3, 4e3}};
   TransportTimes transport;
   transport.copy_s_per_byte = 1e-10;
-  transport.yield_wait_s = 1.5e-3;  // the old row waited crowding x this once a round
-  auto predicted = [&](double lag) {
+  auto predicted = [&](double lag, double crowded_wait, double crowding) {
     return planner
         ->plan_chain(a, {.chain = chain,
                          .ranks = 4,
                          .batch = 64,
                          .link = std::nullopt,
                          .transport = &transport,
-                         .replica_lag_s = lag})
+                         .replica_lag_s = lag,
+                         .crowded_wait_s = crowded_wait,
+                         .crowding = crowding})
         .row.iteration_s;
   };
+  const double plain = predicted(0, 0, 1);
+  // With no lag and no crowding: the round is the replica's 4 ms and the all-reduce's messages
+  // (4 KB), no more.
+  CHECK(plain == doctest::Approx(4e-3 / 4).epsilon(0.05));
   // Per minibatch: a quarter of the round's lag.
-  CHECK(predicted(2e-3) - predicted(0) == doctest::Approx(2e-3 / 4).epsilon(1e-6));
-  // With no lag: the round is the replica's 4 ms and the all-reduce's messages (4 KB), no more.
-  CHECK(predicted(0) == doctest::Approx(4e-3 / 4).epsilon(0.05));
+  CHECK(predicted(2e-3, 0, 1) - plain == doctest::Approx(2e-3 / 4).epsilon(1e-6));
+  // A crowded wait of 1.5 ms a round, below the replica's 2 ms alone: all of it.
+  CHECK(predicted(0, 1.5e-3, 2) - plain == doctest::Approx(1.5e-3 / 4).epsilon(1e-6));
+  // 3 ms: capped at the replica's compute alone, 4 ms / 2.
+  CHECK(predicted(0, 3e-3, 2) - plain == doctest::Approx(2e-3 / 4).epsilon(1e-6));
+  // The lag and the crowded wait add.
+  CHECK(predicted(1e-3, 1.5e-3, 2) - plain == doctest::Approx(2.5e-3 / 4).epsilon(1e-6));
 }
