@@ -140,8 +140,9 @@ struct Profile {
   TimingInputs in;
   // The model-parallel planner's layer profile for the whole minibatch (pipedream's): as
   // measured and scaled, and stretched as the compute times are (ranks sharing cores,
-  // stragglers).
-  std::vector<LayerProfile> chain, chain_stretched;
+  // stragglers); and as the run's own planner measures it, its ranks profiling at once on the
+  // shared cores (stretched for those, not for stragglers: they are slowed in training only).
+  std::vector<LayerProfile> chain, chain_stretched, chain_as_run;
   bool tied_ends = false;  // the chain's ends share a tied weight (chain_ends_tie_lender)
   double tied_bytes = 0;   // its size
   WholeStep whole_step;    // the chain's total before the stretch
@@ -261,6 +262,11 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (LayerProfile& l : r.chain_stretched) {
     l.forward_s *= r.slowdown * r.compute_stretch;
     l.backward_s *= r.slowdown * r.compute_stretch;
+  }
+  r.chain_as_run = chain;
+  for (LayerProfile& l : r.chain_as_run) {
+    l.forward_s *= r.compute_stretch;
+    l.backward_s *= r.compute_stretch;
   }
   in.l_data = compute.data_s;
   // An unslowed rank's; each rank's stretch (cluster.stragglers) is the rows' to apply: the
@@ -522,6 +528,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
     const ChainPlan plan = planner->plan_chain(options_of(config, planner->name),
                                                {.chain = measured.chain_stretched,
+                                                .run_chain = &measured.chain_as_run,
                                                 .ranks = p,
                                                 .batch = batch,
                                                 .link = emulated_link(config),

@@ -73,6 +73,10 @@ struct CheckedSettings {
 struct ChainPlanInputs {
   // The layer profile of the model's partitionable chain, per minibatch of `batch` rows.
   const std::vector<LayerProfile>& chain;
+  // The same chain as the run's own planner sees it (its ranks profile it at once, on the cores
+  // they share; stragglers slow training only), from which the run picks its partition;
+  // null: `chain`.
+  const std::vector<LayerProfile>* run_chain = nullptr;
   int ranks = 1;
   int64_t batch = 1;
   std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
