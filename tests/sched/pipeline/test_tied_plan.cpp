@@ -86,3 +86,35 @@ TEST_CASE("dtrain plan's PipeDream row: a replicated stage waits for the lag and
   // The lag and the crowded wait add.
   CHECK(predicted(1e-3, 1.5e-3, 2) - plain == doctest::Approx(2.5e-3 / 4).epsilon(1e-6));
 }
+
+TEST_CASE("dtrain plan's PipeDream row: the partition the run's own profile picks, predicted") {
+  // Two ranks, three pieces of large weights (data parallelism pays a 2 GB all-reduce) and small
+  // activations: a 1-1 pipeline, cut where the stages balance. The run profiles the chain
+  // itself and balances {l0, l1} against {l2}; the plan's chain (here: another stretch of the
+  // pieces) would balance {l0} against {l1, l2}. The row trains what the run trains.
+  const AlgorithmEntry* planner = chain_planning_algorithm();
+  REQUIRE(planner != nullptr);
+  AlgorithmConfig a("pipedream");
+  const std::vector<LayerProfile> as_run{{"l0", 0.5e-3, 0.5e-3, 1e3, 1e9},
+                                         {"l1", 0.5e-3, 0.5e-3, 1e3, 1e9},
+                                         {"l2", 1e-3, 1e-3, 1e3, 1e9}};
+  const std::vector<LayerProfile> stretched{
+      {"l0", 2e-3, 2e-3, 1e3, 1e9}, {"l1", 1e-3, 1e-3, 1e3, 1e9}, {"l2", 1e-3, 1e-3, 1e3, 1e9}};
+  TransportTimes transport;
+  transport.copy_s_per_byte = 1e-10;
+  auto plan = [&](const std::vector<LayerProfile>* run_chain) {
+    return planner->plan_chain(a, {.chain = stretched,
+                                   .run_chain = run_chain,
+                                   .ranks = 2,
+                                   .batch = 64,
+                                   .link = std::nullopt,
+                                   .transport = &transport});
+  };
+  const ChainPlan own = plan(nullptr), run = plan(&as_run);
+  CHECK(own.row.configuration == "1-1");
+  CHECK(run.row.configuration == "1-1");
+  CHECK(own.text.find("chosen: stages [l1]") != std::string::npos);
+  CHECK(run.text.find("chosen: stages [l2]") != std::string::npos);
+  // Predicted with the plan's chain: {l0, l1} takes 6 ms a minibatch there, {l0} 4 ms.
+  CHECK(run.row.iteration_s > own.row.iteration_s * 1.3);
+}
