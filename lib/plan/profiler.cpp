@@ -1,14 +1,9 @@
 #include "plan/profiler.h"
 
-#include <poll.h>      // poll: time_sliced_step_s's bounded wait for its child
-#include <pthread.h>   // pthread_setaffinity_np: the yield wait's threads
-#include <sched.h>     // sched_getaffinity, sched_setaffinity, sched_yield
-#include <signal.h>    // kill
-#include <sys/wait.h>  // waitpid
-#include <unistd.h>    // fork, pipe, read, write, _exit
+#include <pthread.h>  // pthread_setaffinity_np: the yield wait's threads
+#include <sched.h>    // sched_getaffinity, sched_setaffinity, sched_yield
 
-#include <algorithm>  // nth_element, sort, copy_n
-#include <array>
+#include <algorithm>  // nth_element, sort
 #include <atomic>
 #include <chrono>
 #include <cmath>    // pow
@@ -220,25 +215,6 @@ std::vector<double> timed_totals(const std::vector<double>& data, const std::vec
   return totals;
 }
 
-// One training step on the loader's next batch (restarting its epoch when it runs out), the
-// loss scaled as one of `world` ranks scales it; the optimizer's step is small: only its cost
-// matters.
-void train_step(Model& model, Optimizer& optimizer, Loader& loader, int world, int64_t& epoch,
-                Batch& batch) {
-  if (!loader.next(batch)) {
-    loader.start_epoch(++epoch);
-    DTRAIN_CHECK(loader.next(batch)) << "the loader has no batch to profile with";
-  }
-  model.forward(batch.images, batch.labels);
-  model.last_stats();
-  model.backward(1.0f / static_cast<float>(batch.rows() * world));
-  optimizer.step(1e-4f);
-  model.backend().synchronize();
-}
-
-// time_sliced_step_s: at most this many steps timed (after a warm-up step).
-constexpr size_t kSlicedSteps = 12;
-
 }  // namespace
 
 double expected_max_excess(std::vector<double> samples, int p) {
@@ -310,7 +286,14 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
     phase(&upd, [&] { optimizer.step(1e-4f); });
     ++phased;
   }
-  auto step = [&] { train_step(model, optimizer, loader, world, epoch, batch); };
+  auto step = [&] {
+    if (!loader.next(batch)) loader.start_epoch(++epoch), loader.next(batch);
+    model.forward(batch.images, batch.labels);
+    model.last_stats();
+    model.backward(1.0f / static_cast<float>(batch.rows() * world));
+    optimizer.step(1e-4f);
+    backend.synchronize();
+  };
   ComputeTimes t;
   const double hot = mean(timed_totals(data, fwd, bwd, upd, warmup));
   for (const double idle : {5e-3, 20e-3}) {
@@ -338,81 +321,6 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
   t.iterations = static_cast<int>(totals.size());
   if (timer) t.layers = timer->means();
   return t;
-}
-
-double time_sliced_step_s(const Trainee& trainee, const Trainee& twin, int world, double budget_s) {
-  const std::vector<int> cpus = allowed_cpus(1);
-  if (cpus.empty()) return 0;
-  const int cpu = cpus.front();
-  // The seconds of each step after one warm-up, pinned to `cpu`; none if it could not pin.
-  auto steps_on_cpu = [&](const Trainee& t) {
-    std::vector<double> steps;
-    if (!pin_self(cpu)) return steps;
-    t.model->set_training(true);
-    int64_t epoch = 0;
-    t.loader->start_epoch(epoch);
-    Batch batch;
-    const auto start = Clock::now();
-    for (int s = 0; s < 1 + kSlicedSteps; ++s) {
-      if (s >= 3 && seconds_since(start) > budget_s) break;
-      const auto begin = Clock::now();
-      train_step(*t.model, *t.optimizer, *t.loader, world, epoch, batch);
-      if (s >= 1) steps.push_back(seconds_since(begin));
-    }
-    return steps;
-  };
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  const pid_t child = fork();
-  if (child < 0) {
-    close(fds[0]), close(fds[1]);
-    return 0;
-  }
-  // The twin's step times down the pipe in one write (zeros past its last), then gone without
-  // cleanup: the parent's objects are the parent's to destroy.
-  using Steps = std::array<double, kSlicedSteps>;
-  if (child == 0) {
-    close(fds[0]);
-    Steps out{};
-    try {
-      const std::vector<double> steps = steps_on_cpu(twin);
-      std::copy_n(steps.begin(), std::min(steps.size(), out.size()), out.begin());
-    } catch (...) {
-    }
-    [[maybe_unused]] const ssize_t written = write(fds[1], out.data(), sizeof out);
-    _exit(0);
-  }
-  close(fds[1]);
-  // This process's steps on the calling thread (where the model's primitives were made and
-  // ran), its CPUs given back afterwards, and the child reaped whatever happens.
-  cpu_set_t own;
-  const bool restorable = pthread_getaffinity_np(pthread_self(), sizeof own, &own) == 0;
-  Steps theirs{};
-  bool answered = false;
-  auto finish = [&](double parent_s) {
-    if (restorable) pthread_setaffinity_np(pthread_self(), sizeof own, &own);
-    // The child stepped alongside: it ends about when this process did; one that hangs (or
-    // outlasts this by a second and twice as long) is killed, not waited for.
-    pollfd ready{.fd = fds[0], .events = POLLIN, .revents = 0};
-    answered = poll(&ready, 1, static_cast<int>(1e3 * (1 + 2 * parent_s))) == 1 &&
-               read(fds[0], theirs.data(), sizeof theirs) == sizeof theirs;
-    if (!answered) kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    close(fds[0]);
-  };
-  const auto start = Clock::now();
-  std::vector<double> steps;
-  try {
-    steps = steps_on_cpu(trainee);
-  } catch (...) {
-    finish(0);
-    throw;
-  }
-  finish(seconds_since(start));
-  if (!answered || steps.empty() || theirs[0] <= 0) return 0;
-  for (double s : theirs)
-    if (s > 0) steps.push_back(s);
-  return median(std::move(steps));
 }
 
 UpdatePasses profile_update_passes(Model& model, Optimizer& optimizer, Loader& loader, int world,

@@ -41,24 +41,6 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
                              int warmup, int iterations, double budget_s = 2.0,
                              bool time_layers = false);
 
-// A rank's model as training steps it: its optimizer and its loader.
-struct Trainee {
-  Model* model = nullptr;
-  Optimizer* optimizer = nullptr;
-  Loader* loader = nullptr;
-};
-
-// What time-slicing costs ranks that outnumber the cores: `twin` (a second rank's model, its
-// loader without a prefetch thread) steps in a child process while `trainee` steps here, both
-// pinned to the same CPU, as two ranks' processes share a core. Returns the median step time of
-// both (after one warm-up step each; each stops after budget_s once 2 steps were timed); 0 where
-// it could not be measured (no fork or pinning, the child failed or overran). Against one step
-// alone it is more than twice as long where each slice starts with the TLB and caches the other
-// process left (the GPT: 2.3 times; two threads of one process: 2.0).
-// For one compute thread per rank only: the child process has no other thread (no loader
-// thread, no OpenMP team), so the caller's OpenMP must not have started one.
-double time_sliced_step_s(const Trainee& trainee, const Trainee& twin, int world, double budget_s);
-
 // SAPipe's passes over its stale prefix (TimingInputs::l_step_dot ...), each timed over the whole
 // trainable range with `optimizer`, right after a forward and backward as in training (the
 // buffers as cold as there); medians of `reps` after one untimed round.

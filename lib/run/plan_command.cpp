@@ -29,10 +29,6 @@ constexpr double kChainBudget = 0.5;
 // ones are scaled from the share (their time grows in proportion to the rows).
 constexpr double kWholeStepTimedBelow = 0.05;
 constexpr double kWholeStepBudget = 0.3;
-// Two ranks' steps time-sliced on one core (time_sliced_step_s): at most this long once 2 steps
-// were timed; a stretch beyond kMaxTimeSlicing is taken for a disturbed measurement.
-constexpr double kTimeSlicingBudget = 0.3;
-constexpr double kMaxTimeSlicing = 1.5;
 
 std::string ms(double s) {
   return fmt::format("{:.3f}", s * 1e3);
@@ -149,10 +145,6 @@ struct Profile {
   TransportTimes transport;
   int iterations = 0, cores = 1;
   double crowding = 1, slowdown = 1;
-  // The compute times' stretch where ranks outnumber the cores: crowding × time_slicing, the
-  // second measured (time_sliced_step_s against the step alone; 1: not crowded or not measured).
-  double time_slicing = 1, compute_stretch = 1;
-  bool time_slicing_measured = false;
   std::string backend, link;
   std::vector<std::string> notes;  // stand-in data
   // Where the profile's seconds went, in the order taken: (what, seconds).
@@ -196,28 +188,6 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
                                                kWarmup, iterations, kComputeBudget, true);
   took("training steps");
   const std::vector<LayerCost>& layers = compute.layers;
-  // The ranks run on this machine (the emulated or local setup): more compute threads than
-  // cores share them; and is a core left for each comm thread?
-  r.cores = available_cores();
-  const int threads = config.cluster.threads_per_rank;
-  r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
-  if (r.crowding > 1 && threads == 1 && run->backend->device() == Device::cpu) {
-    // Two ranks' processes time-sliced on one core: how much longer than twice a step alone.
-    ExperimentConfig single = config;
-    single.dataset.prefetch = 0;  // the twin's process has no loader thread
-    auto twin = build_plan_run(single, p);
-    const double alone = compute.data_s + compute.forward_s + compute.backward_s + compute.update_s;
-    const double sliced =
-        time_sliced_step_s({&model, run->optimizer.get(), run->train_loader.get()},
-                           {twin->model.get(), twin->optimizer.get(), twin->train_loader.get()}, p,
-                           kTimeSlicingBudget);
-    if (sliced > 0 && alone > 0) {
-      r.time_slicing = std::clamp(sliced / (2 * alone), 1.0, kMaxTimeSlicing);
-      r.time_slicing_measured = true;
-    }
-    took("time-sliced steps");
-  }
-  r.compute_stretch = r.crowding * r.time_slicing;
   const UpdatePasses passes =
       profile_update_passes(model, *run->optimizer, *run->train_loader, p, 3);
   took("update passes");
@@ -251,6 +221,11 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   r.iterations = compute.iterations;
   r.backend = run->backend->name();
   TimingInputs& in = r.in;
+  // The ranks run on this machine (the emulated or local setup): more compute threads than
+  // cores share them; and is a core left for each comm thread?
+  r.cores = available_cores();
+  const int threads = config.cluster.threads_per_rank;
+  r.crowding = std::max(1.0, static_cast<double>(p) * threads / r.cores);
   in.comm_shares_core = p * (threads + 1) > r.cores;
   in.crowding = r.crowding;
   r.slowdown = straggler_slowdown(config.cluster, p);
@@ -260,8 +235,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (const LayerRange& l : model.layer_ranges())
     if (l.name == lender) r.tied_bytes = 4.0 * static_cast<double>(l.count);
   for (LayerProfile& l : r.chain_stretched) {
-    l.forward_s *= r.slowdown * r.compute_stretch;
-    l.backward_s *= r.slowdown * r.compute_stretch;
+    l.forward_s *= r.slowdown * r.crowding;
+    l.backward_s *= r.slowdown * r.crowding;
   }
   r.chain_as_run = chain;
   for (LayerProfile& l : r.chain_as_run) {
@@ -271,25 +246,25 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   in.l_data = compute.data_s;
   // An unslowed rank's; each rank's stretch (cluster.stragglers) is the rows' to apply: the
   // synchronising ones wait for the slowest, gossip only slows the straggler's own updates.
-  in.l_for = compute.forward_s * r.compute_stretch;
-  in.l_back = compute.backward_s * r.compute_stretch;
+  in.l_for = compute.forward_s * r.crowding;
+  in.l_back = compute.backward_s * r.crowding;
   for (int rank = 0; rank < p; ++rank) in.rank_slowdown.push_back(compute_slowdown(config, rank));
-  in.l_up = compute.update_s * r.compute_stretch;
+  in.l_up = compute.update_s * r.crowding;
   in.optimizer_states = static_cast<int>(run->optimizer->state_buffers().size());
   in.gradient_decay = config.optimizer.name == "sgd" && config.optimizer.weight_decay != 0;
-  in.l_step_dot = passes.step_dot_s * r.compute_stretch;
-  in.l_predict_sum = passes.predict_sum_s * r.compute_stretch;
-  in.l_step_predict = passes.step_predict_s * r.compute_stretch;
-  in.l_step_delta = passes.step_delta_s * r.compute_stretch;
-  in.l_predict = passes.predict_s * r.compute_stretch;
+  in.l_step_dot = passes.step_dot_s * r.crowding;
+  in.l_predict_sum = passes.predict_sum_s * r.crowding;
+  in.l_step_predict = passes.step_predict_s * r.crowding;
+  in.l_step_delta = passes.step_delta_s * r.crowding;
+  in.l_predict = passes.predict_s * r.crowding;
   in.l_skew = compute.skew_s;
   in.idle_s = compute.idle_s;
   in.idle_penalty_s = compute.idle_penalty_s;
   in.n = model.num_parameters() - model.trainable_offset();
   // SAPipe's per-layer profile, stretched as the totals are (its row applies the stragglers).
   for (const LayerCost& l : layers) {
-    in.layer_forward_s.push_back(l.forward_s * r.compute_stretch);
-    in.layer_backward_s.push_back(l.backward_s * r.compute_stretch);
+    in.layer_forward_s.push_back(l.forward_s * r.crowding);
+    in.layer_backward_s.push_back(l.backward_s * r.crowding);
   }
   for (const LayerRange& l : model.layer_ranges())
     if (l.offset >= model.trainable_offset() && l.count > 0) in.layer_elements.push_back(l.count);
@@ -379,13 +354,8 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   if (!cold.empty()) line("cold", "", "", "compute after waiting: + " + cold);
   if (r.crowding > 1)
     o += fmt::format(
-        "          (l_for, l_back, l_up x {:.2f}: {} ranks x {} threads share {} cores{})\n",
-        r.compute_stretch, p, threads, r.cores,
-        r.time_slicing_measured
-            ? fmt::format(", x {:.2f} for time-slicing: two ranks' steps at once on "
-                          "one core took {:.2f} times one alone",
-                          r.time_slicing, 2 * r.time_slicing)
-            : std::string(", time-slicing not measured (threads_per_rank > 1 or a GPU)"));
+        "          (l_for, l_back, l_up x {:.2f}: {} ranks x {} threads share {} cores)\n",
+        r.crowding, p, threads, r.cores);
   if (r.slowdown > 1)
     o += fmt::format(
         "          (a straggler's l_for, l_back x {}: the rows that synchronise every rank run "

@@ -6,8 +6,6 @@
 #include <algorithm>  // min, all_of
 #include <cmath>      // isfinite
 
-#include <pthread.h>  // pthread_getaffinity_np: the CPUs kept
-
 #include "backend/backend.h"
 #include "optim/sgd.h"  // Sgd: the step profiled
 #include "plan/profiler.h"
@@ -141,29 +139,4 @@ TEST_CASE("SAPipe's update passes: each timed, and the model still trains after 
   // The passes step with a tiny learning rate: the weights stay finite.
   const float* w = model.parameters().data<float>();  // the CPU backend's: host memory
   CHECK(std::all_of(w, w + model.num_parameters(), [](float x) { return std::isfinite(x); }));
-}
-
-TEST_CASE("time-sliced steps: two processes' steps on one core, the caller's CPUs kept") {
-  SmallMlp here("[512, 512]", 4096, 256), twin("[512, 512]", 4096, 256);
-  // The twin steps in a child process, which has no loader thread.
-  LoaderOptions single;
-  single.global_batch = 512;
-  single.world = 2;
-  single.prefetch = 0;
-  twin.loader = std::make_unique<Loader>(*twin.data, single);
-  cpu_set_t before, after;
-  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0);
-  const std::vector<float> start(here.model->parameters().data<float>(),
-                                 here.model->parameters().data<float>() + 16);
-  const double sliced =
-      time_sliced_step_s({here.model.get(), here.sgd.get(), here.loader.get()},
-                         {twin.model.get(), twin.sgd.get(), twin.loader.get()}, 2, 60.0);
-  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof after, &after) == 0);
-  CHECK(CPU_EQUAL(&before, &after));  // the profile goes on with the CPUs it had
-  REQUIRE(sliced > 0);                // the child answered
-  // This process's model was stepped (the child's steps change only the child's copy).
-  CHECK_FALSE(std::equal(start.begin(), start.end(), here.model->parameters().data<float>()));
-  // How long, against a step alone, is for the plan to say (dtrain plan prints it): about twice
-  // as long on an idle machine, anything on a busy one.
-  CHECK(std::isfinite(sliced));
 }
