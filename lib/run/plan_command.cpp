@@ -240,8 +240,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   }
   r.chain_as_run = chain;
   for (LayerProfile& l : r.chain_as_run) {
-    l.forward_s *= r.compute_stretch;
-    l.backward_s *= r.compute_stretch;
+    l.forward_s *= r.crowding;
+    l.backward_s *= r.crowding;
   }
   in.l_data = compute.data_s;
   // An unslowed rank's; each rank's stretch (cluster.stragglers) is the rows' to apply: the
