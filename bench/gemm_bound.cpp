@@ -3,7 +3,7 @@
 // layer — input gradient dx = dy·W) with dnnl_sgemm and nothing else, and prints the samples/s
 // that would give. bench/engine_vs_pytorch.py compares dtrain's training throughput with it.
 // With --sgd, each layer's weights also take the momentum-SGD step (momentum 0.9, weight decay:
-// the CPU backend's own sgd_step) right after their gradient's GEMM, as dtrain's one-rank
+// dtrain's own SGD, optim/sgd.h) right after their gradient's GEMM, as dtrain's one-rank
 // training does: the bound of any engine whose optimizer step is a pass of its own.
 //   dtrain_gemm_bound --batch 100 --layers 784,500,500,10 --threads 1 --seconds 3 [--sgd]
 #include <omp.h>               // omp_set_num_threads
@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"  // make_backend, Backend::sgd_step
+#include "backend/backend.h"  // make_backend
+#include "optim/sgd.h"        // make_sgd: dtrain's step
 
 int main(int argc, char** argv) {
   CLI::App app{"GEMM-only bound of an MLP training step"};
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   for (std::string item; std::getline(ss, item, ',');) widths.push_back(std::stoll(item));
   const size_t n_layers = widths.size() - 1;
   std::vector<std::vector<float>> acts(widths.size()), grads(widths.size()), w(n_layers),
-      dw(n_layers), v(n_layers);
+      dw(n_layers);
   for (size_t i = 0; i < widths.size(); ++i) {
     acts[i].assign(batch * widths[i], 0.01f);
     grads[i].assign(batch * widths[i], 0.01f);
@@ -46,15 +47,17 @@ int main(int argc, char** argv) {
   for (size_t l = 0; l < n_layers; ++l) {
     w[l].assign(widths[l] * widths[l + 1], 0.01f);
     dw[l].assign(widths[l] * widths[l + 1], 0.0f);
-    v[l].assign(widths[l] * widths[l + 1], 0.0f);
   }
   // dtrain's own step on views of the same buffers; a tiny lr keeps w finite.
   auto backend = dtrain::make_backend({dtrain::DeviceChoice::cpu, threads, 0});
-  const dtrain::SgdHyper hyper{1e-6f, 0.9f, 0.0f, 1e-4f};
   auto view = [](std::vector<float>& b) {
     return dtrain::Tensor::borrow(b.data(), {static_cast<int64_t>(b.size())});
   };
-  auto sgd_step = [&](size_t l) { backend->sgd_step(view(w[l]), view(dw[l]), view(v[l]), hyper); };
+  std::vector<std::unique_ptr<dtrain::Optimizer>> optimizers;
+  for (size_t l = 0; l < n_layers; ++l)
+    optimizers.push_back(dtrain::make_sgd(*backend, view(w[l]), view(dw[l]),
+                                          dtrain::SgdOptions{0.9, 0.0, 1e-4, false}));
+  auto sgd_step = [&](size_t l) { optimizers[l]->step(1e-6f); };
   int gemms_per_step = 0;
   auto step = [&] {
     gemms_per_step = 0;

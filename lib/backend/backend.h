@@ -5,8 +5,9 @@
 #include <memory>  // unique_ptr: ops are owned by the layer that made them
 #include <string>
 
-#include "backend/ops.h"  // op specs and op interfaces
-#include "core/tensor.h"  // Tensor, Allocator
+#include "backend/flat_pass.h"  // PassKernels, PassBuffers: fused element-wise passes
+#include "backend/ops.h"        // op specs and op interfaces
+#include "core/tensor.h"        // Tensor, Allocator
 
 namespace dtrain {
 
@@ -103,45 +104,6 @@ class Backend {
   virtual void axpy(float alpha, const Tensor& x, const Tensor& y) = 0;               // y += αx
   virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = αx + βy
   virtual void scale(const Tensor& x, float alpha) = 0;                               // x *= α
-  // One fused pass of SGD over (a range of) the flat buffers, PyTorch semantics:
-  //   g ← g + wd·w;  v ← μ·v + (1−dampening)·g;  step = nesterov ? g + μ·v : v;  w ← w − lr·step
-  // `momentum_buf` may be undefined when hyper.momentum == 0. Gradients are left unchanged.
-  virtual void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                        const SgdHyper& hyper) = 0;
-  // Plain SGD that also keeps what it stepped with, in one pass (HPSGD's replica step):
-  //   ĝ ← g + wd·w;  sum ← add ? sum + ĝ : ĝ;  w ← w − lr·ĝ
-  // Gradients are left unchanged; with wd = 0, ĝ is g exactly.
-  virtual void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
-                                   float lr, float weight_decay, bool add) = 0;
-  // The weights one sgd_step would produce, written to `out`, with weights, gradients and the
-  // momentum buffer unchanged (SAPipe's weight prediction): the same arithmetic as sgd_step,
-  // term by term, so a prediction equals the step it predicts bit for bit.
-  virtual void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
-                           const Tensor& momentum_buf, const SgdHyper& hyper) = 0;
-  // sgd_step on weights and momentum, then sgd_predict from the new weights and momentum with
-  // the gradient `ghat` into `out`, in one pass (SAPipe's stale step and weight prediction):
-  // bit for bit what the two calls give. `ghat` may be `grads`.
-  virtual void sgd_step_predict(const Tensor& weights, const Tensor& grads,
-                                const Tensor& momentum_buf, const Tensor& ghat, const Tensor& out,
-                                const SgdHyper& hyper) = 0;
-  // sgd_step that also writes the change it made, new − old, to `delta` (SAPipe's Δ), in one
-  // pass; the weights and momentum bit for bit as sgd_step's. The base class copies, steps and
-  // subtracts (three passes).
-  virtual void sgd_step_delta(const Tensor& weights, const Tensor& grads,
-                              const Tensor& momentum_buf, const Tensor& delta,
-                              const SgdHyper& hyper);
-  // sgd_step, then g ← g + α·other and the sum Σ gᵢ·Δᵢ of that g with the step's change
-  // Δ = new − old, accumulated as dot accumulates, in one pass: SAPipe's wp3 stale step and its
-  // delay compensation's gᵀΔ, without Δ ever written out. The weights and momentum bit for bit as
-  // sgd_step's. The base class writes Δ to `scratch` (the weights' size): sgd_step_delta, then
-  // axpby_dot. Synchronises.
-  virtual double sgd_step_dot(const Tensor& weights, const Tensor& grads,
-                              const Tensor& momentum_buf, float alpha, const Tensor& other,
-                              const Tensor& scratch, const SgdHyper& hyper);
-  // sgd_predict with the gradient ĝ = α·x + β·y (GradientSum) formed in the pass; the same bits
-  // as writing ĝ out first. The base class does that: ghat.y ← ĝ (overwritten), then sgd_predict.
-  virtual void sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                               const Tensor& momentum_buf, const SgdHyper& hyper);
   // Σ a·b accumulated in double in an order fixed by the size alone, so that equal inputs give
   // equal results on every rank (SAPipe's delay compensation gᵀΔ). Synchronises.
   virtual double dot(const Tensor& a, const Tensor& b) = 0;
@@ -153,28 +115,18 @@ class Backend {
   virtual void scale_copy(const Tensor& dst, const Tensor& src, float alpha);
   // g ← g + λ·g⊙g⊙Δ: DC-ASGD's diagonal delay compensation.
   virtual void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) = 0;
-  // One fused pass of AdamW (ops.h AdamWHyper) over (a range of) the flat buffers; `m` and `v`
-  // are the first and second moments, of the weights' size. Gradients are left unchanged.
-  virtual void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                          const Tensor& v, const AdamWHyper& hyper) = 0;
-  // The weights one adamw_step with `grads` would produce, written to `out`, with weights, m and
-  // v unchanged (SAPipe's weight prediction); bit for bit what that step writes to the weights.
-  virtual void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
-                             const Tensor& m, const Tensor& v, const AdamWHyper& hyper) = 0;
-  // adamw_step with `grads` (step count hyper.step), then adamw_predict from the new weights and
-  // moments with `ghat` for the step after it (count hyper.step + 1) into `out`, in one pass:
-  // bit for bit what the two calls give. `ghat` may be `grads`.
-  virtual void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                                  const Tensor& v, const Tensor& ghat, const Tensor& out,
-                                  const AdamWHyper& hyper) = 0;
-  // sgd_step_dot's AdamW form: adamw_step (step count hyper.step), then g ← g + α·other and
-  // Σ gᵢ·Δᵢ, in one pass. The base class: Δ into `scratch` around adamw_step, then axpby_dot.
-  virtual double adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                                const Tensor& v, float alpha, const Tensor& other,
-                                const Tensor& scratch, const AdamWHyper& hyper);
-  // adamw_predict with ĝ = α·x + β·y formed in the pass (ghat.y overwritten by the base class).
-  virtual void adamw_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                                 const Tensor& m, const Tensor& v, const AdamWHyper& hyper);
+
+  // ---- fused element-wise passes (flat_pass.h; run_pass.h's run_pass<F> packs the buffers) ----
+  // The optimizers' updates, written once as functors: the CPU runs the pass's host loop on its
+  // threads, the GPU its kernel from the plugin's table.
+  virtual void run_pass(const PassKernels& pass, const void* functor,
+                        const PassBuffers& buffers) = 0;
+  // A sum pass (flat_pass.h): Σ y·z in an order fixed by the size. `scratch` (n floats on this
+  // device) is where a backend that cannot sum while it passes puts z first (the GPU).
+  // Synchronises.
+  virtual double run_sum_pass(const PassKernels& pass, const void* functor,
+                              const PassBuffers& buffers, const Tensor& scratch) = 0;
+
   // y[n, :] += row for y viewed as [N, row.numel()] (a learned position table added to every
   // sequence of a batch).
   virtual void add_to_rows(const Tensor& y, const Tensor& row) = 0;

@@ -1,16 +1,12 @@
-// The defaults of the fused optimizer passes (SAPipe's step with its Δ, its gᵀΔ, its prediction
-// gradient): the same arithmetic composed of simpler ops, a pass each, for backends without
-// kernels of their own (the CUDA backend today). The CPU backend fuses each into one pass.
+// The defaults of the fused flat-buffer ops (the same arithmetic composed of simpler ops, a pass
+// each, for backends without kernels of their own), and the checks every fused pass makes of its
+// buffers.
+#include <string>
+
 #include "backend/backend.h"
+#include "core/error.h"  // DTRAIN_CHECK
 
 namespace dtrain {
-
-void Backend::sgd_step_delta(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                             const Tensor& delta, const SgdHyper& hyper) {
-  copy(delta, weights);
-  sgd_step(weights, grads, momentum_buf, hyper);
-  axpby(1.0f, weights, -1.0f, delta);  // new − old, rounded once
-}
 
 double Backend::axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
                           const Tensor& z) {
@@ -23,32 +19,22 @@ void Backend::scale_copy(const Tensor& dst, const Tensor& src, float alpha) {
   scale(dst, alpha);
 }
 
-double Backend::sgd_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                             float alpha, const Tensor& other, const Tensor& scratch,
-                             const SgdHyper& hyper) {
-  sgd_step_delta(weights, grads, momentum_buf, scratch, hyper);
-  return axpby_dot(alpha, other, 1.0f, grads, scratch);
-}
-
-void Backend::sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                              const Tensor& momentum_buf, const SgdHyper& hyper) {
-  axpby(ghat.alpha, ghat.x, ghat.beta, ghat.y);
-  sgd_predict(out, weights, ghat.y, momentum_buf, hyper);
-}
-
-double Backend::adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                               const Tensor& v, float alpha, const Tensor& other,
-                               const Tensor& scratch, const AdamWHyper& hyper) {
-  copy(scratch, weights);
-  adamw_step(weights, grads, m, v, hyper);
-  axpby(1.0f, weights, -1.0f, scratch);  // Δ = new − old, rounded once
-  return axpby_dot(alpha, other, 1.0f, grads, scratch);
-}
-
-void Backend::adamw_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                                const Tensor& m, const Tensor& v, const AdamWHyper& hyper) {
-  axpby(ghat.alpha, ghat.x, ghat.beta, ghat.y);
-  adamw_predict(out, weights, ghat.y, m, v, hyper);
+PassBuffers pass_buffers(const std::string& pass, int count, Device device,
+                         const std::vector<Tensor>& tensors) {
+  DTRAIN_CHECK(static_cast<int>(tensors.size()) == count && count <= kMaxPassBuffers)
+      << pass << ": " << tensors.size() << " buffers for a pass of " << count;
+  PassBuffers b;
+  b.n = tensors.front().numel();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    DTRAIN_CHECK(t.dtype() == DType::f32 && t.device() == device)
+        << pass << ": buffer " << i << " is not f32 on the backend's device";
+    DTRAIN_CHECK(t.numel() == b.n)
+        << pass << ": buffer " << i << " has " << t.numel() << " elements, buffer 0 has " << b.n;
+    b.data[i] = t.data<float>();
+  }
+  return b;
 }
 
 }  // namespace dtrain

@@ -296,35 +296,4 @@ class AttentionOp {
                         const Tensor& dqkv) = 0;
 };
 
-// ---- SGD on flat buffers (PyTorch semantics) ---------------------------------------------
-struct SgdHyper {
-  float lr = 0.1f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
-  bool nesterov = false;
-};
-
-// ---- AdamW on flat buffers (PyTorch semantics, torch.optim.AdamW) -------------------------
-//   w ← w·(1 − lr·wd);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²;
-//   w ← w − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε)
-// with t = step (1 for the first update), in that order of operations (PyTorch's
-// single-tensor path), so that a float run can follow PyTorch's closely.
-struct AdamWHyper {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
-  int64_t step = 1;
-};
-
-// ---- a gradient never written out ---------------------------------------------------------
-// ĝ = α·x + β·y, formed element by element inside the pass that uses it (SAPipe's wp3
-// prediction gradient: the compensated all-reduced gradient plus this rank's newest own one), so
-// that it costs no pass of its own. x and y have the size of the buffers they go with.
-struct GradientSum {
-  float alpha = 1.0f;
-  Tensor x;
-  float beta = 0.0f;
-  Tensor y;
-  // The same sum over elements [offset, offset + shape.numel()) of x and y.
-  GradientSum slice(int64_t offset, const Shape& shape) const {
-    return {alpha, x.slice(offset, shape), beta, y.slice(offset, shape)};
-  }
-};
-
 }  // namespace dtrain

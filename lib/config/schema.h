@@ -20,6 +20,7 @@
 #include <optional>    // optional sections
 #include <stdexcept>   // std::logic_error: options of the wrong type
 #include <string>
+#include <type_traits>  // is_base_of: keys of a base struct
 #include <vector>
 
 #include "config/kinds.h"   // Kind and the kinds
@@ -47,6 +48,29 @@ std::string not_applying_message(const std::string& noun, const std::string& key
                                  const std::vector<std::string>& values, const std::string& current,
                                  const std::string& reason);
 
+// Rows that differ only in where they apply become one ("model alexnet | vgg16").
+std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows);
+
+// A schema whose target type is known only at run time (each algorithm's keys).
+class AnySchema {
+ public:
+  virtual ~AnySchema() = default;
+  virtual std::any defaults() const = 0;
+  virtual void read(Section& s, std::any& value) const = 0;
+  virtual YAML::Node write(const std::any& value, Style style) const = 0;
+  virtual std::vector<KeyDoc> reference(const std::string& prefix) const = 0;
+  virtual bool has_key(const std::string& key) const = 0;
+  virtual std::vector<std::string> keys() const = 0;
+};
+
+// One row of a table as Schema::row_keys sees it: its name, its own keys, and the rules across
+// them that one key's kind cannot judge (problems to the Reader under the section's path).
+struct RowKeys {
+  std::string name;
+  std::shared_ptr<const AnySchema> keys;
+  std::function<void(const std::any& options, Reader& reader, const std::string& section)> check{};
+};
+
 template <class T>
 class Schema {
  public:
@@ -54,8 +78,10 @@ class Schema {
   explicit Schema(std::string noun) : noun_(std::move(noun)) {}
 
   // ---- declarations (each returns *this; the modifiers below apply to the last key) ----
-  template <class V>
-  Schema& key(const std::string& key, V T::*member, Kind<V> kind, std::string doc) {
+  // `member` may be a member of a base class of T (a section that extends a shared struct).
+  template <class V, class C>
+  requires std::is_base_of_v<C, T> Schema& key(const std::string& key, V C::*member, Kind<V> kind,
+                                               std::string doc) {
     Field f = base(key, kind.type, std::move(doc));
     f.read = [key, member, kind](Section& s, T& t) {
       V v = t.*member;
@@ -141,6 +167,65 @@ class Schema {
     return add(std::move(f));
   }
 
+  // The keys of the table row that the earlier key `name_key` chose (an optimizer's): each row's
+  // own schema over its options, read into `member` (a std::any that then holds that row's
+  // options struct), written here, in this place of the section, and in the reference with
+  // "(<noun> <row> only)", rows alike but for their row merged. A key of another row is reported
+  // as applying only to the rows that have it; with a wrong name, no row's key is judged.
+  template <class C>
+  requires std::is_base_of_v<C, T> Schema& row_keys(const std::string& name_key,
+                                                    std::any C::*member,
+                                                    std::function<std::vector<RowKeys>()> rows) {
+    const Field* name_field = field(name_key);
+    if (!name_field) throw std::logic_error("row_keys: declare `" + name_key + "` first");
+    // The chosen row's name, as written (the schema is copied: capture no `this`).
+    const auto chosen_of = [write = name_field->write](const T& t) {
+      const YAML::Node v = write(t, Style::file);
+      return v.IsScalar() ? v.Scalar() : std::string();
+    };
+    Field f = base("", "", "");
+    f.always_read = true;
+    f.read = [chosen_of, name_key, member, rows, noun = noun_](Section& s, T& t) {
+      const std::vector<RowKeys> all = rows();
+      const std::string chosen = chosen_of(t);
+      const RowKeys* row = nullptr;
+      for (const RowKeys& r : all)
+        if (r.name == chosen) row = &r;
+      if (s.reader().has_problem(s.path_of(name_key)) || !row) {
+        for (const RowKeys& r : all)  // the name is wrong: its keys cannot be judged
+          for (const std::string& key : r.keys->keys()) s.get(key);
+        return;
+      }
+      t.*member = row->keys->defaults();
+      row->keys->read(s, t.*member);
+      if (row->check) row->check(t.*member, s.reader(), s.path());
+      s.explain_unknown([all, noun, name_key, chosen](const std::string& key) {
+        std::vector<std::string> owners;
+        for (const RowKeys& r : all)
+          if (r.keys->has_key(key)) owners.push_back(r.name);
+        return owners.empty() ? std::optional<std::string>()
+                              : not_applying_message(noun, name_key, owners, chosen, "");
+      });
+    };
+    f.write = [chosen_of, member, rows](const T& t, Style style) {
+      const std::string chosen = chosen_of(t);
+      for (const RowKeys& r : rows())
+        if (r.name == chosen) return r.keys->write(t.*member, style);
+      return YAML::Node(YAML::NodeType::Map);
+    };
+    f.nested = [rows, noun = noun_](const std::string& prefix) {
+      std::vector<KeyDoc> docs;
+      for (const RowKeys& r : rows())
+        for (KeyDoc doc : r.keys->reference(prefix)) {
+          doc.applies = noun + " " + r.name;
+          docs.push_back(std::move(doc));
+        }
+      return merge_alike(docs);
+    };
+    f.splices = true;
+    return add(std::move(f));
+  }
+
   // ---- modifiers of the last declared key ----
   // Absent → a problem "required: `hint`".
   Schema& required(std::string hint) {
@@ -205,13 +290,21 @@ class Schema {
     for (const Field& f : fields_) {
       if (!applies(f, t) || (f.written_if && !f.written_if(t))) continue;
       YAML::Node value = f.write(t, style);
-      if (value.IsDefined()) map[f.key] = value;
+      if (f.splices) {
+        for (auto it = value.begin(); it != value.end(); ++it) map[it->first] = it->second;
+      } else if (value.IsDefined()) {
+        map[f.key] = value;
+      }
     }
     return map;
   }
   std::vector<KeyDoc> reference(const std::string& prefix) const {
     std::vector<KeyDoc> rows;
     for (const Field& f : fields_) {
+      if (f.splices) {
+        for (KeyDoc& row : f.nested(prefix)) rows.push_back(std::move(row));
+        continue;
+      }
       const std::string path = prefix.empty() ? f.key : prefix + "." + f.key;
       std::string applies;
       if (!f.only_key.empty()) {
@@ -234,12 +327,13 @@ class Schema {
   }
   bool has_key(const std::string& key) const {
     for (const Field& f : fields_)
-      if (f.key == key) return true;
+      if (!f.splices && f.key == key) return true;
     return false;
   }
   std::vector<std::string> keys() const {
     std::vector<std::string> names;
-    for (const Field& f : fields_) names.push_back(f.key);
+    for (const Field& f : fields_)
+      if (!f.splices) names.push_back(f.key);
     return names;
   }
   const std::string& noun() const { return noun_; }
@@ -251,6 +345,7 @@ class Schema {
     std::string hint;
     bool default_is_value = false;
     bool none_when_unwritten = false;  // a key() whose default writes nothing: "none"
+    bool splices = false;              // row_keys(): its keys go into the section itself
     std::string only_key, only_reason;
     std::vector<std::string> only_values;
     std::function<void(Section&, T&)> read;
@@ -309,18 +404,6 @@ class Schema {
   std::vector<Field> fields_;
 };
 
-// A schema whose target type is known only at run time (each algorithm's keys).
-class AnySchema {
- public:
-  virtual ~AnySchema() = default;
-  virtual std::any defaults() const = 0;
-  virtual void read(Section& s, std::any& value) const = 0;
-  virtual YAML::Node write(const std::any& value, Style style) const = 0;
-  virtual std::vector<KeyDoc> reference(const std::string& prefix) const = 0;
-  virtual bool has_key(const std::string& key) const = 0;
-  virtual std::vector<std::string> keys() const = 0;
-};
-
 template <class T>
 class ErasedSchema final : public AnySchema {
  public:
@@ -359,8 +442,6 @@ std::shared_ptr<const AnySchema> erase(Schema<T> schema) {
 // programming error (std::logic_error), not the user's.
 std::any read_resolved(const AnySchema& schema, const YAML::Node& map);
 
-// Rows that differ only in where they apply become one ("model alexnet | vgg16").
-std::vector<KeyDoc> merge_alike(const std::vector<KeyDoc>& rows);
 // The key reference as a Markdown table: key, type, default, description.
 std::string reference_markdown(const std::vector<KeyDoc>& rows);
 

@@ -1,173 +1,75 @@
+// The `adamw` row: AdamW as an element rule (adamw_rule.h), one variant per lerp form.
 #include "optim/adamw.h"
 
-#include <algorithm>  // max, min, sort
-
-#include "core/error.h"
+#include "optim/adamw_rule.h"
+#include "optim/optimizer_table.h"  // OptimizerEntry
+#include "optim/rule_optimizer.h"   // RuleOptimizer, rule_factory
 
 namespace dtrain {
-
 namespace {
 
-// `ranges` sorted, the gaps filled with decayed runs, neighbours of equal decay merged: the
-// whole buffer [0, size) in as few backend calls as the model's layout allows.
-std::vector<DecayRange> cover(std::vector<DecayRange> ranges, int64_t size) {
-  std::sort(ranges.begin(), ranges.end(),
-            [](const DecayRange& a, const DecayRange& b) { return a.offset < b.offset; });
-  std::vector<DecayRange> runs;
-  auto append = [&runs](int64_t offset, int64_t count, bool decay) {
-    if (count <= 0) return;
-    if (!runs.empty() && runs.back().decay == decay &&
-        runs.back().offset + runs.back().count == offset)
-      runs.back().count += count;
-    else
-      runs.push_back({offset, count, decay});
-  };
-  int64_t at = 0;
-  for (const DecayRange& r : ranges) {
-    if (r.count == 0 || (r.offset + r.count <= at && r.offset < at)) continue;  // a tied weight's
-    DTRAIN_CHECK(r.offset >= at && r.count >= 0 && r.offset + r.count <= size)
-        << "AdamW: decay range [" << r.offset << ", " << r.offset + r.count
-        << ") overlaps another or lies outside the " << size << " parameters";
-    append(at, r.offset - at, true);
-    append(r.offset, r.count, r.decay);
-    at = r.offset + r.count;
-  }
-  append(at, size - at, true);
-  return runs;
-}
+struct AdamWFamily {
+  using Options = AdamWOptions;
+  using Coeffs = adamw::Coeffs;
+  static constexpr const char* kName = "adamw";
+  static constexpr bool kCountsSteps = true;  // the bias corrections' t
+  static constexpr bool kDecoupledDecay = true;
 
-// Calls body(from, shape, hyper) for each run of equal decay within [begin, end): the backend's
-// AdamW ops take one weight decay a call. `hyper` carries lr and the step count t.
-template <typename Body>
-void for_each_decay_run(const std::vector<DecayRange>& runs, const AdamWOptions& o, float lr,
-                        int64_t t, int64_t begin, int64_t end, Body body) {
-  AdamWHyper h{lr, o.beta1, o.beta2, o.eps, 0.0f, t};
-  for (const DecayRange& r : runs) {
-    const int64_t from = std::max(begin, r.offset), to = std::min(end, r.offset + r.count);
-    if (to <= from) continue;
-    h.weight_decay = r.decay ? o.weight_decay : 0.0f;
-    body(from, Shape{to - from}, h);
+  static void check(const Options& o) {
+    DTRAIN_CHECK(o.betas.size() == 2) << "adamw: betas needs two entries";
   }
+  static std::vector<std::string> states(const Options&) { return {"m", "v"}; }
+  static Coeffs coeffs(const Options& o, float lr, int64_t t, bool decay) {
+    return adamw::coeffs(lr, static_cast<float>(o.betas[0]), static_cast<float>(o.betas[1]),
+                         static_cast<float>(o.eps),
+                         decay ? static_cast<float>(o.weight_decay) : 0.0f, t);
+  }
+  // The lerp form follows β1 alone: the same for every step.
+  template <class Run>
+  static void with_rule(const Options& o, Run&& run) {
+    if (adamw::weight_below_half(coeffs(o, 0.0f, 1, false)))
+      run(adamw::Rule<true>{});
+    else
+      run(adamw::Rule<false>{});
+  }
+  static float gradient_decay(const Options&) { return 0.0f; }
+  static std::optional<float> linear_step_decay(const Options&) { return std::nullopt; }
+  static Options without_gradient_decay(Options o) { return o; }  // its decay is decoupled
+};
+
+const config::Schema<AdamWOptions>& adamw_schema() {
+  using namespace config;
+  static const auto s =
+      Schema<AdamWOptions>("adamw")
+          .key("weight_decay", &AdamWOptions::weight_decay, real(Bounds::at_least(0)),
+               "decoupled decay w·(1 − lr·wd) of the parameters of two or more dimensions only "
+               "(not biases, norms' weights)")
+          .key("betas", &AdamWOptions::betas, list_of(real(Bounds::closed_open(0, 1)), 2),
+               "[β1, β2]: the decay rates of the first and second moments")
+          .key("eps", &AdamWOptions::eps, real(Bounds::above(0)),
+               "added to the second moment's root in the denominator");
+  return s;
 }
 
 }  // namespace
 
-AdamW::AdamW(Backend& backend, Tensor parameters, Tensor gradients, const AdamWOptions& options,
-             std::vector<DecayRange> ranges, int64_t trainable_offset)
-    : Optimizer(std::move(parameters), std::move(gradients), trainable_offset),
-      backend_(backend),
-      options_(options),
-      ranges_(cover(std::move(ranges), parameters_.numel())),
-      m_(backend.zeros(parameters_.shape())),
-      v_(backend.zeros(parameters_.shape())) {}
-
-void AdamW::step(float lr, const Tensor& parameters, const Tensor& gradients) {
-  begin_step();
-  step_range(lr, parameters, gradients, 0, parameters_.numel());
+OptimizerEntry adamw_optimizer() {
+  return {.name = "adamw",
+          .summary =
+              "AdamW (Loshchilov and Hutter 2019; torch.optim.AdamW): decoupled weight "
+              "decay, bias-corrected moments",
+          .keys = config::erase(adamw_schema()),
+          .make = rule_factory<AdamWFamily>(),
+          .update_summary =
+              "AdamW update of the trainable parameters (and of its 2 moments per parameter)"};
 }
 
-void AdamW::step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
-                       int64_t count) {
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "AdamW::step_range");
-  if (end <= begin) return;
-  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_range before begin_step";
-  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
-                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
-                       backend_.adamw_step(parameters.slice(from, s), gradients.slice(from, s),
-                                           m_.slice(from, s), v_.slice(from, s), h);
-                     });
-}
-
-void AdamW::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
-                             const Tensor& delta, int64_t offset, int64_t count) {
-  DTRAIN_CHECK(delta.numel() == parameters_.numel()) << "AdamW::step_range_delta: another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "AdamW::step_range_delta");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.copy(delta.slice(begin, s), parameters.slice(begin, s));
-  step_range(lr, parameters, gradients, offset, count);
-  backend_.axpby(1.0f, parameters.slice(begin, s), -1.0f, delta.slice(begin, s));
-}
-
-void AdamW::predict_range(float lr, const Tensor& out, const Tensor& parameters,
-                          const Tensor& gradients, int64_t offset, int64_t count) const {
-  DTRAIN_CHECK(out.numel() == parameters_.numel()) << "AdamW::predict_range into another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "AdamW::predict_range");
-  for_each_decay_run(ranges_, options_, lr, step_ + 1, begin, end,
-                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
-                       backend_.adamw_predict(out.slice(from, s), parameters.slice(from, s),
-                                              gradients.slice(from, s), m_.slice(from, s),
-                                              v_.slice(from, s), h);
-                     });
-}
-
-void AdamW::step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
-                               const Tensor& ghat, const Tensor& out, int64_t offset,
-                               int64_t count) {
-  DTRAIN_CHECK(out.numel() == parameters_.numel() && ghat.numel() == parameters_.numel())
-      << "AdamW::step_predict_range with buffers of another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "AdamW::step_predict_range");
-  if (end <= begin) return;
-  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_predict_range before begin_step";
-  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
-                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
-                       backend_.adamw_step_predict(
-                           parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
-                           v_.slice(from, s), ghat.slice(from, s), out.slice(from, s), h);
-                     });
-}
-
-double AdamW::step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients,
-                             float alpha, const Tensor& other, const Tensor& scratch,
-                             int64_t offset, int64_t count) {
-  DTRAIN_CHECK(other.numel() == parameters_.numel() && scratch.numel() == parameters_.numel())
-      << "AdamW::step_range_dot with buffers of another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "AdamW::step_range_dot");
-  if (end <= begin) return 0;
-  DTRAIN_CHECK(step_ >= 1) << "AdamW::step_range_dot before begin_step";
-  double sum = 0;  // the runs' sums in layout order: fixed by the layout
-  for_each_decay_run(ranges_, options_, lr, step_, begin, end,
-                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
-                       sum += backend_.adamw_step_dot(
-                           parameters.slice(from, s), gradients.slice(from, s), m_.slice(from, s),
-                           v_.slice(from, s), alpha, other.slice(from, s), scratch.slice(from, s),
-                           h);
-                     });
-  return sum;
-}
-
-void AdamW::predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
-                              const GradientSum& ghat, int64_t offset, int64_t count) const {
-  DTRAIN_CHECK(out.numel() == parameters_.numel() && ghat.x.numel() == parameters_.numel() &&
-               ghat.y.numel() == parameters_.numel())
-      << "AdamW::predict_range_sum with buffers of another size";
-  const auto [begin, end] =
-      clipped_range(parameters, ghat.y, offset, count, "AdamW::predict_range_sum");
-  for_each_decay_run(ranges_, options_, lr, step_ + 1, begin, end,
-                     [&](int64_t from, const Shape& s, const AdamWHyper& h) {
-                       backend_.adamw_predict_sum(out.slice(from, s), parameters.slice(from, s),
-                                                  ghat.slice(from, s), m_.slice(from, s),
-                                                  v_.slice(from, s), h);
-                     });
-}
-
-std::vector<std::pair<std::string, Tensor>> AdamW::state_buffers() const {
-  return {{"m", m_}, {"v", v_}};
-}
-
-std::vector<std::pair<std::string, int64_t>> AdamW::counters() const {
-  return {{"step", step_}};
-}
-
-void AdamW::load_counter(const std::string& name, int64_t value) {
-  if (name != "step") return Optimizer::load_counter(name, value);
-  DTRAIN_CHECK(value >= 0) << "AdamW: a step count of " << value;
-  step_ = value;
+std::unique_ptr<Optimizer> make_adamw(Backend& backend, Tensor parameters, Tensor gradients,
+                                      const AdamWOptions& options, std::vector<DecayRange> decay,
+                                      int64_t trainable_offset) {
+  return std::make_unique<RuleOptimizer<AdamWFamily>>(backend, std::move(parameters),
+                                                      std::move(gradients), options,
+                                                      std::move(decay), trainable_offset);
 }
 
 }  // namespace dtrain

@@ -6,8 +6,10 @@
 
 namespace dtrain {
 
-Optimizer::Optimizer(Tensor parameters, Tensor gradients, int64_t trainable_offset)
-    : parameters_(std::move(parameters)),
+Optimizer::Optimizer(Backend& backend, Tensor parameters, Tensor gradients,
+                     int64_t trainable_offset)
+    : backend_(backend),
+      parameters_(std::move(parameters)),
       gradients_(std::move(gradients)),
       trainable_offset_(trainable_offset) {
   DTRAIN_CHECK(parameters_.numel() == gradients_.numel())

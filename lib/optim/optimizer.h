@@ -1,21 +1,27 @@
 // The optimizer as the schedulers see it: an update of the flat parameter buffer from the flat
 // gradient buffer, over the whole trainable range or a contiguous range of it, with the model's
-// own buffers or others of the same layout (a stashed copy, an aggregated gradient); and its
-// state by name, for checkpoints. Sgd and AdamW implement it.
+// own buffers or others of the same layout (a stashed copy, an aggregated gradient); its state by
+// name, for checkpoints; and the capabilities only some algorithms ask for. Each optimizer is a
+// row of the optimizer table (optimizer_table.h); RuleOptimizer (rule_optimizer.h) implements
+// all of this for any element-wise update rule.
 #pragma once
 #include <cstdint>
+#include <memory>    // unique_ptr: fresh()
+#include <optional>  // linear_step_decay
 #include <string>
 #include <utility>  // std::pair: named state
 #include <vector>
 
-#include "backend/ops.h"  // GradientSum
+#include "backend/backend.h"  // Backend
 #include "core/tensor.h"
 
 namespace dtrain {
 
+class WeightPrediction;  // optim/weight_prediction.h
+
 class Optimizer {
  public:
-  Optimizer(Tensor parameters, Tensor gradients, int64_t trainable_offset);
+  Optimizer(Backend& backend, Tensor parameters, Tensor gradients, int64_t trainable_offset);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -26,7 +32,10 @@ class Optimizer {
   // update of every trainable element.
   void step(float lr) { step(lr, parameters_, gradients_); }
   // Same, with other buffers of the model's layout.
-  virtual void step(float lr, const Tensor& parameters, const Tensor& gradients) = 0;
+  void step(float lr, const Tensor& parameters, const Tensor& gradients) {
+    begin_step();
+    step_range(lr, parameters, gradients, 0, parameters_.numel());
+  }
   // A new optimizer step begins (AdamW: its step count t advances). step() calls it; a scheduler
   // that updates the model in ranges (step_range) calls it once before the ranges of one step.
   virtual void begin_step() {}
@@ -37,33 +46,6 @@ class Optimizer {
   }
   virtual void step_range(float lr, const Tensor& parameters, const Tensor& gradients,
                           int64_t offset, int64_t count) = 0;
-  // step_range that also writes the change it made to [offset, offset + count), new − old, into
-  // the same range of `delta` (SAPipe's Δ), the step itself bit for bit step_range's.
-  virtual void step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
-                                const Tensor& delta, int64_t offset, int64_t count) = 0;
-  // Weight prediction (SAPipe): the weights the next step — the one begin_step would begin —
-  // would produce on [offset, offset + count) from `parameters` with `gradients`, written to
-  // the same range of `out`; the parameters and the optimizer's state stay as they are. It is
-  // the step's own arithmetic, so a prediction equals the step it predicts bit for bit.
-  virtual void predict_range(float lr, const Tensor& out, const Tensor& parameters,
-                             const Tensor& gradients, int64_t offset, int64_t count) const = 0;
-  // step_range (part of the step begun last), then predict_range of the step after it from the
-  // new weights and state with `ghat`, in one pass.
-  virtual void step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
-                                  const Tensor& ghat, const Tensor& out, int64_t offset,
-                                  int64_t count) = 0;
-
-  // SAPipe's wp3 stale step in one pass: step_range with `gradients`, then on the same range
-  // gradients ← gradients + α·other and the returned Σ gᵢ·Δᵢ of those with the step's change
-  // Δ = new − old (its delay compensation's gᵀΔ), summed in an order fixed by the layout. A
-  // backend without the fused kernel writes Δ to `scratch` (the model's size).
-  virtual double step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients,
-                                float alpha, const Tensor& other, const Tensor& scratch,
-                                int64_t offset, int64_t count) = 0;
-  // predict_range with the gradient α·x + β·y formed in the pass (GradientSum, the model's size);
-  // a backend without the fused kernel writes it into `ghat.y` first.
-  virtual void predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
-                                 const GradientSum& ghat, int64_t offset, int64_t count) const = 0;
 
   // The state a resumed run needs, by name: flat buffers (SGD's momentum, AdamW's moments) and
   // counters (AdamW's step count). load_counter restores a counter that counters() named.
@@ -71,9 +53,27 @@ class Optimizer {
   virtual std::vector<std::pair<std::string, int64_t>> counters() const { return {}; }
   virtual void load_counter(const std::string& name, int64_t value);
 
+  // ---- capabilities (optional: an algorithm that needs one asks, and says what it lacks) ----
+  // Weight prediction (SAPipe): the next step's weights without taking it; null when this
+  // optimizer cannot predict its step.
+  virtual WeightPrediction* prediction() { return nullptr; }
+  // The L2 penalty λ the step adds to the gradient (SGD's weight decay: g + λ·w), 0 where decay
+  // is decoupled or absent. HPSGD's replica accumulates it with the gradient it communicates.
+  virtual float gradient_decay() const { return 0.0f; }
+  // λ where a step is w ← w − lr·(g + λ·w) with no state (plain SGD): steps of this form add up,
+  // so that HPSGD keeps Σ(g + λw) in the replica's own pass (sgd.h: sgd_step_accumulate);
+  // nullopt for any other update.
+  virtual std::optional<float> linear_step_decay() const { return std::nullopt; }
+  // A new optimizer of this kind and options over other buffers of the model's layout, with a
+  // state of its own (zero); without gradient_decay() when `gradient_decay` is false (HPSGD's
+  // global model steps with sums that already hold it).
+  virtual std::unique_ptr<Optimizer> fresh(Tensor parameters, Tensor gradients,
+                                           bool gradient_decay) const = 0;
+
   int64_t trainable_offset() const { return trainable_offset_; }
   const Tensor& parameters() const { return parameters_; }
   const Tensor& gradients() const { return gradients_; }
+  Backend& backend() const { return backend_; }
 
  protected:
   // [begin, end) of the buffers a call on [offset, offset + count) updates (empty: begin >= end);
@@ -81,6 +81,7 @@ class Optimizer {
   std::pair<int64_t, int64_t> clipped_range(const Tensor& parameters, const Tensor& gradients,
                                             int64_t offset, int64_t count, const char* what) const;
 
+  Backend& backend_;
   Tensor parameters_, gradients_;
   int64_t trainable_offset_;
 };

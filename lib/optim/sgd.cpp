@@ -1,103 +1,102 @@
+// The `sgd` row: SGD as an element rule (sgd_rule.h), one variant per kind of momentum.
 #include "optim/sgd.h"
 
-#include "core/error.h"
+#include <fmt/format.h>  // fmt::format: the Nesterov rule's message
+
+#include "optim/optimizer_table.h"  // OptimizerEntry
+#include "optim/rule_optimizer.h"   // RuleOptimizer, rule_factory, run_pass
+#include "optim/sgd_rule.h"
 
 namespace dtrain {
+namespace {
 
-Sgd::Sgd(Backend& backend, Tensor parameters, Tensor gradients, const SgdOptions& options,
-         int64_t trainable_offset)
-    : Optimizer(std::move(parameters), std::move(gradients), trainable_offset),
-      backend_(backend),
-      options_(options) {
-  DTRAIN_CHECK(!options_.nesterov || (options_.momentum > 0 && options_.dampening == 0))
-      << "Nesterov momentum needs momentum > 0 and dampening = 0";
-  if (options_.momentum != 0.0f) momentum_ = backend_.zeros(parameters_.shape());
+struct SgdFamily {
+  using Options = SgdOptions;
+  using Coeffs = sgd::Coeffs;
+  static constexpr const char* kName = "sgd";
+  static constexpr bool kCountsSteps = false;
+  static constexpr bool kDecoupledDecay = false;
+
+  static void check(const Options& o) {
+    DTRAIN_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0))
+        << "Nesterov momentum needs momentum > 0 and dampening = 0";
+  }
+  static std::vector<std::string> states(const Options& o) {
+    if (o.momentum == 0) return {};
+    return {"momentum"};  // the checkpoint's optimizer.momentum
+  }
+  template <class Run>
+  static void with_rule(const Options& o, Run&& run) {
+    sgd::with_kind(sgd::kind_of(static_cast<float>(o.momentum), o.nesterov),
+                   [&](auto kind) { run(sgd::Rule<decltype(kind)::value>{}); });
+  }
+  static Coeffs coeffs(const Options& o, float lr, int64_t, bool) {
+    return sgd::coeffs(lr, static_cast<float>(o.momentum), static_cast<float>(o.dampening),
+                       static_cast<float>(o.weight_decay));
+  }
+  static float gradient_decay(const Options& o) { return static_cast<float>(o.weight_decay); }
+  static std::optional<float> linear_step_decay(const Options& o) {
+    if (o.momentum != 0) return std::nullopt;
+    return static_cast<float>(o.weight_decay);
+  }
+  static Options without_gradient_decay(Options o) {
+    o.weight_decay = 0;
+    return o;
+  }
+};
+
+const config::Schema<SgdOptions>& sgd_schema() {
+  using namespace config;
+  static const auto s =
+      Schema<SgdOptions>("sgd")
+          .key("momentum", &SgdOptions::momentum, real(Bounds::closed_open(0, 1)),
+               "heavy-ball momentum (PyTorch semantics)")
+          .key("dampening", &SgdOptions::dampening, real(Bounds::closed_open(0, 1)),
+               "momentum dampening")
+          .key("weight_decay", &SgdOptions::weight_decay, real(Bounds::at_least(0)),
+               "L2 penalty wd·w added to the gradient of every parameter")
+          .key("nesterov", &SgdOptions::nesterov, boolean(),
+               "Nesterov momentum (needs momentum > 0, dampening 0)");
+  return s;
 }
 
-std::vector<std::pair<std::string, Tensor>> Sgd::state_buffers() const {
-  if (!momentum_.defined()) return {};
-  return {{"momentum", momentum_}};
+// Nesterov's look-ahead is defined for undampened momentum only (as in PyTorch's SGD). A
+// momentum or dampening that is wrong by itself is reported once, not again here.
+void check_sgd(const std::any& options, config::Reader& r, const std::string& section) {
+  const auto& o = std::any_cast<const SgdOptions&>(options);
+  const std::string momentum = section + ".momentum", dampening = section + ".dampening";
+  if (o.nesterov && !r.has_problem(momentum) && !r.has_problem(dampening) &&
+      (o.momentum <= 0 || o.dampening != 0))
+    r.add(section + ".nesterov",
+          fmt::format("needs momentum > 0 and dampening 0, got momentum {} and dampening {}",
+                      o.momentum, o.dampening));
 }
 
-void Sgd::step(float lr, const Tensor& parameters, const Tensor& gradients) {
-  DTRAIN_CHECK(parameters.numel() == parameters_.numel() &&
-               gradients.numel() == parameters_.numel())
-      << "Sgd::step with buffers of another size";
-  const int64_t n = parameters_.numel() - trainable_offset_;
-  if (n == 0) return;
-  const Shape s{n};
-  backend_.sgd_step(parameters.slice(trainable_offset_, s), gradients.slice(trainable_offset_, s),
-                    momentum_part(trainable_offset_, s), hyper(lr));
+}  // namespace
+
+OptimizerEntry sgd_optimizer() {
+  return {.name = "sgd",
+          .summary = "SGD with momentum, dampening, weight decay and Nesterov (torch.optim.SGD)",
+          .keys = config::erase(sgd_schema()),
+          .make = rule_factory<SgdFamily>(),
+          .update_summary = "SGD update of the trainable parameters",
+          .check = check_sgd};
 }
 
-void Sgd::step_range(float lr, const Tensor& parameters, const Tensor& gradients, int64_t offset,
-                     int64_t count) {
-  const auto [begin, end] = clipped_range(parameters, gradients, offset, count, "Sgd::step_range");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.sgd_step(parameters.slice(begin, s), gradients.slice(begin, s), momentum_part(begin, s),
-                    hyper(lr));
+std::unique_ptr<Optimizer> make_sgd(Backend& backend, Tensor parameters, Tensor gradients,
+                                    const SgdOptions& options, int64_t trainable_offset) {
+  return std::make_unique<RuleOptimizer<SgdFamily>>(backend, std::move(parameters),
+                                                    std::move(gradients), options,
+                                                    std::vector<DecayRange>{}, trainable_offset);
 }
 
-void Sgd::step_range_delta(float lr, const Tensor& parameters, const Tensor& gradients,
-                           const Tensor& delta, int64_t offset, int64_t count) {
-  DTRAIN_CHECK(delta.numel() == parameters_.numel()) << "Sgd::step_range_delta: another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "Sgd::step_range_delta");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.sgd_step_delta(parameters.slice(begin, s), gradients.slice(begin, s),
-                          momentum_part(begin, s), delta.slice(begin, s), hyper(lr));
-}
-
-void Sgd::predict_range(float lr, const Tensor& out, const Tensor& parameters,
-                        const Tensor& gradients, int64_t offset, int64_t count) const {
-  DTRAIN_CHECK(out.numel() == parameters_.numel()) << "Sgd::predict_range into another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "Sgd::predict_range");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.sgd_predict(out.slice(begin, s), parameters.slice(begin, s), gradients.slice(begin, s),
-                       momentum_part(begin, s), hyper(lr));
-}
-
-void Sgd::step_predict_range(float lr, const Tensor& parameters, const Tensor& gradients,
-                             const Tensor& ghat, const Tensor& out, int64_t offset, int64_t count) {
-  DTRAIN_CHECK(ghat.numel() == parameters_.numel() && out.numel() == parameters_.numel())
-      << "Sgd::step_predict_range: another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "Sgd::step_predict_range");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.sgd_step_predict(parameters.slice(begin, s), gradients.slice(begin, s),
-                            momentum_part(begin, s), ghat.slice(begin, s), out.slice(begin, s),
-                            hyper(lr));
-}
-
-double Sgd::step_range_dot(float lr, const Tensor& parameters, const Tensor& gradients, float alpha,
-                           const Tensor& other, const Tensor& scratch, int64_t offset,
-                           int64_t count) {
-  DTRAIN_CHECK(other.numel() == parameters_.numel() && scratch.numel() == parameters_.numel())
-      << "Sgd::step_range_dot: another size";
-  const auto [begin, end] =
-      clipped_range(parameters, gradients, offset, count, "Sgd::step_range_dot");
-  if (end <= begin) return 0;
-  const Shape s{end - begin};
-  return backend_.sgd_step_dot(parameters.slice(begin, s), gradients.slice(begin, s),
-                               momentum_part(begin, s), alpha, other.slice(begin, s),
-                               scratch.slice(begin, s), hyper(lr));
-}
-
-void Sgd::predict_range_sum(float lr, const Tensor& out, const Tensor& parameters,
-                            const GradientSum& ghat, int64_t offset, int64_t count) const {
-  DTRAIN_CHECK(out.numel() == parameters_.numel() && ghat.y.numel() == parameters_.numel())
-      << "Sgd::predict_range_sum: another size";
-  const auto [begin, end] =
-      clipped_range(parameters, ghat.x, offset, count, "Sgd::predict_range_sum");
-  if (end <= begin) return;
-  const Shape s{end - begin};
-  backend_.sgd_predict_sum(out.slice(begin, s), parameters.slice(begin, s), ghat.slice(begin, s),
-                           momentum_part(begin, s), hyper(lr));
+void sgd_step_accumulate(Backend& backend, const Tensor& weights, const Tensor& gradients,
+                         const Tensor& sum, float lr, float weight_decay, bool add) {
+  // A pass for each flag pair, so that the branches stay out of its loop.
+  sgd::with_accumulate_flags(weight_decay, add, [&](auto decay, auto keep_adding) {
+    using Pass = sgd::AccumulatePass<decltype(decay)::value, decltype(keep_adding)::value>;
+    run_pass(backend, Pass{lr, weight_decay}, {weights, gradients, sum});
+  });
 }
 
 }  // namespace dtrain

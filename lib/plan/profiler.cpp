@@ -325,6 +325,8 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
 
 UpdatePasses profile_update_passes(Model& model, Optimizer& optimizer, Loader& loader, int world,
                                    int reps) {
+  WeightPrediction* prediction = optimizer.prediction();
+  if (!prediction) return {};  // SAPipe runs no such pass with this optimizer
   Backend& backend = model.backend();
   const int64_t offset = model.trainable_offset(), count = model.num_parameters() - offset;
   const Tensor &params = model.parameters(), &grads = model.gradients();
@@ -353,19 +355,20 @@ UpdatePasses profile_update_passes(Model& model, Optimizer& optimizer, Loader& l
     };
     // wp3's two passes first, in the order and state training runs them.
     optimizer.begin_step();
-    timed(dot,
-          [&] { optimizer.step_range_dot(kLr, params, grads, -share, own, delta, offset, count); });
+    timed(dot, [&] {
+      prediction->step_range_dot(kLr, params, grads, -share, own, delta, offset, count);
+    });
     timed(sum, [&] {
-      optimizer.predict_range_sum(kLr, out, params, GradientSum{share, own, 1.0f, grads}, offset,
-                                  count);
+      prediction->predict_range_sum(kLr, out, params, GradientSum{share, own, 1.0f, grads}, offset,
+                                    count);
     });
     optimizer.begin_step();
     timed(step_predict,
-          [&] { optimizer.step_predict_range(kLr, params, grads, grads, out, offset, count); });
+          [&] { prediction->step_predict_range(kLr, params, grads, grads, out, offset, count); });
     optimizer.begin_step();
     timed(step_delta,
-          [&] { optimizer.step_range_delta(kLr, params, grads, delta, offset, count); });
-    timed(predict, [&] { optimizer.predict_range(kLr, out, params, grads, offset, count); });
+          [&] { prediction->step_range_delta(kLr, params, grads, delta, offset, count); });
+    timed(predict, [&] { prediction->predict_range(kLr, out, params, grads, offset, count); });
   }
   return {median(dot), median(sum), median(step_predict), median(step_delta), median(predict)};
 }

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "data/loader.h"        // Loader: the batches, as training gets them
-#include "nn/model.h"           // Model
-#include "optim/optimizer.h"    // Optimizer: the update step
-#include "plan/stale_layers.h"  // LayerCost
-#include "plan/timing_model.h"  // CodecCost
+#include "data/loader.h"              // Loader: the batches, as training gets them
+#include "nn/model.h"                 // Model
+#include "optim/optimizer.h"          // Optimizer: the update step
+#include "optim/weight_prediction.h"  // WeightPrediction: SAPipe's passes
+#include "plan/stale_layers.h"        // LayerCost
+#include "plan/timing_model.h"        // CodecCost
 
 namespace dtrain {
 
@@ -43,7 +44,8 @@ ComputeTimes profile_compute(Model& model, Optimizer& optimizer, Loader& loader,
 
 // SAPipe's passes over its stale prefix (TimingInputs::l_step_dot ...), each timed over the whole
 // trainable range with `optimizer`, right after a forward and backward as in training (the
-// buffers as cold as there); medians of `reps` after one untimed round.
+// buffers as cold as there); medians of `reps` after one untimed round. Zeros where the optimizer
+// cannot predict its step (Optimizer::prediction: SAPipe then runs none of them).
 struct UpdatePasses {
   double step_dot_s = 0, predict_sum_s = 0, step_predict_s = 0, step_delta_s = 0, predict_s = 0;
 };

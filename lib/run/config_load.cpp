@@ -124,7 +124,7 @@ std::string to_table(const ExperimentConfig& config) {
 }
 
 std::string config_reference() {
-  return algorithms_markdown() + "\n" + model_markdown() + "\n" +
+  return algorithms_markdown() + "\n" + optimizers_markdown() + "\n" + model_markdown() + "\n" +
          config::reference_markdown(experiment_schema().reference(""));
 }
 

@@ -170,29 +170,10 @@ const Schema<ScheduleConfig>& schedule_schema() {
 const Schema<OptimizerConfig>& optimizer_schema() {
   static const auto s =
       Schema<OptimizerConfig>("optimizer")
-          .key("name", &OptimizerConfig::name, choice({"sgd", "adamw"}),
-               "the optimizer: SGD, or AdamW (torch.optim.AdamW)")
+          .key("name", &OptimizerConfig::name, choice(optimizer_names()),
+               "the optimizer (the table of optimizers above); its own keys follow lr")
           .key("lr", &OptimizerConfig::lr, real(Bounds::above(0)), "learning rate")
-          .key("momentum", &OptimizerConfig::momentum, real(Bounds::closed_open(0, 1)),
-               "heavy-ball momentum (PyTorch semantics)")
-          .only_for("name", {"sgd"})
-          .key("dampening", &OptimizerConfig::dampening, real(Bounds::closed_open(0, 1)),
-               "momentum dampening")
-          .only_for("name", {"sgd"})
-          .key("weight_decay", &OptimizerConfig::weight_decay, real(Bounds::at_least(0)),
-               "sgd: L2 penalty added to the gradient; adamw: decoupled decay w·(1 − lr·wd) of "
-               "the parameters of two or more dimensions only (not biases, norms' weights)")
-          .fallback([](OptimizerConfig& o) { o.weight_decay = o.name == "adamw" ? 0.01 : 0.0; },
-                    "0 (sgd), 0.01 (adamw): PyTorch's defaults")
-          .key("nesterov", &OptimizerConfig::nesterov, boolean(),
-               "Nesterov momentum (needs momentum > 0, dampening 0)")
-          .only_for("name", {"sgd"})
-          .key("betas", &OptimizerConfig::betas, list_of(real(Bounds::closed_open(0, 1)), 2),
-               "[β1, β2]: the decay rates of the first and second moments")
-          .only_for("name", {"adamw"})
-          .key("eps", &OptimizerConfig::eps, real(Bounds::above(0)),
-               "added to the second moment's root in the denominator")
-          .only_for("name", {"adamw"})
+          .row_keys("name", &OptimizerConfig::options, optimizer_row_keys)
           .key("clip_grad_norm", &OptimizerConfig::clip_grad_norm, real(Bounds::at_least(0)),
                "clip the whole model's gradient to this global L2 norm before each step, as "
                "torch.nn.utils.clip_grad_norm_ (0: off)")
@@ -366,7 +347,7 @@ const Schema<ExperimentConfig>& experiment_schema() {
           .section("compression", &ExperimentConfig::compression, compression_schema(),
                    "the gradient codec")
           .section("optimizer", &ExperimentConfig::optimizer, optimizer_schema(),
-                   "SGD or AdamW, gradient clipping and the learning-rate schedule")
+                   "the optimizer and its keys, gradient clipping and the learning-rate schedule")
           .section("train", &ExperimentConfig::train, train_schema(),
                    "how long, and how often to evaluate")
           .section("output", &ExperimentConfig::output, output_schema(), "where the results go")

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "config/units.h"     // Rate, Duration
-#include "sched/algorithm.h"  // AlgorithmConfig: the chosen algorithm and its own keys
+#include "config/units.h"           // Rate, Duration
+#include "optim/optimizer_table.h"  // OptimizerChoice: the chosen optimizer and its own keys
+#include "sched/algorithm.h"        // AlgorithmConfig: the chosen algorithm and its own keys
 
 namespace dtrain {
 
@@ -58,9 +59,9 @@ struct StragglerConfig {
 };
 
 struct ClusterConfig {
-  std::string device = "auto";  // cpu | cuda | auto
-  std::string comm = "auto";    // GPU gradients: auto | nccl | mpi (host staging)
-  bool tf32 = false;            // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
+  std::string device = "auto";     // cpu | cuda | auto
+  std::string comm = "auto";       // GPU gradients: auto | nccl | mpi (host staging)
+  bool tf32 = false;               // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
   std::string precision = "fp32";  // fp32 | bf16: mixed precision as PyTorch's autocast
   int threads_per_rank = 1;
   std::optional<LinkConfig> link;  // absent: real network speed
@@ -94,17 +95,12 @@ struct ScheduleConfig {
   bool operator==(const ScheduleConfig&) const = default;
 };
 
-struct OptimizerConfig {
-  std::string name = "sgd";  // sgd | adamw
+// optimizer: the chosen optimizer and its own keys (OptimizerChoice: a row of the optimizer
+// table), and the keys every optimizer shares.
+struct OptimizerConfig : OptimizerChoice {
   double lr = 0.1;
-  double momentum = 0.9;    // sgd
-  double dampening = 0;     // sgd
-  double weight_decay = 0;  // sgd: 0; adamw: 0.01 (config_schema.cpp's fallback), PyTorch's
-  bool nesterov = false;    // sgd
-  std::vector<double> betas{0.9, 0.999};  // adamw: the moments' decay rates
-  double eps = 1e-8;                      // adamw
-  double clip_grad_norm = 0;              // the whole gradient's L2 norm is clipped to this; 0: off
-  int freeze_layers = 0;                  // the first N layers that have parameters stay fixed
+  double clip_grad_norm = 0;  // the whole gradient's L2 norm is clipped to this; 0: off
+  int freeze_layers = 0;      // the first N layers that have parameters stay fixed
   ScheduleConfig schedule;
 
   bool operator==(const OptimizerConfig&) const = default;

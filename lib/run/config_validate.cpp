@@ -52,14 +52,8 @@ void check_stragglers(const ClusterConfig& c, Reader& r) {
   }
 }
 
+// The schedule's rules (an optimizer's own keys are judged by its row: optimizer_table.h).
 void check_optimizer(const OptimizerConfig& o, Reader& r) {
-  // Nesterov's look-ahead is defined for undampened momentum only (as in PyTorch's SGD).
-  if (o.nesterov && !r.has_problem("optimizer.momentum") && !r.has_problem("optimizer.dampening") &&
-      (o.momentum <= 0 || o.dampening != 0))
-    r.add("optimizer.nesterov",
-          fmt::format("needs momentum > 0 and dampening 0, got momentum {} and dampening {}",
-                      o.momentum, o.dampening));
-
   const ScheduleConfig& s = o.schedule;
   const std::string milestones = "optimizer.schedule.milestones";
   if (!r.has_problem(milestones)) {
@@ -110,14 +104,6 @@ void check_algorithm(const ExperimentConfig& c, Reader& r) {
   const AlgorithmEntry* algorithm = find_algorithm(c.algorithm.name);
   if (!algorithm) return;
   const OptimizerConfig& o = c.optimizer;
-  const auto& works_with = algorithm->optimizers;
-  if (!r.has_problem("optimizer.name") &&
-      std::find(works_with.begin(), works_with.end(), o.name) == works_with.end()) {
-    r.add("optimizer.name",
-          fmt::format("algorithm {} updates with {} only: {} with {} comes with a later version",
-                      algorithm->name, fmt::join(works_with, " or "), o.name, algorithm->name));
-    return;  // its own rules judge the optimizer it is written for
-  }
   if (o.clip_grad_norm > 0 && !algorithm->clips_gradients &&
       !r.has_problem("optimizer.clip_grad_norm"))
     r.add("optimizer.clip_grad_norm",
@@ -126,11 +112,8 @@ void check_algorithm(const ExperimentConfig& c, Reader& r) {
                       algorithm->name));
   check_accumulation(c, *algorithm, r);
   if (algorithm->check)
-    algorithm->check(
-        c.algorithm,
-        CheckedSettings{
-            .momentum = o.momentum, .optimizer = o.name, .clip_grad_norm = o.clip_grad_norm},
-        r);
+    algorithm->check(c.algorithm,
+                     CheckedSettings{.optimizer = o.name, .clip_grad_norm = o.clip_grad_norm}, r);
 }
 
 // Settings that are valid but will have no effect here.

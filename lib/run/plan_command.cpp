@@ -251,7 +251,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   for (int rank = 0; rank < p; ++rank) in.rank_slowdown.push_back(compute_slowdown(config, rank));
   in.l_up = compute.update_s * r.crowding;
   in.optimizer_states = static_cast<int>(run->optimizer->state_buffers().size());
-  in.gradient_decay = config.optimizer.name == "sgd" && config.optimizer.weight_decay != 0;
+  in.gradient_decay = run->optimizer->gradient_decay() != 0;
   in.l_step_dot = passes.step_dot_s * r.crowding;
   in.l_predict_sum = passes.predict_sum_s * r.crowding;
   in.l_step_predict = passes.step_predict_s * r.crowding;
@@ -327,11 +327,8 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
   };
   line("l_for", ms(in.l_for), "ms", fmt::format("forward of {} samples", local));
   line("l_back", ms(in.l_back), "ms", "backward");
-  // Measured with the run's optimizer: AdamW's step also reads and writes its two moments.
-  line("l_up", ms(in.l_up), "ms",
-       config.optimizer.name == "adamw"
-           ? "AdamW update of the trainable parameters (and of its 2 moments per parameter)"
-           : "SGD update of the trainable parameters");
+  // Measured with the run's optimizer (AdamW's step also reads and writes its two moments).
+  line("l_up", ms(in.l_up), "ms", config.optimizer.entry().update_summary);
   line("l_wp3", ms(in.l_step_dot + in.l_predict_sum), "ms",
        fmt::format("SAPipe's wp3 passes over all n: its step summing g'Dx {} + its prediction "
                    "forming g^ {} (others: step+prediction {}, step+change {}, prediction {})",

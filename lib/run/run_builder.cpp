@@ -30,7 +30,7 @@ ModelSource source_of(const Run& run, const ModelInput& input) {
   return {c.model,
           input,
           c.seed,
-          optimizer_source(c),
+          c.optimizer,
           c.dataset.batch_size,
           static_cast<int64_t>(run.train_set->size()),
           static_cast<int64_t>(run.test_set->size()),

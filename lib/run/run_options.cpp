@@ -74,28 +74,8 @@ std::string nearest_batches(int64_t batch, int ranks) {
   return std::to_string(below) + " or " + std::to_string(above);
 }
 
-SgdOptions sgd_options(const ExperimentConfig& c) {
-  const OptimizerConfig& o = c.optimizer;
-  return SgdOptions{static_cast<float>(o.momentum), static_cast<float>(o.dampening),
-                    static_cast<float>(o.weight_decay), o.nesterov};
-}
-
-AdamWOptions adamw_options(const ExperimentConfig& c) {
-  const OptimizerConfig& o = c.optimizer;
-  return AdamWOptions{static_cast<float>(o.betas.at(0)), static_cast<float>(o.betas.at(1)),
-                      static_cast<float>(o.eps), static_cast<float>(o.weight_decay)};
-}
-
-OptimizerSource optimizer_source(const ExperimentConfig& c) {
-  return {c.optimizer.name, sgd_options(c), adamw_options(c)};
-}
-
-std::vector<DecayRange> decay_ranges(const Model& model) {
-  return decay_ranges(model.weight_slots());
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& model) {
-  return make_optimizer(optimizer_source(c), model.backend(), model.parameters(), model.gradients(),
+  return make_optimizer(c.optimizer, model.backend(), model.parameters(), model.gradients(),
                         model.weight_slots(), model.trainable_offset());
 }
 

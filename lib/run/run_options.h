@@ -10,12 +10,10 @@
 #include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
 #include "nn/model.h"           // Model: optimizer.freeze_layers
-#include "optim/adamw.h"        // AdamWOptions, DecayRange
 #include "optim/lr_schedule.h"  // LrScheduleOptions
 #include "optim/optimizer.h"    // Optimizer
-#include "optim/sgd.h"          // SgdOptions
 #include "run/config.h"         // ExperimentConfig
-#include "sched/scheduler.h"    // OptimizerSource, make_optimizer
+#include "sched/scheduler.h"    // make_optimizer
 
 namespace dtrain {
 
@@ -28,13 +26,6 @@ DatasetOptions dataset_options(const ExperimentConfig& c);
 // This rank's share of the global batches among `world` data-parallel ranks.
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);
 LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);
-SgdOptions sgd_options(const ExperimentConfig& c);
-AdamWOptions adamw_options(const ExperimentConfig& c);
-// optimizer.name with its options: what an optimizer over the model or a part of it is made of.
-OptimizerSource optimizer_source(const ExperimentConfig& c);
-// AdamW's weight decay per parameter tensor of `model`: tensors of two or more dimensions decay,
-// biases, norms' weights and other 1-D tensors do not (nanoGPT's configure_optimizers).
-std::vector<DecayRange> decay_ranges(const Model& model);
 // optimizer.name's optimizer over `model`'s flat buffers (its frozen prefix excluded).
 std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& model);
 // The multiples of `ranks` nearest to `batch` ("64 or 72", "8"): the fix of a global batch that

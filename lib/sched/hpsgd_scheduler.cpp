@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "optim/adamw.h"  // AdamW: w's optimizer when the run's is AdamW
-#include "optim/clip.h"   // clip_coefficient: the replica's local gradient
+#include "optim/clip.h"  // clip_coefficient: the replica's local gradient
+#include "optim/sgd.h"   // sgd_step_accumulate: the replica's plain steps
 
 namespace dtrain {
 
@@ -90,21 +90,6 @@ Tensor model_sized_zeros(Model& model) {
   return model.backend().zeros({model.num_parameters()});
 }
 
-// w's own optimizer, stepping `w` with the rounds' sums `b`: the run's optimizer's kind and
-// options, with a state of its own. SGD's weight decay is part of ĝ (added at the replica), so
-// the merge's SGD has none; AdamW's decay is decoupled and applies to w at the merge.
-std::unique_ptr<Optimizer> merge_optimizer(const Optimizer& run, Backend& backend, const Tensor& w,
-                                           const Tensor& b, int64_t trainable_offset) {
-  if (const auto* adamw = dynamic_cast<const AdamW*>(&run))
-    return std::make_unique<AdamW>(backend, w, b, adamw->options(), adamw->ranges(),
-                                   trainable_offset);
-  const auto* sgd = dynamic_cast<const Sgd*>(&run);
-  DTRAIN_CHECK(sgd != nullptr) << "hpsgd: no merge for optimizer " << run.name();
-  SgdOptions o = sgd->options();
-  o.weight_decay = 0;
-  return std::make_unique<Sgd>(backend, w, b, o, trainable_offset);
-}
-
 }  // namespace
 
 AlgorithmEntry hpsgd_algorithm() {
@@ -135,8 +120,7 @@ AlgorithmEntry hpsgd_algorithm() {
 HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options)
     : Scheduler(std::move(ctx)),
       period_(options.sync_period.is("auto") ? 0 : options.sync_period.value),
-      plain_(ctx_.model.backend(), ctx_.model.parameters(), ctx_.model.gradients(),
-             SgdOptions{0.0f, 0.0f, 0.0f, false}, ctx_.model.trainable_offset()) {
+      linear_decay_(ctx_.optimizer.linear_step_decay()) {
   DTRAIN_INPUT_CHECK(options.sync_period.is("auto") || period_ >= 1)
       << "algorithm.sync_period: must be auto or >= 1, got " << period_;
   if (ctx_.comm.size() == 1) return;  // one rank: the optimizer's steps, nothing to synchronise
@@ -145,9 +129,10 @@ HpsgdScheduler::HpsgdScheduler(SchedulerContext ctx, const HpsgdOptions& options
   a_ = model_sized_zeros(model);
   b_ = model_sized_zeros(model);
   model.backend().copy(w_, model.parameters());
-  const auto* sgd = dynamic_cast<const Sgd*>(&ctx_.optimizer);
-  if (!sgd || sgd->options().momentum != 0.0f)
-    merge_ = merge_optimizer(ctx_.optimizer, model.backend(), w_, b_, model.trainable_offset());
+  // w's own optimizer, stepping w with the rounds' sums b: the run's optimizer's kind and
+  // options, with a state of its own. A decay added to the gradient is part of ĝ (added at the
+  // replica), so the merge's has none; a decoupled decay applies to w at the merge.
+  merge_ = ctx_.optimizer.fresh(w_, b_, /*gradient_decay=*/false);
   allreducer_ = std::make_unique<GradientAllreducer>(
       ctx_.comm, ctx_.compression, trainable_part(w_).numel(), gradient_placement());
 }
@@ -201,11 +186,11 @@ void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases, bool step) {
     const double coefficient = clip_coefficient(norm, ctx_.clip_grad_norm);
     if (coefficient < 1.0) backend.scale(g, static_cast<float>(coefficient));
   }
-  if (!merge_) {
+  if (linear_decay_) {
     // The model's gradient is ĝ / ranks (less the decay): a ← a + ĝ / ranks (a ← ĝ / ranks,
     // the first since the last round) and r ← r − μĝ, in one pass.
-    backend.sgd_step_accumulate(r, g, trainable_part(a_), lr * ranks,
-                                sgd().options().weight_decay / ranks, accumulated_++ > 0);
+    sgd_step_accumulate(backend, r, g, trainable_part(a_), lr * ranks, *linear_decay_ / ranks,
+                        accumulated_++ > 0);
     return;
   }
   const Tensor a = trainable_part(a_);
@@ -213,10 +198,10 @@ void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases, bool step) {
     backend.axpy(1.0f, g, a);
   else
     backend.copy(a, g);
-  // SGD's weight decay is part of ĝ (the replica's step adds λr itself): a gets λr / ranks.
-  if (const auto* sgd = dynamic_cast<const Sgd*>(&ctx_.optimizer);
-      sgd && sgd->options().weight_decay != 0.0f)
-    backend.axpy(sgd->options().weight_decay / ranks, r, a);
+  // A decay added to the gradient (SGD's) is part of ĝ (the replica's step adds λr itself): a
+  // gets λr / ranks.
+  if (const float decay = ctx_.optimizer.gradient_decay(); decay != 0.0f)
+    backend.axpy(decay / ranks, r, a);
   if (!step) return;        // r ← w follows: the replica's step would be dropped
   backend.scale(g, ranks);  // ĝ, the unit of w's state
   ctx_.optimizer.step(lr);
@@ -225,7 +210,7 @@ void HpsgdScheduler::train_replica(float lr, PhaseTimes& phases, bool step) {
 void HpsgdScheduler::restart_replica() {
   Backend& backend = ctx_.model.backend();
   backend.copy(trainable_part(ctx_.model.parameters()), trainable_part(w_));  // r ← w
-  if (!merge_) return;
+  if (linear_decay_) return;                                                  // no state
   // The replica continues from w's optimizer state; what its own steps put in is dropped.
   const auto global = merge_->state_buffers();
   const auto replica = ctx_.optimizer.state_buffers();
@@ -242,8 +227,8 @@ void HpsgdScheduler::merge_round(float lr, PhaseTimes& phases) {
   }
   PhaseTimer timer(phases, Phase::update);
   sum_pending_ = false;
-  if (!merge_) {
-    plain_.step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
+  if (linear_decay_) {
+    merge_->step(lr, w_, b_);  // w ← w − μ·b (b: the sum of the ranks' ĝ / ranks)
     return;
   }
   // The round's k iterations are k steps of w's optimizer, each with the round's mean gradient

@@ -26,11 +26,11 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>  // the linear step's decay
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
 #include "config/kinds.h"              // WordOr
 #include "optim/optimizer.h"           // Optimizer: the merge's and the replica's steps
-#include "optim/sgd.h"                 // Sgd: the plain steps of w and r
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/scheduler.h"           // Scheduler
 
@@ -93,9 +93,11 @@ class HpsgdScheduler final : public Scheduler {
   Tensor w_;    // the global model (model layout; identical on every rank)
   Tensor a_;    // gradients accumulated since the last round started
   Tensor b_;    // the round in flight: a's sum over the ranks, in place
-  Sgd plain_;   // momentum- and decay-free steps (weight decay is part of ĝ)
-  // SGD with momentum or AdamW: w's optimizer (its state is the global model's), stepping w
-  // with b; the replica steps with ctx_.optimizer. Null for plain SGD.
+  // λ where the run's optimizer steps linearly (plain SGD: Optimizer::linear_step_decay): the
+  // replica then keeps Σĝ in its step's pass and w takes one step of the round's sum.
+  std::optional<float> linear_decay_;
+  // w's optimizer (its state is the global model's), stepping w with b; the replica steps with
+  // ctx_.optimizer. Null on one rank.
   std::unique_ptr<Optimizer> merge_;
   int64_t accumulated_ = 0;   // gradients in a (the paper's counter + 1)
   int64_t sum_count_ = 0;     // iterations whose gradients b sums (the round in flight)

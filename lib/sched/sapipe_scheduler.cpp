@@ -286,6 +286,10 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
     : Scheduler(std::move(ctx)), options_(options) {
   Model& model = ctx_.model;
   Backend& backend = model.backend();
+  DTRAIN_INPUT_CHECK(options_.compensation == "none" || ctx_.optimizer.prediction())
+      << "optimizer.name: " << ctx_.optimizer.name()
+      << " cannot predict its next step, which sapipe's compensation '" << options_.compensation
+      << "' needs (compensation: none steps without it)";
   begin_ = model.trainable_offset();
   end_ = model.num_parameters();
   for (const LayerRange& layer : model.layer_ranges())
@@ -451,11 +455,11 @@ void SapipeScheduler::apply_stale(Slot& slot, float lr, EpochStats* stats,
   }
   const std::string& c = options_.compensation;
   if (predict_with)  // wp1, wp2: the step and the weight prediction in one pass
-    optimizer.step_predict_range(lr, master, slot.gradients, *predict_with, ctx_.model.parameters(),
-                                 begin_, prefix_end_ - begin_);
+    predictor().step_predict_range(lr, master, slot.gradients, *predict_with,
+                                   ctx_.model.parameters(), begin_, prefix_end_ - begin_);
   else if (c == "dc" || c == "wp3")  // the step and its change in one pass: dc's next Δ, wp3's Δx
-    optimizer.step_range_delta(lr, master, slot.gradients, c == "dc" ? change_ : delta_, begin_,
-                               prefix_end_ - begin_);
+    predictor().step_range_delta(lr, master, slot.gradients, c == "dc" ? change_ : delta_, begin_,
+                                 prefix_end_ - begin_);
   else
     optimizer.step_range(lr, master, slot.gradients, begin_, prefix_end_ - begin_);
   if (c == "wp3") has_delta_ = true;  // Algorithm 3's Δx_t = x_{t−1} − x_{t−2}: the step taken
@@ -497,12 +501,12 @@ void SapipeScheduler::step_and_predict_wp3(Slot& current, Slot& previous, float 
     // the all-reduced gradient, which scales the own gradients as it scaled that one.
     const float n = static_cast<float>(ctx_.comm.size());
     const float c = ctx_.clip_grad_norm > 0 ? static_cast<float>(last_clip_) : 1.0f;
-    const double dot = optimizer.step_range_dot(lr, master_, current.gradients, -c / n, current.own,
-                                                delta_, begin_, count);
+    const double dot = predictor().step_range_dot(lr, master_, current.gradients, -c / n,
+                                                  current.own, delta_, begin_, count);
     const float factor = 1.0f + static_cast<float>(options_.dc_lambda) * static_cast<float>(dot);
-    optimizer.predict_range_sum(lr, params, master_,
-                                GradientSum{c / n, previous.own, factor, current.gradients}, begin_,
-                                count);
+    predictor().predict_range_sum(lr, params, master_,
+                                  GradientSum{c / n, previous.own, factor, current.gradients},
+                                  begin_, count);
   }
   current.stale_pending = current.stale_prepared = false;
 }
@@ -635,7 +639,7 @@ void SapipeScheduler::run_pipelined(Slot& current, Slot& previous, const Batch& 
     PhaseTimer t(stats.phases, Phase::update);
     const Tensor& params = model.parameters();
     if (const Tensor* ghat = prediction_gradient(current, previous, stepped))
-      ctx_.optimizer.predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
+      predictor().predict_range(lr, params, master_, *ghat, begin_, prefix_end_ - begin_);
     else
       backend.copy(prefix(params), prefix(master_));
   }

@@ -37,6 +37,7 @@
 
 #include "comm/gradient_allreducer.h"  // GradientAllreducer
 #include "config/kinds.h"              // WordOr
+#include "optim/weight_prediction.h"   // WeightPrediction: the stale layers' steps and predictions
 #include "plan/stale_layers.h"         // LayerCost: auto's check
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/gradient_segments.h"   // GradientSegments
@@ -86,6 +87,8 @@ class SapipeScheduler final : public Scheduler {
   std::vector<float> last_delta() const;
 
  private:
+  // The optimizer's weight prediction (checked at construction wherever a compensation uses it).
+  WeightPrediction& predictor() const { return *ctx_.optimizer.prediction(); }
   struct Slot {
     Tensor gradients;                             // backward writes here; summed in place
     std::vector<std::future<void>> fresh, stale;  // all-reduces in flight

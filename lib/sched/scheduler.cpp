@@ -20,15 +20,12 @@ std::vector<DecayRange> decay_ranges(const std::vector<WeightSlot>& slots) {
   return ranges;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerSource& source, Backend& backend,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& optimizer, Backend& backend,
                                           const Tensor& parameters, const Tensor& gradients,
                                           const std::vector<WeightSlot>& slots,
                                           int64_t trainable_offset) {
-  if (source.name == "adamw")
-    return std::make_unique<AdamW>(backend, parameters, gradients, source.adamw,
-                                   decay_ranges(slots), trainable_offset);
-  DTRAIN_CHECK(source.name == "sgd") << "optimizer.name: no optimizer " << source.name;
-  return std::make_unique<Sgd>(backend, parameters, gradients, source.sgd, trainable_offset);
+  return make_optimizer(optimizer, backend, parameters, gradients, decay_ranges(slots),
+                        trainable_offset);
 }
 
 // ---- Scheduler -----------------------------------------------------------------------------
@@ -150,13 +147,6 @@ NamedTensors Scheduler::weights_mean(ModelAverager* averager) {
   return mean;
 }
 
-Sgd& Scheduler::sgd() const {
-  auto* sgd = dynamic_cast<Sgd*>(&ctx_.optimizer);
-  DTRAIN_CHECK(sgd != nullptr) << name() << " updates with SGD only, not with optimizer "
-                               << ctx_.optimizer.name();
-  return *sgd;
-}
-
 Tensor Scheduler::trainable_part(const Tensor& flat) const {
   const int64_t offset = ctx_.model.trainable_offset();
   return flat.slice(offset, {flat.numel() - offset});
@@ -230,8 +220,8 @@ void Scheduler::save(SchedulerState& state) {
   Backend& backend = model.backend();
   state.put("model.parameters", model.parameters(), backend);
   state.put("model.buffers", model.buffers(), backend);
-  // SGD's momentum is "optimizer.momentum"; AdamW's moments and step count "optimizer.m",
-  // "optimizer.v", "optimizer.step".
+  // By the names the optimizer gives them: SGD's momentum is "optimizer.momentum"; AdamW's
+  // moments and step count "optimizer.m", "optimizer.v", "optimizer.step".
   for (const auto& [name, buffer] : ctx_.optimizer.state_buffers())
     state.put("optimizer." + name, buffer, backend);
   for (const auto& [name, value] : ctx_.optimizer.counters())

@@ -17,10 +17,10 @@
 #include "data/loader.h"               // Loader: this rank's batches
 #include "nn/model.h"                  // Model
 #include "nn/safetensors.h"            // NamedTensors: weights()
-#include "optim/adamw.h"               // AdamWOptions, DecayRange: a model part's optimizer
+#include "optim/decay.h"               // DecayRange: a model part's decoupled decay
 #include "optim/lr_schedule.h"         // LrSchedule
 #include "optim/optimizer.h"           // Optimizer
-#include "optim/sgd.h"                 // Sgd: the algorithms written for SGD
+#include "optim/optimizer_table.h"     // OptimizerChoice: a model part's optimizer
 #include "sched/scheduler_state.h"     // SchedulerState: save() and load()
 
 namespace dtrain {
@@ -63,20 +63,13 @@ struct EvalResult {
 // rank's batches of `test`, from its start; the model's training mode is kept.
 LossStats test_sums(Model& model, Loader& test);
 
-// optimizer.name and its options: what an optimizer over a part of the model is built from.
-struct OptimizerSource {
-  std::string name = "sgd";  // sgd | adamw
-  SgdOptions sgd;
-  AdamWOptions adamw;
-};
-
-// AdamW's weight decay per parameter tensor of `slots` (a model's or a stage's): tensors of two
+// Decoupled weight decay per parameter tensor of `slots` (a model's or a stage's): tensors of two
 // or more dimensions decay, biases, norms' weights and other 1-D tensors do not (nanoGPT's
 // configure_optimizers).
 std::vector<DecayRange> decay_ranges(const std::vector<WeightSlot>& slots);
-// `source`'s optimizer over the flat buffers whose tensors `slots` describe (AdamW's decay by
+// The chosen optimizer over the flat buffers whose tensors `slots` describe (decay by
 // decay_ranges), the prefix [0, trainable_offset) left alone.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerSource& source, Backend& backend,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& optimizer, Backend& backend,
                                           const Tensor& parameters, const Tensor& gradients,
                                           const std::vector<WeightSlot>& slots,
                                           int64_t trainable_offset = 0);
@@ -87,7 +80,7 @@ struct ModelSource {
   YAML::Node spec;            // the checked `model:` section
   ModelInput input;           // the dataset's sample shape and classes
   uint64_t seed = 0;          // initialisation
-  OptimizerSource optimizer;  // for an optimizer of the part
+  OptimizerChoice optimizer;  // for an optimizer of the part
   int64_t batch_size = 0;     // dataset.batch_size: the global minibatch
   int64_t train_samples = 0, test_samples = 0;
   int frozen_layers = 0;  // optimizer.freeze_layers
@@ -101,9 +94,8 @@ struct ModelSource {
 
 struct SchedulerContext {
   Model& model;
-  // SGD or AdamW; an algorithm whose update is written for SGD alone (weight prediction, plain
-  // steps of its own) refuses AdamW at validation (AlgorithmEntry::optimizers) and reaches it
-  // through Scheduler::sgd().
+  // A row of the optimizer table; an algorithm that needs a capability (SAPipe's weight
+  // prediction) asks the optimizer for it.
   Optimizer& optimizer;
   const LrSchedule& schedule;
   Comm& comm;
@@ -213,9 +205,6 @@ class Scheduler {
   // Clips `gradients` (a flat gradient's trainable part) to optimizer.clip_grad_norm when that
   // is on; the caller chooses which gradient (all-reduced or local: its algorithm's rule).
   void clip_gradients(const Tensor& gradients) const;
-  // The optimizer as SGD, for an algorithm whose update is written for SGD alone (validation
-  // refused any other optimizer for it).
-  Sgd& sgd() const;
   // The part of a flat buffer the optimizer updates: frozen layers are not communicated.
   Tensor trainable_part(const Tensor& flat) const;
   Tensor trainable_gradients() const { return trainable_part(ctx_.model.gradients()); }

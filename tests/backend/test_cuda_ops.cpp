@@ -30,6 +30,10 @@
 #include "backend/cuda/cuda_backend.h"  // make_cuda_backend
 #include "core/rng.h"                   // random_normal, random_bits, stream_id
 #include "cuda_test_backends.h"         // the one CPU reference and GPU of the binary
+#include "optim/adamw.h"                // AdamWOptions
+#include "optim/optimizer_table.h"      // optimizers, make_optimizer: every row
+#include "optim/sgd.h"                  // SgdOptions, sgd_step_accumulate
+#include "optim/weight_prediction.h"    // WeightPrediction, GradientSum
 #include "reference_ops.h"              // ref_gelu: the double reference
 
 using namespace dtrain;
@@ -1473,52 +1477,126 @@ TEST_CASE("cuda add, add_relu, axpy, axpby, scale: the CPU's results") {
     }
 }
 
-// Three steps per variant; before each, the GPU gets the CPU's state, so that every step is
-// compared from identical inputs. Scales bound the terms of PyTorch's formulas:
-//   g' = g + wd·w;  v = μ·v + (1 − d)·g';  step = nesterov ? g' + μ·v : v;  w −= lr·step
-TEST_CASE("cuda sgd_step: plain, weight decay, momentum, dampening, Nesterov") {
-  std::cout << "[sgd_step] w and v within 8 ulps of the terms, g unchanged\n";
-  struct Case {
-    const char* name;
-    SgdHyper h;
-  };
-  // lr, momentum, dampening, weight_decay, nesterov
-  const Case cases[] = {
-      {"plain", {0.1f}},
-      {"weight decay", {0.1f, 0.0f, 0.0f, 1e-2f}},
-      {"momentum", {0.05f, 0.9f}},
-      {"momentum, dampening, weight decay", {0.05f, 0.9f, 0.1f, 5e-4f}},
-      {"nesterov, weight decay", {0.1f, 0.9f, 0.0f, 1e-4f, true}},
-      {"nesterov", {0.01f, 0.99f, 0.0f, 0.0f, true}},
-  };
-  const int64_t n = 100003, off = 1;
-  for (const Case& c : cases) {
-    const std::string op = std::string("sgd_step ") + c.name + " n " + std::to_string(n);
+// The optimizers' fused passes (backend/flat_pass.h, optim/rule_passes.h): every row of the
+// optimizer table in every variant of its rule, stepped on the CPU and on the GPU from identical
+// weights, gradients and state (before each step the GPU gets the CPU's), and SAPipe's passes of
+// weight prediction and HPSGD's accumulating step the same way. The functors are the same code on
+// both sides, so only rounding (no FMA on the GPU) separates them.
+std::vector<std::pair<std::string, OptimizerChoice>> optimizer_variants() {
+  std::vector<std::pair<std::string, OptimizerChoice>> v;
+  for (const OptimizerEntry& row : optimizers())
+    v.emplace_back(row.name, OptimizerChoice(row.name));
+  OptimizerChoice plain("sgd"), damped("sgd"), nesterov("sgd"), adamw_high("adamw");
+  plain.get<SgdOptions>() = {0.0, 0.0, 0.01, false};
+  damped.get<SgdOptions>() = {0.9, 0.1, 5e-4, false};
+  nesterov.get<SgdOptions>() = {0.9, 0.0, 1e-4, true};
+  adamw_high.get<AdamWOptions>() = {.weight_decay = 0.1, .betas = {0.3, 0.95}, .eps = 1e-8};
+  v.emplace_back("sgd plain, weight decay", plain);
+  v.emplace_back("sgd momentum, dampening, weight decay", damped);
+  v.emplace_back("sgd nesterov", nesterov);
+  v.emplace_back("adamw beta1 0.3, weight decay", adamw_high);
+  return v;
+}
+
+// The optimizer's state on the GPU ← the CPU's.
+void copy_state(Optimizer& gpu_opt, const Optimizer& cpu_opt) {
+  const auto from = cpu_opt.state_buffers(), to = gpu_opt.state_buffers();
+  REQUIRE(from.size() == to.size());
+  for (size_t k = 0; k < from.size(); ++k) gpu().copy(to[k].second, from[k].second);
+  for (const auto& [name, value] : cpu_opt.counters()) gpu_opt.load_counter(name, value);
+}
+
+void expect_state_close(const std::string& at, const Optimizer& gpu_opt, const Optimizer& cpu_opt) {
+  const auto g = gpu_opt.state_buffers(), c = cpu_opt.state_buffers();
+  for (size_t k = 0; k < c.size(); ++k)
+    expect_close(at, c[k].first, g[k].second, c[k].second, 1e-6);
+}
+
+TEST_CASE("cuda optimizer steps: every row and variant, the CPU's update over three steps") {
+  std::cout << "[optimizer steps] w and state within 1e-6 of max |cpu|, g unchanged\n";
+  const int64_t n = 100003, half = n / 2;
+  const std::vector<DecayRange> decay{{0, half, true}, {half, n - half, false}};
+  for (const auto& [name, choice] : optimizer_variants()) {
+    const std::string op = "step " + name + " n " + std::to_string(n);
     run_case(op, [&] {
-      const SgdHyper& h = c.h;
-      const bool momentum = h.momentum != 0.0f;
-      Tensor w = host_normal({n + off}), v = host_normal({n + off}, 0.1f);
-      auto view = [&](const Tensor& t) { return t.slice(off, {n}); };
-      const Tensor none;
-      for (int step = 0; step < 3; ++step) {
-        const Tensor g = host_normal({n + off}, 0.1f);
-        const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v);
-        std::vector<double> sw(n), sv(n);
-        for (int64_t i = 0; i < n; ++i) {
-          const double wi = w.data<float>()[off + i], vi = v.data<float>()[off + i];
-          const double sg = std::fabs(g.data<float>()[off + i]) + std::fabs(h.weight_decay * wi);
-          sv[i] = std::fabs(h.momentum * vi) + std::fabs(1.0 - h.dampening) * sg;
-          const double s =
-              !momentum ? sg : (h.nesterov ? sg + std::fabs(h.momentum) * sv[i] : sv[i]);
-          sw[i] = std::fabs(wi) + std::fabs(h.lr) * s;
-        }
-        cpu().sgd_step(view(w), view(g), momentum ? view(v) : none, h);
-        gpu().sgd_step(view(gw), view(gg), momentum ? view(gv) : none, h);
-        const std::string at = op + " step " + std::to_string(step + 1);
-        expect_within_ulps(at, "w", view(gw), view(w), sw, 8);
-        if (momentum) expect_within_ulps(at, "momentum", view(gv), view(v), sv, 8);
+      Tensor w = host_normal({n}), g = host_normal({n}, 0.1f);
+      const Tensor gw = to_gpu(w), gg = to_gpu(g);
+      auto on_cpu = make_optimizer(choice, cpu(), w, g, decay);
+      auto on_gpu = make_optimizer(choice, gpu(), gw, gg, decay);
+      for (int step = 1; step <= 3; ++step) {
+        cpu().copy(g, host_normal({n}, 0.1f, 0.01f * static_cast<float>(step)));
+        gpu().copy(gg, g);
+        gpu().copy(gw, w);
+        copy_state(*on_gpu, *on_cpu);
+        on_cpu->step(1e-3f);
+        on_gpu->step(1e-3f);
+        const std::string at = op + " step " + std::to_string(step);
+        expect_close(at, "w", gw, w, 1e-6);
+        expect_state_close(at, *on_gpu, *on_cpu);
         expect_equal(at, "g (unchanged)", gg, g);
       }
+    });
+  }
+}
+
+TEST_CASE("cuda weight prediction: every row's SAPipe passes against the CPU's") {
+  std::cout << "[weight prediction] outputs within 1e-6 of max |cpu|, changes and sums 1e-3\n";
+  const int64_t n = 100003;
+  for (const auto& [name, choice] : optimizer_variants()) {
+    const std::string op = "prediction " + name;
+    run_case(op, [&] {
+      Tensor w = host_normal({n}), g = host_normal({n}, 0.1f);
+      const Tensor gw = to_gpu(w), gg = to_gpu(g);
+      auto on_cpu = make_optimizer(choice, cpu(), w, g, {});
+      auto on_gpu = make_optimizer(choice, gpu(), gw, gg, {});
+      on_cpu->step(1e-3f);  // a state that is not zero
+      gpu().copy(gw, w);
+      copy_state(*on_gpu, *on_cpu);
+      WeightPrediction& cp = *on_cpu->prediction();
+      WeightPrediction& gp = *on_gpu->prediction();
+      const Tensor x = host_normal({n}, 0.1f), other = host_normal({n}, 0.1f);
+      const Tensor gx = to_gpu(x), gother = to_gpu(other);
+      Tensor out = host_filled({n}, 0.0f);
+      const Tensor gout = gpu().zeros({n});
+      // The next step's weights, nothing changed.
+      cp.predict_range(1e-3f, out, w, g, 0, n);
+      gp.predict_range(1e-3f, gout, gw, gg, 0, n);
+      expect_close(op + " predict", "x~", gout, out, 1e-6);
+      expect_close(op + " predict", "w (unchanged)", gw, w, 0.0);
+      // Step, then predict the step after with x, in one pass.
+      on_cpu->begin_step();
+      on_gpu->begin_step();
+      cp.step_predict_range(1e-3f, w, g, x, out, 0, n);
+      gp.step_predict_range(1e-3f, gw, gg, gx, gout, 0, n);
+      expect_close(op + " step_predict", "w", gw, w, 1e-6);
+      expect_close(op + " step_predict", "x~", gout, out, 1e-6);
+      expect_state_close(op + " step_predict", *on_gpu, *on_cpu);
+      // The step with its change.
+      gpu().copy(gw, w);
+      copy_state(*on_gpu, *on_cpu);
+      Tensor delta = host_filled({n}, 0.0f);
+      const Tensor gdelta = gpu().zeros({n});
+      on_cpu->begin_step();
+      on_gpu->begin_step();
+      cp.step_range_delta(1e-3f, w, g, delta, 0, n);
+      gp.step_range_delta(1e-3f, gw, gg, gdelta, 0, n);
+      expect_close(op + " step_delta", "w", gw, w, 1e-6);
+      // Δ = new − old: an ulp of w (FMA on the CPU, none on the GPU) against a step of lr's size.
+      expect_close(op + " step_delta", "delta", gdelta, delta, 1e-3);
+      // wp3's sum pass and its prediction with α·x + β·g.
+      gpu().copy(gw, w);
+      copy_state(*on_gpu, *on_cpu);
+      const Tensor scratch = cpu().empty({n}), gscratch = gpu().empty({n});
+      on_cpu->begin_step();
+      on_gpu->begin_step();
+      const double expected = cp.step_range_dot(1e-3f, w, g, -0.5f, other, scratch, 0, n);
+      const double got = gp.step_range_dot(1e-3f, gw, gg, -0.5f, gother, gscratch, 0, n);
+      CHECK(std::fabs(got - expected) <= 1e-3 * (1e-12 + std::fabs(expected)));
+      expect_close(op + " step_dot", "w", gw, w, 1e-6);
+      expect_close(op + " step_dot", "g + a*other", gg, g, 1e-6);
+      cp.predict_range_sum(1e-3f, out, w, GradientSum{0.25f, x, 1.5f, g}, 0, n);
+      gp.predict_range_sum(1e-3f, gout, gw, GradientSum{0.25f, gx, 1.5f, gg}, 0, n);
+      expect_close(op + " predict_sum", "x~", gout, out, 1e-6);
     });
   }
 }
@@ -1541,8 +1619,8 @@ TEST_CASE("cuda sgd_step_accumulate: with and without weight decay, keeping or a
           sa[i] = (add ? std::fabs(a.data<float>()[i]) : 0.0) + sg;
           sw[i] = std::fabs(wi) + 0.1 * sg;
         }
-        cpu().sgd_step_accumulate(w, g, a, 0.1f, wd, add);
-        gpu().sgd_step_accumulate(gw, gg, ga, 0.1f, wd, add);
+        sgd_step_accumulate(cpu(), w, g, a, 0.1f, wd, add);
+        sgd_step_accumulate(gpu(), gw, gg, ga, 0.1f, wd, add);
         expect_within_ulps(op, "w", gw, w, sw, 8);
         expect_within_ulps(op, "sum", ga, a, sa, 8);
         expect_equal(op, "g (unchanged)", gg, g);
@@ -1551,45 +1629,9 @@ TEST_CASE("cuda sgd_step_accumulate: with and without weight decay, keeping or a
   }
 }
 
-TEST_CASE("cuda sgd_predict, dot and dc_diagonal (SAPipe's compensation)") {
-  std::cout << "[sapipe ops] predict within 8 ulps of the step, dot to 1e-9 relative\n";
+TEST_CASE("cuda dot and dc_diagonal (SAPipe's compensation)") {
+  std::cout << "[sapipe ops] dot to 1e-9 relative, dc_diagonal within 8 ulps\n";
   const int64_t n = 100003;
-  for (const float mu : {0.0f, 0.9f}) {
-    const std::string op = "sgd_predict momentum " + std::to_string(mu);
-    run_case(op, [&] {
-      const Tensor w = host_normal({n}), g = host_normal({n}, 0.1f), v = host_normal({n}, 0.1f);
-      const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v), out = gpu().empty({n});
-      const SgdHyper h{0.1f, mu, 0.0f, 1e-2f, false};
-      gpu().sgd_predict(out, gw, gg, mu != 0 ? gv : Tensor(), h);
-      Tensor w2 = host_normal({n}), v2 = host_normal({n});
-      cpu().copy(w2, w);
-      cpu().copy(v2, v);  // the reference step updates its momentum; v must stay as it was
-      std::vector<double> scale(n);
-      for (int64_t i = 0; i < n; ++i)
-        scale[i] = std::fabs(w.data<float>()[i]) +
-                   0.1 * (std::fabs(g.data<float>()[i]) + std::fabs(v.data<float>()[i]));
-      cpu().sgd_step(w2, g, mu != 0 ? v2 : Tensor(), h);
-      expect_within_ulps(op, "x~", out, w2, scale, 8);
-      expect_equal(op, "w (unchanged)", gw, w);
-      expect_equal(op, "v (unchanged)", gv, v);
-    });
-  }
-  run_case("sgd_step_predict", [&] {
-    const Tensor g = host_normal({n}, 0.1f), p = host_normal({n}, 0.1f);
-    Tensor w = host_normal({n}), v = host_normal({n}, 0.1f), out = host_normal({n});
-    const Tensor gw = to_gpu(w), gg = to_gpu(g), gv = to_gpu(v), gp = to_gpu(p);
-    const Tensor gout = gpu().empty({n});
-    std::vector<double> scale(n);
-    for (int64_t i = 0; i < n; ++i)
-      scale[i] = std::fabs(w.data<float>()[i]) +
-                 0.2 * (std::fabs(g.data<float>()[i]) + std::fabs(p.data<float>()[i]) +
-                        std::fabs(v.data<float>()[i]));
-    const SgdHyper h{0.1f, 0.9f, 0.0f, 1e-2f, false};
-    cpu().sgd_step_predict(w, g, v, p, out, h);
-    gpu().sgd_step_predict(gw, gg, gv, gp, gout, h);
-    expect_within_ulps("sgd_step_predict", "w", gw, w, scale, 8);
-    expect_within_ulps("sgd_step_predict", "x~", gout, out, scale, 8);
-  });
   run_case("dot and dc_diagonal", [&] {
     const Tensor a = host_normal({n}), b = host_normal({n});
     const Tensor ga = to_gpu(a), gb = to_gpu(b);
@@ -1624,29 +1666,3 @@ TEST_CASE("cuda backend: identity, memory on the GPU, pinned host memory") {
 }
 
 }  // namespace
-
-TEST_CASE("cuda adamw_step: the CPU's update over several steps, with and without decay") {
-  std::cout << "[adamw_step] w, m, v within 1e-6 of max |cpu| over 4 steps, g unchanged\n";
-  const int64_t n = 100003, off = 1;
-  for (float wd : {0.0f, 0.1f}) {
-    const std::string op = "adamw_step wd " + std::to_string(wd) + " n " + std::to_string(n);
-    run_case(op, [&] {
-      Tensor w = host_normal({n + off}), m = host_filled({n + off}, 0.0f),
-             v = host_filled({n + off}, 0.0f);
-      auto view = [&](const Tensor& t) { return t.slice(off, {n}); };
-      const Tensor gw = to_gpu(w), gm = to_gpu(m), gv = to_gpu(v);
-      for (int64_t step = 1; step <= 4; ++step) {
-        const Tensor g = host_normal({n + off}, 0.1f);
-        const Tensor gg = to_gpu(g);
-        const AdamWHyper h{1e-3f, 0.9f, 0.95f, 1e-8f, wd, step};
-        cpu().adamw_step(view(w), view(g), view(m), view(v), h);
-        gpu().adamw_step(view(gw), view(gg), view(gm), view(gv), h);
-        const std::string at = op + " step " + std::to_string(step);
-        expect_close(at, "w", view(gw), view(w), 1e-6);
-        expect_close(at, "m", view(gm), view(m), 1e-6);
-        expect_close(at, "v", view(gv), view(v), 1e-6);
-        expect_equal(at, "g (unchanged)", gg, g);
-      }
-    });
-  }
-}

@@ -7,7 +7,7 @@
 #include <cmath>      // isfinite
 
 #include "backend/backend.h"
-#include "optim/sgd.h"  // Sgd: the step profiled
+#include "optim/sgd.h"  // make_sgd: the step profiled
 #include "plan/profiler.h"
 
 using namespace dtrain;
@@ -59,7 +59,7 @@ struct SmallMlp {
   std::unique_ptr<Dataset> data;
   std::unique_ptr<Loader> loader;
   std::unique_ptr<Model> model;
-  std::unique_ptr<Sgd> sgd;
+  std::unique_ptr<Optimizer> sgd;
   SmallMlp(const std::string& hidden, int64_t train_size, int64_t rows) {
     DatasetOptions d;
     d.name = "synthetic";
@@ -76,7 +76,7 @@ struct SmallMlp {
     lo.world = 2;
     loader = std::make_unique<Loader>(*data, lo);
     model = build_model(*backend, spec, ModelInput{data->sample_shape(), 10, rows}, 1);
-    sgd = std::make_unique<Sgd>(*backend, model->parameters(), model->gradients(), SgdOptions{});
+    sgd = make_sgd(*backend, model->parameters(), model->gradients(), SgdOptions{});
   }
 };
 
@@ -106,7 +106,7 @@ TEST_CASE("compute profile of a small MLP: every phase timed, bigger batches tak
 TEST_CASE("compute profile with time_layers: every other timed step per layer, the rest phased") {
   SmallMlp m("[64, 32]", 512, 16);
   Model& model = *m.model;
-  Sgd& sgd = *m.sgd;
+  Optimizer& sgd = *m.sgd;
   Loader& loader = *m.loader;
   const ComputeTimes t = profile_compute(model, sgd, loader, 2, 2, 7, 60.0, true);
   // 7 timed steps: 1st, 3rd, 5th, 7th phased, 2nd, 4th, 6th per layer.

@@ -7,6 +7,7 @@
 #include <sstream>  // std::istringstream: splitting messages into lines
 
 #include "core/error.h"
+#include "optim/sgd.h"  // SgdOptions
 #include "run/config.h"
 #include "sched/local_sgd_scheduler.h"  // LocalSgdOptions
 #include "sched/pipe_sgd_scheduler.h"   // PipeSgdOptions
@@ -86,9 +87,9 @@ TEST_CASE("a full config loads with its values and the documented defaults") {
   CHECK(c.algorithm.get<PipeSgdOptions>().segments == 1);
   CHECK(c.compression.name == "quantize8");
   CHECK(c.optimizer.lr == 0.05);
-  CHECK(c.optimizer.weight_decay == 0.0005);
-  CHECK(c.optimizer.dampening == 0);
-  CHECK_FALSE(c.optimizer.nesterov);
+  CHECK(c.optimizer.get<SgdOptions>().weight_decay == 0.0005);
+  CHECK(c.optimizer.get<SgdOptions>().dampening == 0);
+  CHECK_FALSE(c.optimizer.get<SgdOptions>().nesterov);
   CHECK(c.optimizer.schedule.name == "step");
   CHECK(c.optimizer.schedule.every_epochs == 30);
   CHECK(c.optimizer.schedule.warmup_start_factor == 0.1);
@@ -158,7 +159,7 @@ train: {max_iterations: 100, log_every_iterations: 10}
   CHECK(c.algorithm.get<LocalSgdOptions>().sync_period == 4);
   CHECK(c.cluster.stragglers.size() == 2);
   CHECK(c.optimizer.lr == 1e-3);
-  CHECK(c.optimizer.nesterov);
+  CHECK(c.optimizer.get<SgdOptions>().nesterov);
   CHECK(c.optimizer.freeze_layers == 2);
   CHECK(c.optimizer.schedule.milestones == std::vector<int>{30, 60, 90});
   CHECK(c.optimizer.schedule.warmup_epochs == 0.5);

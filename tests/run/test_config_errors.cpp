@@ -9,6 +9,8 @@
 #include <sstream>  // std::istringstream: splitting messages into lines
 
 #include "core/error.h"
+#include "optim/adamw.h"  // AdamWOptions
+#include "optim/sgd.h"    // SgdOptions
 #include "run/config.h"
 #include "sched/algorithm.h"  // algorithms(): the rows that do not clip
 
@@ -432,10 +434,10 @@ TEST_CASE("adamw's defaults: PyTorch's betas, eps and weight decay 0.01; sgd kee
                                      algorithm + "}\n");
     const ExperimentConfig c = load_config({file.path.string(), {}, {}});
     CHECK(c.optimizer.name == "adamw");
-    CHECK(c.optimizer.betas == std::vector<double>{0.9, 0.999});
-    CHECK(c.optimizer.eps == 1e-8);
-    CHECK(c.optimizer.weight_decay == 0.01);
+    CHECK(c.optimizer.get<AdamWOptions>().betas == std::vector<double>{0.9, 0.999});
+    CHECK(c.optimizer.get<AdamWOptions>().eps == 1e-8);
+    CHECK(c.optimizer.get<AdamWOptions>().weight_decay == 0.01);
   }
   TempConfig file("good.yaml", kValid);
-  CHECK(load_config({file.path.string(), {}, {}}).optimizer.weight_decay == 0.0);
+  CHECK(load_config({file.path.string(), {}, {}}).optimizer.get<SgdOptions>().weight_decay == 0.0);
 }

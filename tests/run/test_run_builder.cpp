@@ -155,14 +155,15 @@ TEST_CASE("optimizer.name picks the optimizer; AdamW decays the weight matrices,
       "sgd.yaml");
   CHECK(build_run(sgd, {0, 1, 0, false})->optimizer->name() == "sgd");
   ExperimentConfig config = sgd;
-  config.optimizer.name = "adamw";
+  static_cast<OptimizerChoice&>(config.optimizer) = OptimizerChoice("adamw");
   auto run = build_run(config, {0, 1, 0, false});
   REQUIRE(run->optimizer->name() == "adamw");
-  const auto& adamw = dynamic_cast<const AdamW&>(*run->optimizer);
   // The MLP's tensors in forward order: fc weight [16, 16], its bias, out weight [3, 16], its
   // bias: four runs, decayed and not in turn.
   std::vector<std::pair<int64_t, bool>> runs;
-  for (const DecayRange& r : adamw.ranges()) runs.emplace_back(r.count, r.decay);
+  for (const DecayRange& r :
+       cover(decay_ranges(run->model->weight_slots()), run->model->num_parameters()))
+    runs.emplace_back(r.count, r.decay);
   CHECK(runs == std::vector<std::pair<int64_t, bool>>{
                     {16 * 16, true}, {16, false}, {3 * 16, true}, {3, false}});
 }

@@ -10,6 +10,7 @@
 
 #include "nn/graph.h"
 #include "nn/layer.h"
+#include "optim/sgd.h"  // make_sgd
 #include "sched/pipe_sgd_scheduler.h"
 #include "sched/sapipe_scheduler.h"
 #include "sched/sync_scheduler.h"
@@ -66,11 +67,12 @@ double final_w(Make make, int epochs) {
   auto graph = std::make_unique<Graph>(std::move(nodes), Shape{24, 3, 1, 1});
   graph->materialize(*data.backend, 1);
   Model model(std::move(graph), {Shape{3, 1, 1}, 3, 24});
-  Sgd sgd(*data.backend, model.parameters(), model.gradients(), SgdOptions{0, 0, 0, false});
+  auto sgd =
+      make_sgd(*data.backend, model.parameters(), model.gradients(), SgdOptions{0, 0, 0, false});
   LrScheduleOptions constant;
   constant.base_lr = kLr;
   LrSchedule schedule(constant);
-  SchedulerContext ctx{model, sgd, schedule, *comm, 20, {}};
+  SchedulerContext ctx{model, *sgd, schedule, *comm, 20, {}};
   std::unique_ptr<Scheduler> s = make(ctx);
   for (int e = 0; e < epochs; ++e) {
     data.loader->start_epoch(e);

@@ -62,34 +62,13 @@ class StubBackend : public Backend {
   void axpy(float, const Tensor&, const Tensor&) override { unused("axpy"); }
   void axpby(float, const Tensor&, float, const Tensor&) override { unused("axpby"); }
   void scale(const Tensor&, float) override { unused("scale"); }
-  void sgd_step(const Tensor&, const Tensor&, const Tensor&, const SgdHyper&) override {
-    unused("sgd_step");
-  }
-  void sgd_step_accumulate(const Tensor&, const Tensor&, const Tensor&, float, float,
-                           bool) override {
-    unused("sgd_step_accumulate");
-  }
-  void sgd_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                   const SgdHyper&) override {
-    unused("sgd_predict");
-  }
-  void sgd_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const SgdHyper&) override {
-    unused("sgd_step_predict");
-  }
   double dot(const Tensor&, const Tensor&) override { unused("dot"); }
   void dc_diagonal(const Tensor&, const Tensor&, float) override { unused("dc_diagonal"); }
-  void adamw_step(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                  const AdamWHyper&) override {
-    unused("adamw_step");
+  void run_pass(const PassKernels&, const void*, const PassBuffers&) override {
+    unused("run_pass");
   }
-  void adamw_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                     const AdamWHyper&) override {
-    unused("adamw_predict");
-  }
-  void adamw_step_predict(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const AdamWHyper&) override {
-    unused("adamw_step_predict");
+  double run_sum_pass(const PassKernels&, const void*, const PassBuffers&, const Tensor&) override {
+    unused("run_sum_pass");
   }
   void add_to_rows(const Tensor&, const Tensor&) override { unused("add_to_rows"); }
   void sum_rows(const Tensor&, const Tensor&) override { unused("sum_rows"); }

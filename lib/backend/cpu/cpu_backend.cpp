@@ -12,7 +12,6 @@
 #include "backend/cpu/cpu_isa.h"       // cpu_isa_name: the log names the kernels' ISA
 #include "backend/cpu/cpu_ops.h"       // op constructors
 #include "backend/cpu/lane_ordered_sum.h"
-#include "backend/sgd_update.h"
 #include "core/error.h"
 
 namespace dtrain {
@@ -122,34 +121,6 @@ void check_f32(const Tensor& t, const char* what) {
 void check_same_size(const Tensor& a, const Tensor& b, const char* what) {
   DTRAIN_CHECK(a.numel() == b.numel())
       << what << ": sizes differ, " << a.shape().str() << " vs " << b.shape().str();
-}
-
-// body(i) for every i in [0, n), vectorised (the SGD loops: their arithmetic is in
-// backend/sgd_update.h, shared with the CUDA kernels).
-template <class Body>
-void for_each_index(int64_t n, int threads, Body body) {
-#pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads) firstprivate(body)
-  for (int64_t i = 0; i < n; ++i) body(i);
-}
-
-// for_each_index over body(kind, i), with h's kind of update as a compile-time constant
-// (std::integral_constant), so that each kind gets a loop of its own without branches.
-template <class Body>
-void for_each_index_of_kind(const SgdHyper& h, int64_t n, int threads, const Body& body) {
-  sgd::with_kind(sgd::kind_of(h.momentum, h.nesterov),
-                 [&](auto kind) { for_each_index(n, threads, [=](int64_t i) { body(kind, i); }); });
-}
-
-sgd::Coeffs coeffs(const SgdHyper& h) {
-  return sgd::coeffs(h.lr, h.momentum, h.dampening, h.weight_decay);
-}
-
-// The momentum buffer's elements, or null without momentum (the buffer may then be undefined).
-float* momentum_data(const Tensor& weights, const Tensor& momentum_buf, const SgdHyper& h,
-                     const char* what) {
-  if (h.momentum == 0.0f) return nullptr;
-  check_same_size(weights, momentum_buf, what);
-  return momentum_buf.data<float>();
 }
 
 }  // namespace
@@ -262,131 +233,6 @@ void CpuBackend::scale(const Tensor& x, float alpha) {
   for (int64_t i = 0; i < n; ++i) p[i] *= alpha;
 }
 
-void CpuBackend::sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                          const SgdHyper& h) {
-  check_f32(weights, "sgd_step");
-  check_same_size(weights, grads, "sgd_step");
-  float* w = weights.data<float>();
-  const float* g = grads.data<float>();
-  float* v = momentum_data(weights, momentum_buf, h, "sgd_step momentum");
-  const sgd::Coeffs c = coeffs(h);
-  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
-    sgd::step<decltype(kind)::value>(i, w, g, v, c);
-  });
-}
-
-void CpuBackend::sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum,
-                                     float lr, float weight_decay, bool add) {
-  check_f32(weights, "sgd_step_accumulate");
-  check_same_size(weights, grads, "sgd_step_accumulate");
-  check_same_size(weights, sum, "sgd_step_accumulate sum");
-  float* w = weights.data<float>();
-  const float* g = grads.data<float>();
-  float* a = sum.data<float>();
-  const int64_t n = weights.numel();
-  // A loop for each flag pair (backend/sgd_update.h), so that the branches stay out of them.
-  sgd::with_accumulate_flags(weight_decay, add, [&](auto decay, auto keep_adding) {
-    for_each_index(n, threads_, [=](int64_t i) {
-      sgd::step_accumulate<decltype(decay)::value, decltype(keep_adding)::value>(i, w, g, a, lr,
-                                                                                 weight_decay);
-    });
-  });
-}
-
-void CpuBackend::sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
-                             const Tensor& momentum_buf, const SgdHyper& h) {
-  check_f32(weights, "sgd_predict");
-  check_same_size(weights, grads, "sgd_predict");
-  check_same_size(weights, out, "sgd_predict out");
-  const float* w = weights.data<float>();
-  const float* g = grads.data<float>();
-  float* x = out.data<float>();
-  const float* v = momentum_data(weights, momentum_buf, h, "sgd_predict momentum");
-  const sgd::Coeffs c = coeffs(h);
-  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
-    sgd::predict<decltype(kind)::value>(i, x, w, g, v, c);
-  });
-}
-
-void CpuBackend::sgd_step_predict(const Tensor& weights, const Tensor& grads,
-                                  const Tensor& momentum_buf, const Tensor& ghat, const Tensor& out,
-                                  const SgdHyper& h) {
-  check_f32(weights, "sgd_step_predict");
-  check_same_size(weights, grads, "sgd_step_predict");
-  check_same_size(weights, ghat, "sgd_step_predict ghat");
-  check_same_size(weights, out, "sgd_step_predict out");
-  float* w = weights.data<float>();
-  const float* g = grads.data<float>();
-  const float* p = ghat.data<float>();
-  float* x = out.data<float>();
-  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_predict momentum");
-  const sgd::Coeffs c = coeffs(h);
-  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
-    sgd::step_predict<decltype(kind)::value>(i, w, g, v, p, x, c);
-  });
-}
-
-void CpuBackend::sgd_step_delta(const Tensor& weights, const Tensor& grads,
-                                const Tensor& momentum_buf, const Tensor& delta,
-                                const SgdHyper& h) {
-  check_f32(weights, "sgd_step_delta");
-  check_same_size(weights, grads, "sgd_step_delta");
-  check_same_size(weights, delta, "sgd_step_delta delta");
-  float* w = weights.data<float>();
-  const float* g = grads.data<float>();
-  float* d = delta.data<float>();
-  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_delta momentum");
-  const sgd::Coeffs c = coeffs(h);
-  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
-    sgd::step_delta<decltype(kind)::value>(i, w, g, v, d, c);
-  });
-}
-
-double CpuBackend::sgd_step_dot(const Tensor& weights, const Tensor& grads,
-                                const Tensor& momentum_buf, float alpha, const Tensor& other,
-                                const Tensor& /*scratch: Δ is never written*/, const SgdHyper& h) {
-  check_f32(weights, "sgd_step_dot");
-  check_same_size(weights, grads, "sgd_step_dot");
-  check_same_size(weights, other, "sgd_step_dot other");
-  float* w = weights.data<float>();
-  float* g = grads.data<float>();
-  const float* o = other.data<float>();
-  float* v = momentum_data(weights, momentum_buf, h, "sgd_step_dot momentum");
-  const sgd::Coeffs c = coeffs(h);
-  double sum = 0;
-  sgd::with_kind(sgd::kind_of(h.momentum, h.nesterov), [&](auto kind) {
-    constexpr sgd::Kind K = decltype(kind)::value;
-    sum = cpu::produced_dot(weights.numel(), g, [=](int64_t b, int64_t count, float* delta) {
-      float *wb = w + b, *gb = g + b, *vb = v ? v + b : nullptr;
-      const float* ob = o + b;
-#pragma omp simd
-      for (int64_t i = 0; i < count; ++i) {
-        sgd::step_delta<K>(i, wb, gb, vb, delta, c);
-        gb[i] = alpha * ob[i] + gb[i];  // axpby's expression with β = 1
-      }
-    });
-  });
-  return sum;
-}
-
-void CpuBackend::sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                                 const Tensor& momentum_buf, const SgdHyper& h) {
-  check_f32(weights, "sgd_predict_sum");
-  check_same_size(weights, ghat.x, "sgd_predict_sum x");
-  check_same_size(weights, ghat.y, "sgd_predict_sum y");
-  check_same_size(weights, out, "sgd_predict_sum out");
-  const float* w = weights.data<float>();
-  const float* x = ghat.x.data<float>();
-  const float* y = ghat.y.data<float>();
-  const float alpha = ghat.alpha, beta = ghat.beta;
-  float* p = out.data<float>();
-  const float* v = momentum_data(weights, momentum_buf, h, "sgd_predict_sum momentum");
-  const sgd::Coeffs c = coeffs(h);
-  for_each_index_of_kind(h, weights.numel(), threads_, [=](auto kind, int64_t i) {
-    sgd::predict_sum<decltype(kind)::value>(i, p, w, alpha, x, beta, y, v, c);
-  });
-}
-
 double CpuBackend::dot(const Tensor& a, const Tensor& b) {
   check_f32(a, "dot");
   check_same_size(a, b, "dot");
@@ -421,6 +267,18 @@ void CpuBackend::scale_copy(const Tensor& dst, const Tensor& src, float alpha) {
   const int64_t n = src.numel();
 #pragma omp parallel for simd if (n > kParallelThreshold) num_threads(threads_)
   for (int64_t i = 0; i < n; ++i) d[i] = alpha * s[i];
+}
+
+void CpuBackend::run_pass(const PassKernels& pass, const void* functor,
+                          const PassBuffers& buffers) {
+  DTRAIN_CHECK(pass.cpu != nullptr) << pass.name << " is a sum pass: run_sum_pass runs it";
+  pass.cpu(functor, buffers, threads_);
+}
+
+double CpuBackend::run_sum_pass(const PassKernels& pass, const void* functor,
+                                const PassBuffers& buffers, const Tensor& /*scratch*/) {
+  DTRAIN_CHECK(pass.cpu_sum != nullptr) << pass.name << " is not a sum pass: run_pass runs it";
+  return pass.cpu_sum(functor, buffers);
 }
 
 void CpuBackend::dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) {

@@ -55,38 +55,16 @@ class CpuBackend final : public Backend {
   void axpy(float alpha, const Tensor& x, const Tensor& y) override;
   void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
   void scale(const Tensor& x, float alpha) override;
-  void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                const SgdHyper& hyper) override;
-  void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum, float lr,
-                           float weight_decay, bool add) override;
-  void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
-                   const Tensor& momentum_buf, const SgdHyper& hyper) override;
-  void sgd_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                        const Tensor& ghat, const Tensor& out, const SgdHyper& hyper) override;
-  void sgd_step_delta(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                      const Tensor& delta, const SgdHyper& hyper) override;
-  double sgd_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                      float alpha, const Tensor& other, const Tensor& scratch,
-                      const SgdHyper& hyper) override;
-  void sgd_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                       const Tensor& momentum_buf, const SgdHyper& hyper) override;
   double dot(const Tensor& a, const Tensor& b) override;
   double axpby_dot(float alpha, const Tensor& x, float beta, const Tensor& y,
                    const Tensor& z) override;
   void scale_copy(const Tensor& dst, const Tensor& src, float alpha) override;
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override;
-  void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& hyper) override;
-  void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads, const Tensor& m,
-                     const Tensor& v, const AdamWHyper& hyper) override;
-  void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                          const Tensor& v, const Tensor& ghat, const Tensor& out,
-                          const AdamWHyper& hyper) override;
-  double adamw_step_dot(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                        const Tensor& v, float alpha, const Tensor& other, const Tensor& scratch,
-                        const AdamWHyper& hyper) override;
-  void adamw_predict_sum(const Tensor& out, const Tensor& weights, const GradientSum& ghat,
-                         const Tensor& m, const Tensor& v, const AdamWHyper& hyper) override;
+  // The pass's host loop on this backend's threads; a sum pass on one thread, summing as it
+  // goes (scratch unused).
+  void run_pass(const PassKernels& pass, const void* functor, const PassBuffers& buffers) override;
+  double run_sum_pass(const PassKernels& pass, const void* functor, const PassBuffers& buffers,
+                      const Tensor& scratch) override;
   void add_to_rows(const Tensor& y, const Tensor& row) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
 

@@ -8,9 +8,10 @@
 
 #include "backend/cuda/cuda_allocator.h"  // pinned_allocator
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_context.h"  // CudaContext
-#include "backend/cuda/cuda_ops.h"      // op constructors
-#include "backend/cuda/kernels.h"       // element-wise launchers
+#include "backend/cuda/cuda_context.h"   // CudaContext
+#include "backend/cuda/cuda_ops.h"       // op constructors
+#include "backend/cuda/device_passes.h"  // find_device_pass: run_pass
+#include "backend/cuda/kernels.h"        // element-wise launchers
 #include "backend/cuda/sequence_kernels.h"
 
 namespace dtrain {
@@ -230,64 +231,12 @@ class CudaBackend final : public Backend {
     check_f32(x, "scale");
     cuda::scale_f32(x.data<float>(), alpha, x.numel(), ctx_->stream());
   }
-  void sgd_step(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                const SgdHyper& h) override {
-    check_f32(weights, "sgd_step");
-    check_same_size(weights, grads, "sgd_step");
-    float* v = nullptr;
-    if (h.momentum != 0.0f) {
-      check_same_size(weights, momentum_buf, "sgd_step momentum");
-      v = momentum_buf.data<float>();
-    }
-    cuda::sgd_step_f32(weights.data<float>(), grads.data<float>(), v, weights.numel(), h.lr,
-                       h.momentum, h.dampening, h.weight_decay, h.nesterov, ctx_->stream());
-  }
-  void sgd_step_accumulate(const Tensor& weights, const Tensor& grads, const Tensor& sum, float lr,
-                           float weight_decay, bool add) override {
-    check_f32(weights, "sgd_step_accumulate");
-    check_same_size(weights, grads, "sgd_step_accumulate");
-    check_same_size(weights, sum, "sgd_step_accumulate sum");
-    cuda::sgd_step_accumulate_f32(weights.data<float>(), grads.data<float>(), sum.data<float>(),
-                                  weights.numel(), lr, weight_decay, add, ctx_->stream());
-  }
-  void sgd_predict(const Tensor& out, const Tensor& weights, const Tensor& grads,
-                   const Tensor& momentum_buf, const SgdHyper& h) override {
-    check_f32(weights, "sgd_predict");
-    check_same_size(weights, grads, "sgd_predict");
-    check_same_size(weights, out, "sgd_predict out");
-    const float* v = nullptr;
-    if (h.momentum != 0.0f) {
-      check_same_size(weights, momentum_buf, "sgd_predict momentum");
-      v = momentum_buf.data<float>();
-    }
-    cuda::sgd_predict_f32(out.data<float>(), weights.data<float>(), grads.data<float>(), v,
-                          weights.numel(), h.lr, h.momentum, h.dampening, h.weight_decay,
-                          h.nesterov, ctx_->stream());
-  }
-  void sgd_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& momentum_buf,
-                        const Tensor& ghat, const Tensor& out, const SgdHyper& h) override {
-    check_f32(weights, "sgd_step_predict");
-    check_same_size(weights, grads, "sgd_step_predict");
-    check_same_size(weights, ghat, "sgd_step_predict ghat");
-    check_same_size(weights, out, "sgd_step_predict out");
-    float* v = nullptr;
-    if (h.momentum != 0.0f) {
-      check_same_size(weights, momentum_buf, "sgd_step_predict momentum");
-      v = momentum_buf.data<float>();
-    }
-    cuda::sgd_step_predict_f32(weights.data<float>(), grads.data<float>(), v, ghat.data<float>(),
-                               out.data<float>(), weights.numel(), h.lr, h.momentum, h.dampening,
-                               h.weight_decay, h.nesterov, ctx_->stream());
-  }
   double dot(const Tensor& a, const Tensor& b) override {
     check_f32(a, "dot");
     check_same_size(a, b, "dot");
     cuda::set_device(ctx_->device());
-    if (!dot_scratch_) {
-      DTRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dot_scratch_),
-                                   (cuda::kDotBlocks + 1) * sizeof(double)));
-    }
-    return cuda::dot_f32(a.data<float>(), b.data<float>(), a.numel(), dot_scratch_, ctx_->stream());
+    return cuda::dot_f32(a.data<float>(), b.data<float>(), a.numel(), dot_scratch(),
+                         ctx_->stream());
   }
   void dc_diagonal(const Tensor& grads, const Tensor& delta, float lambda) override {
     check_f32(grads, "dc_diagonal");
@@ -295,37 +244,24 @@ class CudaBackend final : public Backend {
     cuda::dc_diagonal_f32(grads.data<float>(), delta.data<float>(), grads.numel(), lambda,
                           ctx_->stream());
   }
-  void adamw_step(const Tensor& weights, const Tensor& grads, const Tensor& m, const Tensor& v,
-                  const AdamWHyper& h) override {
-    check_f32(weights, "adamw_step");
-    check_same_size(weights, grads, "adamw_step");
-    check_same_size(weights, m, "adamw_step m");
-    check_same_size(weights, v, "adamw_step v");
-    DTRAIN_CHECK(h.step >= 1) << "adamw_step: the step count starts at 1, got " << h.step;
-    cuda::adamw_step_f32(weights.data<float>(), grads.data<float>(), m.data<float>(),
-                         v.data<float>(), weights.numel(), h.lr, h.beta1, h.beta2, h.eps,
-                         h.weight_decay, h.step, ctx_->stream());
+  void run_pass(const PassKernels& pass, const void* functor, const PassBuffers& buffers) override {
+    const cuda::DevicePass* kernel = device_pass(pass);
+    DTRAIN_CHECK(kernel->run) << pass.name << " is a sum pass: run_sum_pass runs it";
+    cuda::set_device(ctx_->device());
+    kernel->run(functor, buffers, ctx_->stream());
   }
-  void adamw_predict(const Tensor& out, const Tensor& weights, const Tensor& grads, const Tensor& m,
-                     const Tensor& v, const AdamWHyper& h) override {
-    check_f32(weights, "adamw_predict");
-    for (const Tensor* t : {&grads, &m, &v, &out}) check_same_size(weights, *t, "adamw_predict");
-    DTRAIN_CHECK(h.step >= 1) << "adamw_predict: the step count starts at 1, got " << h.step;
-    cuda::adamw_predict_f32(out.data<float>(), weights.data<float>(), grads.data<float>(),
-                            m.data<float>(), v.data<float>(), weights.numel(), h.lr, h.beta1,
-                            h.beta2, h.eps, h.weight_decay, h.step, ctx_->stream());
-  }
-  void adamw_step_predict(const Tensor& weights, const Tensor& grads, const Tensor& m,
-                          const Tensor& v, const Tensor& ghat, const Tensor& out,
-                          const AdamWHyper& h) override {
-    check_f32(weights, "adamw_step_predict");
-    for (const Tensor* t : {&grads, &m, &v, &ghat, &out})
-      check_same_size(weights, *t, "adamw_step_predict");
-    DTRAIN_CHECK(h.step >= 1) << "adamw_step_predict: the step count starts at 1, got " << h.step;
-    cuda::adamw_step_predict_f32(weights.data<float>(), grads.data<float>(), m.data<float>(),
-                                 v.data<float>(), ghat.data<float>(), out.data<float>(),
-                                 weights.numel(), h.lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                                 h.step, ctx_->stream());
+  // The elements' z into `scratch`, then Backend::dot's fixed-order sum with buffer kSumWith.
+  double run_sum_pass(const PassKernels& pass, const void* functor, const PassBuffers& buffers,
+                      const Tensor& scratch) override {
+    const cuda::DevicePass* kernel = device_pass(pass);
+    DTRAIN_CHECK(kernel->produce) << pass.name << " is not a sum pass: run_pass runs it";
+    check_f32(scratch, "run_sum_pass scratch");
+    DTRAIN_CHECK(scratch.numel() >= buffers.n)
+        << pass.name << ": a scratch of " << scratch.numel() << " floats for " << buffers.n;
+    cuda::set_device(ctx_->device());
+    kernel->produce(functor, buffers, scratch.data<float>(), ctx_->stream());
+    const float* y = buffers.data[kernel->sum_with];
+    return cuda::dot_f32(y, scratch.data<float>(), buffers.n, dot_scratch(), ctx_->stream());
   }
   void add_to_rows(const Tensor& y, const Tensor& row) override {
     check_f32(y, "add_to_rows");
@@ -345,6 +281,23 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Backend::dot's block sums, allocated on first use.
+  double* dot_scratch() {
+    if (!dot_scratch_) {
+      DTRAIN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dot_scratch_),
+                                   (cuda::kDotBlocks + 1) * sizeof(double)));
+    }
+    return dot_scratch_;
+  }
+  // The plugin's kernel of `pass` (a .cu lists it with DTRAIN_DEVICE_PASSES).
+  static const cuda::DevicePass* device_pass(const PassKernels& pass) {
+    const cuda::DevicePass* kernel = cuda::find_device_pass(pass.name);
+    DTRAIN_CHECK(kernel != nullptr)
+        << "the CUDA plugin has no kernel for pass " << pass.name
+        << " (list its functor with DTRAIN_DEVICE_PASSES in a .cu of the plugin)";
+    return kernel;
+  }
+
   std::unique_ptr<cuda::CudaContext> ctx_;
   cudaStream_t upload_stream_ = nullptr;
   std::mutex upload_mutex_;

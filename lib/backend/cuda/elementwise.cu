@@ -5,7 +5,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/sgd_update.h"
 
 namespace dtrain::cuda {
 namespace {
@@ -40,26 +39,6 @@ __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   DTRAIN_GRID_STRIDE(i, n) x[i] *= alpha;
 }
 
-// The SGD kernels run the arithmetic of backend/sgd_update.h, shared with the CPU loops.
-template <sgd::Kind K>
-__global__ void sgd_step_kernel(float* w, const float* g, float* v, int64_t n, sgd::Coeffs c) {
-  DTRAIN_GRID_STRIDE(i, n) sgd::step<K>(i, w, g, v, c);
-}
-template <bool kDecay, bool kAdd>
-__global__ void sgd_accumulate_kernel(float* w, const float* g, float* sum, int64_t n, float lr,
-                                      float wd) {
-  DTRAIN_GRID_STRIDE(i, n) sgd::step_accumulate<kDecay, kAdd>(i, w, g, sum, lr, wd);
-}
-template <sgd::Kind K>
-__global__ void sgd_predict_kernel(float* out, const float* w, const float* g, const float* v,
-                                   int64_t n, sgd::Coeffs c) {
-  DTRAIN_GRID_STRIDE(i, n) sgd::predict<K>(i, out, w, g, v, c);
-}
-template <sgd::Kind K>
-__global__ void sgd_step_predict_kernel(float* w, const float* g, float* v, const float* p,
-                                        float* out, int64_t n, sgd::Coeffs c) {
-  DTRAIN_GRID_STRIDE(i, n) sgd::step_predict<K>(i, w, g, v, p, out, c);
-}
 __global__ void dc_diagonal_kernel(float* g, const float* d, int64_t n, float lambda) {
   DTRAIN_GRID_STRIDE(i, n) g[i] += lambda * g[i] * g[i] * d[i];
 }
@@ -151,54 +130,6 @@ void axpy_f32(float alpha, const float* x, float* y, int64_t n, cudaStream_t str
 void scale_f32(float* x, float alpha, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, alpha, n);
-  DTRAIN_CUDA_CHECK_LAUNCH();
-}
-
-void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
-                  float dampening, float weight_decay, bool nesterov, cudaStream_t stream) {
-  if (n <= 0) return;
-  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
-  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
-    sgd_step_kernel<decltype(k)::value><<<grid_for(n), kThreads, 0, stream>>>(w, g, v, n, c);
-  });
-  DTRAIN_CUDA_CHECK_LAUNCH();
-}
-
-void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
-                             float weight_decay, bool add, cudaStream_t stream) {
-  if (n <= 0) return;
-  sgd::with_accumulate_flags(weight_decay, add, [&](auto decay, auto keep_adding) {
-    sgd_accumulate_kernel<decltype(decay)::value, decltype(keep_adding)::value>
-        <<<grid_for(n), kThreads, 0, stream>>>(w, g, sum, n, lr, weight_decay);
-  });
-  DTRAIN_CUDA_CHECK_LAUNCH();
-}
-
-}  // namespace dtrain::cuda
-
-namespace dtrain::cuda {
-
-void sgd_predict_f32(float* out, const float* w, const float* g, const float* v, int64_t n,
-                     float lr, float momentum, float dampening, float weight_decay, bool nesterov,
-                     cudaStream_t stream) {
-  if (n <= 0) return;
-  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
-  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
-    sgd_predict_kernel<decltype(k)::value>
-        <<<grid_for(n), kThreads, 0, stream>>>(out, w, g, v, n, c);
-  });
-  DTRAIN_CUDA_CHECK_LAUNCH();
-}
-
-void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat, float* out,
-                          int64_t n, float lr, float momentum, float dampening, float weight_decay,
-                          bool nesterov, cudaStream_t stream) {
-  if (n <= 0) return;
-  const sgd::Coeffs c = sgd::coeffs(lr, momentum, dampening, weight_decay);
-  sgd::with_kind(sgd::kind_of(momentum, nesterov), [&](auto k) {
-    sgd_step_predict_kernel<decltype(k)::value>
-        <<<grid_for(n), kThreads, 0, stream>>>(w, g, v, ghat, out, n, c);
-  });
   DTRAIN_CUDA_CHECK_LAUNCH();
 }
 

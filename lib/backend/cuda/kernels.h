@@ -22,34 +22,6 @@ void add_relu_bf16(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t 
 // Mixed precision's casts: round to nearest even (f32 → bf16), widen exactly (bf16 → f32).
 void f32_to_bf16(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void bf16_to_f32(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
-// The fused SGD pass of Backend::sgd_step (the arithmetic of backend/sgd_update.h, as the CPU
-// loop).
-void sgd_step_f32(float* w, const float* g, float* v, int64_t n, float lr, float momentum,
-                  float dampening, float weight_decay, bool nesterov, cudaStream_t stream);
-// Backend::sgd_step_accumulate (backend/sgd_update.h, as the CPU loop).
-void sgd_step_accumulate_f32(float* w, const float* g, float* sum, int64_t n, float lr,
-                             float weight_decay, bool add, cudaStream_t stream);
-// Backend::sgd_predict: sgd_step's arithmetic into `out`, w and v unchanged (v may be null
-// when momentum == 0).
-void sgd_predict_f32(float* out, const float* w, const float* g, const float* v, int64_t n,
-                     float lr, float momentum, float dampening, float weight_decay, bool nesterov,
-                     cudaStream_t stream);
-// Backend::sgd_step_predict: sgd_step_f32, then sgd_predict_f32 from its results into `out`.
-void sgd_step_predict_f32(float* w, const float* g, float* v, const float* ghat, float* out,
-                          int64_t n, float lr, float momentum, float dampening, float weight_decay,
-                          bool nesterov, cudaStream_t stream);
-// Backend::adamw_step (backend/adamw_update.h, as the CPU loop): w, m and v in place.
-void adamw_step_f32(float* w, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream);
-// Backend::adamw_predict: adamw_step's arithmetic into `out`; w, m and v unchanged.
-void adamw_predict_f32(float* out, const float* w, const float* g, const float* m, const float* v,
-                       int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                       int64_t step, cudaStream_t stream);
-// Backend::adamw_step_predict: adamw_step_f32 at `step`, then adamw_predict_f32 at step + 1 from
-// its results into `out`.
-void adamw_step_predict_f32(float* w, const float* g, float* m, float* v, const float* ghat,
-                            float* out, int64_t n, float lr, float beta1, float beta2, float eps,
-                            float weight_decay, int64_t step, cudaStream_t stream);
 // Backend::dc_diagonal: g += λ·g·g·Δ.
 void dc_diagonal_f32(float* g, const float* delta, int64_t n, float lambda, cudaStream_t stream);
 // Backend::dot: a fixed-order sum in double; `scratch` holds kDotBlocks + 1 doubles on the

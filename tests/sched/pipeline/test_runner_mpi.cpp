@@ -10,7 +10,7 @@
 #include "comm/mpi_comm.h"
 #include "core/rng.h"
 #include "nn/model.h"
-#include "optim/sgd.h"  // Sgd: the stages' and the reference's optimizer
+#include "optim/sgd.h"  // make_sgd: the stages' and the reference's optimizer
 #include "sched/pipeline/runner.h"
 
 using namespace dtrain;
@@ -56,7 +56,8 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
 
   // The reference: the whole model on this rank, minibatch after minibatch.
   auto whole = build_model(*backend, spec, kInput, 4);
-  Sgd whole_sgd(*backend, whole->parameters(), whole->gradients(), sgd_options);
+  auto whole_sgd_owner = make_sgd(*backend, whole->parameters(), whole->gradients(), sgd_options);
+  Optimizer& whole_sgd = *whole_sgd_owner;
   for (int b = 0; b < kSteps; ++b) {
     const Batch batch = batch_of(b);
     whole->forward(batch.images, batch.labels);
@@ -73,7 +74,8 @@ TEST_CASE("a pipeline with one minibatch in flight trains exactly as the whole m
     CAPTURE(spec_.kind);
     const int slots = pipeline::in_flight_bound(shape, spec_, shape.stage_of(rank));
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
-    Sgd sgd(*backend, stage.parameters(), stage.gradients(), sgd_options);
+    auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(), sgd_options);
+    Optimizer& sgd = *sgd_owner;
     PipelineRunner runner(*world, shape, stage, sgd, kRows);
     const auto schedule = pipeline::build_schedule(shape, spec_);
     runner.run(schedule[rank], spec_, batch_of, kLr, 1.0f / kRows);
@@ -96,14 +98,13 @@ std::vector<float> one_f_one_b_reference(Backend& backend, const std::vector<Sta
                                          const SgdOptions& options) {
   const int S = static_cast<int>(stages.size());
   std::vector<std::unique_ptr<StageModel>> models;
-  std::vector<std::unique_ptr<Sgd>> sgds;
+  std::vector<std::unique_ptr<Optimizer>> sgds;
   std::vector<std::vector<Tensor>> history(S);  // per stage, every version's weights
   std::vector<Tensor> scratch;
   for (int s = 0; s < S; ++s) {
     models.push_back(
         std::make_unique<StageModel>(backend, stages[s], kInput, 4, 1, s == 0, s == S - 1));
-    sgds.push_back(
-        std::make_unique<Sgd>(backend, models[s]->parameters(), models[s]->gradients(), options));
+    sgds.push_back(make_sgd(backend, models[s]->parameters(), models[s]->gradients(), options));
     Tensor v0 = Tensor::empty({models[s]->num_parameters()});
     backend.copy(v0, models[s]->parameters());
     history[s].push_back(v0);
@@ -158,7 +159,8 @@ TEST_CASE("1f1b with weight stashing (and without) equals the paper's version ru
     CAPTURE(stashing);
     const int slots = pipeline::in_flight_bound(shape, spec_, rank);
     StageModel stage(*backend, stages[rank], kInput, 4, slots, rank == 0, rank == S - 1);
-    Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+    auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(), options);
+    Optimizer& sgd = *sgd_owner;
     PipelineRunner runner(*world, shape, stage, sgd, kRows, stashing);
     runner.run(schedule[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
     const std::vector<float> expected =
@@ -185,12 +187,14 @@ TEST_CASE("one stage replicated on p ranks steps with the mean gradient of each 
   const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, minibatches, 1, 0};
   StageModel stage(*backend, stages[0], kInput, 4, pipeline::in_flight_bound(shape, spec_, 0), true,
                    true);
-  Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+  auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(), options);
+  Optimizer& sgd = *sgd_owner;
   PipelineRunner runner(*world, shape, stage, sgd, kRows);
   runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
 
   auto whole = build_model(*backend, spec, kInput, 4);
-  Sgd whole_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  auto whole_sgd_owner = make_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  Optimizer& whole_sgd = *whole_sgd_owner;
   const int64_t n = whole->num_parameters();
   std::vector<double> sum(static_cast<size_t>(n));
   for (int first = 0; first < minibatches; first += p) {
@@ -233,7 +237,8 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
 
   auto whole = build_model(*backend, spec, kInput, 4);
   Tensor sum = backend->zeros({whole->num_parameters()});
-  Sgd whole_sgd(*backend, whole->parameters(), sum, options);
+  auto whole_sgd_owner = make_sgd(*backend, whole->parameters(), sum, options);
+  Optimizer& whole_sgd = *whole_sgd_owner;
   for (int step = 0; step < kSteps; ++step) {
     backend->fill_zero(sum);
     for (int i = 0; i < kMicro; ++i) {
@@ -250,7 +255,8 @@ TEST_CASE("gpipe and 1f1b_flush sum their microbatches into one step: equal, and
     const pipeline::ScheduleSpec spec_{pipeline::schedule_kind_named(kind), kSteps, kMicro, 0};
     StageModel stage(*backend, stages[rank], kInput, 4,
                      pipeline::in_flight_bound(shape, spec_, rank), rank == 0, rank == S - 1);
-    Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+    auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(), options);
+    Optimizer& sgd = *sgd_owner;
     PipelineRunner runner(*world, shape, stage, sgd, kRows);
     runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
     CHECK(std::memcmp(stage.parameters().data<float>(), expected,
@@ -271,7 +277,8 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
   const pipeline::PipelineShape shape{std::vector<int>(static_cast<size_t>(S), 1)};
 
   auto whole = build_model(*backend, spec, kInput, 4);
-  Sgd whole_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  auto whole_sgd_owner = make_sgd(*backend, whole->parameters(), whole->gradients(), options);
+  Optimizer& whole_sgd = *whole_sgd_owner;
   const int64_t n = whole->num_parameters();
   std::vector<std::vector<float>> history;  // the weights after each step
   auto keep = [&] {
@@ -294,7 +301,8 @@ TEST_CASE("1f1b with vertical sync is SGD with the gradient delayed by S − 1 s
   const pipeline::ScheduleSpec spec_{pipeline::ScheduleKind::one_f_one_b, kMinibatches, 1, 0};
   StageModel stage(*backend, stages[rank], kInput, 4, pipeline::in_flight_bound(shape, spec_, rank),
                    rank == 0, rank == S - 1);
-  Sgd sgd(*backend, stage.parameters(), stage.gradients(), options);
+  auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(), options);
+  Optimizer& sgd = *sgd_owner;
   PipelineRunner runner(*world, shape, stage, sgd, kRows, true, "none", true);
   runner.run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of, 0.1f, 1.0f / kRows);
   CHECK(std::memcmp(stage.parameters().data<float>(),
@@ -327,7 +335,9 @@ TEST_CASE("replicated stages in a pipeline: uneven counts, a short last round, n
                                          std::string(kind) == "gpipe" ? 2 : 1, 0};
       StageModel stage(*backend, stages[s], kInput, 4, pipeline::in_flight_bound(shape, spec_, s),
                        s == 0, s == S - 1);
-      Sgd sgd(*backend, stage.parameters(), stage.gradients(), {0.9f, 0.0f, 1e-4f, false});
+      auto sgd_owner = make_sgd(*backend, stage.parameters(), stage.gradients(),
+                                SgdOptions{0.9f, 0.0f, 1e-4f, false});
+      Optimizer& sgd = *sgd_owner;
       PipelineRunner runner(*world, shape, stage, sgd, kRows, true, "quantize8");
       const double loss = runner
                               .run(pipeline::build_schedule(shape, spec_)[rank], spec_, batch_of,
