@@ -10,9 +10,11 @@ namespace dtrain {
 // The rows, each written in its optimizer's file.
 OptimizerEntry sgd_optimizer();
 OptimizerEntry adamw_optimizer();
+OptimizerEntry lion_optimizer();
 
 const std::vector<OptimizerEntry>& optimizers() {
-  static const std::vector<OptimizerEntry> table{sgd_optimizer(), adamw_optimizer()};
+  static const std::vector<OptimizerEntry> table{sgd_optimizer(), adamw_optimizer(),
+                                                 lion_optimizer()};
   return table;
 }
 
