@@ -31,6 +31,7 @@
 #include "core/rng.h"                   // random_normal, random_bits, stream_id
 #include "cuda_test_backends.h"         // the one CPU reference and GPU of the binary
 #include "optim/adamw.h"                // AdamWOptions
+#include "optim/lion.h"                 // LionOptions
 #include "optim/optimizer_table.h"      // optimizers, make_optimizer: every row
 #include "optim/sgd.h"                  // SgdOptions, sgd_step_accumulate
 #include "optim/weight_prediction.h"    // WeightPrediction, GradientSum
@@ -1486,15 +1487,18 @@ std::vector<std::pair<std::string, OptimizerChoice>> optimizer_variants() {
   std::vector<std::pair<std::string, OptimizerChoice>> v;
   for (const OptimizerEntry& row : optimizers())
     v.emplace_back(row.name, OptimizerChoice(row.name));
-  OptimizerChoice plain("sgd"), damped("sgd"), nesterov("sgd"), adamw_high("adamw");
+  OptimizerChoice plain("sgd"), damped("sgd"), nesterov("sgd"), adamw_high("adamw"),
+      decayed_lion("lion");
   plain.get<SgdOptions>() = {0.0, 0.0, 0.01, false};
   damped.get<SgdOptions>() = {0.9, 0.1, 5e-4, false};
   nesterov.get<SgdOptions>() = {0.9, 0.0, 1e-4, true};
   adamw_high.get<AdamWOptions>() = {.weight_decay = 0.1, .betas = {0.3, 0.95}, .eps = 1e-8};
+  decayed_lion.get<LionOptions>().weight_decay = 1.0;
   v.emplace_back("sgd plain, weight decay", plain);
   v.emplace_back("sgd momentum, dampening, weight decay", damped);
   v.emplace_back("sgd nesterov", nesterov);
   v.emplace_back("adamw beta1 0.3, weight decay", adamw_high);
+  v.emplace_back("lion weight decay", decayed_lion);
   return v;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "optim/adamw.h"  // AdamWOptions
+#include "optim/lion.h"   // LionOptions
 #include "optim/optimizer_table.h"
 #include "optim/sgd.h"  // SgdOptions, sgd_step_accumulate
 #include "optim/weight_prediction.h"
@@ -33,7 +34,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Every optimizer with the options that take each variant of its rule: SGD plain, with
-// momentum and dampening, Nesterov; AdamW with both lerp forms.
+// momentum and dampening, Nesterov; AdamW with both lerp forms; Lion.
 std::vector<std::pair<std::string, OptimizerChoice>> variants() {
   std::vector<std::pair<std::string, OptimizerChoice>> v;
   for (const OptimizerEntry& row : optimizers())
@@ -50,6 +51,7 @@ std::vector<std::pair<std::string, OptimizerChoice>> variants() {
   for (auto& [name, choice] : v)
     if (choice.name != "sgd") {  // decoupled decay, on the runs that decay
       if (auto* a = std::any_cast<AdamWOptions>(&choice.options)) a->weight_decay = 0.1;
+      if (auto* l = std::any_cast<LionOptions>(&choice.options)) l->weight_decay = 0.5;
     }
   return v;
 }
@@ -248,7 +250,7 @@ TEST_CASE("SGD follows PyTorch's formulas; its capabilities say what HPSGD may d
   plain->step(0.5f);
   CHECK(wn.data<float>()[0] == doctest::Approx(0.81 - 0.5 * (1 + 0.25 * 0.81)));
   // Decoupled decay is not the gradient's.
-  for (const char* decoupled : {"adamw"}) {
+  for (const char* decoupled : {"adamw", "lion"}) {
     CAPTURE(decoupled);
     auto o = make_optimizer(OptimizerChoice(decoupled), *be, w, g, {});
     CHECK(o->gradient_decay() == 0.0f);

@@ -362,7 +362,8 @@ TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms 
 
   lines = problems_of(error_of(std::string(kValid) + "optimizer: {betas: [0.9, 0.99], eps: 1}\n"));
   REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "bad.yaml:3: optimizer.betas: applies only to optimizer adamw, not to 'sgd'");
+  CHECK(lines[0] ==
+        "bad.yaml:3: optimizer.betas: applies only to optimizer adamw or lion, not to 'sgd'");
   CHECK(lines[1] == "bad.yaml:3: optimizer.eps: applies only to optimizer adamw, not to 'sgd'");
 
   lines = problems_of(error_of(std::string(kValid) + "optimizer: {name: adamw, betas: [0.9]}\n"));
