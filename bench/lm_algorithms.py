@@ -14,7 +14,8 @@ the run, one thread per rank, every algorithm with the same optimizer and schedu
             and >= 2x uncompressed sync's. The paper's row is a perplexity after training, so
             the runs are 2000 iterations (48,000 of the corpus' 58,188 windows): early in
             training a stale gradient costs far more than later (at 600 iterations pipe_sgd is
-            +36 % and sapipe +4.8 % over sync; at 2000, +9.9 % and -0.3 %; bench/README.md).
+            +36 % and sapipe +4.8 % over sync; at 2000, +9.9 % and -0.3 %:
+            bench/results/2026-11-27-lm-algorithms-third-run.md).
  pipedream  PipeDream on a GPT whose data-parallel training is communication-bound at 1 Gbit/s
             (8 layers, 8 heads, 512 channels, block 64: 25M parameters; global batch 8), 2 ranks:
             sync against pipedream (stages: auto). Goals: pipedream >= 2x sync's tokens/s,

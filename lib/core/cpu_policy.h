@@ -4,15 +4,14 @@
 // - Denormal floats flush to zero (x86's FTZ and DAZ), as TensorFlow and XLA do by default. A
 //   momentum or Adam moment decaying towards zero where a weight gets no gradient (a border
 //   pixel's weights) passes through the denormal range, where every operation on it takes a
-//   microcode assist: measured on the Fashion-MNIST MLP, Pipe-SGD's update took 0.2 s in the
-//   first epoch and 1.2 s in the third without the flush, 0.2 s in each with it.
+//   microcode assist: without the flush, Pipe-SGD's update on the Fashion-MNIST MLP took 6× as
+//   long by the third epoch.
 // - Compute threads run under SCHED_BATCH: the same share of the CPU, but their wake-ups do not
 //   preempt a running thread. A compute thread wakes when the all-reduce it waits for ends, on
 //   the core where the comm thread that finished it is about to start the next one; preempting
-//   it there held that all-reduce back by a whole time slice (1.5 ms on 2 cores) — measured on 2
-//   ranks of 2 cores, SAPipe's wp3 ran at 0.74× Pipe-SGD's iterations/s that way and 0.97× with
-//   the compute threads as batch threads. Comm threads (comm/comm_thread.h) switch back to the
-//   normal policy: their work is short and latency-bound.
+//   it there held that all-reduce back by a whole time slice (1.5 ms on 2 cores; the
+//   measurements of both settings: bench/results/2026-11-27-sapipe-vs-pipe-sgd.md). Comm threads
+//   (comm/comm_thread.h) switch back to the normal policy: their work is short and latency-bound.
 #pragma once
 
 namespace dtrain {

@@ -16,9 +16,8 @@
 //    the backward keeps the head's weights P̃ and score gradients dS whole (T × 64 floats each),
 //    then takes dV = P̃ᵀ·dy, dK = dSᵀ·q and dQ = dS·k as products whose accumulators go
 //    straight to dqkv; key rows and the values are read in place where they are whole vectors.
-// Tried and dropped (slower or no better): software prefetch of the next pair's rows; dQ taken
-// block by block right after its dS, alone or with dV and dK fused into one pass over the rows.
-// Measured numbers: cpu_attention.cpp's header.
+// What was measured, and what was tried and left out:
+// bench/results/2026-11-26-cpu-attention-short.md.
 #include "backend/cpu/attention_short.h"
 
 #include <algorithm>    // min

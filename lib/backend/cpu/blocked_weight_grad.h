@@ -1,12 +1,12 @@
-// The weight gradient of a stride-1 convolution on activations in blocks of 16 channels
-// (nChw16c), for the shapes where oneDNN 2.6's kernel runs far below the FMA peak in a training
-// step: rows of 32 or more outputs (ResNet-20's first stage: 16→16 channels at 32×32, 2.6 ms
-// per call with the data out of cache, against 2.3 ms here; 1.8 ms when the data is in cache,
-// 94 % of the peak). Per image and 16×16 channel pair, per few output rows, the 16 input-channel
-// accumulators of one kernel tap sweep the rows: one 16-output-channel gradient vector times 16
-// broadcast inputs per output pixel, while the rows stay in L1 for the other taps; the
-// images' sums add up in memory of the op, per thread. The result is plain OIHW, so no
-// reorder follows. CpuConv takes it where blocked_weight_grad_suits says (measured; below 32
+// The weight gradient of a stride-1 convolution on activations in blocks of 16 channels (nChw16c),
+// for the shapes where oneDNN 2.6's kernel runs far below the FMA peak in a training step: rows of
+// 32 or more outputs (ResNet-20's first stage: 16→16 channels at 32×32, where this kernel reaches
+// 94 % of the FMA peak with the data in cache; the measurements:
+// bench/results/2026-11-26-cpu-engine.md). Per image and 16×16 channel pair, per few output rows,
+// the 16 input-channel accumulators of one kernel tap sweep the rows: one 16-output-channel
+// gradient vector times 16 broadcast inputs per output pixel, while the rows stay in L1 for the
+// other taps; the images' sums add up in memory of the op, per thread. The result is plain OIHW, so
+// no reorder follows. CpuConv takes it where blocked_weight_grad_suits says (measured; below 32
 // columns oneDNN is faster).
 #pragma once
 #include <cstdint>  // int64_t

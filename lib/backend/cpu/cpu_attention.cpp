@@ -11,23 +11,14 @@
 //
 // Sequences up to 64 positions with heads up to 64 channels take the whole-head kernels of
 // attention_short.cpp instead (no online softmax, 16 query rows against all their keys at
-// once; see there). Their gain at the small GPT's shape, one thread, best CPU time of each
-// binary, old and new interleaved on the shared 2-core machine (which was loaded, so the
-// absolute numbers are low; the ratio held over repeated rounds):
-//   dtrain_attention_bench --batch 12 --seq 64 --heads 4 --head-dim 32 --repeats 200
-//     before: forward 0.231 ms  54 GFLOP/s, backward 0.471 ms  67 GFLOP/s (0.70 ms)
-//     after:  forward 0.148 ms  85 GFLOP/s, backward 0.343 ms  92 GFLOP/s (0.49 ms, 1.43×)
-//   the same with --dropout 0.1: 0.79 → 0.60 ms forward + backward.
-// T = 256 (--batch 8 --seq 256 --heads 6 --head-dim 64) stays on the tiled kernels: 15.7 and
-// 15.7 ms forward + backward before and after, within the machine's noise.
+// once; see there): about 1.4× the tiled kernels' speed at the small GPT's shape
+// (dtrain_attention_bench --batch 12 --seq 64 --heads 4 --head-dim 32). Longer sequences stay
+// on the tiled kernels. The measurements: bench/results/2026-11-26-cpu-attention-short.md.
 //
 // bf16 activations (AttentionSpec::dtype) take the same kernels: the per-head copies widen them
 // to f32 exactly, y and dqkv are rounded once as they are stored (CpuAttention::forward_all).
-// At that T = 256 shape, one thread, best of 15 calls in five interleaved rounds: f32 4.7 +
-// 10.4 = 15.1 ms, bf16 4.4 + 9.3 = 13.7 ms (the strided rows read are half the bytes). Tried
-// and dropped: the score products on AVX512-BF16's vdpbf16ps (queries as bf16 pairs, keys in
-// channel pairs transposed): 23.6 ms against f32's 22.0 in the same run, the instruction slower
-// than the FMAs it replaces on this machine.
+// The score products stay f32 FMAs: AVX512-BF16's vdpbf16ps, tried in their place, was slower
+// (bench/results/2026-11-27-cpu-attention-bf16.md).
 #include <omp.h>  // omp_get_max_threads, omp_get_thread_num
 
 #include <algorithm>         // min, max, fill

@@ -4,8 +4,8 @@
 // the thread count.
 // Rows of a multiple of 16 features (every GPT width) take 16-float vectors with the row's sums
 // reduced as a tree (simd::tree_sum): OpenMP's simd reductions ended each of the row's sums in
-// 16 scalar additions through memory. Measured on the baby GPT's 768 rows of 128 (one thread,
-// best CPU time of 30 × 100 calls): forward 30 → 22.5 µs, backward 35 → 28 µs.
+// 16 scalar additions through memory: a quarter to a third slower on the baby GPT's rows
+// (bench/results/2026-11-27-lm-vs-pytorch.md).
 #include <algorithm>  // min
 #include <cmath>      // sqrt
 #include <vector>

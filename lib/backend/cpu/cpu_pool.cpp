@@ -1,8 +1,8 @@
 // Max and average pooling over plain NCHW, as direct loops. oneDNN's pooling primitives want
-// blocked layouts: on NCHW tensors they transpose through one on every call and were ~10×
-// slower than this (0.7 ms vs 0.06 ms for LeNet's 64×6×28×28 pool). Windows follow PyTorch:
-// a window may overhang the input only through padding or ceil mode; include-padding averages
-// divide by the part of the window inside the padded input, as PyTorch and Caffe do.
+// blocked layouts: on NCHW tensors they transpose through one on every call, ~10× slower than this
+// on LeNet's 64×6×28×28 pool (bench/results/2026-11-22-cpu-direct-kernels.md). Windows follow
+// PyTorch: a window may overhang the input only through padding or ceil mode; include-padding
+// averages divide by the part of the window inside the padded input, as PyTorch and Caffe do.
 // The max-pool workspace holds, per output, the index of the chosen input within its plane.
 // Channel-blocked tensors (spec.block B) pool B channels of a pixel at once, one vector per
 // window position; their workspace holds, per output element, the chosen position within its
@@ -396,8 +396,8 @@ class CpuPool final : public PoolOp {
 
   // 2×2, stride 2, no padding (LeNet, VGG): 16 outputs of a row at a time, the even and odd
   // columns of each input row split by a two-register shuffle, no branches (the compiler left
-  // the scalar version branchy, and ReLU outputs' ties made it mispredict: 0.45 ms for LeNet's
-  // 64×6×28×28, now 0.04). Ties pick the first maximum in scan order, as the general path.
+  // the scalar version branchy, and ReLU outputs' ties made it mispredict: ~10× slower on LeNet's
+  // 64×6×28×28). Ties pick the first maximum in scan order, as the general path.
   void max_plane_2x2(const T* in, T* out, int32_t* idx) const {
     using namespace simd;
     const IVec lane{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
