@@ -6,10 +6,10 @@
 #include <thread>  // sleep_for
 
 #include "core/error.h"
-#include "nn/graph.h"             // Graph::step: the dropout counter
-#include "nn/model_weights.h"     // model_weights
-#include "optim/clip.h"           // clip_grad_norm
-#include "sched/model_average.h"  // ModelAverager: evaluate_mean
+#include "nn/graph.h"                    // Graph::step: the dropout counter
+#include "nn/model_weights.h"            // model_weights
+#include "optim/clip.h"                  // clip_grad_norm
+#include "sched/gossip/model_average.h"  // ModelAverager: evaluate_mean
 
 namespace dtrain {
 

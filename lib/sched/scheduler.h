@@ -25,7 +25,7 @@
 
 namespace dtrain {
 
-class ModelAverager;  // sched/model_average.h
+class ModelAverager;  // sched/gossip/model_average.h
 
 // One rank's account of one epoch: timing.csv's columns plus the running training loss.
 struct EpochStats {

@@ -1,4 +1,4 @@
-#include "sched/sapipe_scheduler.h"
+#include "sched/sapipe/sapipe_scheduler.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <span>
 
+#include "../trainee.h"
 #include "nn/graph.h"
 #include "nn/layer.h"
 #include "sched/pipe_sgd_scheduler.h"
-#include "sched/sapipe_scheduler.h"
+#include "sched/sapipe/sapipe_scheduler.h"
 #include "sched/sync_scheduler.h"
-#include "trainee.h"
 
 using namespace dtrain;
 using test::Trainee;

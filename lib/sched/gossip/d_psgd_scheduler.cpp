@@ -1,4 +1,4 @@
-#include "sched/d_psgd_scheduler.h"
+#include "sched/gossip/d_psgd_scheduler.h"
 
 #include <algorithm>  // max
 

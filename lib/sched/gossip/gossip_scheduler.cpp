@@ -1,4 +1,4 @@
-#include "sched/gossip_scheduler.h"
+#include "sched/gossip/gossip_scheduler.h"
 
 #include <algorithm>  // min, max: a part's target
 #include <chrono>

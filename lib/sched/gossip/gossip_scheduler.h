@@ -26,12 +26,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"     // CommThread: the exchanges and the server
-#include "sched/algorithm.h"      // AlgorithmEntry
-#include "sched/host_mirror.h"    // HostMirror: a GPU model's host copy
-#include "sched/model_average.h"  // ModelAverager: evaluation
-#include "sched/scheduler.h"      // Scheduler
-#include "sched/topology.h"       // Topology
+#include "comm/comm_thread.h"            // CommThread: the exchanges and the server
+#include "sched/algorithm.h"             // AlgorithmEntry
+#include "sched/gossip/model_average.h"  // ModelAverager: evaluation
+#include "sched/gossip/topology.h"       // Topology
+#include "sched/host_mirror.h"           // HostMirror: a GPU model's host copy
+#include "sched/scheduler.h"             // Scheduler
 
 namespace dtrain {
 

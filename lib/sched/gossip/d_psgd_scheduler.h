@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"          // CommThread: the exchange overlaps the gradient
-#include "comm/gradient_allreducer.h"  // GradientAllreducer: the complete topology
-#include "sched/algorithm.h"           // AlgorithmEntry
-#include "sched/host_mirror.h"         // HostMirror: GPU models staged through host memory
-#include "sched/model_average.h"       // ModelAverager: evaluation
-#include "sched/scheduler.h"           // Scheduler
-#include "sched/topology.h"            // Topology
+#include "comm/comm_thread.h"            // CommThread: the exchange overlaps the gradient
+#include "comm/gradient_allreducer.h"    // GradientAllreducer: the complete topology
+#include "sched/algorithm.h"             // AlgorithmEntry
+#include "sched/gossip/model_average.h"  // ModelAverager: evaluation
+#include "sched/gossip/topology.h"       // Topology
+#include "sched/host_mirror.h"           // HostMirror: GPU models staged through host memory
+#include "sched/scheduler.h"             // Scheduler
 
 namespace dtrain {
 

@@ -1,4 +1,4 @@
-#include "sched/hpsgd_scheduler.h"
+#include "sched/hpsgd/hpsgd_scheduler.h"
 
 #include <fmt/format.h>  // fmt::format: the log lines
 
