@@ -3,14 +3,14 @@
 
 #include "core/named_rows.h"  // find_row, row_names
 #include "sched/algorithm.h"
-#include "sched/gossip/d_psgd_scheduler.h"       // d_psgd_algorithm
-#include "sched/gossip/gossip_scheduler.h"       // gossip_algorithm
-#include "sched/hpsgd/hpsgd_scheduler.h"         // hpsgd_algorithm
+#include "sched/gossip/d_psgd_algorithm.h"       // d_psgd_algorithm
+#include "sched/gossip/gossip_algorithm.h"       // gossip_algorithm
+#include "sched/hpsgd/hpsgd_algorithm.h"         // hpsgd_algorithm
 #include "sched/local_sgd_scheduler.h"           // local_sgd_algorithm
 #include "sched/pipe_sgd_scheduler.h"            // pipe_sgd_algorithm
 #include "sched/pipeline/pipedream_scheduler.h"  // pipedream_algorithm
 #include "sched/ps_sync_scheduler.h"             // ps_sync_algorithm
-#include "sched/sapipe/sapipe_scheduler.h"       // sapipe_algorithm
+#include "sched/sapipe/sapipe_algorithm.h"       // sapipe_algorithm
 #include "sched/sync_scheduler.h"                // sync_algorithm
 
 namespace dtrain {

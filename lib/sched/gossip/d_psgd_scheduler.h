@@ -9,23 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"            // CommThread: the exchange overlaps the gradient
-#include "comm/gradient_allreducer.h"    // GradientAllreducer: the complete topology
-#include "sched/algorithm.h"             // AlgorithmEntry
-#include "sched/gossip/model_average.h"  // ModelAverager: evaluation
-#include "sched/gossip/topology.h"       // Topology
-#include "sched/host_mirror.h"           // HostMirror: GPU models staged through host memory
-#include "sched/scheduler.h"             // Scheduler
+#include "comm/comm_thread.h"               // CommThread: the exchange overlaps the gradient
+#include "comm/gradient_allreducer.h"       // GradientAllreducer: the complete topology
+#include "sched/gossip/d_psgd_algorithm.h"  // DPsgdOptions
+#include "sched/gossip/model_average.h"     // ModelAverager: evaluation
+#include "sched/gossip/topology.h"          // Topology
+#include "sched/host_mirror.h"              // HostMirror: GPU models staged through host memory
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-struct DPsgdOptions {
-  std::string topology = "ring";  // ring | exponential | complete
-};
-
-AlgorithmEntry d_psgd_algorithm();
-// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
-Prediction predict_d_psgd(const TimingInputs& in, const CodecCost& codec, Topology topology);
 
 class DPsgdScheduler final : public Scheduler {
  public:

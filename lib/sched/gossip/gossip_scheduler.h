@@ -26,23 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"            // CommThread: the exchanges and the server
-#include "sched/algorithm.h"             // AlgorithmEntry
-#include "sched/gossip/model_average.h"  // ModelAverager: evaluation
-#include "sched/gossip/topology.h"       // Topology
-#include "sched/host_mirror.h"           // HostMirror: a GPU model's host copy
-#include "sched/scheduler.h"             // Scheduler
+#include "comm/comm_thread.h"               // CommThread: the exchanges and the server
+#include "sched/gossip/gossip_algorithm.h"  // GossipOptions
+#include "sched/gossip/model_average.h"     // ModelAverager: evaluation
+#include "sched/gossip/topology.h"          // Topology
+#include "sched/host_mirror.h"              // HostMirror: a GPU model's host copy
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-struct GossipOptions {
-  std::string topology = "ring";  // ring | exponential
-};
-
-AlgorithmEntry gossip_algorithm();
-// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
-Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec,
-                          Topology topology = Topology::ring);
 
 class GossipScheduler final : public Scheduler {
  public:

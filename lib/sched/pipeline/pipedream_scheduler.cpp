@@ -9,7 +9,7 @@
 #include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
 #include "core/stop_request.h"              // stop_signal, request_stop
-#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: stages and replicas left to auto
+#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline, pipedream_chain_plan: the planner
 #include "sched/pipeline/profile.h"         // profile_pipeline_chain
 #include "sched/pipeline/tied_weights.h"    // check_tied_stages
 
@@ -201,78 +201,6 @@ PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t bat
   return l;
 }
 
-namespace {
-
-// `dtrain plan`'s row: dtrain's predicted time per minibatch of the chosen partition, the
-// slowest stage's compute and communication.
-Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
-  Prediction r;
-  r.algorithm = "pipedream";
-  r.compression = "none";
-  const Partition& p = c.chosen;
-  for (int s = 0; s < p.stages(); ++s)
-    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
-      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
-      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
-    }
-  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
-  r.iteration_s = c.chosen_s;
-  r.compute_bound = p.compute_bound();
-  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
-  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
-  r.configuration = p.configuration();
-  return r;
-}
-
-// PipeDream's planner in `dtrain plan`, for in.ranks over the link, with the options given (an
-// explicit partition that does not fit these ranks is planned as auto, and said); the link's
-// transport as the plan measured it, else measured here for the chain.
-ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
-  const PipedreamOptions& given = a.get<PipedreamOptions>();
-  PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
-                                   : measured_pipeline_link(in.link, in.chain, in.ranks);
-  link.reduce_wait_s = in.replica_lag_s;
-  link.crowded_wait_s = in.crowded_wait_s;
-  link.crowding = in.crowding;
-  std::string note;
-  // The run plans its partition itself (plan() above), from its own profile of the chain (no
-  // straggler in it) and no wait beyond the messages. So the row's partition is the one those
-  // costs pick, predicted with the rest added (where the two differed, the plan predicted a
-  // partition the run did not train: the MLP at 10 Gbit/s on 4 ranks, 2-2 where the run trained
-  // 4, 32 % short).
-  PipelineLink as_run = link;
-  as_run.reduce_wait_s = as_run.crowded_wait_s = 0;
-  const std::vector<LayerProfile>& run_chain = in.run_chain ? *in.run_chain : in.chain;
-  auto choose = [&](const PipedreamOptions& o) {
-    const PipelineChoice runs =
-        choose_pipeline(run_chain, o, in.ranks, as_run, in.tied_ends, in.tied_bytes);
-    PipelineChoice c = choose_pipeline(in.chain, with_choice(o, runs), in.ranks, link, in.tied_ends,
-                                       in.tied_bytes);
-    c.reason = runs.reason + ", as the run's own profile picks it";
-    return c;
-  };
-  const PipelineChoice c = [&] {
-    try {
-      return choose(given);
-    } catch (const InputError& e) {
-      note = fmt::format(
-          "(the configured partition does not fit {} rank(s): {}; planned with "
-          "stages: auto, replicas: auto)\n",
-          in.ranks, e.what());
-      PipedreamOptions o = given;
-      o.stages = PipedreamOptions{}.stages;
-      o.replicas = PipedreamOptions{}.replicas;
-      return choose(o);
-    }
-  }();
-  return {pipedream_row(c, in.batch),
-          note + "\n" + describe_choice(c, given) +
-              "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of "
-              "timing.csv (a later epoch: the first creates the stages' compute primitives)\n"};
-}
-
-}  // namespace
-
 AlgorithmEntry pipedream_algorithm() {
   using namespace config;
   auto keys =
@@ -344,7 +272,7 @@ AlgorithmEntry pipedream_algorithm() {
             return profile_pipeline_chain(backend, source, minibatches,
                                           {.budget_s = budget_s, .at_least = 1});
           },
-      .plan_chain = plan_chain,
+      .plan_chain = pipedream_chain_plan,
       // Each stage steps its own parameters through the Optimizer interface, with its state.
       .optimizers = {"sgd", "adamw"},
       // By the norm over all stages (one all-reduce of a double per step).

@@ -35,33 +35,13 @@
 #include <string>
 #include <vector>
 
-#include "comm/gradient_allreducer.h"  // GradientAllreducer
-#include "config/kinds.h"              // WordOr
-#include "plan/stale_layers.h"         // LayerCost: auto's check
-#include "sched/algorithm.h"           // AlgorithmEntry
-#include "sched/gradient_segments.h"   // GradientSegments
-#include "sched/scheduler.h"           // Scheduler
+#include "comm/gradient_allreducer.h"       // GradientAllreducer
+#include "plan/stale_layers.h"              // LayerCost: auto's check
+#include "sched/gradient_segments.h"        // GradientSegments
+#include "sched/sapipe/sapipe_algorithm.h"  // SapipeOptions
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-// SAPipe's keys (docs/architecture.md §3).
-struct SapipeOptions {
-  config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
-  std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3
-  double dc_lambda = 0.2;
-  std::string dc_form = "outer";  // outer (the paper's Eq. 1) | diag (DC-ASGD)
-  int segments = 1;               // of the fresh layers' gradient
-  int warmup_epochs = 0;          // epochs of D-Sync first
-};
-
-AlgorithmEntry sapipe_algorithm();
-
-// The plan's row (docs/planning.md, SAPipe): the k the run settles on — the options' or `auto`'s,
-// checked and grown as the scheduler does — and the steady state of run_pipelined with it:
-// the compute thread's passes (the compensation's), the hook's wait for the fresh sum, the
-// fresh segments' all-reduces as backward makes them final, the comm thread's CPU share.
-Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
-                          const SapipeOptions& options);
 
 class SapipeScheduler final : public Scheduler {
  public:
