@@ -25,8 +25,6 @@
 
 namespace dtrain {
 
-class ModelAverager;  // sched/gossip/model_average.h
-
 // One rank's account of one epoch: timing.csv's columns plus the running training loss.
 struct EpochStats {
   int64_t iterations = 0;
@@ -233,11 +231,6 @@ class Scheduler {
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).
   EvalResult evaluate_model(Loader& test);
-  // Evaluates the mean of the ranks' models (null `averager`: the model as it is); every rank
-  // then continues from its own (algorithms whose ranks hold different models).
-  EvalResult evaluate_mean(ModelAverager* averager, Loader& test);
-  // The weights of the mean of the ranks' models, as evaluate_mean evaluates it (a collective).
-  NamedTensors weights_mean(ModelAverager* averager);
 
   SchedulerContext ctx_;
 

@@ -121,7 +121,7 @@ EpochStats DPsgdScheduler::run_epoch(Loader& loader, const EpochPart& part) {
 }
 
 EvalResult DPsgdScheduler::evaluate(Loader& test) {
-  return evaluate_mean(averager_.get(), test);
+  return on_mean_model(averager_.get(), [&] { return evaluate_model(test); });
 }
 
 }  // namespace dtrain

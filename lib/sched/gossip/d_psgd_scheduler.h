@@ -28,7 +28,9 @@ class DPsgdScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // The mean of the ranks' models; each rank's own is restored afterwards.
   EvalResult evaluate(Loader& test) override;
-  NamedTensors weights() override { return weights_mean(averager_.get()); }  // as evaluated
+  NamedTensors weights() override {  // as evaluated
+    return on_mean_model(averager_.get(), [this] { return Scheduler::weights(); });
+  }
 
  protected:
   float gradient_scale(int64_t rows) const override { return 1.0f / static_cast<float>(rows); }

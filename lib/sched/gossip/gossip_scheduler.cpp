@@ -352,7 +352,7 @@ void GossipScheduler::load(const SchedulerState& state) {
 }
 
 EvalResult GossipScheduler::evaluate(Loader& test) {
-  return evaluate_mean(averager_.get(), test);
+  return on_mean_model(averager_.get(), [&] { return evaluate_model(test); });
 }
 
 }  // namespace dtrain

@@ -43,7 +43,9 @@ class GossipScheduler final : public Scheduler {
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
-  NamedTensors weights() override { return weights_mean(averager_.get()); }  // as evaluated
+  NamedTensors weights() override {  // as evaluated
+    return on_mean_model(averager_.get(), [this] { return Scheduler::weights(); });
+  }
   // An epoch's iterations are its updates over all ranks (N/M); a part's count is each
   // rank's own.
   int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }
