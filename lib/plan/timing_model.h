@@ -96,6 +96,8 @@ struct Prediction {
   double samples_per_s = 0;
   double speedup = 1;             // vs sync + none
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
+  // Whether the speedups are measured against this row (D-Sync's: predict_sync marks them).
+  bool reference = false;
   // How the ranks are used (plan.csv's last column): empty means data parallel on all of them;
   // PipeDream writes its stages ("3-1"), SAPipe its stale layers ("k=5").
   std::string configuration;
@@ -147,9 +149,11 @@ Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
                            const CodecCost& codec, double compute_s, double comm_s,
                            double iteration_s);
 
-// The iteration time speedups are measured against: sync + none, else the first sync row.
+// The iteration time speedups are measured against: the reference row (sync's) with codec none,
+// else the first reference row.
 double reference_seconds(const std::vector<Prediction>& rows);
-// Sets each row's speedup against sync + none (or the first sync row when `none` is absent).
+// Sets each row's speedup against the reference row with codec none (or the first reference row
+// when `none` is absent).
 void set_speedups(std::vector<Prediction>& rows);
 
 // The extra compute time after idling `idle` seconds (interpolated from the inputs' points).

@@ -5,18 +5,21 @@
 namespace dtrain {
 
 Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L) {
+  Prediction r;
   if (L > 1) {
-    Prediction r = predict_pipe_sgd(in, codec, 1, L);
+    r = predict_pipe_sgd(in, codec, 1, L);
     r.algorithm = "sync";
     r.K = 0;
-    return r;
+  } else {
+    // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path: the
+    // scheduler waits for it before the update, and computes again cold.
+    const double comm =
+        in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
+    const double compute = compute_seconds(in) + idle_penalty(in, comm);
+    r = make_prediction(in, "sync", codec, compute, comm, compute + comm);
   }
-  // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path:
-  // the scheduler below waits for it before the update, and computes again cold.
-  const double comm =
-      in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
-  const double compute = compute_seconds(in) + idle_penalty(in, comm);
-  return make_prediction(in, "sync", codec, compute, comm, compute + comm);
+  r.reference = true;  // the Pipe-SGD paper's baseline: the plan's speedups are against it
+  return r;
 }
 
 }  // namespace dtrain
