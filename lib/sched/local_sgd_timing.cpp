@@ -5,7 +5,7 @@
 
 namespace dtrain {
 
-// Local SGD as this scheduler runs it: every iteration computes and steps locally; every
+// Local SGD as its scheduler runs it: every iteration computes and steps locally; every
 // `period`-th also averages, the compute thread waiting for it: delta ← w − anchor (a copy and
 // an axpy), the all-reduce of delta, w ← anchor + delta / p (a copy and an axpy), anchor ← w (a
 // copy). The passes cost β (copies) and γ (axpys) per byte, stretched as the compute is when

@@ -3,7 +3,7 @@
 namespace dtrain {
 
 Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec) {
-  // Not in the paper's equations; derived from the scheduler below and PacedComm. Rank 0 is
+  // Not in the paper's equations; derived from its scheduler and PacedComm. Rank 0 is
   // the server and also computes its share, so all ranks finish backward together. Then:
   //  push: each worker encodes its n-element gradient (a memcpy for `none`) and sends it
   //    (α + W·β, asleep, then the copy). The server receives them one after another: its

@@ -4,7 +4,7 @@
 
 namespace dtrain {
 
-// D-PSGD as this scheduler runs it, with m = 4n bytes of model (not in the Pipe-SGD paper):
+// D-PSGD as its scheduler runs it, with m = 4n bytes of model (not in the Pipe-SGD paper):
 // each iteration hands the exchange to the comm thread (S) and computes meanwhile. Ring and
 // exponential: it sends the model to each of its d neighbours (d messages of m bytes, paced one
 // after another; the receives overlap them), then the compute thread mixes

@@ -45,7 +45,7 @@ double iteration_with_epoch_drain(const std::vector<double>& t, double answering
 
 }  // namespace
 
-// AD-PSGD as this scheduler runs it, with m = 4n bytes of model (not in the Pipe-SGD paper).
+// AD-PSGD as its scheduler runs it, with m = 4n bytes of model (not in the Pipe-SGD paper).
 //  An active (odd) rank hands one exchange to its comm thread (S) and computes meanwhile; the
 //    exchange sums its snapshot (x + pending: γ·m), sends the model (one message of m bytes),
 //    waits while the peer's server sums its own snapshot (γ·m) and sends it back (another

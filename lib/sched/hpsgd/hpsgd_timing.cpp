@@ -30,6 +30,7 @@ double round_passes(const TimingInputs& in, double every) {
 
 }  // namespace
 
+// HPSGD as its scheduler runs it: the compute thread never waits for the all-reduce (it runs
 // on the comm thread while the replica trains); it pays for the passes of round_passes and,
 // with no core of its own for the comm thread, for that thread's CPU work (and the round waits
 // once for that thread to get the core back). `auto` starts a round at the first boundary
