@@ -7,7 +7,7 @@
 #include <algorithm>  // find
 #include <map>        // straggler ranks seen
 
-#include "sched/algorithm.h"  // find_algorithm: the chosen algorithm's own rules
+#include "sched/algorithm.h"  // AlgorithmEntry: the chosen algorithm's own rules
 
 namespace dtrain::config {
 
@@ -107,8 +107,7 @@ void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorit
 // The chosen algorithm's own rules: the optimizers its update is written for and whether it
 // clips (its registry row's `optimizers` and `clips_gradients`), then its `check`.
 void check_algorithm(const ExperimentConfig& c, Reader& r) {
-  const AlgorithmEntry* algorithm = find_algorithm(c.algorithm.name);
-  if (!algorithm) return;
+  const AlgorithmEntry* algorithm = &c.algorithm.entry();
   const OptimizerConfig& o = c.optimizer;
   const auto& works_with = algorithm->optimizers;
   if (!r.has_problem("optimizer.name") &&

@@ -151,9 +151,10 @@ struct Profile {
   std::vector<std::pair<std::string, double>> seconds;
 };
 
-// The options of algorithm `name`: the config's when it is the chosen one, else its defaults.
-AlgorithmConfig options_of(const ExperimentConfig& config, const std::string& name) {
-  return config.algorithm.name == name ? config.algorithm : AlgorithmConfig(name);
+// The options of `algorithm`: the config's when it is the chosen one, else its defaults.
+AlgorithmConfig options_of(const ExperimentConfig& config, const AlgorithmEntry& algorithm) {
+  return &config.algorithm.entry() == &algorithm ? config.algorithm
+                                                 : AlgorithmConfig(algorithm.name);
 }
 
 // The whole model's forward, backward and step on a whole minibatch (a PipeDream replica's
@@ -409,8 +410,7 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // accumulates micro-batches (train.accumulation_steps).
   ExperimentConfig profiled = config;
   profiled.train.accumulation_steps = 1;
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  if (algorithm && algorithm->place_batches)
+  if (config.algorithm.entry().place_batches)
     profiled.algorithm = AlgorithmConfig();  // the default, data parallel
   return build_run(profiled, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
@@ -451,10 +451,10 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
   // This machine's timers and copies, for what the runtime would pay besides the link.
   const ChainPlan plan =
-      planner->plan_chain(options_of(config, planner->name), {.chain = chain,
-                                                              .ranks = options.ranks,
-                                                              .batch = config.dataset.batch_size,
-                                                              .link = emulated_link(config)});
+      planner->plan_chain(options_of(config, *planner), {.chain = chain,
+                                                         .ranks = options.ranks,
+                                                         .batch = config.dataset.batch_size,
+                                                         .link = emulated_link(config)});
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
@@ -483,7 +483,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::vector<Prediction> rows;
   for (const AlgorithmEntry& a : algorithms()) {
     if (!a.predict) continue;
-    const AlgorithmConfig options = options_of(config, a.name);
+    const AlgorithmConfig options = options_of(config, a);
     for (const CodecCost& codec : in.codecs)
       if (a.compressions.empty() || std::ranges::count(a.compressions, codec.name) > 0)
         rows.push_back(a.predict(in, codec, options));
@@ -491,12 +491,12 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::string recommendations;
   for (const AlgorithmEntry& a : algorithms())
     if (a.recommend)
-      recommendations.append("\n").append(a.recommend(in, rows, options_of(config, a.name)));
+      recommendations.append("\n").append(a.recommend(in, rows, options_of(config, a)));
   // The model-parallel row: its plan of the stretched chain for these ranks, over the link the
   // other rows see.
   std::string planned;
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
-    const ChainPlan plan = planner->plan_chain(options_of(config, planner->name),
+    const ChainPlan plan = planner->plan_chain(options_of(config, *planner),
                                                {.chain = measured.chain_stretched,
                                                 .run_chain = &measured.chain_as_run,
                                                 .ranks = p,
@@ -518,8 +518,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
        "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
   o += table(rows) + unmodelled(rows) + overall_recommendation(rows) + recommendations;
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
-  const AlgorithmEntry* chosen = find_algorithm(config.algorithm.name);
-  if (chosen && chosen->plan_note) o += chosen->plan_note(config.algorithm);
+  const AlgorithmEntry& chosen = config.algorithm.entry();
+  if (chosen.plan_note) o += chosen.plan_note(config.algorithm);
   o += planned;
   out << o;
 

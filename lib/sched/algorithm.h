@@ -22,6 +22,8 @@
 
 namespace dtrain {
 
+struct AlgorithmEntry;
+
 // The chosen algorithm and exactly its keys: `options` holds the options struct its registry
 // entry declares (SyncOptions, PipeSgdOptions, ...), nothing of any other algorithm.
 struct AlgorithmConfig {
@@ -30,6 +32,8 @@ struct AlgorithmConfig {
 
   std::string name;
   std::any options;
+  // Its registry row, found once when the config was made: what the run asks of the algorithm.
+  const AlgorithmEntry& entry() const;
 
   template <class T>
   const T& get() const {
@@ -45,6 +49,9 @@ struct AlgorithmConfig {
   }
   // Same name and same keys.
   bool operator==(const AlgorithmConfig& other) const;
+
+ private:
+  const AlgorithmEntry* entry_ = nullptr;  // never null: the table's rows live as long as it
 };
 
 // What a model-parallel algorithm's planner may use on this rank (run_builder.cpp fills it in):
@@ -190,6 +197,10 @@ struct AlgorithmEntry {
   // Whether its updates equal sync's (Equivalence); every row names its own.
   Equivalence equivalence = Equivalence::exact;
 };
+
+inline const AlgorithmEntry& AlgorithmConfig::entry() const {
+  return *entry_;
+}
 
 // Every registered algorithm, in the order of the documentation.
 const std::vector<AlgorithmEntry>& algorithms();
