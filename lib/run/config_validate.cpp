@@ -1,13 +1,12 @@
 // Cross-setting rules (see config_validate.h).
 #include "run/config_validate.h"
 
-#include <fmt/format.h>  // fmt::format, fmt::join: messages
+#include <fmt/format.h>  // fmt::format: messages
 #include <unistd.h>      // sysconf: the cores, for threads_per_rank
 
-#include <algorithm>  // find
-#include <map>        // straggler ranks seen
+#include <map>  // straggler ranks seen
 
-#include "sched/algorithm.h"  // AlgorithmEntry: the chosen algorithm's own rules
+#include "sched/algorithm.h"  // AlgorithmEntry: whether the chosen algorithm is model parallel
 
 namespace dtrain::config {
 
@@ -104,34 +103,6 @@ void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorit
                       c.dataset.batch_size));
 }
 
-// The chosen algorithm's own rules: the optimizers its update is written for and whether it
-// clips (its registry row's `optimizers` and `clips_gradients`), then its `check`.
-void check_algorithm(const ExperimentConfig& c, Reader& r) {
-  const AlgorithmEntry* algorithm = &c.algorithm.entry();
-  const OptimizerConfig& o = c.optimizer;
-  const auto& works_with = algorithm->optimizers;
-  if (!r.has_problem("optimizer.name") &&
-      std::find(works_with.begin(), works_with.end(), o.name) == works_with.end()) {
-    r.add("optimizer.name",
-          fmt::format("algorithm {} updates with {} only: {} with {} comes with a later version",
-                      algorithm->name, fmt::join(works_with, " or "), o.name, algorithm->name));
-    return;  // its own rules judge the optimizer it is written for
-  }
-  if (o.clip_grad_norm > 0 && !algorithm->clips_gradients &&
-      !r.has_problem("optimizer.clip_grad_norm"))
-    r.add("optimizer.clip_grad_norm",
-          fmt::format("algorithm {} does not clip gradients yet (it comes with a later version); "
-                      "set it to 0, or use algorithm sync",
-                      algorithm->name));
-  check_accumulation(c, *algorithm, r);
-  if (algorithm->check)
-    algorithm->check(
-        c.algorithm,
-        CheckedSettings{
-            .momentum = o.momentum, .optimizer = o.name, .clip_grad_norm = o.clip_grad_norm},
-        r);
-}
-
 // Settings that are valid but will have no effect here.
 void check_cluster(const ClusterConfig& c, Reader& r) {
   if (c.tf32 && c.device == "cpu")
@@ -160,7 +131,7 @@ void check_cross_setting_rules(const ExperimentConfig& config, Reader& reader) {
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);
   check_optimizer(config.optimizer, reader);
-  check_algorithm(config, reader);
+  check_accumulation(config, config.algorithm.entry(), reader);
 }
 
 }  // namespace dtrain::config

@@ -1,10 +1,10 @@
 // The algorithm registry: each distributed algorithm registers its name, a one-line summary,
 // its own keys (a declarative schema over its options struct), its scheduler factory, its
-// timing-model row and whatever else is its own (its validation rule, what `dtrain plan` says
-// of it, its planner). The config reader and validation, `dtrain --help`, the key
-// reference, the run builder and `dtrain plan` all take the algorithms from here and include no
-// scheduler of their own; adding one is a file in lib/sched/ (its options struct, schema,
-// scheduler and `..._algorithm()` row) plus one line in registry.cpp.
+// timing-model row and whatever else is its own (what `dtrain plan` says of it, its planner).
+// The config reader and validation, `dtrain --help`, the key reference, the run builder and
+// `dtrain plan` all take the algorithms from here and include no scheduler of their own; adding
+// one is its files in lib/sched/ (its options struct, schema and `..._algorithm()` row, its
+// scheduler, its timing row: docs/architecture.md §4) plus one line in registry.cpp.
 #pragma once
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config/reader.h"      // Reader: an algorithm's validation rule reports there
+#include "config/reader.h"      // Reader: where read_algorithm reports problems
 #include "config/schema.h"      // AnySchema, Section, Style
 #include "core/error.h"         // DTRAIN_CHECK
 #include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
@@ -66,14 +66,6 @@ struct PlannerContext {
   std::optional<LinkModel> link;  // cluster.link (emulated); none: this machine's transport
   // Every rank gets rank 0's `text` back (a broadcast), so that noisy timings never split a job.
   std::function<std::string(const std::string& text)> agree;
-};
-
-// The experiment's settings outside `algorithm:` that an algorithm's own validation rule judges
-// (AlgorithmEntry::check); config_validate.cpp fills them in.
-struct CheckedSettings {
-  double momentum = 0;            // optimizer.momentum (sgd)
-  std::string optimizer = "sgd";  // optimizer.name
-  double clip_grad_norm = 0;      // optimizer.clip_grad_norm
 };
 
 // What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
@@ -151,9 +143,6 @@ struct AlgorithmEntry {
   // The codecs (compression.name) it runs with; empty: every one. `dtrain plan` predicts its
   // row with these only (gossip and d_psgd exchange whole models, uncompressed).
   std::vector<std::string> compressions{};
-  // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
-  // SGD); problems go to the Reader, naming the key.
-  std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};
   // Whether a job of `world` ranks all-reduces what `compression` encodes; null: whenever it has
   // more than one rank. A setting without effect is a warning (pipedream without a replicated
   // stage compresses nothing).
@@ -186,14 +175,6 @@ struct AlgorithmEntry {
                                           double budget_s)>
       profile_chain{};
   std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
-  // The optimizers (optimizer.name) its update works with: an algorithm that only steps the
-  // whole model, or ranges of it, through the Optimizer interface works with any; one written for
-  // SGD alone (weight prediction, plain steps of its own) keeps {"sgd"}. Validation refuses the
-  // others, naming optimizer.name.
-  std::vector<std::string> optimizers{"sgd"};
-  // Whether it clips the whole gradient's norm before each step (optimizer.clip_grad_norm);
-  // validation refuses a clip for the others.
-  bool clips_gradients = false;
   // Whether its updates equal sync's (Equivalence); every row names its own.
   Equivalence equivalence = Equivalence::exact;
 };

@@ -23,10 +23,6 @@ AlgorithmEntry local_sgd_algorithm() {
               [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
                 return predict_local_sgd(in, codec, a.get<LocalSgdOptions>().sync_period);
               },
-          // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"},
-          // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true,
           .equivalence = Equivalence::local};
 }
 

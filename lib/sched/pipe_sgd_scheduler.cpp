@@ -47,10 +47,6 @@ AlgorithmEntry pipe_sgd_algorithm() {
                     "sync rows)\n",
                     o.warmup_epochs);
               },
-          // The stale gradient is applied through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"},
-          // The all-reduced (stale) gradient is clipped as it is applied: the same on every rank.
-          .clips_gradients = true,
           .equivalence = Equivalence::stale};
 }
 

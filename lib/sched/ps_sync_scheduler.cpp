@@ -18,10 +18,6 @@ AlgorithmEntry ps_sync_algorithm() {
           .make = scheduler_factory<PsSyncScheduler, PsSyncOptions>(),
           .predict = [](const TimingInputs& in, const CodecCost& codec,
                         const AlgorithmConfig&) { return predict_ps_sync(in, codec); },
-          // The server steps through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"},
-          // The server clips the workers' summed gradient, the step every rank receives.
-          .clips_gradients = true,
           .equivalence = Equivalence::exact};
 }
 

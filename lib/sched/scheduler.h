@@ -100,8 +100,7 @@ struct ModelSource {
 struct SchedulerContext {
   Model& model;
   // SGD or AdamW; an algorithm whose update is written for SGD alone (weight prediction, plain
-  // steps of its own) refuses AdamW at validation (AlgorithmEntry::optimizers) and reaches it
-  // through Scheduler::sgd().
+  // steps of its own) reaches it through Scheduler::sgd().
   Optimizer& optimizer;
   const LrSchedule& schedule;
   Comm& comm;
@@ -117,7 +116,7 @@ struct SchedulerContext {
   // The ranks' agreement to stop at an iteration boundary (a signal); null: never asked.
   StopVote* stop = nullptr;
   // optimizer.clip_grad_norm: the whole gradient's L2 norm is clipped to this before the step
-  // (0: off). Only algorithms whose row says clips_gradients see a value above 0.
+  // (0: off).
   double clip_grad_norm = 0;
   // train.accumulation_steps: compute_gradients splits each local batch into this many
   // micro-batches and sums their gradients before the step's one communication (≥ 1).

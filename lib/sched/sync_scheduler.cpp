@@ -29,8 +29,6 @@ AlgorithmEntry sync_algorithm() {
                 return predict_sync(in, codec,
                                     static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
               },
-          .optimizers = {"sgd", "adamw"},
-          .clips_gradients = true,
           .equivalence = Equivalence::exact};
 }
 

@@ -24,10 +24,6 @@ AlgorithmEntry d_psgd_algorithm() {
                 return predict_d_psgd(in, codec, topology_named(a.get<DPsgdOptions>().topology));
               },
           .compressions = {"none"},
-          // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"},
-          // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true,
           .equivalence = Equivalence::decentralized};
 }
 

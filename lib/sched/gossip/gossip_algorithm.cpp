@@ -25,10 +25,6 @@ AlgorithmEntry gossip_algorithm() {
               },
           .compressions = {"none"},
           .own_data_stream = true,
-          // Each rank steps its own model through Optimizer::step: any optimizer.
-          .optimizers = {"sgd", "adamw"},
-          // Each rank clips its own gradient (the local norm) before its own step.
-          .clips_gradients = true,
           .equivalence = Equivalence::decentralized};
 }
 

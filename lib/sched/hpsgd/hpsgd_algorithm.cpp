@@ -24,11 +24,6 @@ AlgorithmEntry hpsgd_algorithm() {
                 const auto& period = a.get<HpsgdOptions>().sync_period;
                 return predict_hpsgd(in, codec, period.is("auto") ? 0 : period.value);
               },
-          // The merge steps w through the optimizer with a state of w's own; the replica steps
-          // with the run's optimizer from a copy of that state.
-          .optimizers = {"sgd", "adamw"},
-          // The local gradient, by its local norm, before the replica's step and the sum.
-          .clips_gradients = true,
           .equivalence = Equivalence::local};
 }
 

@@ -273,10 +273,6 @@ AlgorithmEntry pipedream_algorithm() {
                                           {.budget_s = budget_s, .at_least = 1});
           },
       .plan_chain = pipedream_chain_plan,
-      // Each stage steps its own parameters through the Optimizer interface, with its state.
-      .optimizers = {"sgd", "adamw"},
-      // By the norm over all stages (one all-reduce of a double per step).
-      .clips_gradients = true,
       // Weight stashing: a minibatch's backward uses the weights its forward used, which are
       // older than the latest ones (PipeDream's staleness).
       .equivalence = Equivalence::stale};

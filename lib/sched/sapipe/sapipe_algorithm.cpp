@@ -37,8 +37,6 @@ AlgorithmEntry sapipe_algorithm() {
               [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
                 return predict_sapipe(in, codec, a.get<SapipeOptions>());
               },
-          .optimizers = {"sgd", "adamw"},
-          .clips_gradients = true,
           .equivalence = Equivalence::stale};
 }
 
