@@ -90,7 +90,7 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
 void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorithm, Reader& r) {
   const int steps = c.train.accumulation_steps;
   if (steps <= 1 || r.has_problem("train.accumulation_steps")) return;
-  if (algorithm.place_batches) {
+  if (algorithm.model_parallel) {
     r.add("train.accumulation_steps",
           fmt::format("algorithm {} splits its minibatch into algorithm.microbatches of its own "
                       "and does not accumulate across steps; set it to 1 (got {})",

@@ -200,9 +200,10 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     // are scaled to the whole model's time below, so only their proportions are kept, and
     // this halves the profile's time on 2 ranks (ResNet-20: 2.2 s at the whole minibatch). A
     // cut's activation grows with the rows: p times for the minibatch.
+    const ModelParallelEntry& model_parallel = *planner->model_parallel;
     ModelSource share = model_source(*run);
     share.batch_size = batch / p;
-    chain = planner->profile_chain(*run->backend, share, *run->train_loader, kChainBudget);
+    chain = model_parallel.profile_chain(*run->backend, share, *run->train_loader, kChainBudget);
     for (LayerProfile& l : chain) l.activation_bytes *= p;
     // The chain is timed piece by piece, each piece a model of its own whose input and output
     // change layout at the cut (a CNN's blocked tensors reordered); a stage runs its pieces as
@@ -215,7 +216,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     const double whole = r.whole_step.seconds;
     if (pieces > 0 && whole > 0)
       for (LayerProfile& l : chain) l.forward_s *= whole / pieces, l.backward_s *= whole / pieces;
-    took(planner->title + "'s chain");
+    took(model_parallel.title + "'s chain");
   }
 
   r.notes = run->notes;
@@ -410,7 +411,7 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // accumulates micro-batches (train.accumulation_steps).
   ExperimentConfig profiled = config;
   profiled.train.accumulation_steps = 1;
-  if (config.algorithm.entry().place_batches)
+  if (config.algorithm.entry().model_parallel)
     profiled.algorithm = AlgorithmConfig();  // the default, data parallel
   return build_run(profiled, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
@@ -449,18 +450,19 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
          "cluster.link.bandwidth=25Gbps)";
   const LinkConfig& link = *config.cluster.link;
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
+  const ModelParallelEntry& model_parallel = *planner->model_parallel;
   // This machine's timers and copies, for what the runtime would pay besides the link.
   const ChainPlan plan =
-      planner->plan_chain(options_of(config, *planner), {.chain = chain,
-                                                         .ranks = options.ranks,
-                                                         .batch = config.dataset.batch_size,
-                                                         .link = emulated_link(config)});
+      model_parallel.plan_chain(options_of(config, *planner), {.chain = chain,
+                                                               .ranks = options.ranks,
+                                                               .batch = config.dataset.batch_size,
+                                                               .link = emulated_link(config)});
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
       "dtrain plan: {} from the layer profile {} ({} layers, {:.3f} ms per minibatch on one "
       "device), {} rank(s), link {} + {}\n",
-      planner->title, options.profile, chain.size(), total * 1e3, options.ranks,
+      model_parallel.title, options.profile, chain.size(), total * 1e3, options.ranks,
       link.bandwidth.text, link.latency.text);
   out << o + plan.text;
   if (!options.csv.empty()) write_text(options.csv, plan_csv({plan.row}, options.ranks));
@@ -496,18 +498,18 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   // other rows see.
   std::string planned;
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
-    const ChainPlan plan = planner->plan_chain(options_of(config, *planner),
-                                               {.chain = measured.chain_stretched,
-                                                .run_chain = &measured.chain_as_run,
-                                                .ranks = p,
-                                                .batch = batch,
-                                                .link = emulated_link(config),
-                                                .transport = &measured.transport,
-                                                .tied_ends = measured.tied_ends,
-                                                .tied_bytes = measured.tied_bytes,
-                                                .replica_lag_s = in.l_skew,
-                                                .crowded_wait_s = crowded_yield_wait_s(in),
-                                                .crowding = in.crowding});
+    const ChainPlan plan = planner->model_parallel->plan_chain(
+        options_of(config, *planner), {.chain = measured.chain_stretched,
+                                       .run_chain = &measured.chain_as_run,
+                                       .ranks = p,
+                                       .batch = batch,
+                                       .link = emulated_link(config),
+                                       .transport = &measured.transport,
+                                       .tied_ends = measured.tied_ends,
+                                       .tied_bytes = measured.tied_bytes,
+                                       .replica_lag_s = in.l_skew,
+                                       .crowded_wait_s = crowded_yield_wait_s(in),
+                                       .crowding = in.crowding});
     rows.push_back(plan.row);
     planned = plan.text;
   }

@@ -18,10 +18,11 @@ constexpr const char* kNoEffect = "no effect: ";
 void check_world(const ExperimentConfig& config, int world) {
   DTRAIN_INPUT_CHECK(world >= 1) << "--ranks: must be >= 1, got " << world;
   check_stragglers(config, world);
-  const AlgorithmEntry& algorithm = config.algorithm.entry();
-  if (algorithm.place_batches) {
+  if (const std::optional<ModelParallelEntry>& model_parallel =
+          config.algorithm.entry().model_parallel) {
     // Model parallel: the layout's ranks, when the configuration fixes them.
-    const int needed = algorithm.ranks_needed ? algorithm.ranks_needed(config.algorithm) : 0;
+    const int needed =
+        model_parallel->ranks_needed ? model_parallel->ranks_needed(config.algorithm) : 0;
     DTRAIN_INPUT_CHECK(needed == 0 || needed == world)
         << config.source_path << ": algorithm.stages, algorithm.replicas: " << config.algorithm.name
         << " needs " << needed << " rank(s) as configured, but the job has " << world;

@@ -9,7 +9,7 @@
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
 #include <memory>
-#include <optional>  // PlannerContext::link
+#include <optional>  // PlannerContext::link, AlgorithmEntry::model_parallel
 #include <string>
 #include <vector>
 
@@ -68,7 +68,7 @@ struct PlannerContext {
   std::function<std::string(const std::string& text)> agree;
 };
 
-// What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
+// What `dtrain plan` gives a model-parallel algorithm's planner (ModelParallelEntry::plan_chain).
 struct ChainPlanInputs {
   // The layer profile of the model's partitionable chain, per minibatch of `batch` rows.
   const std::vector<LayerProfile>& chain;
@@ -123,6 +123,36 @@ enum class Equivalence { exact, stale, local, decentralized };
 // Its name in plan.csv ("exact", ...).
 const char* equivalence_name(Equivalence e);
 
+// What a model-parallel algorithm's row adds (pipedream's, AlgorithmEntry::model_parallel):
+// each rank holds a part of the model, so it reads the whole minibatch stream, not its
+// data-parallel slice, and a planner may lay the parts out.
+struct ModelParallelEntry {
+  // Sets where this rank's training and test batches come from; InputError for what the job of
+  // `world` ranks cannot run. Every model-parallel row has it.
+  std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
+                     LoaderOptions& test)>
+      place_batches{};
+  // The ranks the configuration needs (0: any), and the start-up text of what each rank holds
+  // and does (pipedream: the stages and the schedule as a rank × step grid), also for
+  // `--dry-run` on fewer ranks.
+  std::function<int(const AlgorithmConfig&)> ranks_needed{};
+  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
+  // Fills in what the options leave to a planner (pipedream's `auto` stages and replicas) for a
+  // job of context.world ranks, before anything else is built; returns what to tell the user
+  // (empty when nothing was left open). InputError for what cannot be planned.
+  std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
+  // For `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of the model's
+  // partitionable chain (per minibatch of source.batch_size rows, measured on this rank's
+  // backend and the loader's minibatches, timed for about budget_s seconds and at least one
+  // minibatch), and its row planned on such a profile (its row of the timing model). The
+  // algorithm with these is the one `dtrain plan --profile P.csv` plans.
+  std::string title{};
+  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches,
+                                          double budget_s)>
+      profile_chain{};
+  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
+};
+
 // One row of the registry; each algorithm's file writes its row with designated initializers,
 // naming only the fields it needs.
 struct AlgorithmEntry {
@@ -150,31 +180,8 @@ struct AlgorithmEntry {
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
-  // A model-parallel algorithm (pipedream): each rank holds a part of the model, so it reads the
-  // whole minibatch stream, not its data-parallel slice. Sets where this rank's training and test
-  // batches come from; InputError for what the job of `world` ranks cannot run.
-  std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
-                     LoaderOptions& test)>
-      place_batches{};
-  // Model-parallel: the ranks the configuration needs (0: any), and the start-up text of what
-  // each rank holds and does (pipedream: the stages and the schedule as a rank × step grid), also
-  // for `--dry-run` on fewer ranks.
-  std::function<int(const AlgorithmConfig&)> ranks_needed{};
-  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
-  // Model-parallel: fills in what the options leave to a planner (pipedream's `auto` stages and
-  // replicas) for a job of context.world ranks, before anything else is built; returns what to
-  // tell the user (empty when nothing was left open). InputError for what cannot be planned.
-  std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
-  // Model-parallel, for `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of
-  // the model's partitionable chain (per minibatch of source.batch_size rows, measured on this
-  // rank's backend and the loader's minibatches, timed for about budget_s seconds and at least
-  // one minibatch), and its row planned on such a profile. The algorithm with these is the one
-  // `dtrain plan --profile P.csv` plans.
-  std::string title{};
-  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches,
-                                          double budget_s)>
-      profile_chain{};
-  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
+  // What a model-parallel algorithm adds (pipedream); none: data parallel.
+  std::optional<ModelParallelEntry> model_parallel{};
   // Whether its updates equal sync's (Equivalence); every row names its own.
   Equivalence equivalence = Equivalence::exact;
 };
@@ -189,7 +196,8 @@ const std::vector<AlgorithmEntry>& algorithms();
 const AlgorithmEntry* find_algorithm(const std::string& name);
 // Their names ("sync, ps_sync, ...").
 std::vector<std::string> algorithm_names();
-// The algorithm that plans from a layer profile (plan_chain: pipedream); null when none does.
+// The algorithm that plans from a layer profile (its model_parallel->plan_chain: pipedream);
+// null when none does.
 const AlgorithmEntry* chain_planning_algorithm();
 
 // Reads the `algorithm:` section: the name (a registered one; else the nearest is suggested)

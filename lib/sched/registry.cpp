@@ -50,7 +50,7 @@ const char* equivalence_name(Equivalence e) {
 
 const AlgorithmEntry* chain_planning_algorithm() {
   for (const AlgorithmEntry& a : algorithms())
-    if (a.plan_chain) return &a;
+    if (a.model_parallel && a.model_parallel->plan_chain) return &a;
   return nullptr;
 }
 

@@ -92,7 +92,7 @@ PipedreamOptions with_choice(PipedreamOptions options, const PipelineChoice& cho
 // chosen one's stages (layers, replicas, time, parameters, stashed weight versions).
 std::string describe_choice(const PipelineChoice& choice, const PipedreamOptions& options);
 
-// PipeDream's row of the timing model (AlgorithmEntry::plan_chain): the planner for in.ranks
+// PipeDream's row of the timing model (ModelParallelEntry::plan_chain): the planner for in.ranks
 // over the link, with the options given, and the plan's row of its choice.
 ChainPlan pipedream_chain_plan(const AlgorithmConfig& a, const ChainPlanInputs& in);
 

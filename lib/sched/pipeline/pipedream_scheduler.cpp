@@ -168,7 +168,7 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
 
 PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t batch_size) {
   PipelineLayout l;
-  // The planner (AlgorithmEntry::plan) has filled in what `auto` left open.
+  // The planner (ModelParallelEntry::plan) has filled in what `auto` left open.
   DTRAIN_CHECK(!o.stages.is("auto")) << "algorithm.stages: auto was not planned";
   l.starts = o.stages.value;
   const int S = static_cast<int>(l.starts.size()) + 1;
@@ -201,6 +201,44 @@ PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t bat
   return l;
 }
 
+namespace {
+
+// Its row's model-parallel part: where each stage's batches come from, the planner, the preview
+// and `dtrain plan`'s chain.
+ModelParallelEntry model_parallel_entry() {
+  return {
+      .place_batches = place_batches,
+      .ranks_needed =
+          [](const AlgorithmConfig& a) {
+            const auto& o = a.get<PipedreamOptions>();
+            if (!o.replicas.is("auto"))
+              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
+          },
+      .preview =
+          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
+              return std::string(
+                  "pipeline: stages and replicas left to PipeDream's planner, which profiles "
+                  "the model on every rank when the job starts and trains with rank 0's "
+                  "choice; `dtrain plan --config FILE --ranks N` shows the choice for N ranks "
+                  "without training");
+            const PipelineLayout l =
+                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
+            return overview(l, split(l, source));
+          },
+      .plan = plan,
+      .title = "PipeDream",
+      .profile_chain =
+          [](Backend& backend, const ModelSource& source, Loader& minibatches, double budget_s) {
+            return profile_pipeline_chain(backend, source, minibatches,
+                                          {.budget_s = budget_s, .at_least = 1});
+          },
+      .plan_chain = pipedream_chain_plan};
+}
+
+}  // namespace
+
 AlgorithmEntry pipedream_algorithm() {
   using namespace config;
   auto keys =
@@ -228,54 +266,26 @@ AlgorithmEntry pipedream_algorithm() {
                "the partitioner's cost: paper (§3.2: compute and weight sync as a max, the "
                "activations at each cut) or runtime (the public optimizer: their sum, no "
                "activations)");
-  return {
-      .name = "pipedream",
-      .summary =
-          "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
-          "stashing, replicated stages",
-      .keys = erase(std::move(keys)),
-      .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
-      // Only a replicated stage all-reduces (its gradients); with replicas left to the planner,
-      // a job with more ranks than stages has one.
-      .compresses =
-          [](const AlgorithmConfig& a, int world) {
-            const auto& o = a.get<PipedreamOptions>();
-            if (!o.replicas.is("auto"))
-              return std::ranges::any_of(o.replicas.value, [](int r) { return r > 1; });
-            return o.stages.is("auto") ? world > 1
-                                       : world > static_cast<int>(o.stages.value.size()) + 1;
-          },
-      .place_batches = place_batches,
-      .ranks_needed =
-          [](const AlgorithmConfig& a) {
-            const auto& o = a.get<PipedreamOptions>();
-            if (!o.replicas.is("auto"))
-              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
-            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
-          },
-      .preview =
-          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
-            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
-              return std::string(
-                  "pipeline: stages and replicas left to PipeDream's planner, which profiles the "
-                  "model on every rank when the job starts and trains with rank 0's choice; "
-                  "`dtrain plan --config FILE --ranks N` shows the choice for N ranks without "
-                  "training");
-            const PipelineLayout l =
-                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
-            return overview(l, split(l, source));
-          },
-      .plan = plan,
-      .title = "PipeDream",
-      .profile_chain =
-          [](Backend& backend, const ModelSource& source, Loader& minibatches, double budget_s) {
-            return profile_pipeline_chain(backend, source, minibatches,
-                                          {.budget_s = budget_s, .at_least = 1});
-          },
-      .plan_chain = pipedream_chain_plan,
-      // Weight stashing: a minibatch's backward uses the weights its forward used, which are
-      // older than the latest ones (PipeDream's staleness).
-      .equivalence = Equivalence::stale};
+  return {.name = "pipedream",
+          .summary =
+              "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
+              "stashing, replicated stages",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
+          // Only a replicated stage all-reduces (its gradients); with replicas left to the planner,
+          // a job with more ranks than stages has one.
+          .compresses =
+              [](const AlgorithmConfig& a, int world) {
+                const auto& o = a.get<PipedreamOptions>();
+                if (!o.replicas.is("auto"))
+                  return std::ranges::any_of(o.replicas.value, [](int r) { return r > 1; });
+                return o.stages.is("auto") ? world > 1
+                                           : world > static_cast<int>(o.stages.value.size()) + 1;
+              },
+          .model_parallel = model_parallel_entry(),
+          // Weight stashing: a minibatch's backward uses the weights its forward used, which are
+          // older than the latest ones (PipeDream's staleness).
+          .equivalence = Equivalence::stale};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)
