@@ -1,6 +1,6 @@
 // The Pipe-SGD timing model (paper §3.1–3.2, Eq. 2–7) for what dtrain actually runs: its inputs,
 // its rows and the building blocks the rows are made of (an all-reduce, the compute time, the
-// cost of idling). Each algorithm's own row lives beside its registry row (sched/*_scheduler.cpp,
+// cost of idling). Each algorithm's own row lives beside its scheduler (lib/sched, *_timing.cpp;
 // AlgorithmEntry::predict). Pure functions of measured inputs (the profiler supplies them), no
 // I/O, so that the formulas can be checked against hand-computed numbers. Times are seconds;
 // sizes are f32 elements unless a name says bytes.
