@@ -14,24 +14,25 @@
 #include <sstream>  // the plan's output on ranks other than 0
 #include <thread>
 
-#include "comm/allreduce_bench.h"  // dtrain bench comm
-#include "comm/comm.h"             // make_local_comm
-#include "comm/mpi_comm.h"         // launched_under_mpi, init_mpi, make_mpi_comm
-#include "comm/wait_watchdog.h"    // start_wait_watchdog: cluster.timeout_s
-#include "compress/codec.h"        // make_codec: validate --codecs
-#include "core/cpu_policy.h"       // flush_denormals, run_as_compute_thread
-#include "core/error.h"            // Error, InputError
-#include "core/stop_request.h"     // install_stop_handlers
-#include "nn/graph.h"              // --profile-layers
-#include "nn/spec.h"               // model_help: --help
-#include "run/config.h"            // load_config, config_reference
-#include "run/eval_command.h"      // dtrain eval
-#include "run/plan_command.h"      // dtrain plan
-#include "run/rank_checks.h"       // --dry-run --ranks: check_world, no_effect_settings
-#include "run/run_builder.h"       // configure_comm: cluster.link emulation
-#include "run/run_record.h"        // dtrain_version, dtrain_commit
-#include "run/trainer.h"           // Trainer
-#include "sched/algorithm.h"       // algorithm_names, algorithms_help: --help
+#include "comm/allreduce_bench.h"   // dtrain bench comm
+#include "comm/comm.h"              // make_local_comm
+#include "comm/mpi_comm.h"          // launched_under_mpi, init_mpi, make_mpi_comm
+#include "comm/wait_watchdog.h"     // start_wait_watchdog: cluster.timeout_s
+#include "compress/codec.h"         // make_codec: validate --codecs
+#include "core/cpu_policy.h"        // flush_denormals, run_as_compute_thread
+#include "core/error.h"             // Error, InputError
+#include "core/stop_request.h"      // install_stop_handlers
+#include "nn/graph.h"               // --profile-layers
+#include "nn/spec.h"                // model_help: --help
+#include "optim/optimizer_table.h"  // optimizers_help: --help
+#include "run/config.h"             // load_config, config_reference
+#include "run/eval_command.h"       // dtrain eval
+#include "run/plan_command.h"       // dtrain plan
+#include "run/rank_checks.h"        // --dry-run --ranks: check_world, no_effect_settings
+#include "run/run_builder.h"        // configure_comm: cluster.link emulation
+#include "run/run_record.h"         // dtrain_version, dtrain_commit
+#include "run/trainer.h"            // Trainer
+#include "sched/algorithm.h"        // algorithm_names, algorithms_help: --help
 
 namespace {
 
@@ -189,7 +190,8 @@ int main(int argc, char** argv) {
                "dtrain"};
   app.set_version_flag("--version",
                        "dtrain " + dtrain::dtrain_version() + " (" + dtrain::dtrain_commit() + ")");
-  app.footer("\n" + dtrain::algorithms_help() + "\n" + dtrain::model_help() +
+  app.footer("\n" + dtrain::algorithms_help() + "\n" + dtrain::optimizers_help() + "\n" +
+             dtrain::model_help() +
              "\nEvery key of an experiment file, with its default: dtrain keys");
   Options o;
   auto add_config_options = [&o](CLI::App* cmd, bool required) {

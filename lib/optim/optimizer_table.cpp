@@ -39,6 +39,19 @@ std::string optimizers_markdown() {
   return md;
 }
 
+std::string optimizers_help() {
+  std::string text = "Optimizers (optimizer.name, with their keys and defaults):\n";
+  for (const OptimizerEntry& o : optimizers()) {
+    YAML::Node defaults = o.keys->write(o.keys->defaults(), config::Style::file);
+    YAML::Node named(YAML::NodeType::Map);
+    named["name"] = o.name;
+    for (auto it = defaults.begin(); it != defaults.end(); ++it) named[it->first] = it->second;
+    text += fmt::format("  {}\n      {}\n      optimizer: {}\n", o.name, o.summary,
+                        config::one_line(named));
+  }
+  return text;
+}
+
 // ---- OptimizerChoice ------------------------------------------------------------------------
 
 OptimizerChoice::OptimizerChoice() : OptimizerChoice(optimizers().front().name) {}

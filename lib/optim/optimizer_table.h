@@ -50,6 +50,8 @@ std::vector<std::string> optimizer_names();
 std::vector<config::RowKeys> optimizer_row_keys();
 // For the key reference (`dtrain keys`): a Markdown table of every optimizer.
 std::string optimizers_markdown();
+// For `dtrain --help`: each optimizer with its keys and defaults.
+std::string optimizers_help();
 
 // The chosen optimizer and exactly its keys: `options` holds the options struct of its row
 // (SgdOptions, AdamWOptions, ...), nothing of any other optimizer.

@@ -12,8 +12,7 @@ constexpr double kFloatBytes = 4;
 double reference_seconds(const std::vector<Prediction>& rows) {
   double reference = 0;
   for (const Prediction& r : rows)
-    if (r.algorithm == "sync" && (r.compression == "none" || reference == 0))
-      reference = r.iteration_s;
+    if (r.reference && (r.compression == "none" || reference == 0)) reference = r.iteration_s;
   return reference;
 }
 

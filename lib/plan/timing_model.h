@@ -1,6 +1,6 @@
 // The Pipe-SGD timing model (paper §3.1–3.2, Eq. 2–7) for what dtrain actually runs: its inputs,
 // its rows and the building blocks the rows are made of (an all-reduce, the compute time, the
-// cost of idling). Each algorithm's own row lives beside its registry row (sched/*_scheduler.cpp,
+// cost of idling). Each algorithm's own row lives beside its scheduler (lib/sched, *_timing.cpp;
 // AlgorithmEntry::predict). Pure functions of measured inputs (the profiler supplies them), no
 // I/O, so that the formulas can be checked against hand-computed numbers. Times are seconds;
 // sizes are f32 elements unless a name says bytes.
@@ -77,7 +77,7 @@ struct TimingInputs {
   std::vector<int64_t> layer_elements;
   // SAPipe's passes over its stale prefix, each timed over the whole trainable range with the
   // run's optimizer right after a backward, as training runs them (profile_update_passes;
-  // stretched as l_up is): wp3's step that also sums gᵀΔ (Optimizer::step_range_dot) and its
+  // stretched as l_up is): wp3's step that also sums gᵀΔ (WeightPrediction::step_range_dot) and its
   // prediction with ĝ formed in the pass (predict_range_sum); wp1's and wp2's step fused with the
   // prediction (step_predict_range); the step that writes its change (step_range_delta: dc, wp3
   // with dc_form diag) and the prediction alone (predict_range: wp3 diag). Zero: not profiled,
@@ -96,6 +96,8 @@ struct Prediction {
   double samples_per_s = 0;
   double speedup = 1;             // vs sync + none
   double scaling_efficiency = 1;  // Eq. 7: compute_s / iteration_s
+  // Whether the speedups are measured against this row (D-Sync's: predict_sync marks them).
+  bool reference = false;
   // How the ranks are used (plan.csv's last column): empty means data parallel on all of them;
   // PipeDream writes its stages ("3-1"), SAPipe its stale layers ("k=5").
   std::string configuration;
@@ -147,9 +149,11 @@ Prediction make_prediction(const TimingInputs& in, const std::string& algorithm,
                            const CodecCost& codec, double compute_s, double comm_s,
                            double iteration_s);
 
-// The iteration time speedups are measured against: sync + none, else the first sync row.
+// The iteration time speedups are measured against: the reference row (sync's) with codec none,
+// else the first reference row.
 double reference_seconds(const std::vector<Prediction>& rows);
-// Sets each row's speedup against sync + none (or the first sync row when `none` is absent).
+// Sets each row's speedup against the reference row with codec none (or the first reference row
+// when `none` is absent).
 void set_speedups(std::vector<Prediction>& rows);
 
 // The extra compute time after idling `idle` seconds (interpolated from the inputs' points).

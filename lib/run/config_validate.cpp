@@ -1,13 +1,12 @@
 // Cross-setting rules (see config_validate.h).
 #include "run/config_validate.h"
 
-#include <fmt/format.h>  // fmt::format, fmt::join: messages
+#include <fmt/format.h>  // fmt::format: messages
 #include <unistd.h>      // sysconf: the cores, for threads_per_rank
 
-#include <algorithm>  // find
-#include <map>        // straggler ranks seen
+#include <map>  // straggler ranks seen
 
-#include "sched/algorithm.h"  // find_algorithm: the chosen algorithm's own rules
+#include "sched/algorithm.h"  // AlgorithmEntry: whether the chosen algorithm is model parallel
 
 namespace dtrain::config {
 
@@ -85,7 +84,7 @@ void check_optimizer(const OptimizerConfig& o, Reader& r) {
 void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorithm, Reader& r) {
   const int steps = c.train.accumulation_steps;
   if (steps <= 1 || r.has_problem("train.accumulation_steps")) return;
-  if (algorithm.place_batches) {
+  if (algorithm.model_parallel) {
     r.add("train.accumulation_steps",
           fmt::format("algorithm {} splits its minibatch into algorithm.microbatches of its own "
                       "and does not accumulate across steps; set it to 1 (got {})",
@@ -96,24 +95,6 @@ void check_accumulation(const ExperimentConfig& c, const AlgorithmEntry& algorit
     r.add("train.accumulation_steps",
           fmt::format("{} does not divide dataset.batch_size {} into equal micro-batches", steps,
                       c.dataset.batch_size));
-}
-
-// The chosen algorithm's own rules: the optimizers its update is written for and whether it
-// clips (its registry row's `optimizers` and `clips_gradients`), then its `check`.
-void check_algorithm(const ExperimentConfig& c, Reader& r) {
-  const AlgorithmEntry* algorithm = find_algorithm(c.algorithm.name);
-  if (!algorithm) return;
-  const OptimizerConfig& o = c.optimizer;
-  if (o.clip_grad_norm > 0 && !algorithm->clips_gradients &&
-      !r.has_problem("optimizer.clip_grad_norm"))
-    r.add("optimizer.clip_grad_norm",
-          fmt::format("algorithm {} does not clip gradients yet (it comes with a later version); "
-                      "set it to 0, or use algorithm sync",
-                      algorithm->name));
-  check_accumulation(c, *algorithm, r);
-  if (algorithm->check)
-    algorithm->check(c.algorithm,
-                     CheckedSettings{.optimizer = o.name, .clip_grad_norm = o.clip_grad_norm}, r);
 }
 
 // Settings that are valid but will have no effect here.
@@ -144,7 +125,7 @@ void check_cross_setting_rules(const ExperimentConfig& config, Reader& reader) {
   check_stragglers(config.cluster, reader);
   check_cluster(config.cluster, reader);
   check_optimizer(config.optimizer, reader);
-  check_algorithm(config, reader);
+  check_accumulation(config, config.algorithm.entry(), reader);
 }
 
 }  // namespace dtrain::config

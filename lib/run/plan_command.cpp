@@ -151,9 +151,10 @@ struct Profile {
   std::vector<std::pair<std::string, double>> seconds;
 };
 
-// The options of algorithm `name`: the config's when it is the chosen one, else its defaults.
-AlgorithmConfig options_of(const ExperimentConfig& config, const std::string& name) {
-  return config.algorithm.name == name ? config.algorithm : AlgorithmConfig(name);
+// The options of `algorithm`: the config's when it is the chosen one, else its defaults.
+AlgorithmConfig options_of(const ExperimentConfig& config, const AlgorithmEntry& algorithm) {
+  return &config.algorithm.entry() == &algorithm ? config.algorithm
+                                                 : AlgorithmConfig(algorithm.name);
 }
 
 // The whole model's forward, backward and step on a whole minibatch (a PipeDream replica's
@@ -199,9 +200,10 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     // are scaled to the whole model's time below, so only their proportions are kept, and
     // this halves the profile's time on 2 ranks (ResNet-20: 2.2 s at the whole minibatch). A
     // cut's activation grows with the rows: p times for the minibatch.
+    const ModelParallelEntry& model_parallel = *planner->model_parallel;
     ModelSource share = model_source(*run);
     share.batch_size = batch / p;
-    chain = planner->profile_chain(*run->backend, share, *run->train_loader, kChainBudget);
+    chain = model_parallel.profile_chain(*run->backend, share, *run->train_loader, kChainBudget);
     for (LayerProfile& l : chain) l.activation_bytes *= p;
     // The chain is timed piece by piece, each piece a model of its own whose input and output
     // change layout at the cut (a CNN's blocked tensors reordered); a stage runs its pieces as
@@ -214,7 +216,7 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
     const double whole = r.whole_step.seconds;
     if (pieces > 0 && whole > 0)
       for (LayerProfile& l : chain) l.forward_s *= whole / pieces, l.backward_s *= whole / pieces;
-    took(planner->title + "'s chain");
+    took(model_parallel.title + "'s chain");
   }
 
   r.notes = run->notes;
@@ -406,8 +408,7 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   // accumulates micro-batches (train.accumulation_steps).
   ExperimentConfig profiled = config;
   profiled.train.accumulation_steps = 1;
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  if (algorithm && algorithm->place_batches)
+  if (config.algorithm.entry().model_parallel)
     profiled.algorithm = AlgorithmConfig();  // the default, data parallel
   return build_run(profiled, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
@@ -446,18 +447,19 @@ void plan_from_profile(const ExperimentConfig& config, const PlanOptions& option
          "cluster.link.bandwidth=25Gbps)";
   const LinkConfig& link = *config.cluster.link;
   const std::vector<LayerProfile> chain = read_layer_profile(options.profile);
+  const ModelParallelEntry& model_parallel = *planner->model_parallel;
   // This machine's timers and copies, for what the runtime would pay besides the link.
   const ChainPlan plan =
-      planner->plan_chain(options_of(config, planner->name), {.chain = chain,
-                                                              .ranks = options.ranks,
-                                                              .batch = config.dataset.batch_size,
-                                                              .link = emulated_link(config)});
+      model_parallel.plan_chain(options_of(config, *planner), {.chain = chain,
+                                                               .ranks = options.ranks,
+                                                               .batch = config.dataset.batch_size,
+                                                               .link = emulated_link(config)});
   double total = 0;
   for (const LayerProfile& l : chain) total += l.compute_s();
   std::string o = fmt::format(
       "dtrain plan: {} from the layer profile {} ({} layers, {:.3f} ms per minibatch on one "
       "device), {} rank(s), link {} + {}\n",
-      planner->title, options.profile, chain.size(), total * 1e3, options.ranks,
+      model_parallel.title, options.profile, chain.size(), total * 1e3, options.ranks,
       link.bandwidth.text, link.latency.text);
   out << o + plan.text;
   if (!options.csv.empty()) write_text(options.csv, plan_csv({plan.row}, options.ranks));
@@ -480,7 +482,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::vector<Prediction> rows;
   for (const AlgorithmEntry& a : algorithms()) {
     if (!a.predict) continue;
-    const AlgorithmConfig options = options_of(config, a.name);
+    const AlgorithmConfig options = options_of(config, a);
     for (const CodecCost& codec : in.codecs)
       if (a.compressions.empty() || std::ranges::count(a.compressions, codec.name) > 0)
         rows.push_back(a.predict(in, codec, options));
@@ -488,23 +490,23 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::string recommendations;
   for (const AlgorithmEntry& a : algorithms())
     if (a.recommend)
-      recommendations.append("\n").append(a.recommend(in, rows, options_of(config, a.name)));
+      recommendations.append("\n").append(a.recommend(in, rows, options_of(config, a)));
   // The model-parallel row: its plan of the stretched chain for these ranks, over the link the
   // other rows see.
   std::string planned;
   if (const AlgorithmEntry* planner = chain_planning_algorithm()) {
-    const ChainPlan plan = planner->plan_chain(options_of(config, planner->name),
-                                               {.chain = measured.chain_stretched,
-                                                .run_chain = &measured.chain_as_run,
-                                                .ranks = p,
-                                                .batch = batch,
-                                                .link = emulated_link(config),
-                                                .transport = &measured.transport,
-                                                .tied_ends = measured.tied_ends,
-                                                .tied_bytes = measured.tied_bytes,
-                                                .replica_lag_s = in.l_skew,
-                                                .crowded_wait_s = crowded_yield_wait_s(in),
-                                                .crowding = in.crowding});
+    const ChainPlan plan = planner->model_parallel->plan_chain(
+        options_of(config, *planner), {.chain = measured.chain_stretched,
+                                       .run_chain = &measured.chain_as_run,
+                                       .ranks = p,
+                                       .batch = batch,
+                                       .link = emulated_link(config),
+                                       .transport = &measured.transport,
+                                       .tied_ends = measured.tied_ends,
+                                       .tied_bytes = measured.tied_bytes,
+                                       .replica_lag_s = in.l_skew,
+                                       .crowded_wait_s = crowded_yield_wait_s(in),
+                                       .crowding = in.crowding});
     rows.push_back(plan.row);
     planned = plan.text;
   }
@@ -515,8 +517,8 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
        "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
   o += table(rows) + unmodelled(rows) + overall_recommendation(rows) + recommendations;
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
-  const AlgorithmEntry* chosen = find_algorithm(config.algorithm.name);
-  if (chosen && chosen->plan_note) o += chosen->plan_note(config.algorithm);
+  const AlgorithmEntry& chosen = config.algorithm.entry();
+  if (chosen.plan_note) o += chosen.plan_note(config.algorithm);
   o += planned;
   out << o;
 

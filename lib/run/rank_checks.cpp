@@ -7,7 +7,7 @@
 #include "core/error.h"       // DTRAIN_INPUT_CHECK
 #include "run/run_builder.h"  // check_stragglers
 #include "run/run_options.h"  // nearest_batches
-#include "sched/algorithm.h"  // find_algorithm: model parallel, what it compresses
+#include "sched/algorithm.h"  // AlgorithmEntry: model parallel, what it compresses
 
 namespace dtrain {
 
@@ -18,10 +18,11 @@ constexpr const char* kNoEffect = "no effect: ";
 void check_world(const ExperimentConfig& config, int world) {
   DTRAIN_INPUT_CHECK(world >= 1) << "--ranks: must be >= 1, got " << world;
   check_stragglers(config, world);
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  if (algorithm && algorithm->place_batches) {
+  if (const std::optional<ModelParallelEntry>& model_parallel =
+          config.algorithm.entry().model_parallel) {
     // Model parallel: the layout's ranks, when the configuration fixes them.
-    const int needed = algorithm->ranks_needed ? algorithm->ranks_needed(config.algorithm) : 0;
+    const int needed =
+        model_parallel->ranks_needed ? model_parallel->ranks_needed(config.algorithm) : 0;
     DTRAIN_INPUT_CHECK(needed == 0 || needed == world)
         << config.source_path << ": algorithm.stages, algorithm.replicas: " << config.algorithm.name
         << " needs " << needed << " rank(s) as configured, but the job has " << world;
@@ -58,10 +59,9 @@ std::vector<std::string> no_effect_settings(const ExperimentConfig& config, int 
     lines.push_back(kNoEffect + key + ": " + why);
   };
   if (config.compression.name != "none") {
-    const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-    const bool compresses = algorithm && algorithm->compresses
-                                ? algorithm->compresses(config.algorithm, world)
-                                : world > 1;
+    const AlgorithmEntry& algorithm = config.algorithm.entry();
+    const bool compresses =
+        algorithm.compresses ? algorithm.compresses(config.algorithm, world) : world > 1;
     if (!compresses)
       add("compression.name", fmt::format("'{}' encodes the gradients the ranks reduce together, "
                                           "and {} on {} rank(s) reduces none",

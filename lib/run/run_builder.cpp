@@ -41,7 +41,7 @@ ModelSource source_of(const Run& run, const ModelInput& input) {
 
 // Lets the algorithm's planner fill in its `auto` keys in run.config from measurements of this
 // rank's backend on minibatches of the training set; every rank takes rank 0's decision.
-void plan_model_parallel(const AlgorithmEntry& algorithm, Run& run) {
+void plan_model_parallel(const ModelParallelEntry& model_parallel, Run& run) {
   const ExperimentConfig& c = run.config;
   const Dataset& train = *run.train_set;
   PlannerContext ctx{
@@ -52,7 +52,7 @@ void plan_model_parallel(const AlgorithmEntry& algorithm, Run& run) {
       emulated_link(c),
       run.place.agree ? run.place.agree : [](const std::string& text) { return text; }};
   try {
-    run.planned = algorithm.plan(run.config.algorithm, ctx);
+    run.planned = model_parallel.plan(run.config.algorithm, ctx);
   } catch (const InputError& e) {
     throw InputError(c.source_path + ": " + e.what());
   }
@@ -62,8 +62,8 @@ void plan_model_parallel(const AlgorithmEntry& algorithm, Run& run) {
 
 std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
                                DataFiles data) {
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  const bool model_parallel = algorithm && algorithm->place_batches;
+  const AlgorithmEntry& algorithm = config.algorithm.entry();
+  const std::optional<ModelParallelEntry>& model_parallel = algorithm.model_parallel;
   DTRAIN_INPUT_CHECK(model_parallel || config.dataset.batch_size % place.world == 0)
       << config.source_path << ": dataset.batch_size: the global batch "
       << config.dataset.batch_size << " must be divisible by the " << place.world
@@ -80,7 +80,8 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
 
   run->train_set = open_split(config, Split::train, data, run->notes);
   run->test_set = open_split(config, Split::test, data, run->notes);
-  if (model_parallel && algorithm->plan && place.plan) plan_model_parallel(*algorithm, *run);
+  if (model_parallel && model_parallel->plan && place.plan)
+    plan_model_parallel(*model_parallel, *run);
   for (auto& line : no_effect_settings(run->config, place.world))  // as planned
     run->no_effect.push_back(std::move(line));
   // Batches in the backend's host memory (pinned for a GPU), uploaded to a GPU by the loaders'
@@ -93,13 +94,13 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   }
   if (model_parallel) {
     try {
-      algorithm->place_batches(run->config.algorithm, place.rank, place.world, run->train_loading,
-                               run->test_loading);
+      model_parallel->place_batches(run->config.algorithm, place.rank, place.world,
+                                    run->train_loading, run->test_loading);
     } catch (const InputError& e) {
       throw InputError(config.source_path + ": " + e.what());
     }
   }
-  if (algorithm && algorithm->own_data_stream) {
+  if (algorithm.own_data_stream) {
     // The local batch from the whole set, in an order of this rank's own.
     LoaderOptions& o = run->train_loading;
     o.global_batch /= place.world;
@@ -152,17 +153,17 @@ std::unique_ptr<Loader> minibatch_loader(const Run& run) {
 }
 
 std::string preview_model_parallel(const ExperimentConfig& config) {
-  const AlgorithmEntry* algorithm = find_algorithm(config.algorithm.name);
-  if (!algorithm || !algorithm->preview) return "";
-  const int ranks = std::max(1, algorithm->ranks_needed(config.algorithm));
+  const std::optional<ModelParallelEntry>& model_parallel = config.algorithm.entry().model_parallel;
+  if (!model_parallel || !model_parallel->preview) return "";
+  const int ranks = std::max(1, model_parallel->ranks_needed(config.algorithm));
   auto run =
       build_run(config, {0, ranks, 0, false, {}, /*plan=*/false}, DataFiles::stand_in_when_missing);
   try {
     std::string notes;
     for (const auto& n : run->notes) notes += "note     " + n + "\n";
     if (!run->planned.empty()) notes += run->planned + "\n";
-    return notes + algorithm->preview(run->config.algorithm, model_source(*run), ranks) + "\n\n" +
-           run->model->summary();
+    return notes + model_parallel->preview(run->config.algorithm, model_source(*run), ranks) +
+           "\n\n" + run->model->summary();
   } catch (const InputError& e) {
     throw InputError(config.source_path + ": " + e.what());
   }

@@ -18,7 +18,7 @@
 #include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
 #include "run/vocab_file.h"     // vocab.json: the char tokenizer's vocabulary
-#include "sched/algorithm.h"    // find_algorithm: how max_iterations counts
+#include "sched/algorithm.h"    // AlgorithmEntry: how max_iterations counts
 
 namespace dtrain {
 
@@ -365,11 +365,11 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
     }
     end.budget_done = tc.max_iterations > 0 && result.iterations >= tc.max_iterations;
     if (end.budget_done && comm_.rank() == 0) {
-      const AlgorithmEntry* a = find_algorithm(run_->config.algorithm.name);
+      const AlgorithmEntry& a = run_->config.algorithm.entry();
       if (progress_) progress_->clear_line();
       spdlog::info("train.max_iterations: {} iterations{} reached in epoch {}: training ends",
                    result.iterations,
-                   a && a->own_data_stream ? " (the ranks' updates together)" : "", epoch + 1);
+                   a.own_data_stream ? " (the ranks' updates together)" : "", epoch + 1);
     }
     // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
     end.stopping = stop_->settle();

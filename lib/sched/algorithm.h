@@ -1,19 +1,19 @@
 // The algorithm registry: each distributed algorithm registers its name, a one-line summary,
 // its own keys (a declarative schema over its options struct), its scheduler factory, its
-// timing-model row and whatever else is its own (its validation rule, what `dtrain plan` says
-// of it, its planner). The config reader and validation, `dtrain --help`, the key
-// reference, the run builder and `dtrain plan` all take the algorithms from here and include no
-// scheduler of their own; adding one is a file in lib/sched/ (its options struct, schema,
-// scheduler and `..._algorithm()` row) plus one line in registry.cpp.
+// timing-model row and whatever else is its own (what `dtrain plan` says of it, its planner).
+// The config reader and validation, `dtrain --help`, the key reference, the run builder and
+// `dtrain plan` all take the algorithms from here and include no scheduler of their own; adding
+// one is its files in lib/sched/ (its options struct, schema and `..._algorithm()` row, its
+// scheduler, its timing row: docs/architecture.md §4) plus one line in registry.cpp.
 #pragma once
 #include <any>         // AlgorithmConfig::options: the chosen algorithm's own struct
 #include <functional>  // the entry's factories
 #include <memory>
-#include <optional>  // PlannerContext::link
+#include <optional>  // PlannerContext::link, AlgorithmEntry::model_parallel
 #include <string>
 #include <vector>
 
-#include "config/reader.h"      // Reader: an algorithm's validation rule reports there
+#include "config/reader.h"      // Reader: where read_algorithm reports problems
 #include "config/schema.h"      // AnySchema, Section, Style
 #include "core/error.h"         // DTRAIN_CHECK
 #include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
@@ -21,6 +21,8 @@
 #include "sched/scheduler.h"    // Scheduler, SchedulerContext
 
 namespace dtrain {
+
+struct AlgorithmEntry;
 
 // The chosen algorithm and exactly its keys: `options` holds the options struct its registry
 // entry declares (SyncOptions, PipeSgdOptions, ...), nothing of any other algorithm.
@@ -30,6 +32,8 @@ struct AlgorithmConfig {
 
   std::string name;
   std::any options;
+  // Its registry row, found once when the config was made: what the run asks of the algorithm.
+  const AlgorithmEntry& entry() const;
 
   template <class T>
   const T& get() const {
@@ -45,6 +49,9 @@ struct AlgorithmConfig {
   }
   // Same name and same keys.
   bool operator==(const AlgorithmConfig& other) const;
+
+ private:
+  const AlgorithmEntry* entry_ = nullptr;  // never null: the table's rows live as long as it
 };
 
 // What a model-parallel algorithm's planner may use on this rank (run_builder.cpp fills it in):
@@ -61,15 +68,7 @@ struct PlannerContext {
   std::function<std::string(const std::string& text)> agree;
 };
 
-// The experiment's settings outside `algorithm:` that an algorithm's own validation rule judges
-// (AlgorithmEntry::check); config_validate.cpp fills them in.
-struct CheckedSettings {
-  double momentum = 0;            // optimizer.momentum (sgd)
-  std::string optimizer = "sgd";  // optimizer.name
-  double clip_grad_norm = 0;      // optimizer.clip_grad_norm
-};
-
-// What `dtrain plan` gives a model-parallel algorithm's planner (AlgorithmEntry::plan_chain).
+// What `dtrain plan` gives a model-parallel algorithm's planner (ModelParallelEntry::plan_chain).
 struct ChainPlanInputs {
   // The layer profile of the model's partitionable chain, per minibatch of `batch` rows.
   const std::vector<LayerProfile>& chain;
@@ -124,6 +123,36 @@ enum class Equivalence { exact, stale, local, decentralized };
 // Its name in plan.csv ("exact", ...).
 const char* equivalence_name(Equivalence e);
 
+// What a model-parallel algorithm's row adds (pipedream's, AlgorithmEntry::model_parallel):
+// each rank holds a part of the model, so it reads the whole minibatch stream, not its
+// data-parallel slice, and a planner may lay the parts out.
+struct ModelParallelEntry {
+  // Sets where this rank's training and test batches come from; InputError for what the job of
+  // `world` ranks cannot run. Every model-parallel row has it.
+  std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
+                     LoaderOptions& test)>
+      place_batches{};
+  // The ranks the configuration needs (0: any), and the start-up text of what each rank holds
+  // and does (pipedream: the stages and the schedule as a rank × step grid), also for
+  // `--dry-run` on fewer ranks.
+  std::function<int(const AlgorithmConfig&)> ranks_needed{};
+  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
+  // Fills in what the options leave to a planner (pipedream's `auto` stages and replicas) for a
+  // job of context.world ranks, before anything else is built; returns what to tell the user
+  // (empty when nothing was left open). InputError for what cannot be planned.
+  std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
+  // For `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of the model's
+  // partitionable chain (per minibatch of source.batch_size rows, measured on this rank's
+  // backend and the loader's minibatches, timed for about budget_s seconds and at least one
+  // minibatch), and its row planned on such a profile (its row of the timing model). The
+  // algorithm with these is the one `dtrain plan --profile P.csv` plans.
+  std::string title{};
+  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches,
+                                          double budget_s)>
+      profile_chain{};
+  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
+};
+
 // One row of the registry; each algorithm's file writes its row with designated initializers,
 // naming only the fields it needs.
 struct AlgorithmEntry {
@@ -144,9 +173,6 @@ struct AlgorithmEntry {
   // The codecs (compression.name) it runs with; empty: every one. `dtrain plan` predicts its
   // row with these only (gossip and d_psgd exchange whole models, uncompressed).
   std::vector<std::string> compressions{};
-  // Validation of the chosen algorithm against settings outside `algorithm:` (HPSGD: plain
-  // SGD); problems go to the Reader, naming the key.
-  std::function<void(const AlgorithmConfig&, const CheckedSettings&, config::Reader&)> check{};
   // Whether a job of `world` ranks all-reduces what `compression` encodes; null: whenever it has
   // more than one rank. A setting without effect is a warning (pipedream without a replicated
   // stage compresses nothing).
@@ -154,42 +180,15 @@ struct AlgorithmEntry {
   // Each rank samples the whole training set with a stream of its own (AD-PSGD's Strategy 1)
   // instead of its shard of the global batch: a faster rank may take more batches.
   bool own_data_stream = false;
-  // A model-parallel algorithm (pipedream): each rank holds a part of the model, so it reads the
-  // whole minibatch stream, not its data-parallel slice. Sets where this rank's training and test
-  // batches come from; InputError for what the job of `world` ranks cannot run.
-  std::function<void(const AlgorithmConfig&, int rank, int world, LoaderOptions& train,
-                     LoaderOptions& test)>
-      place_batches{};
-  // Model-parallel: the ranks the configuration needs (0: any), and the start-up text of what
-  // each rank holds and does (pipedream: the stages and the schedule as a rank × step grid), also
-  // for `--dry-run` on fewer ranks.
-  std::function<int(const AlgorithmConfig&)> ranks_needed{};
-  std::function<std::string(const AlgorithmConfig&, const ModelSource&, int world)> preview{};
-  // Model-parallel: fills in what the options leave to a planner (pipedream's `auto` stages and
-  // replicas) for a job of context.world ranks, before anything else is built; returns what to
-  // tell the user (empty when nothing was left open). InputError for what cannot be planned.
-  std::function<std::string(AlgorithmConfig&, const PlannerContext&)> plan{};
-  // Model-parallel, for `dtrain plan`: how the plan names it ("PipeDream"), the layer profile of
-  // the model's partitionable chain (per minibatch of source.batch_size rows, measured on this
-  // rank's backend and the loader's minibatches, timed for about budget_s seconds and at least
-  // one minibatch), and its row planned on such a profile. The algorithm with these is the one
-  // `dtrain plan --profile P.csv` plans.
-  std::string title{};
-  std::function<std::vector<LayerProfile>(Backend&, const ModelSource&, Loader& minibatches,
-                                          double budget_s)>
-      profile_chain{};
-  std::function<ChainPlan(const AlgorithmConfig&, const ChainPlanInputs&)> plan_chain{};
-  // The optimizers (optimizer.name) its update works with: an algorithm that only steps the
-  // whole model, or ranges of it, through the Optimizer interface works with any; one written for
-  // SGD alone (weight prediction, plain steps of its own) keeps {"sgd"}. Validation refuses the
-  // others, naming optimizer.name.
-  std::vector<std::string> optimizers{"sgd"};
-  // Whether it clips the whole gradient's norm before each step (optimizer.clip_grad_norm);
-  // validation refuses a clip for the others.
-  bool clips_gradients = false;
+  // What a model-parallel algorithm adds (pipedream); none: data parallel.
+  std::optional<ModelParallelEntry> model_parallel{};
   // Whether its updates equal sync's (Equivalence); every row names its own.
   Equivalence equivalence = Equivalence::exact;
 };
+
+inline const AlgorithmEntry& AlgorithmConfig::entry() const {
+  return *entry_;
+}
 
 // Every registered algorithm, in the order of the documentation.
 const std::vector<AlgorithmEntry>& algorithms();
@@ -197,7 +196,8 @@ const std::vector<AlgorithmEntry>& algorithms();
 const AlgorithmEntry* find_algorithm(const std::string& name);
 // Their names ("sync, ps_sync, ...").
 std::vector<std::string> algorithm_names();
-// The algorithm that plans from a layer profile (plan_chain: pipedream); null when none does.
+// The algorithm that plans from a layer profile (its model_parallel->plan_chain: pipedream);
+// null when none does.
 const AlgorithmEntry* chain_planning_algorithm();
 
 // Reads the `algorithm:` section: the name (a registered one; else the nearest is suggested)

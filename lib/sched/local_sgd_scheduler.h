@@ -17,9 +17,6 @@ struct LocalSgdOptions {
 };
 
 AlgorithmEntry local_sgd_algorithm();
-// Its timing row: local steps, and every `period`-th iteration an averaging that waits.
-Prediction predict_local_sgd(const TimingInputs& in, const CodecCost& codec, int period);
-
 class LocalSgdScheduler final : public Scheduler {
  public:
   LocalSgdScheduler(SchedulerContext ctx, const LocalSgdOptions& options);

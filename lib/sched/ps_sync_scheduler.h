@@ -19,10 +19,6 @@ namespace dtrain {
 struct PsSyncOptions {};  // no keys of its own
 
 AlgorithmEntry ps_sync_algorithm();
-// Its timing row: the parameter-server baseline as this scheduler runs it (rank 0 serves and
-// computes).
-Prediction predict_ps_sync(const TimingInputs& in, const CodecCost& codec);
-
 class PsSyncScheduler final : public Scheduler {
  public:
   PsSyncScheduler(SchedulerContext ctx, const PsSyncOptions& options = {});

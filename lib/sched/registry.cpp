@@ -3,14 +3,14 @@
 
 #include "core/named_rows.h"  // find_row, row_names
 #include "sched/algorithm.h"
-#include "sched/d_psgd_scheduler.h"              // d_psgd_algorithm
-#include "sched/gossip_scheduler.h"              // gossip_algorithm
-#include "sched/hpsgd_scheduler.h"               // hpsgd_algorithm
+#include "sched/gossip/d_psgd_algorithm.h"       // d_psgd_algorithm
+#include "sched/gossip/gossip_algorithm.h"       // gossip_algorithm
+#include "sched/hpsgd/hpsgd_algorithm.h"         // hpsgd_algorithm
 #include "sched/local_sgd_scheduler.h"           // local_sgd_algorithm
 #include "sched/pipe_sgd_scheduler.h"            // pipe_sgd_algorithm
 #include "sched/pipeline/pipedream_scheduler.h"  // pipedream_algorithm
 #include "sched/ps_sync_scheduler.h"             // ps_sync_algorithm
-#include "sched/sapipe_scheduler.h"              // sapipe_algorithm
+#include "sched/sapipe/sapipe_algorithm.h"       // sapipe_algorithm
 #include "sched/sync_scheduler.h"                // sync_algorithm
 
 namespace dtrain {
@@ -50,7 +50,7 @@ const char* equivalence_name(Equivalence e) {
 
 const AlgorithmEntry* chain_planning_algorithm() {
   for (const AlgorithmEntry& a : algorithms())
-    if (a.plan_chain) return &a;
+    if (a.model_parallel && a.model_parallel->plan_chain) return &a;
   return nullptr;
 }
 
@@ -58,10 +58,9 @@ const AlgorithmEntry* chain_planning_algorithm() {
 
 AlgorithmConfig::AlgorithmConfig() : AlgorithmConfig("sync") {}
 
-AlgorithmConfig::AlgorithmConfig(const std::string& n) : name(n) {
-  const AlgorithmEntry* entry = find_algorithm(name);
-  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << name << "' is registered";
-  options = entry->keys->defaults();
+AlgorithmConfig::AlgorithmConfig(const std::string& n) : name(n), entry_(find_algorithm(n)) {
+  DTRAIN_CHECK(entry_ != nullptr) << "no algorithm '" << name << "' is registered";
+  options = entry_->keys->defaults();
 }
 
 bool AlgorithmConfig::operator==(const AlgorithmConfig& other) const {
@@ -93,7 +92,7 @@ void read_algorithm(config::Section& s, AlgorithmConfig& out) {
     }
   }
   AlgorithmConfig chosen(name);
-  const AlgorithmEntry& entry = *find_algorithm(name);
+  const AlgorithmEntry& entry = chosen.entry();
   entry.keys->read(s, chosen.options);
   // A key of another algorithm: name both. When a --set switched the name but not the key, say
   // how to switch the keys with it.
@@ -122,9 +121,7 @@ void read_algorithm(config::Section& s, AlgorithmConfig& out) {
 YAML::Node write_algorithm(const AlgorithmConfig& a, config::Style style) {
   YAML::Node node(YAML::NodeType::Map);
   node["name"] = a.name;
-  const AlgorithmEntry* entry = find_algorithm(a.name);
-  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << a.name << "' is registered";
-  const YAML::Node keys = entry->keys->write(a.options, style);
+  const YAML::Node keys = a.entry().keys->write(a.options, style);
   for (auto it = keys.begin(); it != keys.end(); ++it) node[it->first] = it->second;
   return node;
 }
@@ -164,9 +161,7 @@ std::string algorithms_markdown() {
 }
 
 std::unique_ptr<Scheduler> make_scheduler(const AlgorithmConfig& algorithm, SchedulerContext ctx) {
-  const AlgorithmEntry* entry = find_algorithm(algorithm.name);
-  DTRAIN_CHECK(entry != nullptr) << "no algorithm '" << algorithm.name << "' is registered";
-  return entry->make(std::move(ctx), algorithm);
+  return algorithm.entry().make(std::move(ctx), algorithm);
 }
 
 }  // namespace dtrain

@@ -6,10 +6,9 @@
 #include <thread>  // sleep_for
 
 #include "core/error.h"
-#include "nn/graph.h"             // Graph::step: the dropout counter
-#include "nn/model_weights.h"     // model_weights
-#include "optim/clip.h"           // clip_grad_norm
-#include "sched/model_average.h"  // ModelAverager: evaluate_mean
+#include "nn/graph.h"          // Graph::step: the dropout counter
+#include "nn/model_weights.h"  // model_weights
+#include "optim/clip.h"        // clip_grad_norm
 
 namespace dtrain {
 
@@ -127,24 +126,9 @@ void Scheduler::clip_gradients(const Tensor& gradients) const {
   if (ctx_.clip_grad_norm > 0) clip_grad_norm(ctx_.model.backend(), gradients, ctx_.clip_grad_norm);
 }
 
-EvalResult Scheduler::evaluate_mean(ModelAverager* averager, Loader& test) {
-  if (!averager) return evaluate_model(test);
-  EvalResult result;
-  averager->with_average([&] { result = evaluate_model(test); });
-  return result;
-}
-
 NamedTensors Scheduler::weights() {
   flush();
   return ctx_.comm.rank() == 0 ? model_weights(ctx_.model) : NamedTensors{};
-}
-
-NamedTensors Scheduler::weights_mean(ModelAverager* averager) {
-  auto own = [this] { return ctx_.comm.rank() == 0 ? model_weights(ctx_.model) : NamedTensors{}; };
-  if (!averager) return own();
-  NamedTensors mean;
-  averager->with_average([&] { mean = own(); });
-  return mean;
 }
 
 Tensor Scheduler::trainable_part(const Tensor& flat) const {

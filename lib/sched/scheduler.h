@@ -25,8 +25,6 @@
 
 namespace dtrain {
 
-class ModelAverager;  // sched/model_average.h
-
 // One rank's account of one epoch: timing.csv's columns plus the running training loss.
 struct EpochStats {
   int64_t iterations = 0;
@@ -111,7 +109,7 @@ struct SchedulerContext {
   // The ranks' agreement to stop at an iteration boundary (a signal); null: never asked.
   StopVote* stop = nullptr;
   // optimizer.clip_grad_norm: the whole gradient's L2 norm is clipped to this before the step
-  // (0: off). Only algorithms whose row says clips_gradients see a value above 0.
+  // (0: off).
   double clip_grad_norm = 0;
   // train.accumulation_steps: compute_gradients splits each local batch into this many
   // micro-batches and sums their gradients before the step's one communication (≥ 1).
@@ -222,11 +220,6 @@ class Scheduler {
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).
   EvalResult evaluate_model(Loader& test);
-  // Evaluates the mean of the ranks' models (null `averager`: the model as it is); every rank
-  // then continues from its own (algorithms whose ranks hold different models).
-  EvalResult evaluate_mean(ModelAverager* averager, Loader& test);
-  // The weights of the mean of the ranks' models, as evaluate_mean evaluates it (a collective).
-  NamedTensors weights_mean(ModelAverager* averager);
 
   SchedulerContext ctx_;
 

@@ -1,7 +1,7 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
-#include "sched/pipe_sgd_scheduler.h"  // predict_pipe_sgd: D-Sync in segments is Eq. 6, K = 1
+#include "sched/sync_timing.h"  // predict_sync
 
 namespace dtrain {
 
@@ -12,21 +12,6 @@ int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
 }
 
 }  // namespace
-
-Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L) {
-  if (L > 1) {
-    Prediction r = predict_pipe_sgd(in, codec, 1, L);
-    r.algorithm = "sync";
-    r.K = 0;
-    return r;
-  }
-  // Eq. 2: l_up + l_comp + l_comm. The whole all-reduce is on the critical path:
-  // the scheduler below waits for it before the update, and computes again cold.
-  const double comm =
-      in.p > 1 ? allreduce_seconds(in, codec, static_cast<double>(in.n)) + in.sync_s : 0;
-  const double compute = compute_seconds(in) + idle_penalty(in, comm);
-  return make_prediction(in, "sync", codec, compute, comm, compute + comm);
-}
 
 AlgorithmEntry sync_algorithm() {
   using namespace config;
@@ -44,8 +29,6 @@ AlgorithmEntry sync_algorithm() {
                 return predict_sync(in, codec,
                                     static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
               },
-          .optimizers = {"sgd", "adamw"},
-          .clips_gradients = true,
           .equivalence = Equivalence::exact};
 }
 

@@ -21,10 +21,6 @@ struct SyncOptions {
 };
 
 AlgorithmEntry sync_algorithm();
-// Its timing row, Eq. 2: D-Sync, forward + backward + exposed all-reduce + update; with L > 1
-// segments the all-reduces of the first L − 1 start during backward (Eq. 6 with K = 1).
-Prediction predict_sync(const TimingInputs& in, const CodecCost& codec, int L = 1);
-
 class SyncScheduler final : public Scheduler {
  public:
   SyncScheduler(SchedulerContext ctx, const SyncOptions& options);

@@ -9,7 +9,7 @@
 #include "run/config.h"
 #include "run/plan_command.h"  // profile_plan_config
 #include "sched/algorithm.h"
-#include "sched/hpsgd_scheduler.h"               // HpsgdOptions
+#include "sched/hpsgd/hpsgd_algorithm.h"         // HpsgdOptions
 #include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 #include "sched/sync_scheduler.h"
 

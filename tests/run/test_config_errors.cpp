@@ -3,7 +3,6 @@
 #include <doctest/doctest.h>
 #include <unistd.h>  // getpid: a temp directory per test process; access
 
-#include <algorithm>   // ranges::find: the rows that take AdamW
 #include <filesystem>  // temp files
 #include <fstream>
 #include <sstream>  // std::istringstream: splitting messages into lines
@@ -12,7 +11,6 @@
 #include "optim/adamw.h"  // AdamWOptions
 #include "optim/sgd.h"    // SgdOptions
 #include "run/config.h"
-#include "sched/algorithm.h"  // algorithms(): the rows that do not clip
 
 using namespace dtrain;
 
@@ -380,27 +378,6 @@ TEST_CASE("optimizer keys of the other optimizer, bad betas, refused algorithms 
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "bad.yaml:3: optimizer.clip_grad_norm: must be >= 0, got -1");
 
-  // A row whose update works with SGD alone refuses AdamW, naming the key (every row takes
-  // AdamW today: the loop holds the rule for a row added later).
-  for (const AlgorithmEntry& row : algorithms()) {
-    if (std::ranges::find(row.optimizers, "adamw") != row.optimizers.end()) continue;
-    CAPTURE(row.name);
-    lines = problems_of(error_of(
-        std::string(kValid) + "optimizer: {name: adamw}\nalgorithm: {name: " + row.name + "}\n"));
-    REQUIRE(lines.size() == 1);
-    CHECK(lines[0].starts_with("bad.yaml:3: optimizer.name: algorithm " + row.name +
-                               " updates with sgd only"));
-  }
-  // A row that does not clip refuses a clip, naming the key.
-  for (const AlgorithmEntry& row : algorithms()) {
-    if (row.clips_gradients) continue;
-    CAPTURE(row.name);
-    lines = problems_of(error_of(std::string(kValid) + "optimizer: {clip_grad_norm: 1}\n" +
-                                 "algorithm: {name: " + row.name + "}\n"));
-    REQUIRE(!lines.empty());
-    CHECK(lines[0].starts_with("bad.yaml:3: optimizer.clip_grad_norm: algorithm " + row.name +
-                               " does not clip gradients yet"));
-  }
   // train.accumulation_steps: at least 1, dividing the batch into equal micro-batches, and not
   // where a model-parallel algorithm splits the minibatch its own way.
   lines = problems_of(error_of(std::string(kValid) + "train: {accumulation_steps: 0}\n"));

@@ -7,7 +7,7 @@
 #include <cstring>  // memcmp
 
 #include "comm/mpi_comm.h"
-#include "sched/gossip_scheduler.h"  // GossipScheduler: exchange counters
+#include "sched/gossip/gossip_scheduler.h"  // GossipScheduler: exchange counters
 #include "trainee.h"
 
 using namespace dtrain;

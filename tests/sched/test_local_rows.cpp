@@ -3,8 +3,8 @@
 // length `auto` settles on, the agreement's wait, the comm thread's CPU share.
 #include <doctest/doctest.h>
 
-#include "sched/hpsgd_scheduler.h"      // predict_hpsgd
-#include "sched/local_sgd_scheduler.h"  // predict_local_sgd
+#include "sched/hpsgd/hpsgd_timing.h"  // predict_hpsgd
+#include "sched/local_sgd_timing.h"    // predict_local_sgd
 
 using namespace dtrain;
 

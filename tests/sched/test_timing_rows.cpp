@@ -4,10 +4,10 @@
 
 #include <algorithm>  // max
 
-#include "../plan/timing_fixtures.h"   // four_ranks, none, quantize8
-#include "sched/pipe_sgd_scheduler.h"  // predict_pipe_sgd, recommend_pipe_sgd
-#include "sched/ps_sync_scheduler.h"   // predict_ps_sync
-#include "sched/sync_scheduler.h"      // predict_sync
+#include "../plan/timing_fixtures.h"  // four_ranks, none, quantize8
+#include "sched/pipe_sgd_timing.h"    // predict_pipe_sgd, recommend_pipe_sgd
+#include "sched/ps_sync_timing.h"     // predict_ps_sync
+#include "sched/sync_timing.h"        // predict_sync
 
 using namespace dtrain;
 using namespace dtrain::test;

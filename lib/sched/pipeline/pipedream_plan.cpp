@@ -242,4 +242,76 @@ std::string describe_choice(const PipelineChoice& c, const PipedreamOptions& o) 
   return text;
 }
 
+namespace {
+
+// `dtrain plan`'s row: dtrain's predicted time per minibatch of the chosen partition, the
+// slowest stage's compute and communication.
+Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
+  Prediction r;
+  r.algorithm = "pipedream";
+  r.compression = "none";
+  const Partition& p = c.chosen;
+  for (int s = 0; s < p.stages(); ++s)
+    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
+      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
+      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
+    }
+  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
+  r.iteration_s = c.chosen_s;
+  r.compute_bound = p.compute_bound();
+  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
+  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
+  r.configuration = p.configuration();
+  return r;
+}
+
+}  // namespace
+
+// PipeDream's planner in `dtrain plan`, for in.ranks over the link, with the options given (an
+// explicit partition that does not fit these ranks is planned as auto, and said); the link's
+// transport as the plan measured it, else measured here for the chain.
+ChainPlan pipedream_chain_plan(const AlgorithmConfig& a, const ChainPlanInputs& in) {
+  const PipedreamOptions& given = a.get<PipedreamOptions>();
+  PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
+                                   : measured_pipeline_link(in.link, in.chain, in.ranks);
+  link.reduce_wait_s = in.replica_lag_s;
+  link.crowded_wait_s = in.crowded_wait_s;
+  link.crowding = in.crowding;
+  std::string note;
+  // The run plans its partition itself (the row's `plan`, pipedream_scheduler.cpp), from its own
+  // profile of the chain (no straggler in it) and no wait beyond the messages. So the row's
+  // partition is the one those costs pick, predicted with the rest added (where the two
+  // differed, the plan predicted a partition the run did not train: the MLP at 10 Gbit/s on 4
+  // ranks, 2-2 where the run trained 4, 32 % short).
+  PipelineLink as_run = link;
+  as_run.reduce_wait_s = as_run.crowded_wait_s = 0;
+  const std::vector<LayerProfile>& run_chain = in.run_chain ? *in.run_chain : in.chain;
+  auto choose = [&](const PipedreamOptions& o) {
+    const PipelineChoice runs =
+        choose_pipeline(run_chain, o, in.ranks, as_run, in.tied_ends, in.tied_bytes);
+    PipelineChoice c = choose_pipeline(in.chain, with_choice(o, runs), in.ranks, link, in.tied_ends,
+                                       in.tied_bytes);
+    c.reason = runs.reason + ", as the run's own profile picks it";
+    return c;
+  };
+  const PipelineChoice c = [&] {
+    try {
+      return choose(given);
+    } catch (const InputError& e) {
+      note = fmt::format(
+          "(the configured partition does not fit {} rank(s): {}; planned with "
+          "stages: auto, replicas: auto)\n",
+          in.ranks, e.what());
+      PipedreamOptions o = given;
+      o.stages = PipedreamOptions{}.stages;
+      o.replicas = PipedreamOptions{}.replicas;
+      return choose(o);
+    }
+  }();
+  return {pipedream_row(c, in.batch),
+          note + "\n" + describe_choice(c, given) +
+              "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of "
+              "timing.csv (a later epoch: the first creates the stages' compute primitives)\n"};
+}
+
 }  // namespace dtrain

@@ -12,6 +12,7 @@
 #include "plan/link_cost.h"                      // LinkCost, LinkModel
 #include "plan/partitioner.h"                    // LayerProfile, Partition
 #include "plan/profiler.h"                       // TransportTimes
+#include "sched/algorithm.h"                     // ChainPlan, ChainPlanInputs
 #include "sched/pipeline/pipedream_scheduler.h"  // PipedreamOptions
 
 namespace dtrain {
@@ -90,5 +91,9 @@ PipedreamOptions with_choice(PipedreamOptions options, const PipelineChoice& cho
 // straight pipeline, the chosen one) with its predicted time per minibatch and bound, then the
 // chosen one's stages (layers, replicas, time, parameters, stashed weight versions).
 std::string describe_choice(const PipelineChoice& choice, const PipedreamOptions& options);
+
+// PipeDream's row of the timing model (ModelParallelEntry::plan_chain): the planner for in.ranks
+// over the link, with the options given, and the plan's row of its choice.
+ChainPlan pipedream_chain_plan(const AlgorithmConfig& a, const ChainPlanInputs& in);
 
 }  // namespace dtrain

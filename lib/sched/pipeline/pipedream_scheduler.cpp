@@ -9,7 +9,7 @@
 #include "comm/tags.h"  // kStopNotice: a signal passed on to the input stage
 #include "core/error.h"
 #include "core/stop_request.h"              // stop_signal, request_stop
-#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline: stages and replicas left to auto
+#include "sched/pipeline/pipedream_plan.h"  // choose_pipeline, pipedream_chain_plan: the planner
 #include "sched/pipeline/profile.h"         // profile_pipeline_chain
 #include "sched/pipeline/tied_weights.h"    // check_tied_stages
 
@@ -168,7 +168,7 @@ std::string plan(AlgorithmConfig& a, const PlannerContext& ctx) {
 
 PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t batch_size) {
   PipelineLayout l;
-  // The planner (AlgorithmEntry::plan) has filled in what `auto` left open.
+  // The planner (ModelParallelEntry::plan) has filled in what `auto` left open.
   DTRAIN_CHECK(!o.stages.is("auto")) << "algorithm.stages: auto was not planned";
   l.starts = o.stages.value;
   const int S = static_cast<int>(l.starts.size()) + 1;
@@ -203,72 +203,38 @@ PipelineLayout pipeline_layout(const PipedreamOptions& o, int world, int64_t bat
 
 namespace {
 
-// `dtrain plan`'s row: dtrain's predicted time per minibatch of the chosen partition, the
-// slowest stage's compute and communication.
-Prediction pipedream_row(const PipelineChoice& c, int64_t batch) {
-  Prediction r;
-  r.algorithm = "pipedream";
-  r.compression = "none";
-  const Partition& p = c.chosen;
-  for (int s = 0; s < p.stages(); ++s)
-    if (p.stage_s[static_cast<size_t>(s)] >= r.compute_s + r.comm_s) {
-      r.compute_s = p.stage_compute_s[static_cast<size_t>(s)];
-      r.comm_s = p.stage_sync_s[static_cast<size_t>(s)];
-    }
-  for (double b : p.boundary_s) r.comm_s = std::max(r.comm_s, b);
-  r.iteration_s = c.chosen_s;
-  r.compute_bound = p.compute_bound();
-  r.samples_per_s = r.iteration_s > 0 ? static_cast<double>(batch) / r.iteration_s : 0;
-  r.scaling_efficiency = r.iteration_s > 0 ? std::min(1.0, r.compute_s / r.iteration_s) : 1;
-  r.configuration = p.configuration();
-  return r;
-}
-
-// PipeDream's planner in `dtrain plan`, for in.ranks over the link, with the options given (an
-// explicit partition that does not fit these ranks is planned as auto, and said); the link's
-// transport as the plan measured it, else measured here for the chain.
-ChainPlan plan_chain(const AlgorithmConfig& a, const ChainPlanInputs& in) {
-  const PipedreamOptions& given = a.get<PipedreamOptions>();
-  PipelineLink link = in.transport ? pipeline_link(in.link, *in.transport)
-                                   : measured_pipeline_link(in.link, in.chain, in.ranks);
-  link.reduce_wait_s = in.replica_lag_s;
-  link.crowded_wait_s = in.crowded_wait_s;
-  link.crowding = in.crowding;
-  std::string note;
-  // The run plans its partition itself (plan() above), from its own profile of the chain (no
-  // straggler in it) and no wait beyond the messages. So the row's partition is the one those
-  // costs pick, predicted with the rest added (where the two differed, the plan predicted a
-  // partition the run did not train: the MLP at 10 Gbit/s on 4 ranks, 2-2 where the run trained
-  // 4, 32 % short).
-  PipelineLink as_run = link;
-  as_run.reduce_wait_s = as_run.crowded_wait_s = 0;
-  const std::vector<LayerProfile>& run_chain = in.run_chain ? *in.run_chain : in.chain;
-  auto choose = [&](const PipedreamOptions& o) {
-    const PipelineChoice runs =
-        choose_pipeline(run_chain, o, in.ranks, as_run, in.tied_ends, in.tied_bytes);
-    PipelineChoice c = choose_pipeline(in.chain, with_choice(o, runs), in.ranks, link, in.tied_ends,
-                                       in.tied_bytes);
-    c.reason = runs.reason + ", as the run's own profile picks it";
-    return c;
-  };
-  const PipelineChoice c = [&] {
-    try {
-      return choose(given);
-    } catch (const InputError& e) {
-      note = fmt::format(
-          "(the configured partition does not fit {} rank(s): {}; planned with "
-          "stages: auto, replicas: auto)\n",
-          in.ranks, e.what());
-      PipedreamOptions o = given;
-      o.stages = PipedreamOptions{}.stages;
-      o.replicas = PipedreamOptions{}.replicas;
-      return choose(o);
-    }
-  }();
-  return {pipedream_row(c, in.batch),
-          note + "\n" + describe_choice(c, given) +
-              "compare with a pipedream run: iteration_ms = 1000 * wall_s / iterations of "
-              "timing.csv (a later epoch: the first creates the stages' compute primitives)\n"};
+// Its row's model-parallel part: where each stage's batches come from, the planner, the preview
+// and `dtrain plan`'s chain.
+ModelParallelEntry model_parallel_entry() {
+  return {
+      .place_batches = place_batches,
+      .ranks_needed =
+          [](const AlgorithmConfig& a) {
+            const auto& o = a.get<PipedreamOptions>();
+            if (!o.replicas.is("auto"))
+              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
+            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
+          },
+      .preview =
+          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
+            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
+              return std::string(
+                  "pipeline: stages and replicas left to PipeDream's planner, which profiles "
+                  "the model on every rank when the job starts and trains with rank 0's "
+                  "choice; `dtrain plan --config FILE --ranks N` shows the choice for N ranks "
+                  "without training");
+            const PipelineLayout l =
+                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
+            return overview(l, split(l, source));
+          },
+      .plan = plan,
+      .title = "PipeDream",
+      .profile_chain =
+          [](Backend& backend, const ModelSource& source, Loader& minibatches, double budget_s) {
+            return profile_pipeline_chain(backend, source, minibatches,
+                                          {.budget_s = budget_s, .at_least = 1});
+          },
+      .plan_chain = pipedream_chain_plan};
 }
 
 }  // namespace
@@ -300,58 +266,26 @@ AlgorithmEntry pipedream_algorithm() {
                "the partitioner's cost: paper (§3.2: compute and weight sync as a max, the "
                "activations at each cut) or runtime (the public optimizer: their sum, no "
                "activations)");
-  return {
-      .name = "pipedream",
-      .summary =
-          "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
-          "stashing, replicated stages",
-      .keys = erase(std::move(keys)),
-      .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
-      // Only a replicated stage all-reduces (its gradients); with replicas left to the planner,
-      // a job with more ranks than stages has one.
-      .compresses =
-          [](const AlgorithmConfig& a, int world) {
-            const auto& o = a.get<PipedreamOptions>();
-            if (!o.replicas.is("auto"))
-              return std::ranges::any_of(o.replicas.value, [](int r) { return r > 1; });
-            return o.stages.is("auto") ? world > 1
-                                       : world > static_cast<int>(o.stages.value.size()) + 1;
-          },
-      .place_batches = place_batches,
-      .ranks_needed =
-          [](const AlgorithmConfig& a) {
-            const auto& o = a.get<PipedreamOptions>();
-            if (!o.replicas.is("auto"))
-              return std::accumulate(o.replicas.value.begin(), o.replicas.value.end(), 0);
-            return o.stages.is("auto") ? 0 : static_cast<int>(o.stages.value.size()) + 1;
-          },
-      .preview =
-          [](const AlgorithmConfig& a, const ModelSource& source, int world) {
-            if (pipeline_needs_planner(a.get<PipedreamOptions>(), world))
-              return std::string(
-                  "pipeline: stages and replicas left to PipeDream's planner, which profiles the "
-                  "model on every rank when the job starts and trains with rank 0's choice; "
-                  "`dtrain plan --config FILE --ranks N` shows the choice for N ranks without "
-                  "training");
-            const PipelineLayout l =
-                pipeline_layout(a.get<PipedreamOptions>(), world, source.batch_size);
-            return overview(l, split(l, source));
-          },
-      .plan = plan,
-      .title = "PipeDream",
-      .profile_chain =
-          [](Backend& backend, const ModelSource& source, Loader& minibatches, double budget_s) {
-            return profile_pipeline_chain(backend, source, minibatches,
-                                          {.budget_s = budget_s, .at_least = 1});
-          },
-      .plan_chain = plan_chain,
-      // Each stage steps its own parameters through the Optimizer interface, with its state.
-      .optimizers = {"sgd", "adamw"},
-      // By the norm over all stages (one all-reduce of a double per step).
-      .clips_gradients = true,
-      // Weight stashing: a minibatch's backward uses the weights its forward used, which are
-      // older than the latest ones (PipeDream's staleness).
-      .equivalence = Equivalence::stale};
+  return {.name = "pipedream",
+          .summary =
+              "PipeDream (Harlap et al., 2018): pipeline-parallel stages, 1F1B, weight "
+              "stashing, replicated stages",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<PipedreamScheduler, PipedreamOptions>(),
+          // Only a replicated stage all-reduces (its gradients); with replicas left to the planner,
+          // a job with more ranks than stages has one.
+          .compresses =
+              [](const AlgorithmConfig& a, int world) {
+                const auto& o = a.get<PipedreamOptions>();
+                if (!o.replicas.is("auto"))
+                  return std::ranges::any_of(o.replicas.value, [](int r) { return r > 1; });
+                return o.stages.is("auto") ? world > 1
+                                           : world > static_cast<int>(o.stages.value.size()) + 1;
+              },
+          .model_parallel = model_parallel_entry(),
+          // Weight stashing: a minibatch's backward uses the weights its forward used, which are
+          // older than the latest ones (PipeDream's staleness).
+          .equivalence = Equivalence::stale};
 }
 
 PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOptions& options)

@@ -62,7 +62,7 @@ TEST_CASE("dtrain plan's PipeDream row: a replicated stage waits for the lag and
   TransportTimes transport;
   transport.copy_s_per_byte = 1e-10;
   auto predicted = [&](double lag, double crowded_wait, double crowding) {
-    return planner
+    return planner->model_parallel
         ->plan_chain(a, {.chain = chain,
                          .ranks = 4,
                          .batch = 64,
@@ -103,12 +103,12 @@ TEST_CASE("dtrain plan's PipeDream row: the partition the run's own profile pick
   TransportTimes transport;
   transport.copy_s_per_byte = 1e-10;
   auto plan = [&](const std::vector<LayerProfile>* run_chain) {
-    return planner->plan_chain(a, {.chain = stretched,
-                                   .run_chain = run_chain,
-                                   .ranks = 2,
-                                   .batch = 64,
-                                   .link = std::nullopt,
-                                   .transport = &transport});
+    return planner->model_parallel->plan_chain(a, {.chain = stretched,
+                                                   .run_chain = run_chain,
+                                                   .ranks = 2,
+                                                   .batch = 64,
+                                                   .link = std::nullopt,
+                                                   .transport = &transport});
   };
   const ChainPlan own = plan(nullptr), run = plan(&as_run);
   CHECK(own.row.configuration == "1-1");

@@ -1,4 +1,4 @@
-#include "sched/model_average.h"
+#include "sched/gossip/model_average.h"
 
 namespace dtrain {
 

@@ -9,23 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"          // CommThread: the exchange overlaps the gradient
-#include "comm/gradient_allreducer.h"  // GradientAllreducer: the complete topology
-#include "sched/algorithm.h"           // AlgorithmEntry
-#include "sched/host_mirror.h"         // HostMirror: GPU models staged through host memory
-#include "sched/model_average.h"       // ModelAverager: evaluation
-#include "sched/scheduler.h"           // Scheduler
-#include "sched/topology.h"            // Topology
+#include "comm/comm_thread.h"               // CommThread: the exchange overlaps the gradient
+#include "comm/gradient_allreducer.h"       // GradientAllreducer: the complete topology
+#include "sched/gossip/d_psgd_algorithm.h"  // DPsgdOptions
+#include "sched/gossip/model_average.h"     // ModelAverager: evaluation
+#include "sched/gossip/topology.h"          // Topology
+#include "sched/host_mirror.h"              // HostMirror: GPU models staged through host memory
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-struct DPsgdOptions {
-  std::string topology = "ring";  // ring | exponential | complete
-};
-
-AlgorithmEntry d_psgd_algorithm();
-// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
-Prediction predict_d_psgd(const TimingInputs& in, const CodecCost& codec, Topology topology);
 
 class DPsgdScheduler final : public Scheduler {
  public:
@@ -36,7 +28,9 @@ class DPsgdScheduler final : public Scheduler {
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   // The mean of the ranks' models; each rank's own is restored afterwards.
   EvalResult evaluate(Loader& test) override;
-  NamedTensors weights() override { return weights_mean(averager_.get()); }  // as evaluated
+  NamedTensors weights() override {  // as evaluated
+    return on_mean_model(averager_.get(), [this] { return Scheduler::weights(); });
+  }
 
  protected:
   float gradient_scale(int64_t rows) const override { return 1.0f / static_cast<float>(rows); }

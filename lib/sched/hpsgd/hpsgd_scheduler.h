@@ -28,23 +28,12 @@
 #include <mutex>
 #include <optional>  // the linear step's decay
 
-#include "comm/gradient_allreducer.h"  // GradientAllreducer
-#include "config/kinds.h"              // WordOr
-#include "optim/optimizer.h"           // Optimizer: the merge's and the replica's steps
-#include "sched/algorithm.h"           // AlgorithmEntry
-#include "sched/scheduler.h"           // Scheduler
+#include "comm/gradient_allreducer.h"     // GradientAllreducer
+#include "optim/optimizer.h"              // Optimizer: the merge's and the replica's steps
+#include "sched/hpsgd/hpsgd_algorithm.h"  // HpsgdOptions
+#include "sched/scheduler.h"              // Scheduler
 
 namespace dtrain {
-
-struct HpsgdOptions {
-  // auto: whenever the previous round has finished on all ranks; N: every N iterations.
-  config::WordOr<int> sync_period = config::WordOr<int>::named("auto");
-};
-
-AlgorithmEntry hpsgd_algorithm();
-// Its timing row: the passes over the parameters the scheduler makes per iteration, averaged
-// over a round of all-reduce (`period`: sync_period, 0 for auto).
-Prediction predict_hpsgd(const TimingInputs& in, const CodecCost& codec, int period);
 
 class HpsgdScheduler final : public Scheduler {
  public:

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "sched/topology.h"
+#include "sched/gossip/topology.h"
 
 using namespace dtrain;
 

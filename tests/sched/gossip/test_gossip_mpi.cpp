@@ -7,10 +7,10 @@
 #include <cmath>
 #include <vector>
 
+#include "../trainee.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
-#include "sched/gossip_scheduler.h"
-#include "trainee.h"
+#include "sched/gossip/gossip_scheduler.h"
 
 using namespace dtrain;
 using test::make_distinct;

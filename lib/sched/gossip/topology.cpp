@@ -1,4 +1,4 @@
-#include "sched/topology.h"
+#include "sched/gossip/topology.h"
 
 #include <algorithm>  // sort, unique
 

@@ -3,9 +3,9 @@
 // past the paper's choice, and the comm thread's CPU share on a shared core.
 #include <doctest/doctest.h>
 
-#include "../plan/timing_fixtures.h"  // none
-#include "plan/stale_layers.h"        // choose_stale_layers: the paper's choice
-#include "sched/sapipe_scheduler.h"   // predict_sapipe
+#include "../../plan/timing_fixtures.h"  // none
+#include "plan/stale_layers.h"           // choose_stale_layers: the paper's choice
+#include "sched/sapipe/sapipe_timing.h"  // predict_sapipe
 
 using namespace dtrain;
 using namespace dtrain::test;

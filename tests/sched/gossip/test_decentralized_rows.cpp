@@ -5,10 +5,10 @@
 
 #include <cmath>  // sqrt, ceil
 
-#include "../plan/timing_fixtures.h"  // four_ranks, none, kCommNone
-#include "sched/d_psgd_scheduler.h"   // predict_d_psgd
-#include "sched/gossip_scheduler.h"   // predict_gossip
-#include "sched/sync_scheduler.h"     // predict_sync
+#include "../../plan/timing_fixtures.h"  // four_ranks, none, kCommNone
+#include "sched/gossip/d_psgd_timing.h"  // predict_d_psgd
+#include "sched/gossip/gossip_timing.h"  // predict_gossip
+#include "sched/sync_timing.h"           // predict_sync
 
 using namespace dtrain;
 using namespace dtrain::test;

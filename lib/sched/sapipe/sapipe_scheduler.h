@@ -12,9 +12,9 @@
 //               forward k+1..m; backward, starting the fresh segments' all-reduces as they are
 //               final and the prefix's last.
 // k = 0 is sync (the hook is at the first layer); k = all is Pipe-SGD with K = 2.
-// Every update goes through the Optimizer (SGD or AdamW): one gradient is one optimizer step,
+// Every update goes through the Optimizer (any row of the table): one gradient is one optimizer step,
 // begun by its first part to be applied; the prediction is the optimizer's next step with ĝ
-// (Optimizer::predict_range). Clipping (optimizer.clip_grad_norm) scales each part of the
+// (WeightPrediction::predict_range). Clipping (optimizer.clip_grad_norm) scales each part of the
 // all-reduced gradient by the whole gradient's norm, the fresh part's with the last stepped
 // prefix's share (docs/algorithms.md, SAPipe).
 //
@@ -35,34 +35,14 @@
 #include <string>
 #include <vector>
 
-#include "comm/gradient_allreducer.h"  // GradientAllreducer
-#include "config/kinds.h"              // WordOr
-#include "optim/weight_prediction.h"   // WeightPrediction: the stale layers' steps and predictions
-#include "plan/stale_layers.h"         // LayerCost: auto's check
-#include "sched/algorithm.h"           // AlgorithmEntry
-#include "sched/gradient_segments.h"   // GradientSegments
-#include "sched/scheduler.h"           // Scheduler
+#include "comm/gradient_allreducer.h"       // GradientAllreducer
+#include "optim/weight_prediction.h"        // WeightPrediction: the stale layers' steps
+#include "plan/stale_layers.h"              // LayerCost: auto's check
+#include "sched/gradient_segments.h"        // GradientSegments
+#include "sched/sapipe/sapipe_algorithm.h"  // SapipeOptions
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-// SAPipe's keys (docs/architecture.md §3).
-struct SapipeOptions {
-  config::WordOr<int> stale_layers = config::WordOr<int>::named("auto");  // auto | all | N
-  std::string compensation = "wp3";  // none | dc | wp1 | wp2 | wp3
-  double dc_lambda = 0.2;
-  std::string dc_form = "outer";  // outer (the paper's Eq. 1) | diag (DC-ASGD)
-  int segments = 1;               // of the fresh layers' gradient
-  int warmup_epochs = 0;          // epochs of D-Sync first
-};
-
-AlgorithmEntry sapipe_algorithm();
-
-// The plan's row (docs/planning.md, SAPipe): the k the run settles on — the options' or `auto`'s,
-// checked and grown as the scheduler does — and the steady state of run_pipelined with it:
-// the compute thread's passes (the compensation's), the hook's wait for the fresh sum, the
-// fresh segments' all-reduces as backward makes them final, the comm thread's CPU share.
-Prediction predict_sapipe(const TimingInputs& in, const CodecCost& codec,
-                          const SapipeOptions& options);
 
 class SapipeScheduler final : public Scheduler {
  public:
@@ -118,7 +98,7 @@ class SapipeScheduler final : public Scheduler {
   void prepare_stale(Slot& slot, EpochStats* stats);
   // wp3 with the outer DC (its default form): the stale step of `current`'s prefix and the
   // prediction from it, in two passes over the prefix — the step summing its gᵀΔ, then the
-  // prediction with ĝ formed as it goes (Optimizer::step_range_dot, predict_range_sum).
+  // prediction with ĝ formed as it goes (WeightPrediction::step_range_dot, predict_range_sum).
   void step_and_predict_wp3(Slot& current, Slot& previous, float lr, EpochStats& stats);
   // Waits for the slot's fresh sum and steps the fresh layers with the slot's learning rate.
   void apply_fresh(Slot& slot, EpochStats* stats);

@@ -31,4 +31,15 @@ class ModelAverager {
   std::unique_ptr<GradientAllreducer> weight_sums_, statistic_sums_;  // null with one rank / no BN
 };
 
+// What `use` returns on the mean of the ranks' models (their evaluation, their saved weights);
+// every rank then continues from its own (a collective). Null `averager` (one rank): on the
+// model as it is.
+template <class Use>
+auto on_mean_model(ModelAverager* averager, Use use) {
+  if (!averager) return use();
+  decltype(use()) result;
+  averager->with_average([&] { result = use(); });
+  return result;
+}
+
 }  // namespace dtrain

@@ -8,13 +8,13 @@
 #include <cmath>
 #include <span>
 
+#include "../trainee.h"
 #include "nn/graph.h"
 #include "nn/layer.h"
 #include "optim/sgd.h"  // make_sgd
 #include "sched/pipe_sgd_scheduler.h"
-#include "sched/sapipe_scheduler.h"
+#include "sched/sapipe/sapipe_scheduler.h"
 #include "sched/sync_scheduler.h"
-#include "trainee.h"
 
 using namespace dtrain;
 using test::Trainee;

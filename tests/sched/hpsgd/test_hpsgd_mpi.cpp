@@ -11,10 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "../delaying_comm.h"
+#include "../trainee.h"
 #include "comm/mpi_comm.h"
-#include "delaying_comm.h"
-#include "sched/hpsgd_scheduler.h"
-#include "trainee.h"
+#include "sched/hpsgd/hpsgd_scheduler.h"
 
 using namespace dtrain;
 using test::host;

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "../delaying_comm.h"
+#include "../trainee.h"
 #include "comm/mpi_comm.h"
 #include "comm/paced_comm.h"
-#include "delaying_comm.h"
-#include "sched/sapipe_scheduler.h"
-#include "trainee.h"
+#include "sched/sapipe/sapipe_scheduler.h"
 
 using namespace dtrain;
 using test::Trainee;

@@ -26,23 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm_thread.h"     // CommThread: the exchanges and the server
-#include "sched/algorithm.h"      // AlgorithmEntry
-#include "sched/host_mirror.h"    // HostMirror: a GPU model's host copy
-#include "sched/model_average.h"  // ModelAverager: evaluation
-#include "sched/scheduler.h"      // Scheduler
-#include "sched/topology.h"       // Topology
+#include "comm/comm_thread.h"               // CommThread: the exchanges and the server
+#include "sched/gossip/gossip_algorithm.h"  // GossipOptions
+#include "sched/gossip/model_average.h"     // ModelAverager: evaluation
+#include "sched/gossip/topology.h"          // Topology
+#include "sched/host_mirror.h"              // HostMirror: a GPU model's host copy
+#include "sched/scheduler.h"                // Scheduler
 
 namespace dtrain {
-
-struct GossipOptions {
-  std::string topology = "ring";  // ring | exponential
-};
-
-AlgorithmEntry gossip_algorithm();
-// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
-Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec,
-                          Topology topology = Topology::ring);
 
 class GossipScheduler final : public Scheduler {
  public:
@@ -52,7 +43,9 @@ class GossipScheduler final : public Scheduler {
   std::string describe() const override;
   EpochStats run_epoch(Loader& loader, const EpochPart& part) override;
   EvalResult evaluate(Loader& test) override;
-  NamedTensors weights() override { return weights_mean(averager_.get()); }  // as evaluated
+  NamedTensors weights() override {  // as evaluated
+    return on_mean_model(averager_.get(), [this] { return Scheduler::weights(); });
+  }
   // An epoch's iterations are its updates over all ranks (N/M); a part's count is each
   // rank's own.
   int64_t epoch_iterations(int64_t) const override { return ctx_.iterations_per_epoch; }

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
+#include "../trainee.h"
 #include "comm/mpi_comm.h"
-#include "sched/topology.h"
-#include "trainee.h"
+#include "sched/gossip/topology.h"
 
 using namespace dtrain;
 using test::make_distinct;

@@ -1,0 +1,12 @@
+// AD-PSGD's row of the timing model (`gossip`).
+#pragma once
+#include "plan/timing_model.h"      // TimingInputs, CodecCost, Prediction
+#include "sched/gossip/topology.h"  // Topology
+
+namespace dtrain {
+
+// `dtrain plan`'s row (the model exchanged uncompressed: `codec` only names it).
+Prediction predict_gossip(const TimingInputs& in, const CodecCost& codec,
+                          Topology topology = Topology::ring);
+
+}  // namespace dtrain
