@@ -1,12 +1,13 @@
 // The dataset table: every row's keys judged as the `dataset:` section reads them (unknown keys,
 // wrong values, another dataset's keys: problems naming dataset.KEY, which load_config turns
-// into exit 2), its stand-in's shapes and what "files missing" means for it. A new row is
-// checked here without any edit, except its stand-in's sizes.
+// into exit 2), its stand-in's shapes, what "files missing" means for it, and the table of
+// datasets/README.md. A new row is checked here without any edit, except its stand-in's sizes.
 #include <doctest/doctest.h>
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>  // a file that is not a folder
+#include <fstream>  // datasets/README.md
+#include <iterator>
 #include <map>
 
 #include "config/reader.h"         // Reader, Section
@@ -205,4 +206,20 @@ TEST_CASE("files are missing where the row needs files and dataset.path has none
         break;
     }
   }
+}
+
+TEST_CASE("datasets/README.md holds the table of the rows") {
+  const std::string path = std::string(DTRAIN_SOURCE_DIR) + "/datasets/README.md";
+  std::ifstream in(path);
+  REQUIRE(in);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string begin = "<!-- dataset table: begin -->\n", end = "<!-- dataset table: end -->";
+  const size_t from = text.find(begin), to = text.find(end);
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  const std::string block = text.substr(from + begin.size(), to - from - begin.size());
+  // On a difference, the message is the block to paste between the markers.
+  CHECK_MESSAGE(block == datasets_markdown(),
+                path << " differs from the table of the rows; between its markers put:\n"
+                     << datasets_markdown());
 }
