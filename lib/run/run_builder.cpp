@@ -122,12 +122,12 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   }
   // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
   // holds no batch.
-  run->model = build_model(*run->backend, config.model,
-                           model_parallel
-                               ? ModelInput{run->model_input.sample_shape, run->model_input.classes,
-                                            1, run->model_input.precision}
-                               : run->model_input,
-                           config.seed);
+  run->model = build_model(
+      *run->backend, config.model,
+      model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1,
+                                  run->model_input.precision}
+                     : run->model_input,
+      config.seed);
   if (!config.init_from.empty() && place.fresh) {
     NamedTensors weights = load_initial_weights(config, *run->model);
     if (model_parallel)
