@@ -1,12 +1,14 @@
-#include "data/cifar.h"
-
+// CIFAR-10 and CIFAR-100 in their binary distributions (cifar-10-batches-bin, cifar-100-binary):
+// two rows of the dataset table that differ in their files, label bytes and statistics.
 #include <filesystem>  // path, exists
 
-#include "core/error.h"      // DTRAIN_INPUT_CHECK
-#include "data/byte_file.h"  // read_whole_file
-#include "data/describe.h"   // describe_dataset
-#include "data/in_memory.h"  // InMemoryDataset, ByteImages
-#include "data/subset.h"     // requested_samples
+#include "core/error.h"          // DTRAIN_INPUT_CHECK
+#include "data/byte_file.h"      // read_whole_file
+#include "data/dataset_table.h"  // DatasetEntry: the rows
+#include "data/describe.h"       // describe_dataset
+#include "data/in_memory.h"      // InMemoryDataset, ByteImages
+#include "data/stand_in.h"       // stand_in_images
+#include "data/subset.h"         // requested_samples
 
 namespace dtrain {
 namespace {
@@ -22,24 +24,6 @@ struct CifarLayout {
   int64_t classes;
   Normalization standard;  // per-channel statistics of the training set
 };
-
-CifarLayout layout_of(const std::string& name) {
-  if (name == "cifar10") {
-    return {"cifar-10-batches-bin",
-            {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
-             "data_batch_5.bin"},
-            {"test_batch.bin"},
-            1,
-            10,
-            {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}}};
-  }
-  return {"cifar-100-binary",
-          {"train.bin"},
-          {"test.bin"},
-          2,
-          100,
-          {{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}}};
-}
 
 // `path` may be the folder with the .bin files or the folder the archive was unpacked into.
 fs::path resolve_folder(const fs::path& path, const CifarLayout& layout) {
@@ -73,25 +57,71 @@ void append_records(const fs::path& file, const CifarLayout& layout, ByteImages&
   }
 }
 
-}  // namespace
-
-std::unique_ptr<Dataset> open_cifar(const DatasetOptions& options, Split split) {
-  const CifarLayout layout = layout_of(options.name);
-  const fs::path folder = resolve_folder(options.path, layout);
+std::unique_ptr<Dataset> open_cifar(const DatasetConfig& config, Split split, uint64_t seed,
+                                    const CifarLayout& layout) {
+  const fs::path folder = resolve_folder(config.path, layout);
   ByteImages data;
   data.shape = Shape{3, 32, 32};
   for (const std::string& name : split == Split::train ? layout.train : layout.test) {
     append_records(folder / name, layout, data);
   }
-  data.truncate(requested_samples(options, split, data.size(), folder.string()));
+  data.truncate(requested_samples(config, split, data.size(), folder.string()));
 
   std::optional<PadCropFlip> augment;
-  if (options.augment && split == Split::train) augment = PadCropFlip{4, true};
-  std::string description = describe_dataset(options.name, split, data.size(), data.shape,
+  if (config.augment && split == Split::train) augment = PadCropFlip{4, true};
+  std::string description = describe_dataset(config.name, split, data.size(), data.shape,
                                              layout.classes, folder.string());
   return std::make_unique<InMemoryDataset>(std::move(data), layout.classes,
-                                           resolve_normalization(options, 3, layout.standard),
-                                           augment, options.seed, std::move(description));
+                                           resolve_normalization(config, 3, layout.standard),
+                                           augment, seed, std::move(description));
+}
+
+DatasetEntry cifar_row(std::string name, std::string summary, CifarLayout layout,
+                       std::string files) {
+  const int64_t classes = layout.classes;
+  return {
+      .name = name,
+      .summary = std::move(summary),
+      .keys = config::erase(config::Schema<NoOptions>(name)),
+      .open = [layout](const DatasetConfig& d, Split split,
+                       uint64_t seed) { return open_cifar(d, split, seed, layout); },
+      .stand_in =
+          [classes](const DatasetConfig& d, Split split, uint64_t seed) {
+            return stand_in_images(d, split, seed, {Shape{3, 32, 32}, classes, 50000, 10000});
+          },
+      .on_disk = OnDisk::folder(std::move(files)),
+      .channels = [](const DatasetConfig&) { return 3; },
+      .offers = "[3, 32, 32] colour images, " + std::to_string(classes) + " classes",
+      .standard = layout.standard,
+      .augmentation = {"pad 4, random 32 × 32 crop, horizontal flip", true},
+  };
+}
+
+}  // namespace
+
+DatasetEntry cifar10_dataset() {
+  return cifar_row("cifar10", "32 × 32 colour images in 10 classes (Krizhevsky 2009)",
+                   {"cifar-10-batches-bin",
+                    {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                     "data_batch_5.bin"},
+                    {"test_batch.bin"},
+                    1,
+                    10,
+                    {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}}},
+                   "`data_batch_1.bin` … `data_batch_5.bin`, `test_batch.bin` (or their "
+                   "`cifar-10-batches-bin/`)");
+}
+
+DatasetEntry cifar100_dataset() {
+  // Its records hold the coarse label, then the fine one the rows train on.
+  return cifar_row("cifar100", "32 × 32 colour images in 100 fine classes (Krizhevsky 2009)",
+                   {"cifar-100-binary",
+                    {"train.bin"},
+                    {"test.bin"},
+                    2,
+                    100,
+                    {{0.5071f, 0.4865f, 0.4409f}, {0.2673f, 0.2564f, 0.2762f}}},
+                   "`train.bin`, `test.bin` (or their `cifar-100-binary/`)");
 }
 
 }  // namespace dtrain

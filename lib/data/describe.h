@@ -9,7 +9,8 @@
 
 namespace dtrain {
 
-// "fashion_mnist train: 60000 × [1, 28, 28], 10 classes (/usr/share/datasets/fashion-mnist)"
+// "NAME train: 60000 × [1, 28, 28], 10 classes (SOURCE)": the dataset's name, the split, its
+// samples, their shape and classes, and where they come from.
 inline std::string describe_dataset(std::string_view name, Split split, int64_t size,
                                     const Shape& shape, int64_t classes, std::string_view source) {
   std::string s(name);

@@ -1,12 +1,15 @@
-#include "data/idx.h"
-
+// MNIST and Fashion-MNIST in the idx format (train-images-idx3-ubyte[.gz] etc.): two rows of
+// the dataset table that differ only in their statistics, their flips and where Debian puts
+// Fashion-MNIST.
 #include <filesystem>  // path
 
-#include "core/error.h"      // DTRAIN_INPUT_CHECK
-#include "data/byte_file.h"  // read_whole_file, find_first_file
-#include "data/describe.h"   // describe_dataset
-#include "data/in_memory.h"  // InMemoryDataset, ByteImages
-#include "data/subset.h"     // requested_samples
+#include "core/error.h"          // DTRAIN_INPUT_CHECK
+#include "data/byte_file.h"      // read_whole_file, find_first_file
+#include "data/dataset_table.h"  // DatasetEntry: the rows
+#include "data/describe.h"       // describe_dataset
+#include "data/in_memory.h"      // InMemoryDataset, ByteImages
+#include "data/stand_in.h"       // stand_in_images
+#include "data/subset.h"         // requested_samples
 
 namespace dtrain {
 namespace {
@@ -61,10 +64,16 @@ std::vector<int64_t> parse_idx(std::vector<uint8_t>& bytes, const fs::path& file
   return shape;
 }
 
-}  // namespace
+// What both rows are made of: `standard` is the training set's published statistics.
+struct IdxLayout {
+  Normalization standard;
+  Augmentation augmentation;
+};
 
-std::unique_ptr<Dataset> open_idx(const DatasetOptions& options, Split split) {
-  const fs::path dir = options.path;
+// The split from the four files in dataset.path.
+std::unique_ptr<Dataset> open_idx(const DatasetConfig& config, Split split, uint64_t seed,
+                                  const IdxLayout& layout) {
+  const fs::path dir = config.path;
   const std::string kind = split == Split::train ? "train" : "t10k";
   const fs::path images_file = find_idx_file(dir, kind + "-images", "idx3-ubyte");
   const fs::path labels_file = find_idx_file(dir, kind + "-labels", "idx1-ubyte");
@@ -87,20 +96,55 @@ std::unique_ptr<Dataset> open_idx(const DatasetOptions& options, Split split) {
     data.labels[i] = labels[i];
   }
 
-  data.truncate(requested_samples(options, split, data.size(), images_file.string()));
+  data.truncate(requested_samples(config, split, data.size(), images_file.string()));
 
-  const bool fashion = options.name == "fashion_mnist";
-  // Published statistics of the training sets.
-  Normalization standard =
-      fashion ? Normalization{{0.2860f}, {0.3530f}} : Normalization{{0.1307f}, {0.3081f}};
   std::optional<PadCropFlip> augment;
-  // Mirrored digits are other symbols (or none); mirrored clothes are still the same clothes.
-  if (options.augment && split == Split::train) augment = PadCropFlip{2, fashion};
+  if (config.augment && split == Split::train) augment = PadCropFlip{2, layout.augmentation.flips};
   std::string description =
-      describe_dataset(options.name, split, data.size(), data.shape, kClasses, dir.string());
+      describe_dataset(config.name, split, data.size(), data.shape, kClasses, dir.string());
   return std::make_unique<InMemoryDataset>(std::move(data), kClasses,
-                                           resolve_normalization(options, 1, standard), augment,
-                                           options.seed, std::move(description));
+                                           resolve_normalization(config, 1, layout.standard),
+                                           augment, seed, std::move(description));
+}
+
+DatasetEntry idx_row(std::string name, std::string summary, IdxLayout layout,
+                     std::optional<DefaultPath> default_path = std::nullopt) {
+  return {
+      .name = name,
+      .summary = std::move(summary),
+      .keys = config::erase(config::Schema<NoOptions>(name)),
+      .open = [layout](const DatasetConfig& d, Split split,
+                       uint64_t seed) { return open_idx(d, split, seed, layout); },
+      .stand_in =
+          [](const DatasetConfig& d, Split split, uint64_t seed) {
+            return stand_in_images(d, split, seed, {Shape{1, 28, 28}, kClasses, 60000, 10000});
+          },
+      .on_disk = OnDisk::folder(
+          "`train-images-idx3-ubyte[.gz]`, `train-labels-idx1-ubyte[.gz]`, `t10k-…` (or the "
+          "dotted spelling `train-images.idx3-ubyte`)"),
+      .default_path = std::move(default_path),
+      .channels = [](const DatasetConfig&) { return 1; },
+      .offers = "[1, 28, 28] grey images, 10 classes",
+      .standard = layout.standard,
+      .augmentation = layout.augmentation,
+  };
+}
+
+}  // namespace
+
+DatasetEntry mnist_dataset() {
+  // Mirrored digits are other symbols (or none): no flip.
+  return idx_row("mnist", "handwritten digits (LeCun et al. 1998): 60000 training, 10000 test",
+                 {{{0.1307f}, {0.3081f}}, {"pad 2, random 28 × 28 crop (no flip)", false}});
+}
+
+DatasetEntry fashion_mnist_dataset() {
+  // Mirrored clothes are still the same clothes.
+  return idx_row("fashion_mnist",
+                 "Zalando's clothes (Xiao et al. 2017), MNIST's format and sizes: the default "
+                 "experiments' data",
+                 {{{0.2860f}, {0.3530f}}, {"pad 2, random 28 × 28 crop, horizontal flip", true}},
+                 DefaultPath{"/usr/share/datasets/fashion-mnist", "Debian's package"});
 }
 
 }  // namespace dtrain

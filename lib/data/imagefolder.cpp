@@ -1,6 +1,9 @@
+// The image folder: its row of the dataset table and its opener (see imagefolder.h).
 #include "data/imagefolder.h"
 
-#include "core/error.h"  // DTRAIN_INPUT_CHECK, DTRAIN_CHECK, Error
+#include "core/error.h"          // DTRAIN_INPUT_CHECK, DTRAIN_CHECK, Error
+#include "data/dataset_table.h"  // DatasetEntry: its row
+#include "data/stand_in.h"       // stand_in_images
 
 #ifdef DTRAIN_HAS_OPENCV
 #include <dlfcn.h>  // dlsym, dlclose
@@ -16,23 +19,30 @@
 #include "core/rng.h"            // random_bits: crop offsets and flips
 #include "data/describe.h"       // describe_dataset
 #include "data/image_decoder.h"  // the plugin's C interface
-#include "data/normalize.h"      // Normalization, ByteLut
 #include "data/subset.h"         // requested_samples
 #endif
 
 namespace dtrain {
 
+namespace {
+
+// ImageNet's statistics (torchvision's): the normalisation by default.
+Normalization imagenet_statistics() {
+  return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+}
+// ImageNet's classes and split sizes: the stand-in's.
+constexpr int64_t kImageNetClasses = 1000, kImageNetTrain = 1281167, kImageNetVal = 50000;
+
 #ifndef DTRAIN_HAS_OPENCV
 
-std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions&, Split) {
+std::unique_ptr<Dataset> open_imagefolder(const DatasetConfig&, const ImageFolderOptions&, Split,
+                                          uint64_t) {
   DTRAIN_INPUT_CHECK(false) << "dataset.name: imagefolder needs OpenCV, but dtrain was built "
                                "without it (DTRAIN_OPENCV=OFF)";
   return nullptr;
 }
 
 #else
-
-namespace {
 
 namespace fs = std::filesystem;
 
@@ -223,15 +233,15 @@ class ImageFolderDataset final : public Dataset {
   std::string description_;
 };
 
-}  // namespace
-
-std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions& options, Split split) {
+std::unique_ptr<Dataset> open_imagefolder(const DatasetConfig& config,
+                                          const ImageFolderOptions& options, Split split,
+                                          uint64_t seed) {
   DTRAIN_INPUT_CHECK(options.image_size > 0)
       << "dataset.image_size: " << options.image_size << " is not > 0";
   DTRAIN_INPUT_CHECK(options.resize >= options.image_size)
       << "dataset.resize: " << options.resize << " is smaller than dataset.image_size "
       << options.image_size << " (the crop must fit in the resized image)";
-  const fs::path root = options.path;
+  const fs::path root = config.path;
   const fs::path dir = split_folder(root, split);
   // Class numbering comes from train/ when it exists, so that a test-only copy still agrees.
   const fs::path class_dir = fs::is_directory(root / "train") ? root / "train" : dir;
@@ -246,7 +256,7 @@ std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions& options, Split s
   // A subset keeps every k-th image rather than the first N: the list is sorted by class, and the
   // first N would be the first few classes only.
   const int64_t total = static_cast<int64_t>(samples.size());
-  const int64_t n = requested_samples(options, split, total, dir.string());
+  const int64_t n = requested_samples(config, split, total, dir.string());
   if (n < total) {
     std::vector<Sample> subset;
     subset.reserve(n);
@@ -259,16 +269,54 @@ std::unique_ptr<Dataset> open_imagefolder(const DatasetOptions& options, Split s
   const ImageDecoder& decoder = image_decoder();
   decoder.set_threads(1);
   const int64_t classes_count = static_cast<int64_t>(classes.size());
-  const Normalization imagenet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
   std::string description = describe_dataset(
-      "imagefolder", split, static_cast<int64_t>(samples.size()),
+      config.name, split, static_cast<int64_t>(samples.size()),
       Shape{3, options.image_size, options.image_size}, classes_count, dir.string());
   return std::make_unique<ImageFolderDataset>(
       decoder, std::move(samples), classes_count, options.image_size, options.resize,
-      options.augment && split == Split::train, resolve_normalization(options, 3, imagenet),
-      options.seed, std::move(description));
+      config.augment && split == Split::train,
+      resolve_normalization(config, 3, imagenet_statistics()), seed, std::move(description));
 }
 
 #endif  // DTRAIN_HAS_OPENCV
+
+std::unique_ptr<Dataset> imagefolder_stand_in(const DatasetConfig& config,
+                                              const ImageFolderOptions& options, Split split,
+                                              uint64_t seed) {
+  const RealImages imagenet{Shape{3, options.image_size, options.image_size}, kImageNetClasses,
+                            kImageNetTrain, kImageNetVal, " (as ImageNet)"};
+  return stand_in_images(config, split, seed, imagenet);
+}
+
+config::Schema<ImageFolderOptions> imagefolder_schema() {
+  using namespace config;
+  return Schema<ImageFolderOptions>("imagefolder")
+      .key("image_size", &ImageFolderOptions::image_size, integer(Bounds::above(0)),
+           "side of the (centre or random) crop")
+      .key("resize", &ImageFolderOptions::resize, integer(Bounds::above(0)),
+           "shorter side after resizing, before cropping");
+}
+
+}  // namespace
+
+DatasetEntry imagefolder_dataset() {
+  return {
+      .name = "imagefolder",
+      .summary =
+          "a folder of images, one subfolder per class (torchvision's ImageFolder "
+          "layout; ImageNet)",
+      .keys = config::erase(imagefolder_schema()),
+      .open = opener_of<ImageFolderOptions>(open_imagefolder),
+      .stand_in = opener_of<ImageFolderOptions>(imagefolder_stand_in),
+      .on_disk = OnDisk::folder("`train/<class>/<image>`, `val/<class>/<image>` (or `test/`)"),
+      .channels = [](const DatasetConfig&) { return 3; },
+      .offers =
+          "[3, image_size, image_size] colour images; the classes are the folders of "
+          "`train/`",
+      .standard = imagenet_statistics(),
+      .augmentation = {"random image_size crop of the resized image, horizontal flip", true},
+      .decodes = "JPEGs",
+  };
+}
 
 }  // namespace dtrain

@@ -19,7 +19,7 @@ struct LoaderOptions {
   bool shuffle = true;    // train: true; evaluation: false
   bool drop_last = true;  // train: true (as the papers); evaluation: false (every test sample once)
   int prefetch = 2;       // batches prepared ahead on a background thread; 0 = load synchronously
-  // Threads decoding one batch together. Pays off for imagefolder (JPEG decoding, ~5 ms an
+  // Threads decoding one batch together. Pays off for image folders (JPEG decoding, ~5 ms an
   // image); in-memory datasets convert a sample in microseconds and want 1.
   int workers = 1;
   // Memory of the batch buffers: the backend's host allocator, which is pinned for a GPU so

@@ -8,22 +8,21 @@ Normalization Normalization::identity(int64_t channels) {
   return {std::vector<float>(channels, 0.0f), std::vector<float>(channels, 1.0f)};
 }
 
-Normalization resolve_normalization(const DatasetOptions& options, int64_t channels,
+Normalization resolve_normalization(const DatasetConfig& config, int64_t channels,
                                     const Normalization& standard) {
   Normalization norm = standard;
-  if (!options.mean.empty()) {
-    DTRAIN_INPUT_CHECK(static_cast<int64_t>(options.mean.size()) == channels)
+  if (!config.mean.empty()) {
+    DTRAIN_INPUT_CHECK(static_cast<int64_t>(config.mean.size()) == channels)
         << "dataset.mean: expected " << channels << " value(s), one per channel, got "
-        << options.mean.size();
-    norm.mean = options.mean;
+        << config.mean.size();
+    norm.mean.assign(config.mean.begin(), config.mean.end());
   }
-  if (!options.std.empty()) {
-    DTRAIN_INPUT_CHECK(static_cast<int64_t>(options.std.size()) == channels)
+  if (!config.std.empty()) {
+    DTRAIN_INPUT_CHECK(static_cast<int64_t>(config.std.size()) == channels)
         << "dataset.std: expected " << channels << " value(s), one per channel, got "
-        << options.std.size();
-    for (float s : options.std)
-      DTRAIN_INPUT_CHECK(s > 0.0f) << "dataset.std: " << s << " is not > 0";
-    norm.std = options.std;
+        << config.std.size();
+    norm.std.assign(config.std.begin(), config.std.end());
+    for (float s : norm.std) DTRAIN_INPUT_CHECK(s > 0.0f) << "dataset.std: " << s << " is not > 0";
   }
   return norm;
 }

@@ -5,7 +5,7 @@
 #include <cstdint>  // int64_t
 #include <vector>
 
-#include "data/dataset.h"  // DatasetOptions: the user's mean and std
+#include "data/dataset_config.h"  // DatasetConfig: the user's mean and std
 
 namespace dtrain {
 
@@ -18,7 +18,7 @@ struct Normalization {
 
 // The user's `dataset.mean` / `dataset.std` when given (checked: one value per channel, std > 0),
 // otherwise `standard`.
-Normalization resolve_normalization(const DatasetOptions& options, int64_t channels,
+Normalization resolve_normalization(const DatasetConfig& config, int64_t channels,
                                     const Normalization& standard);
 
 // 256 floats per channel: the normalised value of every byte.

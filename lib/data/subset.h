@@ -5,14 +5,14 @@
 #include <string_view>
 
 #include "core/error.h"    // DTRAIN_INPUT_CHECK
-#include "data/dataset.h"  // DatasetOptions, Split
+#include "data/dataset.h"  // DatasetConfig, Split
 
 namespace dtrain {
 
-inline int64_t requested_samples(const DatasetOptions& options, Split split, int64_t available,
+inline int64_t requested_samples(const DatasetConfig& config, Split split, int64_t available,
                                  std::string_view source) {
   const char* key = split == Split::train ? "dataset.train_size" : "dataset.test_size";
-  int64_t n = split == Split::train ? options.train_size : options.test_size;
+  int64_t n = split == Split::train ? config.train_size : config.test_size;
   DTRAIN_INPUT_CHECK(n >= 0) << key << ": " << n << " is negative";
   DTRAIN_INPUT_CHECK(n <= available)
       << key << ": " << n << " exceeds the " << available << " samples of " << source;

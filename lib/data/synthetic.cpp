@@ -3,10 +3,10 @@
 #include <algorithm>  // min
 #include <vector>
 
-#include "core/error.h"      // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
-#include "core/rng.h"        // random_bits, random_uniform: samples as pure functions of the index
-#include "data/describe.h"   // describe_dataset
-#include "data/normalize.h"  // Normalization
+#include "core/error.h"  // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
+#include "core/rng.h"    // random_bits, random_uniform: samples as pure functions of the index
+#include "data/dataset_table.h"  // DatasetEntry: its row
+#include "data/describe.h"       // describe_dataset
 
 namespace dtrain {
 namespace {
@@ -95,25 +95,65 @@ class SyntheticDataset final : public Dataset {
   std::vector<int32_t> row_block_, col_block_;  // pattern block of each row and column
 };
 
+// Sizes of a split when dataset.train_size / test_size are 0.
+constexpr int64_t kTrainSize = 1024, kTestSize = 256;
+
+std::unique_ptr<Dataset> open_synthetic(const DatasetConfig& config, const SyntheticOptions& o,
+                                        Split split, uint64_t seed) {
+  DTRAIN_INPUT_CHECK(o.shape.size() == 3)
+      << "dataset.shape: expected [C, H, W], got " << o.shape.size() << " value(s)";
+  const Shape shape(std::vector<int64_t>(o.shape.begin(), o.shape.end()));
+  for (int64_t d : shape.dims()) {
+    DTRAIN_INPUT_CHECK(d > 0) << "dataset.shape: " << shape.str() << " has a dimension ≤ 0";
+  }
+  DTRAIN_INPUT_CHECK(o.classes >= 1) << "dataset.classes: " << o.classes << " is not ≥ 1";
+  const char* key = split == Split::train ? "dataset.train_size" : "dataset.test_size";
+  int64_t size = split == Split::train ? config.train_size : config.test_size;
+  DTRAIN_INPUT_CHECK(size >= 0) << key << ": " << size << " is negative";
+  if (size == 0) size = split == Split::train ? kTrainSize : kTestSize;
+  return generate_images(
+      shape, o.classes, size, split, seed,
+      resolve_normalization(config, shape[0], Normalization::identity(shape[0])));
+}
+
+config::Schema<SyntheticOptions> synthetic_schema() {
+  using namespace config;
+  return Schema<SyntheticOptions>("synthetic")
+      .key("shape", &SyntheticOptions::shape, list_of(integer(Bounds::above(0)), 3),
+           "[channels, height, width] of a sample")
+      .key("classes", &SyntheticOptions::classes, integer(Bounds::at_least(2)),
+           "number of classes");
+}
+
 }  // namespace
 
-std::unique_ptr<Dataset> open_synthetic(const DatasetOptions& options, Split split) {
-  DTRAIN_INPUT_CHECK(options.shape.size() == 3)
-      << "dataset.shape: expected [C, H, W], got " << options.shape.size() << " value(s)";
-  for (int64_t d : options.shape) {
-    DTRAIN_INPUT_CHECK(d > 0) << "dataset.shape: " << Shape(options.shape).str()
-                              << " has a dimension ≤ 0";
-  }
-  DTRAIN_INPUT_CHECK(options.classes >= 1)
-      << "dataset.classes: " << options.classes << " is not ≥ 1";
-  const char* key = split == Split::train ? "dataset.train_size" : "dataset.test_size";
-  int64_t size = split == Split::train ? options.train_size : options.test_size;
-  DTRAIN_INPUT_CHECK(size >= 0) << key << ": " << size << " is negative";
-  if (size == 0) size = split == Split::train ? 1024 : 256;
-  Shape shape(options.shape);
-  return std::make_unique<SyntheticDataset>(
-      shape, options.classes, size, split, options.seed,
-      resolve_normalization(options, shape[0], Normalization::identity(shape[0])));
+std::unique_ptr<Dataset> generate_images(const Shape& shape, int64_t classes, int64_t size,
+                                         Split split, uint64_t seed, Normalization norm) {
+  return std::make_unique<SyntheticDataset>(shape, classes, size, split, seed, std::move(norm));
+}
+
+DatasetEntry synthetic_dataset() {
+  return {
+      .name = "synthetic",
+      .summary =
+          "generated images: uniform noise plus a coarse pattern of the class, the same "
+          "on every run and rank (throughput measurements, tests)",
+      .keys = config::erase(synthetic_schema()),
+      .open = opener_of<SyntheticOptions>(open_synthetic),
+      .on_disk = OnDisk::nothing(),
+      .channels =
+          [](const DatasetConfig& d) {
+            const auto& shape = d.get<SyntheticOptions>().shape;
+            return shape.size() == 3 ? shape[0] : 0;
+          },
+      .channels_from = {"shape"},
+      .offers = "`shape` images, `classes` classes",
+      .train_size_zero = "0 means " + std::to_string(kTrainSize),
+      .test_size_zero = "0 means " + std::to_string(kTestSize),
+      .keys_after = "test_batch_size",  // what it generates comes before how many
+      .own_key_reasons = {{"shape", "the other datasets define their shape"},
+                          {"classes", "the other datasets define their classes"}},
+  };
 }
 
 }  // namespace dtrain

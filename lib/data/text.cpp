@@ -11,9 +11,11 @@
 
 #include "core/error.h"          // DTRAIN_INPUT_CHECK, DTRAIN_CHECK
 #include "data/byte_file.h"      // read_whole_file
+#include "data/dataset_table.h"  // DatasetEntry: its row
 #include "data/describe.h"       // describe_dataset
+#include "data/stand_in.h"       // stand_in_tokens
 #include "data/subset.h"         // requested_samples
-#include "data/token_windows.h"  // TokenArrayWindows, window_count
+#include "data/token_windows.h"  // TokenArrayWindows, window_count, token_dataset_schema
 
 namespace dtrain {
 
@@ -138,10 +140,14 @@ std::string vocabulary_json(const std::vector<char32_t>& chars) {
   return s + "]\n";
 }
 
-std::unique_ptr<Dataset> open_text(const DatasetOptions& options, Split split) {
-  check_block_size(options);
+namespace {
+
+// The file read whole, tokenized, cut into the training and the test split.
+std::unique_ptr<Dataset> open_text(const DatasetConfig& config, const TextOptions& options,
+                                   Split split, uint64_t) {
+  check_block_size(options.block_size, config.name);
   check_valid_fraction(options.valid_fraction);
-  auto text = std::make_shared<TextTokens>(tokenize_text(options.path, options.tokenizer));
+  auto text = std::make_shared<TextTokens>(tokenize_text(config.path, options.tokenizer));
   const int64_t n = static_cast<int64_t>(text->ids.size());
   const int64_t train = training_tokens(n, options.valid_fraction);
   const bool training = split == Split::train;
@@ -150,20 +156,72 @@ std::unique_ptr<Dataset> open_text(const DatasetOptions& options, Split split) {
   how << (training ? "the first " : "the last ")
       << 100 * (training ? 1 - options.valid_fraction : options.valid_fraction) << " % of its " << n
       << " " << options.tokenizer << " tokens";
-  check_one_window(tokens, options.block_size, split, options.path, how.str());
+  check_one_window(tokens, options.block_size, split, config.path, how.str());
   const int64_t windows = requested_samples(
-      options, split, window_count(tokens, options.block_size),
-      options.path + " (windows of dataset.block_size " + std::to_string(options.block_size) + ")");
-  std::string source = options.path + ": " + options.tokenizer + " tokens " +
-                       std::to_string(first) + "–" + std::to_string(first + tokens) + " of " +
-                       std::to_string(n);
+      config, split, window_count(tokens, options.block_size),
+      config.path + " (windows of dataset.block_size " + std::to_string(options.block_size) + ")");
+  std::string source = config.path + ": " + options.tokenizer + " tokens " + std::to_string(first) +
+                       "–" + std::to_string(first + tokens) + " of " + std::to_string(n);
   std::string description =
-      describe_dataset("text", split, windows, Shape{options.block_size}, text->vocab, source);
+      describe_dataset(config.name, split, windows, Shape{options.block_size}, text->vocab, source);
   std::string vocabulary = text->chars.empty() ? std::string() : vocabulary_json(text->chars);
   const int32_t* start = text->ids.data() + first;
   return std::make_unique<TokenArrayWindows<int32_t>>(start, windows, options.block_size,
                                                       text->vocab, std::move(description),
                                                       std::move(text), std::move(vocabulary));
+}
+
+// The King James Bible as scripts/setup.sh writes it (ASCII: as many chars as bytes): what the
+// stand-in is sized as.
+constexpr int64_t kBibleTokens = 4137850;
+
+std::unique_ptr<Dataset> text_stand_in(const DatasetConfig& config, const TextOptions& options,
+                                       Split split, uint64_t seed) {
+  check_block_size(options.block_size, config.name);
+  check_valid_fraction(options.valid_fraction);
+  const int64_t train = training_tokens(kBibleTokens, options.valid_fraction);
+  const int64_t tokens = split == Split::train ? train : kBibleTokens - train;
+  const std::string what =
+      std::string("sized as the King James Bible, ") +
+      (options.tokenizer == "char"
+           ? "256 ids: a guess, the char tokenizer's vocabulary comes from the file"
+           : "256 byte ids");
+  return stand_in_tokens(config, split, seed, options.block_size, tokens, kByteVocab, "file", what);
+}
+
+config::Schema<TextOptions> text_schema() {
+  using namespace config;
+  return token_dataset_schema<TextOptions>("text", &TextOptions::block_size)
+      .key("tokenizer", &TextOptions::tokenizer, choice({"byte", "char"}),
+           "byte: 256 ids, the file's bytes; char: the file's distinct characters (UTF-8), "
+           "sorted (written to OUT/vocab.json)")
+      .key("valid_fraction", &TextOptions::valid_fraction, real(Bounds{0, 1, true, true}),
+           "the file's last tokens that are the test split (the first ones train)");
+}
+
+}  // namespace
+
+DatasetEntry text_dataset() {
+  return {
+      .name = "text",
+      .summary =
+          "a text file read whole as a language model's tokens (bytes or characters), "
+          "its last valid_fraction the test split",
+      .keys = config::erase(text_schema()),
+      .open = opener_of<TextOptions>(open_text),
+      .stand_in = opener_of<TextOptions>(text_stand_in),
+      .on_disk = OnDisk::file("the text file",
+                              "the text file `dataset.path` itself (e.g. `datasets/kjv/kjv.txt`)"),
+      .channels = [](const DatasetConfig&) { return 0; },
+      .offers =
+          "windows of block_size token ids; vocabulary 256 (byte) or the file's "
+          "characters (char, written to OUT/vocab.json)",
+      .sample_is = "windows",
+      .keys_after = "augment",  // which it has not: after every key of the image files
+      .own_key_reasons = {{"block_size", kBlockSizeIsTokens},
+                          {"tokenizer", "token files hold ids already"},
+                          {"valid_fraction", "token files come as train.bin and val.bin"}},
+  };
 }
 
 }  // namespace dtrain

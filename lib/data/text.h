@@ -8,12 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"  // Dataset, DatasetOptions, Split
-
 namespace dtrain {
 
-// options.path is the file; tokenizer, block_size, valid_fraction, train_size / test_size.
-std::unique_ptr<Dataset> open_text(const DatasetOptions& options, Split split);
+// The text dataset's own keys.
+struct TextOptions {
+  int block_size = 0;  // tokens per sample (the model's context); 0 is refused (required)
+  // byte (ids = the file's bytes, 256) | char (ids = the file's distinct Unicode code points,
+  // sorted; the file must be UTF-8).
+  std::string tokenizer = "byte";
+  double valid_fraction = 0.1;  // the file's last tokens that are the test split
+};
 
 // A text file's tokens.
 struct TextTokens {

@@ -12,9 +12,11 @@
 #include <filesystem>
 
 #include "core/error.h"          // DTRAIN_INPUT_CHECK
+#include "data/dataset_table.h"  // DatasetEntry: its row
 #include "data/describe.h"       // describe_dataset
+#include "data/stand_in.h"       // stand_in_tokens
 #include "data/subset.h"         // requested_samples
-#include "data/token_windows.h"  // TokenArrayWindows, window_count
+#include "data/token_windows.h"  // TokenArrayWindows, window_count, token_dataset_schema
 
 namespace dtrain {
 
@@ -99,21 +101,16 @@ void check_ids(const uint16_t* ids, int64_t count, int64_t vocab, const std::str
                             << ") is id " << ids[at] << ", not below dataset.vocab_size " << vocab;
 }
 
-}  // namespace
-
-std::string token_file_of(const std::string& dir, Split split) {
-  return (fs::path(dir) / (split == Split::train ? "train.bin" : "val.bin")).string();
-}
-
-std::unique_ptr<Dataset> open_token_files(const DatasetOptions& options, Split split) {
-  check_block_size(options);
+std::unique_ptr<Dataset> open_token_files(const DatasetConfig& config,
+                                          const TokenFileOptions& options, Split split, uint64_t) {
+  check_block_size(options.block_size, config.name);
   DTRAIN_INPUT_CHECK(options.vocab_size >= 2 && options.vocab_size <= 65536)
       << "dataset.vocab_size: " << options.vocab_size
       << " is outside [2, 65536] (the ids are uint16)";
-  const std::string file = token_file_of(options.path, split);
+  const std::string file = token_file_of(config.path, split);
   std::error_code ec;
   DTRAIN_INPUT_CHECK(fs::is_regular_file(file, ec))
-      << "dataset.path: " << options.path << " holds no " << fs::path(file).filename().string()
+      << "dataset.path: " << config.path << " holds no " << fs::path(file).filename().string()
       << " (expected train.bin and val.bin, llm.c's token files; datasets/README.md)";
   auto mapped = std::make_shared<MappedFile>(file);
   const int64_t count = check_header(*mapped, file);
@@ -123,14 +120,59 @@ std::unique_ptr<Dataset> open_token_files(const DatasetOptions& options, Split s
   check_ids(ids, count, options.vocab_size, file);
   check_one_window(count, options.block_size, split, file, "the whole file");
   const int64_t windows = requested_samples(
-      options, split, window_count(count, options.block_size),
+      config, split, window_count(count, options.block_size),
       file + " (windows of dataset.block_size " + std::to_string(options.block_size) + ")");
   std::string description =
-      describe_dataset("tokens", split, windows, Shape{options.block_size}, options.vocab_size,
+      describe_dataset(config.name, split, windows, Shape{options.block_size}, options.vocab_size,
                        file + ": " + std::to_string(count) + " tokens");
   return std::make_unique<TokenArrayWindows<uint16_t>>(ids, windows, options.block_size,
                                                        options.vocab_size, std::move(description),
                                                        std::move(mapped));
+}
+
+// nanoGPT's OpenWebText in GPT-2 tokens: what the stand-in is sized as.
+constexpr int64_t kOpenWebTextTrain = 9035582198, kOpenWebTextVal = 4434897;
+
+std::unique_ptr<Dataset> token_files_stand_in(const DatasetConfig& config,
+                                              const TokenFileOptions& options, Split split,
+                                              uint64_t seed) {
+  check_block_size(options.block_size, config.name);
+  const int64_t tokens = split == Split::train ? kOpenWebTextTrain : kOpenWebTextVal;
+  return stand_in_tokens(config, split, seed, options.block_size, tokens, options.vocab_size,
+                         "files",
+                         "sized as OpenWebText, " + std::to_string(options.vocab_size) + " ids");
+}
+
+config::Schema<TokenFileOptions> token_files_schema() {
+  using namespace config;
+  return token_dataset_schema<TokenFileOptions>("tokens", &TokenFileOptions::block_size)
+      .key("vocab_size", &TokenFileOptions::vocab_size, integer(Bounds{2, 65536}),
+           "the ids' vocabulary: every id in train.bin and val.bin is below it (GPT-2: 50257)");
+}
+
+}  // namespace
+
+std::string token_file_of(const std::string& dir, Split split) {
+  return (fs::path(dir) / (split == Split::train ? "train.bin" : "val.bin")).string();
+}
+
+DatasetEntry tokens_dataset() {
+  return {
+      .name = "tokens",
+      .summary =
+          "llm.c's token files (train.bin, val.bin: a header, then uint16 ids; GPT-2's "
+          "tokens), memory-mapped",
+      .keys = config::erase(token_files_schema()),
+      .open = opener_of<TokenFileOptions>(open_token_files),
+      .stand_in = opener_of<TokenFileOptions>(token_files_stand_in),
+      .on_disk = OnDisk::folder("`train.bin`, `val.bin` (llm.c's token files)"),
+      .channels = [](const DatasetConfig&) { return 0; },
+      .offers = "windows of block_size token ids; vocabulary vocab_size",
+      .sample_is = "windows",
+      .keys_after = "augment",  // which it has not: after every key of the image files
+      .own_key_reasons = {{"block_size", kBlockSizeIsTokens},
+                          {"vocab_size", "the text tokenizer defines the vocabulary"}},
+  };
 }
 
 }  // namespace dtrain

@@ -7,7 +7,7 @@
 #include <memory>   // unique_ptr
 #include <string>
 
-#include "data/dataset.h"  // Dataset, DatasetOptions, Split
+#include "data/dataset.h"  // Split
 
 namespace dtrain {
 
@@ -15,10 +15,13 @@ constexpr int32_t kTokenFileMagic = 20240520;
 constexpr int32_t kTokenFileVersion = 1;  // uint16 ids (llm.c's GPT-2 data)
 constexpr int64_t kTokenFileHeaderInts = 256;
 
-// options.path is the folder; block_size, vocab_size, train_size / test_size. InputError naming
-// the file for a missing file, a wrong magic number or version, a size other than the header's
-// count promises, and the first token id ≥ vocab_size.
-std::unique_ptr<Dataset> open_token_files(const DatasetOptions& options, Split split);
+// The token files' own keys. Opening them is an InputError naming the file for a missing file,
+// a wrong magic number or version, a size other than the header's count promises, and the
+// first token id ≥ vocab_size.
+struct TokenFileOptions {
+  int block_size = 0;      // tokens per sample (the model's context); 0 is refused (required)
+  int vocab_size = 50257;  // ids are < vocab_size (GPT-2's 50257)
+};
 
 // The file of `split` in `dir`: train.bin or val.bin.
 std::string token_file_of(const std::string& dir, Split split);

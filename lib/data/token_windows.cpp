@@ -19,10 +19,10 @@ void check_one_window(int64_t tokens, int64_t block_size, Split split, std::stri
       << "more text";
 }
 
-void check_block_size(const DatasetOptions& options) {
-  DTRAIN_INPUT_CHECK(options.block_size > 0)
-      << "dataset.block_size: " << options.block_size << " is not > 0 (required for "
-      << options.name << ": the tokens of one sample)";
+void check_block_size(int64_t block_size, std::string_view name) {
+  DTRAIN_INPUT_CHECK(block_size > 0)
+      << "dataset.block_size: " << block_size << " is not > 0 (required for " << name
+      << ": the tokens of one sample)";
 }
 
 void TokenWindows::load_sample(int64_t index, float* out, int32_t* labels, int64_t) const {

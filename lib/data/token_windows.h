@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "data/dataset.h"  // Dataset, DatasetOptions, Split
+#include "config/schema.h"  // Schema: the block_size key the token datasets share
+#include "data/dataset.h"   // Dataset, Split
 
 namespace dtrain {
 
@@ -22,8 +23,21 @@ int64_t window_count(int64_t tokens, int64_t block_size);
 void check_one_window(int64_t tokens, int64_t block_size, Split split, std::string_view source,
                       std::string_view how);
 
-// InputError naming dataset.block_size unless it is > 0.
-void check_block_size(const DatasetOptions& options);
+// InputError naming dataset.block_size unless it is > 0 (required for dataset `name`).
+void check_block_size(int64_t block_size, std::string_view name);
+
+// A token dataset's schema, starting with the key every token dataset has: block_size, the
+// tokens of one sample (required).
+template <class Options>
+config::Schema<Options> token_dataset_schema(std::string noun, int Options::*block_size) {
+  using namespace config;
+  return Schema<Options>(std::move(noun))
+      .key("block_size", block_size, integer(Bounds::above(0)),
+           "tokens per sample: the model's context; a sample's labels are the next tokens")
+      .required("the tokens per sample, e.g. 256");
+}
+// Why block_size belongs to the token datasets (said when another dataset is given it).
+inline constexpr const char* kBlockSizeIsTokens = "image datasets define their shape";
 
 class TokenWindows : public Dataset {
  public:

@@ -5,87 +5,14 @@
 
 #include <filesystem>  // the file's stem: the default name
 
-#include "nn/spec.h"  // check_model_section, model_reference: the `model:` keys
+#include "data/dataset_section.h"  // read_dataset, write_dataset, dataset_reference
+#include "nn/spec.h"               // check_model_section, model_reference: the `model:` keys
 
 namespace dtrain {
 
 using namespace config;
 
 namespace {
-
-const std::vector<std::string> kImageFileDatasets{"mnist", "fashion_mnist", "cifar10", "cifar100",
-                                                  "imagefolder"};
-const std::vector<std::string> kFileDatasets{"mnist",       "fashion_mnist", "cifar10", "cifar100",
-                                             "imagefolder", "text",          "tokens"};
-const std::vector<std::string> kTokenDatasets{"text", "tokens"};
-
-const Schema<DatasetConfig>& dataset_schema() {
-  static const auto s =
-      Schema<DatasetConfig>("dataset")
-          .key("name", &DatasetConfig::name,
-               choice({"mnist", "fashion_mnist", "cifar10", "cifar100", "imagefolder", "synthetic",
-                       "text", "tokens"}),
-               "the dataset (datasets/README.md says how to obtain each)")
-          .required(
-              "one of mnist, fashion_mnist, cifar10, cifar100, imagefolder, synthetic, text, "
-              "tokens")
-          .key("path", &DatasetConfig::path, text(),
-               "the folder holding its files (text: the file), relative to the working directory")
-          .only_for("name", kFileDatasets, "synthetic data needs no files")
-          .fallback(
-              [](DatasetConfig& d) {
-                if (d.name == "fashion_mnist") d.path = "/usr/share/datasets/fashion-mnist";
-              },
-              "fashion_mnist: /usr/share/datasets/fashion-mnist (Debian's package)")
-          .key("batch_size", &DatasetConfig::batch_size, integer(Bounds::above(0)),
-               "the GLOBAL batch, split evenly over the data-parallel ranks")
-          .key("test_batch_size", &DatasetConfig::test_batch_size, integer(Bounds::above(0)),
-               "the global batch of evaluation")
-          .fallback([](DatasetConfig& d) { d.test_batch_size = d.batch_size; }, "batch_size")
-          .key("shape", &DatasetConfig::shape, list_of(integer(Bounds::above(0)), 3),
-               "[channels, height, width] of a sample")
-          .only_for("name", {"synthetic"}, "the other datasets define their shape")
-          .key("classes", &DatasetConfig::classes, integer(Bounds::at_least(2)),
-               "number of classes")
-          .only_for("name", {"synthetic"}, "the other datasets define their classes")
-          .key("train_size", &DatasetConfig::train_size, integer64(Bounds::at_least(0)),
-               "0: the whole split; N: its first N samples (text, tokens: windows; synthetic: 0 "
-               "means 1024)")
-          .key("test_size", &DatasetConfig::test_size, integer64(Bounds::at_least(0)),
-               "likewise for the test split (synthetic: 0 means 256)")
-          .key("image_size", &DatasetConfig::image_size, integer(Bounds::above(0)),
-               "side of the (centre or random) crop")
-          .only_for("name", {"imagefolder"})
-          .key("resize", &DatasetConfig::resize, integer(Bounds::above(0)),
-               "shorter side after resizing, before cropping")
-          .only_for("name", {"imagefolder"})
-          .key("augment", &DatasetConfig::augment, boolean(),
-               "training split: random crop and flip (mnist: no flip)")
-          .only_for("name", kImageFileDatasets, "only image files are augmented")
-          .key("block_size", &DatasetConfig::block_size, integer(Bounds::above(0)),
-               "tokens per sample: the model's context; a sample's labels are the next tokens")
-          .only_for("name", kTokenDatasets, "image datasets define their shape")
-          .required("the tokens per sample, e.g. 256")
-          .key("tokenizer", &DatasetConfig::tokenizer, choice({"byte", "char"}),
-               "byte: 256 ids, the file's bytes; char: the file's distinct characters (UTF-8), "
-               "sorted (written to OUT/vocab.json)")
-          .only_for("name", {"text"}, "token files hold ids already")
-          .key("valid_fraction", &DatasetConfig::valid_fraction, real(Bounds{0, 1, true, true}),
-               "the file's last tokens that are the test split (the first ones train)")
-          .only_for("name", {"text"}, "token files come as train.bin and val.bin")
-          .key("vocab_size", &DatasetConfig::vocab_size, integer(Bounds{2, 65536}),
-               "the ids' vocabulary: every id in train.bin and val.bin is below it (GPT-2: 50257)")
-          .only_for("name", {"tokens"}, "the text tokenizer defines the vocabulary")
-          .key("mean", &DatasetConfig::mean, list_of(real()),
-               "per-channel normalisation; empty: the dataset's standard values")
-          .key("std", &DatasetConfig::std, list_of(real(Bounds::above(0))),
-               "per-channel normalisation; empty: the dataset's standard values")
-          .key("prefetch", &DatasetConfig::prefetch, integer(Bounds::at_least(0)),
-               "batches loaded ahead on a background thread (0: synchronously)")
-          .key("workers", &DatasetConfig::workers, integer(Bounds::at_least(1)),
-               "threads preparing one batch (imagefolder's JPEGs, a fast GPU)");
-  return s;
-}
 
 const Schema<LinkConfig>& link_schema() {
   static const auto s =
@@ -329,9 +256,17 @@ const Schema<ExperimentConfig>& experiment_schema() {
                 for (KeyDoc& row : model_reference()) rows.push_back(std::move(row));
                 return rows;
               })
-          .section("dataset", &ExperimentConfig::dataset, dataset_schema(),
-                   "the data: which, where, and how it is batched and loaded")
-          .required("a map with at least `name`, e.g. {name: fashion_mnist}")
+          .custom(
+              "dataset", "map", "the data: which, where, and how it is batched and loaded",
+              [](Section& s, ExperimentConfig& c) {
+                Section dataset = s.child("dataset");
+                read_dataset(dataset, c.dataset);
+              },
+              [](const ExperimentConfig& c, Style style) {
+                return write_dataset(c.dataset, style);
+              },
+              [] { return dataset_reference(); })
+          .required("a map with at least `name`, e.g. {name: " + dataset_example() + "}")
           .section("cluster", &ExperimentConfig::cluster, cluster_schema(),
                    "the ranks' devices and threads, and what is emulated")
           .custom(

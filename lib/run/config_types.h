@@ -10,37 +10,11 @@
 #include <vector>
 
 #include "config/units.h"           // Rate, Duration
+#include "data/dataset_config.h"    // DatasetConfig: the shared keys and the chosen dataset's own
 #include "optim/optimizer_table.h"  // OptimizerChoice: the chosen optimizer and its own keys
 #include "sched/algorithm.h"        // AlgorithmConfig: the chosen algorithm and its own keys
 
 namespace dtrain {
-
-struct DatasetConfig {
-  // mnist | fashion_mnist | cifar10 | cifar100 | imagefolder | synthetic | text | tokens
-  std::string name;
-  std::string path;                   // data directory (text: the file); unused by synthetic
-  int batch_size = 100;               // GLOBAL batch, split evenly over data-parallel ranks
-  int test_batch_size = 100;          // defaults to batch_size
-  std::vector<int> shape{1, 28, 28};  // synthetic only: C, H, W of one sample
-  int classes = 10;                   // synthetic only
-  int64_t train_size = 0;             // 0: the whole split (synthetic: see lib/data)
-  int64_t test_size = 0;
-  int image_size = 224;  // imagefolder: side of the (centre or random) crop
-  int resize = 256;      // imagefolder: shorter side after resizing, before cropping
-  bool augment = false;
-  int block_size = 0;              // text, tokens: tokens per sample (required)
-  std::string tokenizer = "byte";  // text: byte | char
-  double valid_fraction = 0.1;     // text: the file's last tokens, the test split
-  int vocab_size = 50257;          // tokens: ids are below it (GPT-2's)
-  int prefetch = 2;                // batches the loader prepares ahead of the compute thread
-  int workers = 1;  // threads preparing one batch together (JPEG decoding, a fast GPU)
-  // Per-channel normalisation; empty means the dataset's standard values. `std` is declared
-  // last so that no later declaration in this struct sees the member instead of namespace std.
-  std::vector<double> mean;
-  std::vector<double> std;
-
-  bool operator==(const DatasetConfig&) const = default;
-};
 
 // Emulated network: every message is paced to this bandwidth and delayed by this latency.
 struct LinkConfig {

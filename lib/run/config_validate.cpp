@@ -6,38 +6,12 @@
 
 #include <map>  // straggler ranks seen
 
-#include "sched/algorithm.h"  // AlgorithmEntry: whether the chosen algorithm is model parallel
+#include "data/dataset_section.h"  // check_dataset: the dataset's own rules
+#include "sched/algorithm.h"       // AlgorithmEntry: whether the chosen algorithm is model parallel
 
 namespace dtrain::config {
 
 namespace {
-
-// Channels of a dataset's samples, which mean/std must match; 0 when not known.
-int channels_of(const DatasetConfig& d, const Reader& r) {
-  if (d.name == "mnist" || d.name == "fashion_mnist") return 1;
-  if (d.name == "cifar10" || d.name == "cifar100" || d.name == "imagefolder") return 3;
-  if (d.name == "synthetic" && !r.has_problem("dataset.shape") && !d.shape.empty())
-    return d.shape[0];
-  return 0;
-}
-
-void check_dataset(const DatasetConfig& d, Reader& r) {
-  if (d.name.empty() || r.has_problem("dataset.name")) return;
-  bool needs_path = d.name == "mnist" || d.name == "cifar10" || d.name == "cifar100" ||
-                    d.name == "imagefolder" || d.name == "text" || d.name == "tokens";
-  if (needs_path && d.path.empty() && !r.has_problem("dataset.path"))
-    r.add("dataset.path",
-          fmt::format("required for dataset '{}': {}", d.name,
-                      d.name == "text" ? "the text file" : "the directory holding its files"));
-  int channels = channels_of(d, r);
-  for (const auto& [key, values] : {std::pair{"mean", &d.mean}, std::pair{"std", &d.std}}) {
-    std::string path = std::string("dataset.") + key;
-    if (channels > 0 && !values->empty() && static_cast<int>(values->size()) != channels &&
-        !r.has_problem(path))
-      r.add(path, fmt::format("needs one entry per channel: dataset '{}' has {}, got {}", d.name,
-                              channels, values->size()));
-  }
-}
 
 void check_stragglers(const ClusterConfig& c, Reader& r) {
   std::map<int, size_t> seen;  // rank → first entry

@@ -8,7 +8,7 @@
 #include "data/dataset.h"      // open_dataset
 #include "data/loader.h"       // Loader
 #include "nn/model_weights.h"  // load_model_weights
-#include "run/run_options.h"   // backend, dataset and loader options of the config
+#include "run/run_options.h"   // backend and loader options of the config
 #include "sched/scheduler.h"   // test_sums: evaluation as training evaluates
 
 namespace dtrain {
@@ -22,7 +22,7 @@ EvalReport evaluate_weights(const ExperimentConfig& config, const std::string& w
     throw InputError("--weights: " + std::string(e.what()));
   }
   const auto backend = make_backend(backend_options(config, 0, /*announce=*/false));
-  const auto test_set = open_dataset(dataset_options(config), Split::test);
+  const auto test_set = open_dataset(config.dataset, Split::test, config.seed);
   LoaderOptions loading = test_loader_options(config, 0, 1);
   loading.allocator = &backend->host_allocator();
   loading.device = backend.get();

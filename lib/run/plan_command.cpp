@@ -6,14 +6,15 @@
 #include <fstream>
 #include <memory>
 
-#include "compress/codec.h"      // codec_names
-#include "core/error.h"          // DTRAIN_INPUT_CHECK
-#include "core/timer.h"          // Clock, seconds_since: where the profile's time went
-#include "plan/layer_profile.h"  // --write-profile, --profile
-#include "plan/profiler.h"       // profile_compute, profile_transport, profile_codec
-#include "run/run_builder.h"     // build_run: the rank as training builds it
-#include "run/run_options.h"     // nearest_batches, emulated_link
-#include "sched/algorithm.h"     // the registry's timing rows, recommendations and planner
+#include "compress/codec.h"        // codec_names
+#include "core/error.h"            // DTRAIN_INPUT_CHECK
+#include "core/timer.h"            // Clock, seconds_since: where the profile's time went
+#include "data/dataset_section.h"  // dataset_example: the profile plan's dataset
+#include "plan/layer_profile.h"    // --write-profile, --profile
+#include "plan/profiler.h"         // profile_compute, profile_transport, profile_codec
+#include "run/run_builder.h"       // build_run: the rank as training builds it
+#include "run/run_options.h"       // nearest_batches, emulated_link
+#include "sched/algorithm.h"       // the registry's timing rows, recommendations and planner
 
 namespace dtrain {
 namespace {
@@ -395,8 +396,8 @@ ExperimentConfig profile_plan_config(const std::string& profile,
   const AlgorithmEntry* planner = chain_planning_algorithm();
   DTRAIN_CHECK(planner != nullptr) << "no algorithm plans from a layer profile";
   return parse_config(fmt::format("name: plan_from_profile\nmodel: {{name: mlp}}\n"
-                                  "dataset: {{name: fashion_mnist}}\nalgorithm: {{name: {}}}\n",
-                                  planner->name),
+                                  "dataset: {{name: {}}}\nalgorithm: {{name: {}}}\n",
+                                  dataset_example(), planner->name),
                       "dtrain plan --profile " + profile + " (no --config)", overrides);
 }
 

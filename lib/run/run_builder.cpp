@@ -15,13 +15,12 @@ namespace {
 
 std::unique_ptr<Dataset> open_split(const ExperimentConfig& c, Split split, DataFiles data,
                                     std::vector<std::string>& notes) {
-  const DatasetOptions options = dataset_options(c);
-  if (data == DataFiles::stand_in_when_missing && dataset_files_missing(options)) {
-    auto stand_in = open_stand_in(options, split);
+  if (data == DataFiles::stand_in_when_missing && dataset_files_missing(c.dataset)) {
+    auto stand_in = open_stand_in(c.dataset, split, c.seed);
     notes.push_back(stand_in->describe() + " (training needs the files: datasets/README.md)");
     return stand_in;
   }
-  return open_dataset(options, split);
+  return open_dataset(c.dataset, split, c.seed);
 }
 
 // What the model and its optimizer are built from, for `input`.

@@ -24,28 +24,6 @@ DType model_precision(const ExperimentConfig& c, const Backend& backend) {
   return DType::bf16;
 }
 
-DatasetOptions dataset_options(const ExperimentConfig& c) {
-  const DatasetConfig& d = c.dataset;
-  DatasetOptions o;
-  o.name = d.name;
-  o.path = d.path;
-  o.shape.assign(d.shape.begin(), d.shape.end());
-  o.classes = d.classes;
-  o.train_size = d.train_size;
-  o.test_size = d.test_size;
-  o.image_size = d.image_size;
-  o.resize = d.resize;
-  o.augment = d.augment;
-  o.block_size = d.block_size;
-  o.tokenizer = d.tokenizer;
-  o.valid_fraction = d.valid_fraction;
-  o.vocab_size = d.vocab_size;
-  o.mean.assign(d.mean.begin(), d.mean.end());
-  o.std.assign(d.std.begin(), d.std.end());
-  o.seed = c.seed;
-  return o;
-}
-
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world) {
   LoaderOptions o;
   o.global_batch = c.dataset.batch_size;

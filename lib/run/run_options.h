@@ -7,7 +7,6 @@
 
 #include "backend/backend.h"    // BackendOptions
 #include "comm/paced_comm.h"    // LinkModel
-#include "data/dataset.h"       // DatasetOptions
 #include "data/loader.h"        // LoaderOptions
 #include "nn/model.h"           // Model: optimizer.freeze_layers
 #include "optim/lr_schedule.h"  // LrScheduleOptions
@@ -22,7 +21,6 @@ BackendOptions backend_options(const ExperimentConfig& c, int local_rank = 0, bo
 // cluster.precision as the model's dtype; InputError naming the key and the reason where the
 // backend cannot train in bf16 (Backend::bf16_unavailable).
 DType model_precision(const ExperimentConfig& c, const Backend& backend);
-DatasetOptions dataset_options(const ExperimentConfig& c);
 // This rank's share of the global batches among `world` data-parallel ranks.
 LoaderOptions train_loader_options(const ExperimentConfig& c, int rank, int world);
 LoaderOptions test_loader_options(const ExperimentConfig& c, int rank, int world);

@@ -1,8 +1,9 @@
 #include <doctest/doctest.h>
 
-#include "core/error.h"    // InputError
-#include "data/dataset.h"  // open_dataset
-#include "fixtures.h"      // TempDir, cifar_bytes, cifar_pixel
+#include "core/error.h"          // InputError
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "fixtures.h"            // TempDir, cifar_bytes, cifar_pixel
 
 using namespace dtrain;
 using namespace dtrain::testing;
@@ -18,9 +19,8 @@ void write_cifar10(const fs::path& folder) {
   write_bytes(folder / "test_batch.bin", cifar_bytes(100, 3, 1, 10));
 }
 
-DatasetOptions cifar_options(const std::string& name, const fs::path& path) {
-  DatasetOptions o;
-  o.name = name;
+DatasetConfig cifar_options(const std::string& name, const fs::path& path) {
+  DatasetConfig o = dataset_defaults(name);
   o.path = path.string();
   return o;
 }
@@ -96,7 +96,7 @@ TEST_CASE("cifar: wrong sizes, missing batches and labels out of range are Input
 TEST_CASE("cifar augmentation pads by 4 and stays deterministic") {
   TempDir dir;
   write_cifar10(dir.path());
-  DatasetOptions o = cifar_options("cifar10", dir.path());
+  DatasetConfig o = cifar_options("cifar10", dir.path());
   o.augment = true;
   auto a = open_dataset(o, Split::train);
   std::vector<float> x(3072), y(3072);

@@ -3,8 +3,9 @@
 #include <chrono>      // the loader's throughput, printed (never asserted: machines are noisy)
 #include <filesystem>  // exists
 
-#include "data/dataset.h"  // open_dataset
-#include "data/loader.h"   // Loader
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/loader.h"         // Loader
 
 using namespace dtrain;
 
@@ -14,8 +15,7 @@ TEST_CASE("the real Fashion-MNIST opens with 60000 / 10000 samples") {
     MESSAGE("skipped: " << path << " is absent (Debian package, see datasets/README.md)");
     return;
   }
-  DatasetOptions o;
-  o.name = "fashion_mnist";
+  DatasetConfig o = dataset_defaults("fashion_mnist");
   o.path = path;
   auto train = open_dataset(o, Split::train);
   auto test = open_dataset(o, Split::test);

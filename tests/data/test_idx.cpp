@@ -2,24 +2,24 @@
 
 #include <algorithm>  // find
 
-#include "core/error.h"    // InputError
-#include "data/dataset.h"  // open_dataset
-#include "fixtures.h"      // TempDir, write_idx_split, idx_bytes
+#include "core/error.h"          // InputError
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "fixtures.h"            // TempDir, write_idx_split, idx_bytes
 
 using namespace dtrain;
 using namespace dtrain::testing;
 
 namespace {
 
-DatasetOptions idx_options(const TempDir& dir, const std::string& name = "mnist") {
-  DatasetOptions o;
-  o.name = name;
+DatasetConfig idx_options(const TempDir& dir, const std::string& name = "mnist") {
+  DatasetConfig o = dataset_defaults(name);
   o.path = dir.str();
   return o;
 }
 
 // The error message of opening the train split, which must be an InputError.
-std::string open_error(const DatasetOptions& o, Split split = Split::train) {
+std::string open_error(const DatasetConfig& o, Split split = Split::train) {
   return message_of<InputError>([&] { open_dataset(o, split); });
 }
 
@@ -51,7 +51,7 @@ TEST_CASE("idx round-trips plain and gzip files, normalised with the standard st
 TEST_CASE("idx: fashion_mnist statistics, user statistics and the first N samples") {
   TempDir dir;
   write_idx_split(dir.path(), "train", 6, 2, 2, false);
-  DatasetOptions o = idx_options(dir, "fashion_mnist");
+  DatasetConfig o = idx_options(dir, "fashion_mnist");
   std::vector<float> out(4);
   auto fashion = open_dataset(o, Split::train);
   fashion->load(1, out.data(), 0);
@@ -136,7 +136,7 @@ TEST_CASE("idx: missing files and folders name what was expected") {
   fs::remove(dir.path() / "train-labels-idx1-ubyte");
   CHECK(contains(open_error(idx_options(dir)), "train-labels-idx1-ubyte[.gz]"));
 
-  DatasetOptions o = idx_options(dir);
+  DatasetConfig o = idx_options(dir);
   o.path = (dir.path() / "nope").string();
   CHECK(contains(open_error(o), "dataset.path: " + o.path +
                                     " does not exist (datasets/README.md says how to obtain"));
@@ -149,7 +149,7 @@ TEST_CASE("idx: missing files and folders name what was expected") {
 TEST_CASE("idx: augmentation shifts and is deterministic per (seed, epoch, index)") {
   TempDir dir;
   write_idx_split(dir.path(), "train", 4, 8, 8, false);
-  DatasetOptions o = idx_options(dir, "fashion_mnist");
+  DatasetConfig o = idx_options(dir, "fashion_mnist");
   o.augment = true;
   auto a = open_dataset(o, Split::train);
   auto b = open_dataset(o, Split::train);

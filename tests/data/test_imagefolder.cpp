@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 
-#include "core/error.h"    // InputError, Error
-#include "data/dataset.h"  // open_dataset
-#include "fixtures.h"      // TempDir, write_bytes
+#include "core/error.h"          // InputError, Error
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/imagefolder.h"    // ImageFolderOptions
+#include "fixtures.h"            // TempDir, write_bytes
 
 #ifdef DTRAIN_HAS_OPENCV
 #include <opencv2/core.hpp>       // cv::Mat
@@ -14,12 +16,11 @@ using namespace dtrain::testing;
 
 namespace {
 
-DatasetOptions folder_options(const TempDir& dir) {
-  DatasetOptions o;
-  o.name = "imagefolder";
+DatasetConfig folder_options(const TempDir& dir) {
+  DatasetConfig o = dataset_defaults("imagefolder");
   o.path = dir.str();
-  o.resize = 16;
-  o.image_size = 12;
+  o.get<ImageFolderOptions>().resize = 16;
+  o.get<ImageFolderOptions>().image_size = 12;
   o.mean = {0.0f, 0.0f, 0.0f};  // outputs are then plain [0, 1] values
   o.std = {1.0f, 1.0f, 1.0f};
   return o;
@@ -88,7 +89,7 @@ TEST_CASE("imagefolder: ImageNet statistics by default, random crops and flips w
   TempDir dir;
   write_ramp(dir.path() / "train/x/ramp.png");
   write_ramp(dir.path() / "test/x/ramp.png");  // test/ serves when there is no val/
-  DatasetOptions o = folder_options(dir);
+  DatasetConfig o = folder_options(dir);
   o.mean = {};
   o.std = {};
   std::vector<float> out(3 * 144);
@@ -131,10 +132,10 @@ TEST_CASE("imagefolder: an undecodable image is an InputError naming the file (e
 
 TEST_CASE("imagefolder: missing split folders, empty folders and bad sizes are InputErrors") {
   TempDir dir;
-  auto open_error = [&](const DatasetOptions& o, Split split) {
+  auto open_error = [&](const DatasetConfig& o, Split split) {
     return message_of<InputError>([&] { open_dataset(o, split); });
   };
-  DatasetOptions o = folder_options(dir);
+  DatasetConfig o = folder_options(dir);
   CHECK(contains(open_error(o, Split::train), "has no train/ folder"));
   fs::create_directories(dir.path() / "train");
   CHECK(contains(open_error(o, Split::train), "no class folders"));
@@ -144,7 +145,7 @@ TEST_CASE("imagefolder: missing split folders, empty folders and bad sizes are I
   write_solid(dir.path() / "train/x/a.png", {1, 2, 3});
   write_solid(dir.path() / "val/y/a.png", {1, 2, 3});
   CHECK(contains(open_error(o, Split::test), "class folder not present in the train split"));
-  o.resize = 8;
+  o.get<ImageFolderOptions>().resize = 8;
   CHECK(contains(open_error(o, Split::train), "dataset.resize: 8 is smaller than"));
 }
 

@@ -2,27 +2,28 @@
 
 #include <cmath>  // abs
 
-#include "core/error.h"    // InputError
-#include "data/dataset.h"  // open_dataset
-#include "fixtures.h"      // message_of, contains
+#include "core/error.h"          // InputError
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/synthetic.h"      // SyntheticOptions
+#include "fixtures.h"            // message_of, contains
 
 using namespace dtrain;
 using namespace dtrain::testing;
 
 namespace {
 
-DatasetOptions synthetic(std::vector<int64_t> shape, int64_t classes) {
-  DatasetOptions o;
-  o.name = "synthetic";
-  o.shape = std::move(shape);
-  o.classes = classes;
+DatasetConfig synthetic(std::vector<int> shape, int classes) {
+  DatasetConfig o = dataset_defaults("synthetic");
+  o.get<SyntheticOptions>().shape = std::move(shape);
+  o.get<SyntheticOptions>().classes = classes;
   return o;
 }
 
 }  // namespace
 
 TEST_CASE("synthetic data is deterministic, sized by the options and differs between splits") {
-  DatasetOptions o = synthetic({3, 5, 7}, 4);
+  DatasetConfig o = synthetic({3, 5, 7}, 4);
   auto a = open_dataset(o, Split::train);
   auto b = open_dataset(o, Split::train);
   auto test = open_dataset(o, Split::test);
@@ -47,8 +48,7 @@ TEST_CASE("synthetic data is deterministic, sized by the options and differs bet
   test->load(3, z.data(), 0);
   CHECK(x != z);
 
-  o.seed = 2;
-  open_dataset(o, Split::train)->load(3, y.data(), 0);
+  open_dataset(o, Split::train, /*seed=*/2)->load(3, y.data(), 0);
   CHECK(x != y);
 
   o.train_size = 10;
@@ -58,7 +58,7 @@ TEST_CASE("synthetic data is deterministic, sized by the options and differs bet
 }
 
 TEST_CASE("synthetic data is learnable: class means from train classify test") {
-  DatasetOptions o = synthetic({1, 28, 28}, 10);
+  DatasetConfig o = synthetic({1, 28, 28}, 10);
   auto train = open_dataset(o, Split::train);
   auto test = open_dataset(o, Split::test);
   const int64_t n = 784;
@@ -89,7 +89,7 @@ TEST_CASE("synthetic data is learnable: class means from train classify test") {
 }
 
 TEST_CASE("synthetic: normalisation applies when given; bad options are InputErrors") {
-  DatasetOptions o = synthetic({2, 2, 2}, 3);
+  DatasetConfig o = synthetic({2, 2, 2}, 3);
   std::vector<float> x(8), y(8);
   open_dataset(o, Split::train)->load(0, x.data(), 0);
   o.mean = {1.0f, -1.0f};
@@ -98,7 +98,7 @@ TEST_CASE("synthetic: normalisation applies when given; bad options are InputErr
   CHECK(y[0] == doctest::Approx((x[0] - 1.0f) / 2.0f));
   CHECK(y[7] == doctest::Approx((x[7] + 1.0f) / 0.5f));
 
-  auto error = [](const DatasetOptions& bad) {
+  auto error = [](const DatasetConfig& bad) {
     return message_of<InputError>([&] { open_dataset(bad, Split::train); });
   };
   CHECK(contains(error(synthetic({3, 4}, 2)), "dataset.shape: expected [C, H, W]"));

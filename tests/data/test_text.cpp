@@ -27,7 +27,7 @@ TEST_CASE("text, byte tokenizer: ids are bytes, windows shifted by one, 90 % tra
   TempDir dir;
   const std::string text = hundred_bytes();
   write_text(dir.path() / "t.txt", text);
-  const DatasetOptions o = text_options((dir.path() / "t.txt").string(), 4);
+  const DatasetConfig o = text_options((dir.path() / "t.txt").string(), 4);
   auto train = open_dataset(o, Split::train);
   auto test = open_dataset(o, Split::test);
   CHECK(train->num_classes() == 256);
@@ -61,7 +61,7 @@ TEST_CASE("text, split cut: the first ⌊n·(1 − valid_fraction)⌋ tokens tra
   CHECK(training_tokens(10, 0.5) == 5);
   TempDir dir;
   write_text(dir.path() / "t.txt", hundred_bytes());
-  DatasetOptions o = text_options((dir.path() / "t.txt").string(), 3, "byte", 0.25);
+  DatasetConfig o = text_options((dir.path() / "t.txt").string(), 3, "byte", 0.25);
   CHECK(open_dataset(o, Split::train)->size() == (75 - 1) / 3);
   CHECK(open_dataset(o, Split::test)->size() == (25 - 1) / 3);
   CHECK(window_of(*open_dataset(o, Split::test), 0).inputs[0] == 32 + 75);
@@ -105,7 +105,7 @@ TEST_CASE("text, char tokenizer: the distinct code points sorted, written as voc
 TEST_CASE("text: train_size and test_size keep the first windows; the same file, the same data") {
   TempDir dir;
   write_text(dir.path() / "t.txt", hundred_bytes());
-  DatasetOptions o = text_options((dir.path() / "t.txt").string(), 4);
+  DatasetConfig o = text_options((dir.path() / "t.txt").string(), 4);
   o.train_size = 5;
   o.test_size = 1;
   auto train = open_dataset(o, Split::train);
@@ -126,7 +126,7 @@ TEST_CASE("text: bad input is an InputError naming the file or the key") {
   TempDir dir;
   const std::string file = (dir.path() / "t.txt").string();
   write_text(file, hundred_bytes());
-  auto error = [](DatasetOptions o, Split split = Split::train) {
+  auto error = [](DatasetConfig o, Split split = Split::train) {
     return message_of<InputError>([&] { open_dataset(o, split); });
   };
   SUBCASE("missing file") {

@@ -14,7 +14,7 @@ TEST_CASE("tokens: train.bin and val.bin read as windows shifted by one") {
   TempDir dir;
   write_token_file(dir.path() / "train.bin", counting_tokens(41));
   write_token_file(dir.path() / "val.bin", counting_tokens(13, 1000));
-  const DatasetOptions o = token_options(dir.str(), 8);
+  const DatasetConfig o = token_options(dir.str(), 8);
   auto train = open_dataset(o, Split::train);
   auto test = open_dataset(o, Split::test);
   CHECK(train->size() == 5);  // (41 − 1) / 8
@@ -43,17 +43,17 @@ TEST_CASE("tokens: vocab_size bounds the ids; train_size and test_size keep the 
   TempDir dir;
   write_token_file(dir.path() / "train.bin", counting_tokens(81));
   write_token_file(dir.path() / "val.bin", counting_tokens(81));
-  DatasetOptions o = token_options(dir.str(), 4, 81);
+  DatasetConfig o = token_options(dir.str(), 4, 81);
   o.train_size = 3;
   o.test_size = 20;
   CHECK(open_dataset(o, Split::train)->size() == 3);
   CHECK(open_dataset(o, Split::test)->size() == 20);
   CHECK(open_dataset(o, Split::train)->num_classes() == 81);
-  o.vocab_size = 80;  // token 80 is out of range
+  o.get<TokenFileOptions>().vocab_size = 80;  // token 80 is out of range
   const std::string m = message_of<InputError>([&] { open_dataset(o, Split::train); });
   CHECK(contains(m, (dir.path() / "train.bin").string() +
                         ": token 80 (byte offset 1184) is id 80, not below dataset.vocab_size 80"));
-  o.vocab_size = 81;
+  o.get<TokenFileOptions>().vocab_size = 81;
   o.test_size = 21;
   CHECK(contains(
       message_of<InputError>([&] { open_dataset(o, Split::test); }),
@@ -111,10 +111,7 @@ TEST_CASE("tokens: bad files are InputErrors naming the file and what was expect
 }
 
 TEST_CASE("stand-ins of text and token files: windows of random ids with the real shapes") {
-  DatasetOptions text;
-  text.name = "text";
-  text.path = "/nonexistent/kjv.txt";
-  text.block_size = 256;
+  DatasetConfig text = text_options("/nonexistent/kjv.txt", 256);
   CHECK(dataset_files_missing(text));
   auto train = open_stand_in(text, Split::train);
   auto test = open_stand_in(text, Split::test);
@@ -131,15 +128,12 @@ TEST_CASE("stand-ins of text and token files: windows of random ids with the rea
   for (int32_t id : w.labels) CHECK((id >= 0 && id < 256));
   CHECK(window_of(*test, 7).inputs != w.inputs);
 
-  text.tokenizer = "char";
+  text.get<TextOptions>().tokenizer = "char";
   CHECK(contains(open_stand_in(text, Split::train)->describe(), "a guess"));
   text.train_size = 10;
   CHECK(open_stand_in(text, Split::train)->size() == 10);
 
-  DatasetOptions tokens;
-  tokens.name = "tokens";
-  tokens.path = "/nonexistent/owt";
-  tokens.block_size = 1024;
+  DatasetConfig tokens = token_options("/nonexistent/owt", 1024);
   auto owt = open_stand_in(tokens, Split::train);
   CHECK(owt->num_classes() == 50257);
   CHECK(owt->sample_shape() == Shape{1024});
@@ -148,7 +142,7 @@ TEST_CASE("stand-ins of text and token files: windows of random ids with the rea
   CHECK(open_stand_in(tokens, Split::test)->size() == (4434897 - 1) / 1024);
   const Window last = window_of(*owt, owt->size() - 1);
   for (int32_t id : last.inputs) CHECK((id >= 0 && id < 50257));
-  tokens.block_size = 0;
+  tokens.get<TokenFileOptions>().block_size = 0;
   CHECK(contains(message_of<InputError>([&] { open_stand_in(tokens, Split::train); }),
                  "dataset.block_size"));
 }

@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"     // DatasetOptions
-#include "data/token_file.h"  // kTokenFileMagic, kTokenFileVersion
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/text.h"           // TextOptions
+#include "data/token_file.h"     // kTokenFileMagic, kTokenFileVersion, TokenFileOptions
 
 namespace dtrain::testing {
 
@@ -39,25 +40,25 @@ inline std::vector<uint16_t> counting_tokens(int64_t n, int64_t offset = 0) {
   return t;
 }
 
-inline DatasetOptions text_options(const std::string& path, int64_t block_size,
-                                   const std::string& tokenizer = "byte",
-                                   double valid_fraction = 0.1) {
-  DatasetOptions o;
-  o.name = "text";
+inline DatasetConfig text_options(const std::string& path, int64_t block_size,
+                                  const std::string& tokenizer = "byte",
+                                  double valid_fraction = 0.1) {
+  DatasetConfig o = dataset_defaults("text");
   o.path = path;
-  o.block_size = block_size;
-  o.tokenizer = tokenizer;
-  o.valid_fraction = valid_fraction;
+  auto& text = o.get<TextOptions>();
+  text.block_size = static_cast<int>(block_size);
+  text.tokenizer = tokenizer;
+  text.valid_fraction = valid_fraction;
   return o;
 }
 
-inline DatasetOptions token_options(const std::string& dir, int64_t block_size,
-                                    int64_t vocab_size = 50257) {
-  DatasetOptions o;
-  o.name = "tokens";
+inline DatasetConfig token_options(const std::string& dir, int64_t block_size,
+                                   int64_t vocab_size = 50257) {
+  DatasetConfig o = dataset_defaults("tokens");
   o.path = dir;
-  o.block_size = block_size;
-  o.vocab_size = vocab_size;
+  auto& tokens = o.get<TokenFileOptions>();
+  tokens.block_size = static_cast<int>(block_size);
+  tokens.vocab_size = static_cast<int>(vocab_size);
   return o;
 }
 

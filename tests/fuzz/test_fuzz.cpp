@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "../data/fixtures.h"  // TempDir, write_bytes, idx_bytes, cifar_bytes
-#include "core/error.h"        // InputError
-#include "data/dataset.h"      // open_dataset
-#include "nn/safetensors.h"    // decode_safetensors
-#include "run/config.h"        // parse_config
+#include "../data/fixtures.h"    // TempDir, write_bytes, idx_bytes, cifar_bytes
+#include "core/error.h"          // InputError
+#include "data/dataset.h"        // open_dataset
+#include "data/dataset_table.h"  // dataset_defaults
+#include "nn/safetensors.h"      // decode_safetensors
+#include "run/config.h"          // parse_config
 
 using namespace dtrain;
 using namespace dtrain::testing;
@@ -181,8 +182,7 @@ TEST_CASE("mutated idx and CIFAR files: read, or an InputError") {
                 which ? label_file : mutate_bytes(label_file), gz);
     // Opens the dataset `name` at `path` and loads every sample of it.
     auto read_all = [](const std::string& name, const std::string& path) {
-      DatasetOptions o;
-      o.name = name;
+      DatasetConfig o = dataset_defaults(name);
       o.path = path;
       auto d = open_dataset(o, Split::train);
       std::vector<float> out(static_cast<size_t>(d->sample_shape().numel()));

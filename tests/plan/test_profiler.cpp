@@ -7,7 +7,9 @@
 #include <cmath>      // isfinite
 
 #include "backend/backend.h"
-#include "optim/sgd.h"  // make_sgd: the step profiled
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/synthetic.h"      // SyntheticOptions
+#include "optim/sgd.h"           // make_sgd: the step profiled
 #include "plan/profiler.h"
 
 using namespace dtrain;
@@ -61,10 +63,8 @@ struct SmallMlp {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> sgd;
   SmallMlp(const std::string& hidden, int64_t train_size, int64_t rows) {
-    DatasetOptions d;
-    d.name = "synthetic";
-    d.shape = {1, 16, 16};
-    d.classes = 10;
+    DatasetConfig d = dataset_defaults("synthetic");
+    d.get<SyntheticOptions>() = {{1, 16, 16}, 10};
     d.train_size = train_size;
     data = open_dataset(d, Split::train);
     std::vector<std::string> problems;

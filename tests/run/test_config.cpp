@@ -7,7 +7,10 @@
 #include <sstream>  // std::istringstream: splitting messages into lines
 
 #include "core/error.h"
-#include "optim/sgd.h"  // SgdOptions
+#include "data/dataset_table.h"  // dataset_defaults
+#include "data/imagefolder.h"    // ImageFolderOptions
+#include "data/synthetic.h"      // SyntheticOptions
+#include "optim/sgd.h"           // SgdOptions
 #include "run/config.h"
 #include "sched/local_sgd_scheduler.h"  // LocalSgdOptions
 #include "sched/pipe_sgd_scheduler.h"   // PipeSgdOptions
@@ -63,12 +66,15 @@ TEST_CASE("a full config loads with its values and the documented defaults") {
   CHECK(c.dataset.path == "/data/fashion");
   CHECK(c.dataset.batch_size == 128);
   CHECK(c.dataset.test_batch_size == 128);  // defaults to batch_size
-  CHECK(c.dataset.shape == std::vector<int>{1, 28, 28});
-  CHECK(c.dataset.classes == 10);
   CHECK(c.dataset.prefetch == 2);
-  CHECK(c.dataset.image_size == 224);
-  CHECK(c.dataset.resize == 256);
   CHECK_FALSE(c.dataset.augment);
+  // The other datasets' keys have their documented defaults in their own options.
+  const DatasetConfig synthetic = dataset_defaults("synthetic");
+  CHECK(synthetic.get<SyntheticOptions>().shape == std::vector<int>{1, 28, 28});
+  CHECK(synthetic.get<SyntheticOptions>().classes == 10);
+  const DatasetConfig folder = dataset_defaults("imagefolder");
+  CHECK(folder.get<ImageFolderOptions>().image_size == 224);
+  CHECK(folder.get<ImageFolderOptions>().resize == 256);
   CHECK(c.dataset.mean.empty());
 
   CHECK(c.cluster.device == "cpu");
@@ -148,8 +154,8 @@ train: {max_iterations: 100, log_every_iterations: 10}
 )");
   ExperimentConfig c = load_config(file.sources());
   CHECK(c.model["layers"].size() == 2);
-  CHECK(c.dataset.shape == std::vector<int>{3, 32, 32});
-  CHECK(c.dataset.classes == 100);
+  CHECK(c.dataset.get<SyntheticOptions>().shape == std::vector<int>{3, 32, 32});
+  CHECK(c.dataset.get<SyntheticOptions>().classes == 100);
   CHECK(c.dataset.train_size == 1024);
   CHECK(c.dataset.test_batch_size == 256);
   CHECK(c.dataset.std == std::vector<double>{0.25, 0.25, 0.25});
@@ -188,7 +194,7 @@ TEST_CASE("--set overrides any key, parsed as YAML, and --out wins over output.d
   CHECK(c.cluster.link->latency.seconds == doctest::Approx(20e-6));
   CHECK(c.optimizer.lr == 1e-3);
   CHECK_FALSE(c.output.trace.enabled);
-  CHECK(c.dataset.shape == std::vector<int>{3, 8, 8});
+  CHECK(c.dataset.get<SyntheticOptions>().shape == std::vector<int>{3, 8, 8});
   CHECK(c.cluster.stragglers[0].slowdown == 2);
   CHECK(c.optimizer.schedule.name == "cosine");
   CHECK(c.optimizer.schedule.min_lr == 0.0001);

@@ -8,6 +8,7 @@
 #include <sstream>  // std::istringstream: splitting messages into lines
 
 #include "core/error.h"
+#include "data/text.h"     // TextOptions
 #include "optim/adamw.h"  // AdamWOptions
 #include "optim/sgd.h"    // SgdOptions
 #include "run/config.h"
@@ -340,9 +341,9 @@ TEST_CASE("language-model dataset keys: required, bounded, and only for their da
   // Valid: the defaults fill in.
   TempConfig file("text.yaml", model + "dataset: {name: text, path: a.txt, block_size: 64}\n");
   const ExperimentConfig c = load_config({file.path.string(), {}, {}});
-  CHECK(c.dataset.block_size == 64);
-  CHECK(c.dataset.tokenizer == "byte");
-  CHECK(c.dataset.valid_fraction == 0.1);
+  CHECK(c.dataset.get<TextOptions>().block_size == 64);
+  CHECK(c.dataset.get<TextOptions>().tokenizer == "byte");
+  CHECK(c.dataset.get<TextOptions>().valid_fraction == 0.1);
   const std::string resolved = to_yaml(c);
   CHECK(resolved.find("tokenizer: byte") != std::string::npos);
   CHECK(resolved.find("valid_fraction: 0.1") != std::string::npos);
