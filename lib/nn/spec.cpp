@@ -13,6 +13,7 @@
 #include "config/schema.h"  // kinds, Reader, Section
 #include "core/error.h"
 #include "nn/layer_table.h"  // the layer types
+#include "nn/model.h"        // check_model_spec, zoo_names: declared with the Model
 #include "nn/zoo_table.h"    // the zoo models
 
 namespace dtrain {
