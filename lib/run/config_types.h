@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/units.h"     // Rate, Duration
+#include "core/dtype.h"       // DType: cluster.precision
 #include "sched/algorithm.h"  // AlgorithmConfig: the chosen algorithm and its own keys
 
 namespace dtrain {
@@ -58,10 +59,10 @@ struct StragglerConfig {
 };
 
 struct ClusterConfig {
-  std::string device = "auto";  // cpu | cuda | auto
-  std::string comm = "auto";    // GPU gradients: auto | nccl | mpi (host staging)
-  bool tf32 = false;            // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
-  std::string precision = "fp32";  // fp32 | bf16: mixed precision as PyTorch's autocast
+  std::string device = "auto";   // cpu | cuda | auto
+  std::string comm = "auto";     // GPU gradients: auto | nccl | mpi (host staging)
+  bool tf32 = false;             // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
+  DType precision = DType::f32;  // fp32 | bf16: mixed precision as PyTorch's autocast
   int threads_per_rank = 1;
   std::optional<LinkConfig> link;  // absent: real network speed
   std::vector<StragglerConfig> stragglers;
