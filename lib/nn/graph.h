@@ -17,7 +17,7 @@
 #include "backend/backend.h"  // Backend
 #include "core/tensor.h"      // Tensor
 #include "nn/layer.h"         // Layer
-#include "nn/model.h"         // LayerRange
+#include "nn/model_input.h"   // LayerRange, WeightSlot
 
 namespace dtrain {
 

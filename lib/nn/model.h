@@ -15,33 +15,10 @@
 #include "backend/backend.h"  // Backend
 #include "core/shape.h"       // Shape
 #include "core/tensor.h"      // Tensor
+#include "nn/model_input.h"   // ModelInput, LayerRange, WeightSlot
 
 namespace dtrain {
 
-struct ModelInput {
-  Shape sample_shape;  // [C, H, W]
-  int64_t classes = 10;
-  int64_t batch = 1;
-  // How the model computes: f32, or bf16 mixed precision (Graph::use_precision).
-  DType precision = DType::f32;
-};
-// Elements of one parameterised layer in the flat buffers.
-struct LayerRange {
-  std::string name, type;
-  int64_t offset = 0, count = 0;
-};
-// One named tensor of a model's weights, named as PyTorch's state_dict names it ("<layer>.<name>":
-// "fc1.weight", "bn1.running_mean"): a parameter at `offset` of the flat parameters(), or a
-// non-trainable buffer (BatchNorm's running statistics) at `offset` of the flat buffers().
-struct WeightSlot {
-  std::string name;
-  Shape shape;
-  bool buffer = false;
-  int64_t offset = 0;
-  // Other names of the same tensor (a tied output head's "lm_head.weight"): never written,
-  // accepted in a file when equal to it.
-  std::vector<std::string> aliases;
-};
 struct LossStats {
   double loss_sum = 0;
   double correct = 0;

@@ -13,6 +13,7 @@
 #include "config/schema.h"  // kinds, Reader, Section
 #include "core/error.h"
 #include "nn/layer_table.h"  // the layer types
+#include "nn/model.h"        // check_model_spec, zoo_names: declared with the Model
 #include "nn/zoo_table.h"    // the zoo models
 
 namespace dtrain {
@@ -77,6 +78,13 @@ YAML::Node check_inputs(Section& entry, const LayerEntry* layer, size_t index,
   return config::flow(list);
 }
 
+// The name of a `layers:` entry that gives none: its type and its 0-based position in the list
+// ("linear0", "relu1"), as PyTorch's nn.Sequential names its children by position. Written into
+// the resolved list, so config.yaml, the weights file and a resumed run all see it.
+std::string default_layer_name(const std::string& type, size_t index) {
+  return type + std::to_string(index);
+}
+
 YAML::Node check_layers(Section& model, const std::string& key) {
   Reader& r = model.reader();
   YAML::Node out(YAML::NodeType::Sequence);
@@ -92,28 +100,54 @@ YAML::Node check_layers(Section& model, const std::string& key) {
   }
   const std::vector<std::string> types = layer_type_names();
   std::vector<std::string> names;  // in order; "" for entries without a usable name
+  std::vector<bool> defaulted;     // names[i] is the entry's default name (it gave none)
   std::set<std::string> read;      // names some layer reads
+  // Where the name `name` is already taken, or -1.
+  auto taken = [&](const std::string& name) {
+    const auto at = std::find(names.begin(), names.end(), name);
+    return at == names.end() ? -1 : static_cast<int>(at - names.begin());
+  };
   for (size_t i = 0; i < entries.size(); ++i) {
     Section& e = entries[i];
-    YAML::Node o(YAML::NodeType::Map);
     std::string name;
-    if (e.require("name", "a unique name for the layer") &&
-        config::nonempty_text().read(r, e.path_of("name"), e.get("name"), name)) {
+    const bool named = e.has("name");
+    if (named && config::nonempty_text().read(r, e.path_of("name"), e.get("name"), name)) {
+      const int other = taken(name);
       if (name == Graph::kInputName) {
         r.add(e.path_of("name"), "'input' is reserved for the model input", e.get("name"));
         name.clear();
-      } else if (std::find(names.begin(), names.end(), name) != names.end()) {
-        r.add(e.path_of("name"), "duplicate name '" + name + "'", e.get("name"));
+      } else if (other >= 0) {
+        const size_t k = static_cast<size_t>(other);
+        r.add(e.path_of("name"),
+              defaulted[k] ? fmt::format("'{}' is {}'s default name (its type and position); give "
+                                         "one of the two another name",
+                                         name, entries[k].path())
+                           : "duplicate name '" + name + "'",
+              e.get("name"));
         name.clear();
       }
     }
-    if (!name.empty()) o["name"] = name;
-    names.push_back(name);
     std::string type;
     if (!e.require("type", "one of " + fmt::format("{}", fmt::join(types, ", "))) ||
         !config::choice(types).read(r, e.path_of("type"), e.get("type"), type))
       e.accept_all();  // options of a missing or unknown type cannot be judged
     const LayerEntry* layer = type.empty() ? nullptr : find_layer_type(type);
+    if (!named && layer) {
+      name = default_layer_name(type, i);
+      const int other = taken(name);
+      if (other >= 0) {
+        r.add(e.path(),
+              fmt::format("its default name '{}' (its type and position) is taken by {}; give "
+                          "one of the two another name",
+                          name, entries[static_cast<size_t>(other)].path()),
+              e.node());
+        name.clear();
+      }
+    }
+    YAML::Node o(YAML::NodeType::Map);
+    if (!name.empty()) o["name"] = name;
+    names.push_back(name);
+    defaulted.push_back(!named);
     if (layer) o["type"] = type;
     YAML::Node inputs = check_inputs(e, layer, i, names, read);
     if (inputs.IsDefined()) o["inputs"] = inputs;
@@ -125,10 +159,13 @@ YAML::Node check_layers(Section& model, const std::string& key) {
     out.push_back(o);
   }
   for (size_t i = 0; i + 1 < names.size(); ++i)
-    if (!names[i].empty() && read.count(names[i]) == 0)
-      r.add(entries[i].path_of("name"),
+    if (!names[i].empty() && read.count(names[i]) == 0) {
+      // A default name has no `name` key to point at: the entry itself is named.
+      Section& e = entries[i];
+      r.add(defaulted[i] ? e.path() : e.path_of("name"),
             "layer '" + names[i] + "' is not read by any layer (only the last layer is the output)",
-            entries[i].get("name"));
+            defaulted[i] ? e.node() : e.get("name"));
+    }
   return out;
 }
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "config/reader.h"  // Section: the `model:` map of a config being read
-#include "config/schema.h"  // KeyDoc: the model keys' reference
-#include "nn/graph.h"       // GraphNode
-#include "nn/model.h"       // ModelInput
+#include "config/reader.h"   // Section: the `model:` map of a config being read
+#include "config/schema.h"   // KeyDoc: the model keys' reference
+#include "nn/graph.h"        // GraphNode
+#include "nn/model_input.h"  // ModelInput
 
 namespace dtrain {
 

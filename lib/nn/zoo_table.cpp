@@ -5,6 +5,7 @@
 
 #include "core/error.h"       // DTRAIN_CHECK, DTRAIN_INPUT_CHECK
 #include "core/named_rows.h"  // find_row, row_names
+#include "nn/model.h"         // zoo_names: declared with the Model
 #include "nn/spec.h"          // zoo_layers
 
 namespace dtrain {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "config/schema.h"  // Schema, AnySchema
-#include "nn/model.h"       // ModelInput
+#include "config/schema.h"   // Schema, AnySchema
+#include "nn/model_input.h"  // ModelInput
 
 namespace dtrain {
 

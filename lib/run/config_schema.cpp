@@ -43,7 +43,8 @@ const Schema<ClusterConfig>& cluster_schema() {
                "how GPU gradients travel: NCCL, or staged through pinned host memory")
           .key("tf32", &ClusterConfig::tf32, boolean(),
                "GPU: fp32 GEMMs and convolutions on TF32 tensor cores")
-          .key("precision", &ClusterConfig::precision, choice({"fp32", "bf16"}),
+          .key("precision", &ClusterConfig::precision,
+               enum_choice<DType>({{"fp32", DType::f32}, {"bf16", DType::bf16}}),
                "bf16: mixed precision as PyTorch's autocast (products in bf16 with f32 "
                "accumulation, bf16 activations; weights, gradients, optimizer in f32)")
           .key("threads_per_rank", &ClusterConfig::threads_per_rank, integer(Bounds::at_least(1)),

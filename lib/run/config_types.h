@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/units.h"           // Rate, Duration
+#include "core/dtype.h"             // DType: cluster.precision
 #include "data/dataset_config.h"    // DatasetConfig: the shared keys and the chosen dataset's own
 #include "optim/optimizer_table.h"  // OptimizerChoice: the chosen optimizer and its own keys
 #include "sched/algorithm.h"        // AlgorithmConfig: the chosen algorithm and its own keys
@@ -33,10 +34,10 @@ struct StragglerConfig {
 };
 
 struct ClusterConfig {
-  std::string device = "auto";     // cpu | cuda | auto
-  std::string comm = "auto";       // GPU gradients: auto | nccl | mpi (host staging)
-  bool tf32 = false;               // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
-  std::string precision = "fp32";  // fp32 | bf16: mixed precision as PyTorch's autocast
+  std::string device = "auto";   // cpu | cuda | auto
+  std::string comm = "auto";     // GPU gradients: auto | nccl | mpi (host staging)
+  bool tf32 = false;             // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
+  DType precision = DType::f32;  // fp32 | bf16: mixed precision as PyTorch's autocast
   int threads_per_rank = 1;
   std::optional<LinkConfig> link;  // absent: real network speed
   std::vector<StragglerConfig> stragglers;

@@ -307,7 +307,7 @@ std::string describe(const ExperimentConfig& config, const Profile& r) {
       "dtrain plan: {} on {} rank(s), global batch {} ({} per rank), {} thread(s) per rank\n"
       "backend  {}{}\nlink     {}\ncores    {} on this machine{}\n\n",
       config.name, p, in.global_batch, local, threads, r.backend,
-      config.cluster.precision == "bf16"
+      config.cluster.precision == DType::bf16
           ? "\nprecision bf16: the times below are the bf16 model's (cluster.precision)"
           : "",
       r.link, r.cores,

@@ -5,7 +5,6 @@
 #include <algorithm>  // max_element
 
 #include "core/error.h"       // DTRAIN_INPUT_CHECK
-#include "run/run_builder.h"  // check_stragglers
 #include "run/run_options.h"  // nearest_batches
 #include "sched/algorithm.h"  // AlgorithmEntry: model parallel, what it compresses
 
@@ -14,6 +13,15 @@ namespace dtrain {
 namespace {
 constexpr const char* kNoEffect = "no effect: ";
 }  // namespace
+
+void check_stragglers(const ExperimentConfig& config, int world) {
+  for (size_t i = 0; i < config.cluster.stragglers.size(); ++i) {
+    const int rank = config.cluster.stragglers[i].rank;
+    DTRAIN_INPUT_CHECK(rank < world)
+        << config.source_path << ": cluster.stragglers[" << i << "].rank: " << rank
+        << ", but the job has " << world << " rank(s)";
+  }
+}
 
 void check_world(const ExperimentConfig& config, int world) {
   DTRAIN_INPUT_CHECK(world >= 1) << "--ranks: must be >= 1, got " << world;

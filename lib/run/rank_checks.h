@@ -9,6 +9,10 @@
 
 namespace dtrain {
 
+// InputError when cluster.stragglers names a rank the job of `world` ranks does not have (a
+// plan for fewer ranks than the config's stragglers simply ignores them).
+void check_stragglers(const ExperimentConfig& config, int world);
+
 // InputError naming the key when the experiment cannot run on `world` ranks for a reason only
 // the number of ranks shows: cluster.stragglers names a rank the job lacks, the global batch
 // does not split over the data-parallel ranks, a model-parallel algorithm's stages and replicas

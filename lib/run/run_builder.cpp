@@ -180,15 +180,6 @@ NamedTensors load_initial_weights(const ExperimentConfig& config, Model& model) 
   return weights;
 }
 
-void check_stragglers(const ExperimentConfig& config, int world) {
-  for (size_t i = 0; i < config.cluster.stragglers.size(); ++i) {
-    const int rank = config.cluster.stragglers[i].rank;
-    DTRAIN_INPUT_CHECK(rank < world)
-        << config.source_path << ": cluster.stragglers[" << i << "].rank: " << rank
-        << ", but the job has " << world << " rank(s)";
-  }
-}
-
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm) {
   const std::optional<LinkModel> link = emulated_link(config);
   return link ? make_paced_comm(std::move(comm), *link) : std::move(comm);

@@ -66,10 +66,6 @@ struct Run {
 std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& place,
                                DataFiles data = DataFiles::required);
 
-// InputError when cluster.stragglers names a rank the job of `world` ranks does not have (a
-// plan for fewer ranks than the config's stragglers simply ignores them).
-void check_stragglers(const ExperimentConfig& config, int world);
-
 // The job's communicator as the experiment wants it: paced to cluster.link when emulating a
 // network (docs/architecture.md, decision 6), else unchanged.
 std::unique_ptr<Comm> configure_comm(const ExperimentConfig& config, std::unique_ptr<Comm> comm);

@@ -17,7 +17,7 @@ BackendOptions backend_options(const ExperimentConfig& c, int local_rank, bool a
 }
 
 DType model_precision(const ExperimentConfig& c, const Backend& backend) {
-  if (c.cluster.precision == "fp32") return DType::f32;
+  if (c.cluster.precision == DType::f32) return DType::f32;
   const std::string why = backend.bf16_unavailable();
   DTRAIN_INPUT_CHECK(why.empty()) << c.source_path << ": cluster.precision: bf16: " << why
                                   << "; use precision: fp32 here";

@@ -31,7 +31,7 @@ std::unique_ptr<Optimizer> make_optimizer(const ExperimentConfig& c, Model& mode
 std::string nearest_batches(int64_t batch, int ranks);
 LrScheduleOptions schedule_options(const ExperimentConfig& c);
 // The slow-down cluster.stragglers gives `rank` (1 when it is not listed): the factor its compute
-// is stretched by. A listed rank the job lacks is check_stragglers' (run_builder.h) to refuse.
+// is stretched by. A listed rank the job lacks is check_stragglers' (rank_checks.h) to refuse.
 double compute_slowdown(const ExperimentConfig& c, int rank);
 // cluster.link: the network PacedComm emulates, and the predictions plan for; none without it.
 std::optional<LinkModel> emulated_link(const ExperimentConfig& c);

@@ -15,6 +15,7 @@
 #include "run/consistency.h"    // check_ranks_agree
 #include "run/metrics.h"        // MetricsWriter
 #include "run/model_file.h"     // model.safetensors
+#include "run/rank_checks.h"    // check_stragglers
 #include "run/run_options.h"    // schedule_options: the lr note of a longer resumed run
 #include "run/run_record.h"     // run.yaml
 #include "run/vocab_file.h"     // vocab.json: the char tokenizer's vocabulary

@@ -2,7 +2,8 @@
 # Trained weights are kept and can be loaded: every run writes model.safetensors; `dtrain eval`
 # with it gives the run's last test loss; model.init_from starts a run from it; a file of
 # another model, a misnamed tensor, a file that is not safetensors or a missing file is exit 2
-# naming them; the weights of algorithms whose ranks differ are the evaluated mean; a pipeline's
+# naming them; a layers: list without names names the weights by its default layer names; the
+# weights of algorithms whose ranks differ are the evaluated mean; a pipeline's
 # stages are gathered into one file that one process evaluates; a hand-written numpy reader (and
 # PyTorch, where installed: its LeNet computes dtrain's loss with the file's tensors) reads the
 # file.
@@ -98,6 +99,31 @@ rm "$WORK/start.safetensors"  # a resumed run does not read it
 "$DTRAIN" --config "$cfg" "${sets[@]}" --set train.epochs=2 --resume "$WORK/resumed" --progress none \
   > "$WORK/resumed2.log" 2>&1 || fail "--resume read model.init_from: $(tail -3 "$WORK/resumed2.log")"
 [ "$(wc -l < "$WORK/resumed/accuracy.csv")" = 3 ] || fail "resumed: accuracy.csv $(cat "$WORK/resumed/accuracy.csv")"
+
+# ---- a layers: list without names: each layer is named <type><position> (from 0) in config.yaml
+# and the weights file, which `dtrain eval` with the nameless list reads; --resume agrees ----
+unnamed="model={layers: [{type: flatten}, {type: linear, out_features: 16}, {type: relu}, {type: linear, out_features: 4}]}"
+"$DTRAIN" --config "$cfg" --set "$unnamed" --set "checkpoint={every_epochs: 1}" --set train.epochs=1 \
+  --out "$WORK/unnamed" --progress none > "$WORK/unnamed.log" 2>&1 ||
+  fail "nameless layers: exit $? ($(tail -3 "$WORK/unnamed.log"))"
+for n in flatten0 linear1 relu2 linear3; do
+  grep -q "name: $n" "$WORK/unnamed/config.yaml" ||
+    fail "config.yaml lacks the default name $n: $(grep -A6 '^model' "$WORK/unnamed/config.yaml")"
+done
+header=$(head -c 2000 "$WORK/unnamed/model.safetensors" | tr -c '[:print:]' ' ')
+for t in linear1.weight linear1.bias linear3.weight linear3.bias; do
+  echo "$header" | grep -qF "\"$t\"" || fail "model.safetensors lacks '$t': $header"
+done
+loss=$(eval_loss "$cfg" "$WORK/unnamed/model.safetensors" --set "$unnamed") ||
+  fail "nameless layers: eval failed"
+same_loss "$loss" "$(last_test_loss "$WORK/unnamed")" ||
+  fail "nameless layers: eval's test loss $loss, the run's $(last_test_loss "$WORK/unnamed")"
+"$DTRAIN" --config "$cfg" --set "$unnamed" --set "checkpoint={every_epochs: 1}" --set train.epochs=2 \
+  --resume "$WORK/unnamed" --progress none > "$WORK/unnamed2.log" 2>&1 ||
+  fail "nameless layers: --resume: $(tail -3 "$WORK/unnamed2.log")"
+expect_input_error "a name that is another layer's default name" \
+  "model.layers[1]: its default name 'relu1' (its type and position) is taken by model.layers[0]" -- \
+  "$DTRAIN" --config "$cfg" --set "model={layers: [{name: relu1, type: flatten}, {type: relu}, {type: linear, out_features: 4}]}" --dry-run
 
 # ---- the default experiment: Fashion-MNIST's MLP ----
 if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then

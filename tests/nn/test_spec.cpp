@@ -99,7 +99,8 @@ TEST_CASE("custom layer lists are validated entry by entry") {
   CHECK(has(p, "model.layers[7].p: must be in [0, 1), got 1 (line 10)"));
   CHECK(
       has(p, "model.layers[7].colour: unknown key (known keys: inputs, name, p, type) (line 10)"));
-  CHECK(has(p, "model.layers[8].name: required: a unique name for the layer (line 11)"));
+  // The last entry gives no name: it has its default one (relu8), no problem.
+  for (const auto& problem : p) CHECK(problem.find("model.layers[8]") == std::string::npos);
   CHECK(has(
       problems_of("model: {layers: [{name: a, type: relu, inputs: [b]}, {name: b, type: relu}]}"),
       "model.layers[0].inputs[0]: unknown layer 'b' (inputs must name earlier layers or "
@@ -120,6 +121,81 @@ TEST_CASE("custom layer lists are validated entry by entry") {
             "model.layers: must be a non-empty list of layers (line 1)"));
   CHECK(has(problems_of("model: {layers: [{name: a, type: relu}], extra: 1}"),
             "model.extra: unknown key (known keys: layers) (line 1)"));
+}
+
+TEST_CASE("a layer without a name is named by its type and its position, from 0") {
+  std::vector<std::string> problems;
+  const YAML::Node m = check_model_spec(YAML::Load(R"({layers: [
+      {type: flatten},
+      {type: linear, out_features: 8},
+      {name: act, type: relu},
+      {type: add, inputs: [linear1, act]},
+      {type: linear, out_features: 3}]})"),
+                                        problems);
+  CHECK(problems.empty());
+  std::vector<std::string> names;
+  for (const YAML::Node& e : m["layers"]) {
+    names.push_back(e["name"].as<std::string>());
+    CHECK(e.begin()->first.as<std::string>() == "name");  // first, as a user writes it
+  }
+  CHECK(names == std::vector<std::string>{"flatten0", "linear1", "act", "add3", "linear4"});
+  // The resolved list reads back as itself: config.yaml names what the weights file names.
+  const YAML::Node again = check_model_spec(m, problems);
+  CHECK(problems.empty());
+  CHECK(YAML::Dump(again) == YAML::Dump(m));
+}
+
+TEST_CASE("a default name that another layer has is an error naming both entries") {
+  // A later default name taken by an earlier layer's name.
+  CHECK(has(problems_of("model: {layers: [{name: relu1, type: linear, out_features: 4}, "
+                        "{type: relu}, {type: linear, out_features: 2}]}"),
+            "model.layers[1]: its default name 'relu1' (its type and position) is taken by "
+            "model.layers[0]; give one of the two another name (line 1)"));
+  // A later name that is an earlier layer's default name.
+  CHECK(has(problems_of("model: {layers: [{type: linear, out_features: 4}, "
+                        "{name: linear0, type: relu}, {type: linear, out_features: 2}]}"),
+            "model.layers[1].name: 'linear0' is model.layers[0]'s default name (its type and "
+            "position); give one of the two another name (line 1)"));
+  // Names given twice stay as they were reported.
+  CHECK(has(problems_of("model: {layers: [{name: a, type: relu}, {name: a, type: relu}]}"),
+            "model.layers[1].name: duplicate name 'a' (line 1)"));
+  // A layer nobody reads is named by its default name, at its entry.
+  CHECK(has(problems_of("model: {layers: [{type: relu}, {type: relu, inputs: [input]}]}"),
+            "model.layers[0]: layer 'relu0' is not read by any layer (only the last layer is the "
+            "output) (line 1)"));
+  // Inputs name earlier layers, by their default names as by given ones.
+  CHECK(has(problems_of("model: {layers: [{type: relu, inputs: [relu1]}, {type: relu}]}"),
+            "model.layers[0].inputs[0]: unknown layer 'relu1' (inputs must name earlier layers "
+            "or 'input') (line 1)"));
+}
+
+TEST_CASE("a model from a list without names builds, trains and names its weights") {
+  auto backend = cpu();
+  const YAML::Node spec = YAML::Load(
+      "{layers: [{type: flatten}, {type: linear, out_features: 6}, {type: relu}, "
+      "{type: linear, out_features: 3}]}");
+  auto model = build_model(*backend, spec, {{1, 2, 2}, 3, 2}, 5);
+  CHECK(model->num_parameters() == 4 * 6 + 6 + 6 * 3 + 3);
+  std::vector<std::string> weights;
+  for (const WeightSlot& w : model->weight_slots()) weights.push_back(w.name);
+  CHECK(weights == std::vector<std::string>{"linear1.weight", "linear1.bias", "linear3.weight",
+                                            "linear3.bias"});
+  const Tensor x = random_tensor({2, 1, 2, 2}, 1);
+  Tensor labels = Tensor::empty({2}, DType::i32);
+  labels.data<int32_t>()[0] = 0;
+  labels.data<int32_t>()[1] = 2;
+  model->set_training(true);
+  model->forward(x, labels);
+  model->backward(0.5f);
+  CHECK(std::isfinite(model->last_stats().loss_sum));
+  // A tied head names its lender by the lender's default name.
+  const YAML::Node tied = YAML::Load(
+      "{layers: [{type: embedding, num_embeddings: 5, embedding_dim: 4}, {type: layer_norm}, "
+      "{type: linear, out_features: 5, bias: false, tie_weight: embedding0}]}");
+  const std::vector<WeightSlot> slots = model_weight_slots(tied, {{3}, 5, 2});
+  REQUIRE(!slots.empty());
+  CHECK(slots[0].name == "embedding0.weight");
+  CHECK(slots[0].aliases == std::vector<std::string>{"linear2.weight"});
 }
 
 TEST_CASE("custom layer defaults are filled in") {

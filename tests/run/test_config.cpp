@@ -256,6 +256,19 @@ TEST_CASE("to_yaml → load_config round trip gives the same experiment") {
       "optimizer: {lr: 1e-7, schedule: {name: multistep, milestones: [1, 2]}}\n"
       "cluster: {stragglers: [{rank: 2, slowdown: 1.25}]}\n",
       {});
+  // cluster.precision is read as its dtype and written back as its word; layers without names
+  // are written with their default names.
+  yaml = check_round_trip(
+      "model: {layers: [{type: flatten}, {type: linear, out_features: 3}]}\n"
+      "dataset: {name: synthetic}\ncluster: {precision: bf16}\n",
+      {});
+  CHECK(yaml.find("precision: bf16") != std::string::npos);
+  CHECK(yaml.find("- name: linear1\n      type: linear") != std::string::npos);
+  TempConfig bf16("bf16.yaml", "model: {name: mlp}\ndataset: {name: synthetic}\n");
+  ConfigSources sources = bf16.sources();
+  CHECK(load_config(sources).cluster.precision == DType::f32);
+  sources.overrides = {"cluster.precision=bf16"};
+  CHECK(load_config(sources).cluster.precision == DType::bf16);
 }
 
 TEST_CASE("to_table lists every resolved setting in two columns") {

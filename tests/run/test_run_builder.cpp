@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "run/config.h"
 #include "run/plan_command.h"  // build_plan_run
+#include "run/rank_checks.h"   // check_stragglers
 #include "run/run_builder.h"
 #include "run/run_options.h"  // compute_slowdown
 
