@@ -91,9 +91,7 @@ struct ChainPlanInputs {
   // and, where the ranks' compute threads outnumber the cores (crowding > 1), the last comm
   // thread's wait for its core (the timing model's crowding × yield_wait_s; 0: not crowded).
   // A replica's compute thread waits in that all-reduce, so the wait is at most the compute of
-  // one thread alone on the core (the stage's stretched compute / crowding): 4 replicas of the
-  // MLP on 2 cores waited 4.0 ms a round (crowding × yield: 3.8), LeNet's 0.4–2 ms (its
-  // replica's compute alone: 1.8 ms).
+  // one thread alone on the core (the stage's stretched compute / crowding).
   double crowded_wait_s = 0, crowding = 1;
 };
 // Its answer: the plan's row and the text that explains the choice.
