@@ -6,17 +6,20 @@ the order alternating) gives one ratio, and the median ratio over the pairs is w
 Measured, with the workloads of the peer benchmarks so that "within noise" means the same thing:
   engine   single-thread training samples/s of engine_vs_pytorch.py's models (its configs: same
            batch, SGD, data), best epoch after the first of each run
+  gpt      single-thread training tokens/s of lm_vs_pytorch.py's baby GPT (AdamW, clipped):
+           one epoch of 300 iterations on a short copy of the corpus, evaluation not counted
   ring     busbw of the ring all-reduce (no codec) at 16 MiB on 2 ranks (comm_vs_peers.py part 1)
   sync     2-rank `sync` MLP samples/s on Fashion-MNIST (comm_vs_peers.py part 2)
   q8link   the same under an emulated 1 Gbit/s link with quantize8 (comm_vs_peers.py part 3)
 
     /usr/bin/python3 bench/ab_builds.py --old OLD_BUILD [--new build] [--pairs 5]
-        [--models mlp,lenet,resnet20,cifar_cnn] [--parts engine,ring,sync,q8link]
+        [--models mlp,lenet,resnet20,cifar_cnn] [--parts engine,gpt,ring,sync,q8link]
 """
 import argparse, os, statistics, sys, tempfile
 
 import comm_vs_peers as comm  # busbw_ratio, dtrain_rate (beside this script)
 import engine_vs_pytorch as engine  # MODELS, dtrain_run
+import lm_vs_pytorch as lm  # MODELS, dtrain_run, short_corpus, tokens_per_s
 from dtrain_runs import binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +33,15 @@ def engine_rate(build, name, tmp):
     return engine.dtrain_run(build, tmp, name, m, m["batch"], 1, epochs, size, True)[0]
 
 
+def gpt_rate(build, tmp, iterations=300):
+    m = lm.MODELS["baby"]
+    text = open(lm.CORPUS, encoding="utf-8").read()
+    corpus = lm.short_corpus(tmp, text, iterations * m["batch"], m["block"])
+    run = lm.dtrain_run(build, tmp, "ab", m, corpus, 1, m["batch"],
+                        {"epochs": 1, "eval_every_iterations": 0})
+    return lm.tokens_per_s(run["timing"], m["batch"], m["block"])
+
+
 def measurements(parts, models, iterations):
     """(label, function of a build folder → a number where higher is faster)."""
     out = []
@@ -37,6 +49,9 @@ def measurements(parts, models, iterations):
         for name in models:
             out.append((f"engine {name} samples/s",
                         lambda b, n=name: engine_rate(b, n, tempfile.mkdtemp(prefix="ab-"))))
+    if "gpt" in parts:
+        out.append(("gpt baby 1 thread tokens/s",
+                    lambda b: gpt_rate(b, tempfile.mkdtemp(prefix="ab-"))))
     if "ring" in parts:
         out.append(("ring busbw GB/s, 16 MiB, 2 ranks", lambda b: comm.busbw_ratio(binary(b), 2)[0]))
     if "sync" in parts:
@@ -56,7 +71,7 @@ def main():
     p.add_argument("--new", default=os.path.join(ROOT, "build"))
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--models", default="mlp,lenet,resnet20,cifar_cnn")
-    p.add_argument("--parts", default="engine,ring,sync,q8link")
+    p.add_argument("--parts", default="engine,gpt,ring,sync,q8link")
     p.add_argument("--iterations", type=int, default=300, help="of the 2-rank MLP runs")
     a = p.parse_args()
     parts, models = a.parts.split(","), a.models.split(",")

@@ -231,7 +231,8 @@ def torch_worker(spec):
     spec["eval_at"], tokens/s of the timed iterations, the OpenBLAS core. spec `probe`: only
     the core; spec `autocast`: bf16 mixed precision as a user writes it, the forward pass and the
     loss under torch.autocast("cpu", dtype=torch.bfloat16) (validation too), backward, clipping
-    and AdamW outside it, on the fp32 parameters."""
+    and AdamW outside it, on the fp32 parameters; spec `lion` ({betas, weight_decay}): Lion
+    (torch_gpt.Lion) in AdamW's place."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -272,7 +273,11 @@ def torch_worker(spec):
     torch.manual_seed(spec["seed"])
     model = torch_gpt.GPT(len(vocab), block, m["n_layer"], m["n_head"], m["n_embd"],
                           m["dropout"])
-    opt = torch_gpt.adamw(model, m["lr"], ADAMW["betas"], ADAMW["eps"], ADAMW["weight_decay"])
+    if spec.get("lion"):  # {betas, weight_decay}: Lion (bench/optimizers.py) instead of AdamW
+        opt = torch_gpt.lion(model, m["lr"], spec["lion"]["betas"], spec["lion"]["weight_decay"])
+    else:
+        opt = torch_gpt.adamw(model, m["lr"], ADAMW["betas"], ADAMW["eps"],
+                              ADAMW["weight_decay"])
 
     def mixed():
         """The region of autocast (bf16 matrix products, f32 where autocast keeps f32), or fp32."""

@@ -1,7 +1,8 @@
 """The PyTorch peer of dtrain's `gpt` model for bench/lm_vs_pytorch.py: a GPT-2-style causal
 language model as nanoGPT builds it, written from the architecture, with nanoGPT's names (so that
 its state dict names are dtrain's safetensors names: transformer.h.0.attn.c_attn.weight ...),
-GPT-2's initialisation, and nanoGPT's AdamW grouping and learning-rate schedule.
+GPT-2's initialisation, and nanoGPT's AdamW grouping and learning-rate schedule; Lion (which
+PyTorch lacks) as its paper's reference code computes it, with the same grouping.
 
     model = GPT(vocab=65, block=64, n_layer=4, n_head=4, n_embd=128)
     opt = adamw(model, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
@@ -137,6 +138,39 @@ def adamw(model, lr, betas, eps, weight_decay):
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps)
+
+
+class Lion(torch.optim.Optimizer):
+    """Lion (Chen et al. 2023, its Program 1) with torch._foreach ops, as a user without a Lion in
+    PyTorch writes it: w ← w·(1 − lr·wd) − lr·sign(β1·m + (1 − β1)·g); m ← β2·m + (1 − β2)·g."""
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            moments = [self.state[p].setdefault("exp_avg", torch.zeros_like(p)) for p in params]
+            lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+            if wd:
+                torch._foreach_mul_(params, 1 - lr * wd)
+            update = torch._foreach_mul(moments, beta1)
+            torch._foreach_add_(update, grads, alpha=1 - beta1)
+            torch._foreach_add_(params, [u.sign_() for u in update], alpha=-lr)
+            torch._foreach_mul_(moments, beta2)
+            torch._foreach_add_(moments, grads, alpha=1 - beta2)
+
+
+def lion(model, lr, betas, weight_decay):
+    """Lion with adamw()'s grouping: weight decay on the parameters of two or more axes only."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return Lion(groups, lr=lr, betas=betas)
 
 
 def cosine_lr(it, lr, min_lr, warmup, iterations):
