@@ -369,8 +369,8 @@ Trainer::EpochEnd Trainer::train_epoch(Position& at, RunResult& result, int64_t 
       const AlgorithmEntry& a = run_->config.algorithm.entry();
       if (progress_) progress_->clear_line();
       spdlog::info("train.max_iterations: {} iterations{} reached in epoch {}: training ends",
-                   result.iterations,
-                   a.own_data_stream ? " (the ranks' updates together)" : "", epoch + 1);
+                   result.iterations, a.own_data_stream ? " (the ranks' updates together)" : "",
+                   epoch + 1);
     }
     // A signal on any rank: the ranks stopped at the same iteration (or the part's end).
     end.stopping = stop_->settle();

@@ -8,7 +8,7 @@
 #include <sstream>  // std::istringstream: splitting messages into lines
 
 #include "core/error.h"
-#include "data/text.h"     // TextOptions
+#include "data/text.h"    // TextOptions
 #include "optim/adamw.h"  // AdamWOptions
 #include "optim/sgd.h"    // SgdOptions
 #include "run/config.h"

@@ -12,8 +12,8 @@
 //               forward k+1..m; backward, starting the fresh segments' all-reduces as they are
 //               final and the prefix's last.
 // k = 0 is sync (the hook is at the first layer); k = all is Pipe-SGD with K = 2.
-// Every update goes through the Optimizer (any row of the table): one gradient is one optimizer step,
-// begun by its first part to be applied; the prediction is the optimizer's next step with ĝ
+// Every update goes through the Optimizer (any row of the table): one gradient is one optimizer
+// step, begun by its first part to be applied; the prediction is the optimizer's next step with ĝ
 // (WeightPrediction::predict_range). Clipping (optimizer.clip_grad_norm) scales each part of the
 // all-reduced gradient by the whole gradient's norm, the fresh part's with the last stepped
 // prefix's share (docs/algorithms.md, SAPipe).
