@@ -25,6 +25,15 @@ wait_until() {
     sleep 0.05
   done
 }
+# check_learns WHAT OUT — fail unless the training loss of OUT's last accuracy.csv row is below
+# 0.8 of its first row's (the run learns).
+check_learns() {
+  local first last
+  first=$(sed -n 2p "$2/accuracy.csv" | cut -d, -f4)
+  last=$(tail -1 "$2/accuracy.csv" | cut -d, -f4)
+  /usr/bin/python3 -c "import sys; sys.exit(0 if $last < 0.8 * $first else 1)" ||
+    fail "$1 learns: the training loss went from $first to $last"
+}
 # A small, fast experiment on synthetic data (no files needed).
 write_synthetic_config() {
   cat > "$1" <<YAML
