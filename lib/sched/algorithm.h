@@ -19,6 +19,7 @@
 #include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
 #include "plan/timing_model.h"  // TimingInputs, CodecCost, Prediction
 #include "sched/scheduler.h"    // Scheduler, SchedulerContext
+#include "sched/shard/shard_mode.h"  // ShardMode: algorithm.shard
 
 namespace dtrain {
 
@@ -182,7 +183,15 @@ struct AlgorithmEntry {
   std::optional<ModelParallelEntry> model_parallel{};
   // Whether its updates equal sync's (Equivalence); every row names its own.
   Equivalence equivalence = Equivalence::exact;
+  // algorithm.shard of a configuration (shard/shard_mode.h); null: it has no such key (each
+  // rank keeps the whole state).
+  std::function<ShardMode(const AlgorithmConfig&)> shard{};
 };
+
+// The shard mode a configuration asks for: its row's `shard`, none without one.
+inline ShardMode shard_mode(const AlgorithmConfig& a) {
+  return a.entry().shard ? a.entry().shard(a) : ShardMode::none;
+}
 
 inline const AlgorithmEntry& AlgorithmConfig::entry() const {
   return *entry_;

@@ -1,7 +1,8 @@
 #include "sched/sync_scheduler.h"
 
 #include "core/error.h"
-#include "sched/sync_timing.h"  // predict_sync
+#include "sched/shard/shard_mode.h"  // shard_words
+#include "sched/sync_timing.h"        // predict_sync
 
 namespace dtrain {
 
@@ -17,7 +18,11 @@ AlgorithmEntry sync_algorithm() {
   using namespace config;
   auto keys = Schema<SyncOptions>("sync").key(
       "segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
-      "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)");
+      "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)")
+                  .key("shard", &SyncOptions::shard, choice(shard_words()),
+                       "state each rank keeps of its 1/p only (ZeRO-1/2/3): none | optimizer "
+                       "(its optimizer state) | gradients (and gradients) | parameters (and "
+                       "weights, gathered layer by layer)");
   return {.name = "sync",
           .summary =
               "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
@@ -29,7 +34,10 @@ AlgorithmEntry sync_algorithm() {
                 return predict_sync(in, codec,
                                     static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
               },
-          .equivalence = Equivalence::exact};
+          .equivalence = Equivalence::exact,
+          .shard = [](const AlgorithmConfig& a) {
+            return shard_mode_named(a.get<SyncOptions>().shard);
+          }};
 }
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)

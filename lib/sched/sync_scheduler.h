@@ -18,6 +18,7 @@ namespace dtrain {
 struct SyncOptions {
   // auto: segments of about 25 MB; 1: the whole gradient after backward.
   config::WordOr<int> segments = config::WordOr<int>::named("auto");
+  std::string shard = "none";  // shard_mode.h: none | optimizer | gradients | parameters
 };
 
 AlgorithmEntry sync_algorithm();
