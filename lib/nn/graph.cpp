@@ -261,6 +261,12 @@ int64_t Graph::forward_flops() const {
   return total;
 }
 
+int64_t Graph::estimate_activation_bytes(bool) const {
+  int64_t total = 0;  // every output and its gradient in memory of its own, in f32
+  for (size_t i = 1; i < nodes_.size(); ++i) total += 2 * 4 * nodes_[i].shape.numel();
+  return total;
+}
+
 size_t Graph::name_width() const {
   size_t width = 22;  // long names (transformer.h.11.attn.c_attn) widen the column
   for (const Node& node : nodes_) width = std::max(width, node.name.size() + 1);

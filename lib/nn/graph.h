@@ -104,6 +104,10 @@ class Graph {
   const Shape& output_shape() const;  // at the build batch
   const std::string& output_name() const;
   int64_t forward_flops() const;  // per sample
+  // Bytes the activations and their gradients would take for a training step at the build
+  // batch, without allocating anything (--dry-run's memory table, the start-up memory check);
+  // `recompute`: with model.recompute: blocks. An upper bound until the planner estimates it.
+  int64_t estimate_activation_bytes(bool recompute) const;
   // Table of layer, type, output shape, parameters, FLOPs; once materialized, a line with the
   // planned activation memory; the last line is "parameters: N".
   std::string summary() const;

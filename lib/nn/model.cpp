@@ -161,6 +161,11 @@ int64_t count_parameters(const YAML::Node& model, const ModelInput& input) {
   return make_graph(model, input)->num_parameters();
 }
 
+int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input,
+                                  bool recompute) {
+  return make_graph(model, input)->estimate_activation_bytes(recompute);
+}
+
 std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input) {
   return make_graph(model, input)->weight_slots();
 }
