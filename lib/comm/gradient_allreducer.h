@@ -34,6 +34,10 @@ class GradientAllreducer {
   // Starts summing `buffer` (f32, on the placement's device) over the ranks; in place. Called
   // on the compute thread after the work producing `buffer` was issued.
   std::future<void> start(const Tensor& buffer);
+  // The halves of start() for sharded training (GradientTransport::reduce_scatter, all_gather):
+  // block rank() of `buffer` (ring_block) summed, or every rank's block copied to all.
+  std::future<void> start_reduce_scatter(const Tensor& buffer);
+  std::future<void> start_all_gather(const Tensor& buffer);
   // Runs `task` on the comm thread after the reductions started before it, with the all-reducer's
   // own communicator: small control collectives that must follow a reduction in every rank's
   // order (HPSGD's agreement on when to synchronise next). Its time counts as comm_s.
@@ -45,6 +49,9 @@ class GradientAllreducer {
   void take_times(double* comm_s, double* compress_s);
 
  private:
+  using Collective = double (GradientTransport::*)(const Tensor&, const std::shared_ptr<void>&);
+  std::future<void> submit(Collective collective, const Tensor& buffer);
+
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<GradientTransport> transport_;
   std::mutex mutex_;

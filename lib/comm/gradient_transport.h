@@ -27,10 +27,17 @@ class GradientTransport {
   // On the comm thread: sums `buffer` over the ranks in place and returns when the result is in
   // `buffer`. Returns the seconds spent encoding and decoding.
   virtual double reduce(const Tensor& buffer, const std::shared_ptr<void>& ready) = 0;
+  // The halves of reduce() for sharded training (ZeRO), on the ring's blocks (ring_block:
+  // block r of the buffer is rank r's). reduce_scatter leaves block rank() of `buffer` exactly as
+  // reduce() would (the other blocks hold partial sums); all_gather copies every rank's block r
+  // into everyone's buffer, uncompressed. Same return and ordering as reduce().
+  virtual double reduce_scatter(const Tensor& buffer, const std::shared_ptr<void>& ready) = 0;
+  virtual double all_gather(const Tensor& buffer, const std::shared_ptr<void>& ready) = 0;
 };
 
 // Host f32 buffers over `comm` (which the transport keeps using; the caller keeps it alive):
-// MPI_Allreduce without compression, the ring all-reduce with the codec otherwise.
+// MPI_Allreduce without compression, the ring all-reduce with the codec otherwise; the halves
+// always by the ring (one order of sums for every shard mode). `max_elements`: the largest buffer.
 std::unique_ptr<GradientTransport> make_host_transport(Comm& comm, const std::string& codec,
                                                        int64_t max_elements);
 

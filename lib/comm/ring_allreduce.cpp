@@ -18,75 +18,119 @@ RingAllreduce::RingAllreduce(Comm& comm, const Codec& codec, int64_t max_element
   recv_buf_.resize(codec.encoded_bytes(block));
 }
 
+namespace {
+
+int mod(int c, int p) {
+  return ((c % p) + p) % p;
+}
+
+template <class F>
+void timed(double* sink, F&& f) {
+  const auto start = Clock::now();
+  f();
+  *sink += seconds_since(start);
+}
+
+// The codec's time is a phase of its own: a compress span in the trace (inside the comm thread's
+// request), compress_s in timing.csv.
+template <class F>
+void coding(double* sink, F&& f) {
+  PhaseTimer timer(*sink, Phase::compress);
+  f();
+}
+
+}  // namespace
+
+void RingAllreduce::reduce_blocks(float* data, int64_t n, AllreduceTimes& t) {
+  const int p = comm_.size(), r = comm_.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  auto block = [&](int c) { return ring_block(n, c, p); };
+  // Without compression the blocks travel straight from and into `data`: no encode copies.
+  const bool raw = codec_.name() == "none";
+  WaitContext step("ring reduce-scatter");
+  // After p−1 steps rank r holds the full sum of block r: at step s it sends block r−s−1 (its
+  // own partial sum of it) and adds what its left neighbour sends of block r−s−2.
+  for (int s = 0; s < p - 1; ++s) {
+    step.set_step(s + 1);
+    const RingBlock out = block(mod(r - s - 1, p)), in = block(mod(r - s - 2, p));
+    const void* outgoing = data + out.begin;
+    if (!raw) {
+      coding(&t.compress_s, [&] { codec_.encode(data + out.begin, out.count, send_buf_.data()); });
+      outgoing = send_buf_.data();
+    }
+    timed(&t.comm_s, [&] {
+      comm_.sendrecv(outgoing, codec_.encoded_bytes(out.count), right, recv_buf_.data(),
+                     codec_.encoded_bytes(in.count), left, tags::kRingStep);
+    });
+    coding(&t.compress_s, [&] { codec_.decode_add(recv_buf_.data(), in.count, data + in.begin); });
+  }
+}
+
 AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
   DTRAIN_CHECK(n <= max_elements_) << "all-reduce of " << n << " > " << max_elements_;
   AllreduceTimes t;
   const int p = comm_.size(), r = comm_.rank();
   if (p == 1 || n == 0) return t;
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  auto begin = [&](int c) { return n * c / p; };
-  auto length = [&](int c) { return begin(c + 1) - begin(c); };
-  auto mod = [p](int c) { return ((c % p) + p) % p; };
-  auto timed = [](double* sink, auto&& f) {
-    const auto start = Clock::now();
-    f();
-    *sink += seconds_since(start);
-  };
-  // The codec's time is a phase of its own: a compress span in the trace (inside the comm
-  // thread's request), compress_s in timing.csv.
-  auto coding = [](double* sink, auto&& f) {
-    PhaseTimer timer(*sink, Phase::compress);
-    f();
-  };
-
-  // Without compression the blocks travel straight from and into `data`: no encode copies.
-  const bool raw = codec_.name() == "none";
-  // Steps are numbered over both halves (1 .. 2(p−1)) in a timeout's message.
-  WaitContext step("ring all-reduce");
-  // Reduce-scatter: after p−1 steps rank r holds the full sum of block r+1.
-  for (int s = 0; s < p - 1; ++s) {
-    step.set_step(s + 1);
-    const int out = mod(r - s), in = mod(r - s - 1);
-    const void* outgoing = data + begin(out);
-    if (!raw) {
-      coding(&t.compress_s,
-             [&] { codec_.encode(data + begin(out), length(out), send_buf_.data()); });
-      outgoing = send_buf_.data();
-    }
-    timed(&t.comm_s, [&] {
-      comm_.sendrecv(outgoing, codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
-                     codec_.encoded_bytes(length(in)), left, tags::kRingStep);
-    });
-    coding(&t.compress_s,
-           [&] { codec_.decode_add(recv_buf_.data(), length(in), data + begin(in)); });
+  reduce_blocks(data, n, t);
+  if (codec_.name() == "none") {
+    const AllreduceTimes g = all_gather(data, n);
+    t.comm_s += g.comm_s;
+    return t;
   }
   // All-gather: the owner encodes its block once (and keeps the decoded value, as everyone
   // else will); each rank forwards what it received in the step before.
-  if (raw) {
-    for (int s = 0; s < p - 1; ++s) {
-      step.set_step(p + s);
-      const int out = mod(r + 1 - s), in = mod(r - s);
-      timed(&t.comm_s, [&] {
-        comm_.sendrecv(data + begin(out), sizeof(float) * length(out), right, data + begin(in),
-                       sizeof(float) * length(in), left, tags::kRingStep);
-      });
-    }
-    return t;
-  }
-  const int own = mod(r + 1);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  auto block = [&](int c) { return ring_block(n, c, p); };
+  const RingBlock own = block(r);
   coding(&t.compress_s, [&] {
-    codec_.encode(data + begin(own), length(own), send_buf_.data());
-    codec_.decode(send_buf_.data(), length(own), data + begin(own));
+    codec_.encode(data + own.begin, own.count, send_buf_.data());
+    codec_.decode(send_buf_.data(), own.count, data + own.begin);
   });
+  WaitContext step("ring all-gather");
   for (int s = 0; s < p - 1; ++s) {
-    step.set_step(p + s);
-    const int out = mod(r + 1 - s), in = mod(r - s);
+    step.set_step(s + 1);
+    const RingBlock out = block(mod(r - s, p)), in = block(mod(r - s - 1, p));
     timed(&t.comm_s, [&] {
-      comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(length(out)), right, recv_buf_.data(),
-                     codec_.encoded_bytes(length(in)), left, tags::kRingStep);
+      comm_.sendrecv(send_buf_.data(), codec_.encoded_bytes(out.count), right, recv_buf_.data(),
+                     codec_.encoded_bytes(in.count), left, tags::kRingStep);
     });
-    coding(&t.compress_s, [&] { codec_.decode(recv_buf_.data(), length(in), data + begin(in)); });
+    coding(&t.compress_s, [&] { codec_.decode(recv_buf_.data(), in.count, data + in.begin); });
     std::swap(send_buf_, recv_buf_);  // forward the received block unchanged
+  }
+  return t;
+}
+
+AllreduceTimes RingAllreduce::reduce_scatter(float* data, int64_t n) {
+  DTRAIN_CHECK(n <= max_elements_) << "reduce-scatter of " << n << " > " << max_elements_;
+  AllreduceTimes t;
+  const int p = comm_.size(), r = comm_.rank();
+  if (p == 1 || n == 0) return t;
+  reduce_blocks(data, n, t);
+  if (codec_.name() != "none") {
+    // The value run() would deliver: its all-gather sends the owned block through the codec.
+    const RingBlock own = ring_block(n, r, p);
+    coding(&t.compress_s, [&] {
+      codec_.encode(data + own.begin, own.count, send_buf_.data());
+      codec_.decode(send_buf_.data(), own.count, data + own.begin);
+    });
+  }
+  return t;
+}
+
+AllreduceTimes RingAllreduce::all_gather(float* data, int64_t n) {
+  AllreduceTimes t;
+  const int p = comm_.size(), r = comm_.rank();
+  if (p == 1 || n == 0) return t;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  WaitContext step("ring all-gather");
+  // Rank r starts with its own block r and forwards, at step s, the block it received at s − 1.
+  for (int s = 0; s < p - 1; ++s) {
+    step.set_step(s + 1);
+    const RingBlock out = ring_block(n, mod(r - s, p), p), in = ring_block(n, mod(r - s - 1, p), p);
+    timed(&t.comm_s, [&] {
+      comm_.sendrecv(data + out.begin, sizeof(float) * out.count, right, data + in.begin,
+                     sizeof(float) * in.count, left, tags::kRingStep);
+    });
   }
   return t;
 }

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"  // Backend
 #include "core/tensor.h"
+#include "optim/optimizer_shard.h"  // ShardPiece: sharded training
 
 namespace dtrain {
 
@@ -46,6 +47,17 @@ class Optimizer {
   }
   virtual void step_range(float lr, const Tensor& parameters, const Tensor& gradients,
                           int64_t offset, int64_t count) = 0;
+
+  // Sharded training (ZeRO): from now on the optimizer owns `pieces` of the flat buffers only
+  // (clipped to the trainable range by the caller), its state is theirs alone (zero, compact:
+  // the pieces end to end), and a step updates only them. The buffers a step is given may then
+  // each be the model's layout or the compact one of the pieces (told apart by their size):
+  // weights stay whole while gradients are sharded (ZeRO-2), both are sharded in ZeRO-3. Before
+  // the first step; weight prediction and fresh() are not available then.
+  virtual void shard(std::vector<ShardPiece> pieces) = 0;
+  // The pieces it owns (empty: the whole buffers) and their elements.
+  const std::vector<ShardPiece>& shard_pieces() const { return pieces_; }
+  int64_t owned_elements() const;
 
   // The state a resumed run needs, by name: flat buffers (SGD's momentum, AdamW's moments) and
   // counters (AdamW's step count). load_counter restores a counter that counters() named.
@@ -84,6 +96,7 @@ class Optimizer {
   Backend& backend_;
   Tensor parameters_, gradients_;
   int64_t trainable_offset_;
+  std::vector<ShardPiece> pieces_;  // shard(): empty while it owns everything
 };
 
 }  // namespace dtrain

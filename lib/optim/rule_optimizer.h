@@ -52,7 +52,7 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
         runs_(cover(std::move(decay), parameters_.numel())) {
     Family::check(options_);
     for (std::string& name : Family::states(options_))
-      states_.emplace_back(std::move(name), backend_.zeros(parameters_.shape()));
+      states_.emplace_back(std::move(name), Tensor{});  // allocated at first use: states()
   }
 
   std::string name() const override { return Family::kName; }
@@ -65,6 +65,7 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
     const auto [begin, end] = clipped_range(parameters, gradients, offset, count, "step_range");
     if (end <= begin) return;
     check_begun("step_range");
+    if (!pieces_.empty()) return step_shard(lr, parameters, gradients, begin, end);
     for_each_run(begin, end, [&](auto rule, int64_t from, const Shape& s, bool decay) {
       using R = decltype(rule);
       const auto c = Family::coeffs(options_, lr, step_, decay);
@@ -72,7 +73,14 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
     });
   }
 
-  std::vector<std::pair<std::string, Tensor>> state_buffers() const override { return states_; }
+  void shard(std::vector<ShardPiece> pieces) override {
+    DTRAIN_CHECK(!pieces.empty()) << Family::kName << ": a shard of no pieces";
+    pieces_ = std::move(pieces);
+    const Shape compact{owned_elements()};
+    for (auto& state : states_) state.second = Tensor{};  // compact, at first use
+  }
+
+  std::vector<std::pair<std::string, Tensor>> state_buffers() const override { return states(); }
   std::vector<std::pair<std::string, int64_t>> counters() const override {
     if constexpr (Family::kCountsSteps) return {{"step", step_}};
     return {};
@@ -90,6 +98,7 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
   }
   std::unique_ptr<Optimizer> fresh(Tensor parameters, Tensor gradients,
                                    bool gradient_decay) const override {
+    DTRAIN_CHECK(pieces_.empty()) << "fresh(): not available to a sharded optimizer";
     return std::make_unique<RuleOptimizer>(
         backend_, std::move(parameters), std::move(gradients),
         gradient_decay ? options_ : Family::without_gradient_decay(options_), runs_,
@@ -174,6 +183,28 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
   const std::vector<DecayRange>& decay_runs() const { return runs_; }
 
  private:
+  // step_range of a sharded optimizer: its pieces within [begin, end), each buffer sliced where
+  // the piece lies in it (the model's layout or the compact one; the state: compact).
+  void step_shard(float lr, const Tensor& parameters, const Tensor& gradients, int64_t begin,
+                  int64_t end) {
+    const int64_t whole = parameters_.numel();
+    auto at = [whole](const Tensor& t, int64_t global, int64_t compact, const Shape& s) {
+      return t.slice(t.numel() == whole ? global : compact, s);
+    };
+    for (const ShardPiece& piece : pieces_) {
+      const int64_t from = std::max(begin, piece.offset);
+      const int64_t to = std::min(end, piece.offset + piece.count);
+      if (to <= from) continue;
+      for_each_run(from, to, [&](auto rule, int64_t run_from, const Shape& s, bool decay) {
+        using R = decltype(rule);
+        const int64_t compact = piece.compact + (run_from - piece.offset);
+        std::vector<Tensor> b{at(parameters, run_from, compact, s),
+                              at(gradients, run_from, compact, s)};
+        for (const auto& state : states()) b.push_back(state.second.slice(compact, s));
+        run_pass(backend_, rule::StepPass<R>{Family::coeffs(options_, lr, step_, decay)}, b);
+      });
+    }
+  }
   // Calls body(rule, from, shape, decay) for each run of equal decay within [begin, end) (the
   // whole range at once where decay is coupled): a pass takes one weight decay.
   template <class Body>
@@ -195,10 +226,11 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
     std::vector<Tensor> b;
     b.reserve(front.size() + states_.size());
     for (const Tensor& t : front) b.push_back(t.slice(from, s));
-    for (const auto& state : states_) b.push_back(state.second.slice(from, s));
+    for (const auto& state : states()) b.push_back(state.second.slice(from, s));
     return b;
   }
   void check_model_size(const Tensor& t, const char* what) const {
+    DTRAIN_CHECK(pieces_.empty()) << what << ": not available to a sharded optimizer";
     DTRAIN_CHECK(t.numel() == parameters_.numel()) << what << " with buffers of another size";
   }
   void check_begun(const char* what) const {
@@ -209,7 +241,18 @@ class RuleOptimizer final : public Optimizer, public WeightPrediction {
 
   Options options_;
   std::vector<DecayRange> runs_;
-  std::vector<std::pair<std::string, Tensor>> states_;
+  // The state buffers, zero at first use: a sharded optimizer (shard(), called after
+  // construction) never holds the whole-model state, not even for a moment.
+  const std::vector<std::pair<std::string, Tensor>>& states() const {
+    for (auto& state : states_)
+      if (!state.second.defined()) state.second = backend_.zeros({owned_buffer_elements()});
+    return states_;
+  }
+  int64_t owned_buffer_elements() const {
+    return pieces_.empty() ? parameters_.numel() : owned_elements();
+  }
+
+  mutable std::vector<std::pair<std::string, Tensor>> states_;
   int64_t step_ = 0;
 };
 

@@ -16,6 +16,27 @@ GradientSegments::GradientSegments(int64_t begin, int64_t end, int64_t segments)
   for (int64_t j = 0; j <= segments; ++j) bounds_.push_back(begin + n * j / segments);
 }
 
+GradientSegments::GradientSegments(int64_t begin, int64_t end, int64_t segments,
+                                   const std::vector<int64_t>& cuts)
+    : GradientSegments(begin, end, segments) {
+  std::vector<int64_t> inner;  // the cuts strictly inside the range, increasing
+  for (int64_t c : cuts)
+    if (c > begin && c < end) inner.push_back(c);
+  std::sort(inner.begin(), inner.end());
+  std::vector<int64_t> snapped{begin};
+  for (size_t j = 1; j + 1 < bounds_.size(); ++j) {
+    if (inner.empty()) break;
+    const auto above = std::lower_bound(inner.begin(), inner.end(), bounds_[j]);
+    int64_t nearest = above == inner.end() ? inner.back() : *above;
+    if (above != inner.begin() &&
+        (above == inner.end() || bounds_[j] - *(above - 1) < *above - bounds_[j]))
+      nearest = *(above - 1);
+    if (nearest > snapped.back()) snapped.push_back(nearest);
+  }
+  snapped.push_back(end);
+  bounds_ = std::move(snapped);
+}
+
 void GradientSegments::start_ready(GradientAllreducer& allreducer, const Tensor& buffer,
                                    int64_t offset, size_t& started,
                                    std::vector<std::future<void>>& inflight) const {

@@ -20,9 +20,16 @@ class GradientSegments {
  public:
   // [begin, end) of the flat buffers in `segments` parts (fewer when the range is smaller).
   GradientSegments(int64_t begin, int64_t end, int64_t segments);
+  // The same, each boundary moved to the nearest of `cuts` (the offsets where a layer's
+  // parameters begin): every segment holds whole layers, so that a layer's gradient or weights
+  // are never split between two (sharded training binds a segment at a time). A layer larger
+  // than a segment is a segment of its own; there may then be fewer than `segments`.
+  GradientSegments(int64_t begin, int64_t end, int64_t segments, const std::vector<int64_t>& cuts);
 
   size_t size() const { return bounds_.size() - 1; }
   int64_t begin() const { return bounds_.front(); }
+  // size() + 1 increasing offsets: segment j is [bounds()[j], bounds()[j + 1]).
+  const std::vector<int64_t>& bounds() const { return bounds_; }
   // Starts the segments of `buffer` in [offset, end) not started yet; their futures go to
   // `inflight`. `started` counts them within the iteration (reset it to 0 before backward).
   void start_ready(GradientAllreducer& allreducer, const Tensor& buffer, int64_t offset,

@@ -1,8 +1,12 @@
 #include "sched/sync_scheduler.h"
 
+#include <algorithm>  // max
+#include <cmath>      // sqrt
+
 #include "core/error.h"
+#include "optim/clip.h"              // clip_coefficient
 #include "sched/shard/shard_mode.h"  // shard_words
-#include "sched/sync_timing.h"        // predict_sync
+#include "sched/sync_timing.h"       // predict_sync
 
 namespace dtrain {
 
@@ -12,44 +16,65 @@ int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
   return o.segments.is("auto") ? segments_for_bytes(floats, kAutoSegmentBytes) : o.segments.value;
 }
 
+// Where a layer's parameters begin: segments hold whole layers (a sharded run binds and gathers
+// a segment at a time; an unsharded one cuts the same segments, so that both sum alike).
+std::vector<int64_t> layer_starts(const Model& model) {
+  std::vector<int64_t> starts;
+  for (const LayerRange& r : model.layer_ranges()) starts.push_back(r.offset);
+  return starts;
+}
+
 }  // namespace
 
 AlgorithmEntry sync_algorithm() {
   using namespace config;
-  auto keys = Schema<SyncOptions>("sync").key(
-      "segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
-      "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after backward)")
-                  .key("shard", &SyncOptions::shard, choice(shard_words()),
-                       "state each rank keeps of its 1/p only (ZeRO-1/2/3): none | optimizer "
-                       "(its optimizer state) | gradients (and gradients) | parameters (and "
-                       "weights, gathered layer by layer)");
-  return {.name = "sync",
-          .summary =
-              "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
-              "backward in segments (Pipe-SGD paper's baseline)",
-          .keys = erase(std::move(keys)),
-          .make = scheduler_factory<SyncScheduler, SyncOptions>(),
-          .predict =
-              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-                return predict_sync(in, codec,
-                                    static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
-              },
-          .equivalence = Equivalence::exact,
-          .shard = [](const AlgorithmConfig& a) {
-            return shard_mode_named(a.get<SyncOptions>().shard);
-          }};
+  auto keys =
+      Schema<SyncOptions>("sync")
+          .key("segments", &SyncOptions::segments, word_or({"auto"}, integer(Bounds::at_least(1))),
+               "gradient segments all-reduced while backward runs (auto: ~25 MB each; 1: after "
+               "backward)")
+          .key("shard", &SyncOptions::shard, choice(shard_words()),
+               "state each rank keeps of its 1/p only (ZeRO-1/2/3): none | optimizer "
+               "(its optimizer state) | gradients (and gradients) | parameters (and "
+               "weights, gathered layer by layer)");
+  return {
+      .name = "sync",
+      .summary =
+          "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
+          "backward in segments (Pipe-SGD paper's baseline)",
+      .keys = erase(std::move(keys)),
+      .make = scheduler_factory<SyncScheduler, SyncOptions>(),
+      .predict =
+          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+            return predict_sync(in, codec,
+                                static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
+          },
+      .equivalence = Equivalence::exact,
+      .shard =
+          [](const AlgorithmConfig& a) { return shard_mode_named(a.get<SyncOptions>().shard); }};
 }
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
     : Scheduler(std::move(ctx)),
       segments_(
           ctx_.model.trainable_offset(), ctx_.model.num_parameters(),
-          resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset())) {
+          resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset()),
+          layer_starts(ctx_.model)),
+      shard_(shard_mode_named(options.shard)) {
   auto_segments_ = options.segments.is("auto");
   inflight_.reserve(segments_.size());
-  if (ctx_.comm.size() > 1)
-    allreducer_ = std::make_unique<GradientAllreducer>(
-        ctx_.comm, ctx_.compression, ctx_.model.num_parameters(), gradient_placement());
+  DTRAIN_INPUT_CHECK(shard_ == ShardMode::none || shard_ == ShardMode::optimizer)
+      << "algorithm.shard: " << options.shard
+      << " is not available in this version yet (none and optimizer are; docs/memory.md)";
+  if (ctx_.comm.size() == 1) return;  // one rank: nothing to shard
+  int64_t largest = 0;                // the ring's scratch is for a block of the largest segment
+  for (size_t j = 0; j < segments_.size(); ++j)
+    largest = std::max(largest, segments_.bounds()[j + 1] - segments_.bounds()[j]);
+  allreducer_ = std::make_unique<GradientAllreducer>(ctx_.comm, ctx_.compression, largest,
+                                                     gradient_placement());
+  if (shard_ != ShardMode::none)
+    sharded_ = std::make_unique<ShardedStep>(shard_, ctx_.model, ctx_.optimizer, ctx_.comm,
+                                             *allreducer_, segments_);
 }
 
 std::vector<std::pair<std::string, std::string>> SyncScheduler::resolved_settings() const {
@@ -63,13 +88,38 @@ std::string SyncScheduler::describe() const {
   s += segments_.size() == 1
            ? "whole gradient after backward"
            : std::to_string(segments_.size()) + " gradient segments all-reduced during backward";
-  return s + ", " + allreducer_->describe();
+  return s + ", " + (sharded_ ? sharded_->describe() : allreducer_->describe());
+}
+
+void SyncScheduler::flush() {
+  if (sharded_) sharded_->flush();
+}
+
+void SyncScheduler::save(SchedulerState& state) {
+  flush();
+  Scheduler::save(state);
+  if (sharded_) sharded_->save(state);
+}
+
+void SyncScheduler::load(const SchedulerState& state) {
+  if (sharded_) sharded_->check_layout(state);
+  Scheduler::load(state);
 }
 
 void SyncScheduler::step(int epoch, int64_t i, EpochStats& stats) {
   PhaseTimer timer(stats.phases, Phase::update);
-  // The all-reduced gradient is the same on every rank, so are its norm and its clip.
-  clip_gradients(trainable_gradients());
+  if (sharded_) return sharded_->step(lr_at(epoch, i), ctx_.clip_grad_norm);
+  // The all-reduced gradient is the same on every rank, so are its norm and its clip. Over
+  // ranks the norm is summed as a sharded run sums it, so that both clip alike.
+  if (allreducer_ && ctx_.clip_grad_norm > 0) {
+    Backend& backend = ctx_.model.backend();
+    const double norm = std::sqrt(blockwise_squared_norm(backend, ctx_.model.gradients(),
+                                                         segments_.bounds(), ctx_.comm.size()));
+    const double coefficient = clip_coefficient(norm, ctx_.clip_grad_norm);
+    if (coefficient < 1.0) backend.scale(trainable_gradients(), static_cast<float>(coefficient));
+  } else {
+    clip_gradients(trainable_gradients());
+  }
   ctx_.optimizer.step(lr_at(epoch, i));
 }
 
@@ -110,17 +160,28 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       continue;
     }
     started_ = 0;
+    if (sharded_) sharded_->begin_iteration();
     auto start = [&](int64_t offset) {
-      segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
+      if (sharded_)
+        sharded_->start_ready(offset);
+      else
+        segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
     };
     if (segments_.size() > 1)
       compute_gradients(batch, stats, start);
     else
       compute_gradients(batch, stats);
+    if (sharded_) {
+      // The forward's waits for the weights' all-gathers are exposed communication, not compute.
+      const double waited = sharded_->take_gather_wait();
+      t[Phase::forward] -= waited;
+      t[Phase::wait] += waited;
+    }
     start(segments_.begin());  // whatever backward has not started (all of it with one)
     {
       // What is still running after backward is exposed: the compute thread waits for it.
       PhaseTimer timer(t, Phase::wait);
+      if (sharded_) sharded_->finish_reduce();
       for (auto& f : inflight_) f.get();
       inflight_.clear();
     }

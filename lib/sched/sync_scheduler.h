@@ -2,6 +2,8 @@
 // summed over ranks, and every rank applies the identical update (Pipe-SGD paper, Fig. 2a).
 // With `segments` > 1 each segment's all-reduce starts as soon as backward has produced it, so
 // communication overlaps the rest of backward (Eq. 6 with K = 1; DDP's gradient buckets).
+// With `shard` each rank keeps part of the state of its 1/p only (ZeRO): the all-reduce becomes
+// its two halves around the shard's step (shard/sharded_step.h), with the same result.
 #pragma once
 #include <future>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/gradient_segments.h"   // GradientSegments
 #include "sched/scheduler.h"           // Scheduler
+#include "sched/shard/sharded_step.h"  // ShardedStep: algorithm.shard
 
 namespace dtrain {
 
@@ -34,12 +37,19 @@ class SyncScheduler final : public Scheduler {
   // The update of iteration i of `epoch` from the whole (all-reduced) gradient, clipped first
   // when optimizer.clip_grad_norm is on.
   void step(int epoch, int64_t i, EpochStats& stats);
+  void flush() override;
+  void save(SchedulerState& state) override;
+  void load(const SchedulerState& state) override;
 
   GradientSegments segments_;
   bool auto_segments_ = false;  // segments: auto (resolved_settings says how many it made)
   std::vector<std::future<void>> inflight_;
   size_t started_ = 0;
-  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank; last: joined first
+  ShardMode shard_ = ShardMode::none;
+  std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+  // algorithm.shard on more than one rank; destroyed before the all-reducer whose futures it
+  // holds.
+  std::unique_ptr<ShardedStep> sharded_;
 };
 
 }  // namespace dtrain

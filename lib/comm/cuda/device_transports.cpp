@@ -57,22 +57,36 @@ class StagingTransport final : public GradientTransport {
   }
   std::shared_ptr<void> mark_ready(const Tensor&) override { return record_ready(backend_); }
   double reduce(const Tensor& buffer, const std::shared_ptr<void>& ready) override {
+    return staged(buffer, ready, [&](const Tensor& host) { return host_->reduce(host, nullptr); });
+  }
+  double reduce_scatter(const Tensor& buffer, const std::shared_ptr<void>& ready) override {
+    return staged(buffer, ready,
+                  [&](const Tensor& host) { return host_->reduce_scatter(host, nullptr); });
+  }
+  double all_gather(const Tensor& buffer, const std::shared_ptr<void>& ready) override {
+    return staged(buffer, ready,
+                  [&](const Tensor& host) { return host_->all_gather(host, nullptr); });
+  }
+
+ private:
+  // `buffer` to pinned memory, `collective` there, and back.
+  template <class Collective>
+  double staged(const Tensor& buffer, const std::shared_ptr<void>& ready, Collective collective) {
     DTRAIN_CHECK(buffer.numel() <= staging_.numel())
-        << "gradient all-reduce of " << buffer.numel() << " > " << staging_.numel();
+        << "gradient collective of " << buffer.numel() << " > " << staging_.numel();
     cuda::set_device(device_);
     const Tensor host = staging_.slice(0, buffer.shape());
     wait_ready(stream_, ready);
     DTRAIN_CUDA_CHECK(
         cudaMemcpyAsync(host.raw(), buffer.raw(), buffer.bytes(), cudaMemcpyDeviceToHost, stream_));
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const double codec_s = host_->reduce(host, nullptr);
+    const double codec_s = collective(host);
     DTRAIN_CUDA_CHECK(
         cudaMemcpyAsync(buffer.raw(), host.raw(), buffer.bytes(), cudaMemcpyHostToDevice, stream_));
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return codec_s;
   }
 
- private:
   Backend& backend_;
   int device_;
   std::unique_ptr<GradientTransport> host_;
@@ -105,6 +119,25 @@ class NcclTransport final : public GradientTransport {
       nccl_->enqueue_allreduce_sum(buffer.data<float>(), buffer.numel());
     nccl_->synchronize();
     return ring_ ? ring_->last_codec_seconds() : 0.0;
+  }
+  double reduce_scatter(const Tensor& buffer, const std::shared_ptr<void>& ready) override {
+    DTRAIN_CHECK(buffer.device() == Device::cuda) << "NCCL reduce-scatter of a host buffer";
+    cuda::set_device(nccl_->device());
+    wait_ready(nccl_->stream(), ready);
+    if (ring_)
+      ring_->enqueue_reduce_scatter(buffer.data<float>(), buffer.numel());
+    else
+      nccl_->enqueue_reduce_scatter_blocks(buffer.data<float>(), buffer.numel());
+    nccl_->synchronize();
+    return ring_ ? ring_->last_codec_seconds() : 0.0;
+  }
+  double all_gather(const Tensor& buffer, const std::shared_ptr<void>& ready) override {
+    DTRAIN_CHECK(buffer.device() == Device::cuda) << "NCCL all-gather of a host buffer";
+    cuda::set_device(nccl_->device());
+    wait_ready(nccl_->stream(), ready);
+    nccl_->enqueue_all_gather_blocks(buffer.data<float>(), buffer.numel());
+    nccl_->synchronize();
+    return 0.0;
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "comm/cuda/nccl_comm.h"
 
+#include "comm/ring_allreduce.h"  // ring_block
+
 #include <chrono>   // microseconds: the polling nap
 #include <cstdlib>  // exit
 #include <cstring>  // memcpy: the unique id through a string broadcast
@@ -126,6 +128,36 @@ void NcclComm::enqueue_allreduce_sum(float* data, int64_t n) {
   cuda::set_device(device_);
   DTRAIN_NCCL_CHECK(
       ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, comm_, stream_));
+}
+
+void NcclComm::enqueue_reduce_scatter_blocks(float* data, int64_t n) {
+  const int p = size();
+  if (n <= 0 || p == 1) return;
+  cuda::set_device(device_);
+  DTRAIN_NCCL_CHECK(ncclGroupStart());
+  ncclResult_t result = ncclSuccess;
+  for (int c = 0; c < p && result == ncclSuccess; ++c) {
+    const RingBlock b = ring_block(n, c, p);
+    result = ncclReduce(data + b.begin, data + b.begin, static_cast<size_t>(b.count), ncclFloat32,
+                        ncclSum, c, comm_, stream_);
+  }
+  DTRAIN_NCCL_CHECK(ncclGroupEnd());
+  DTRAIN_NCCL_CHECK(result);
+}
+
+void NcclComm::enqueue_all_gather_blocks(float* data, int64_t n) {
+  const int p = size();
+  if (n <= 0 || p == 1) return;
+  cuda::set_device(device_);
+  DTRAIN_NCCL_CHECK(ncclGroupStart());
+  ncclResult_t result = ncclSuccess;
+  for (int c = 0; c < p && result == ncclSuccess; ++c) {
+    const RingBlock b = ring_block(n, c, p);
+    result = ncclBroadcast(data + b.begin, data + b.begin, static_cast<size_t>(b.count),
+                           ncclFloat32, c, comm_, stream_);
+  }
+  DTRAIN_NCCL_CHECK(ncclGroupEnd());
+  DTRAIN_NCCL_CHECK(result);
 }
 
 void NcclComm::enqueue_sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,

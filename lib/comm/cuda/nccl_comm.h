@@ -54,6 +54,11 @@ class NcclComm final : public Comm {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
   void enqueue_allreduce_sum(float* data, int64_t n);
+  // The halves of an all-reduce on the ring's blocks (ring_allreduce.h: ring_block, which need
+  // not be of equal size, so no ncclReduceScatter): block r of data[0, n) summed onto rank r (one
+  // ncclReduce per block, grouped), and every block r copied from rank r (one ncclBroadcast each).
+  void enqueue_reduce_scatter_blocks(float* data, int64_t n);
+  void enqueue_all_gather_blocks(float* data, int64_t n);
   void enqueue_sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,
                         size_t recv_bytes, int src);
   // Waits for everything enqueued on stream(); reports NCCL's asynchronous errors.

@@ -46,6 +46,44 @@ double NcclRingAllreduce::last_codec_seconds() const {
   return seconds;
 }
 
+namespace {
+int mod(int c, int p) {
+  return ((c % p) + p) % p;
+}
+}  // namespace
+
+// The same steps as RingAllreduce::reduce_blocks: after p−1 steps rank r holds the sum of block r.
+void NcclRingAllreduce::enqueue_reduce_blocks(float* data, int64_t n) {
+  const int p = comm_.size(), r = comm_.rank();
+  const cudaStream_t stream = comm_.stream();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  auto* send = send_buf_.data<uint8_t>();
+  auto* recv = recv_buf_.data<uint8_t>();
+  for (int s = 0; s < p - 1; ++s) {
+    const RingBlock out = ring_block(n, mod(r - s - 1, p), p);
+    const RingBlock in = ring_block(n, mod(r - s - 2, p), p);
+    codec_begin();
+    codec_.encode(data + out.begin, out.count, send, stream);
+    codec_end();
+    comm_.enqueue_sendrecv(send, codec_.encoded_bytes(out.count), right, recv,
+                           codec_.encoded_bytes(in.count), left);
+    codec_begin();
+    codec_.decode_add(recv, in.count, data + in.begin, stream);
+    codec_end();
+  }
+}
+
+// The owned block rounded through the codec, as the all-gather of an all-reduce delivers it; its
+// encoding stays in send_buf_ for that all-gather.
+void NcclRingAllreduce::enqueue_round_own(float* data, int64_t n) {
+  const RingBlock own = ring_block(n, comm_.rank(), comm_.size());
+  auto* send = send_buf_.data<uint8_t>();
+  codec_begin();
+  codec_.encode(data + own.begin, own.count, send, comm_.stream());
+  codec_.decode(send, own.count, data + own.begin, comm_.stream());
+  codec_end();
+}
+
 void NcclRingAllreduce::enqueue(float* data, int64_t n) {
   DTRAIN_CHECK(n <= max_elements_) << "all-reduce of " << n << " > " << max_elements_;
   events_used_ = 0;
@@ -54,40 +92,31 @@ void NcclRingAllreduce::enqueue(float* data, int64_t n) {
   cuda::set_device(comm_.device());
   const cudaStream_t stream = comm_.stream();
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  auto begin = [&](int c) { return n * c / p; };
-  auto length = [&](int c) { return begin(c + 1) - begin(c); };
-  auto mod = [p](int c) { return ((c % p) + p) % p; };
-  auto* send = send_buf_.data<uint8_t>();
-  auto* recv = recv_buf_.data<uint8_t>();
-
-  // Reduce-scatter: after p−1 steps rank r holds the full sum of block r+1.
-  for (int s = 0; s < p - 1; ++s) {
-    const int out = mod(r - s), in = mod(r - s - 1);
-    codec_begin();
-    codec_.encode(data + begin(out), length(out), send, stream);
-    codec_end();
-    comm_.enqueue_sendrecv(send, codec_.encoded_bytes(length(out)), right, recv,
-                           codec_.encoded_bytes(length(in)), left);
-    codec_begin();
-    codec_.decode_add(recv, length(in), data + begin(in), stream);
-    codec_end();
-  }
+  enqueue_reduce_blocks(data, n);
   // All-gather: the owner encodes its block once and keeps the decoded value, as everyone else
   // will; each rank forwards what it received in the step before.
-  const int own = mod(r + 1);
-  codec_begin();
-  codec_.encode(data + begin(own), length(own), send, stream);
-  codec_.decode(send, length(own), data + begin(own), stream);
-  codec_end();
+  enqueue_round_own(data, n);
+  auto* send = send_buf_.data<uint8_t>();
+  auto* recv = recv_buf_.data<uint8_t>();
   for (int s = 0; s < p - 1; ++s) {
-    const int out = mod(r + 1 - s), in = mod(r - s);
-    comm_.enqueue_sendrecv(send, codec_.encoded_bytes(length(out)), right, recv,
-                           codec_.encoded_bytes(length(in)), left);
+    const RingBlock out = ring_block(n, mod(r - s, p), p);
+    const RingBlock in = ring_block(n, mod(r - s - 1, p), p);
+    comm_.enqueue_sendrecv(send, codec_.encoded_bytes(out.count), right, recv,
+                           codec_.encoded_bytes(in.count), left);
     codec_begin();
-    codec_.decode(recv, length(in), data + begin(in), stream);
+    codec_.decode(recv, in.count, data + in.begin, stream);
     codec_end();
     std::swap(send, recv);  // forward the received block unchanged (stream order protects it)
   }
+}
+
+void NcclRingAllreduce::enqueue_reduce_scatter(float* data, int64_t n) {
+  DTRAIN_CHECK(n <= max_elements_) << "reduce-scatter of " << n << " > " << max_elements_;
+  events_used_ = 0;
+  if (comm_.size() == 1 || n == 0) return;
+  cuda::set_device(comm_.device());
+  enqueue_reduce_blocks(data, n);
+  enqueue_round_own(data, n);
 }
 
 }  // namespace dtrain

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/cuda/nccl_comm.h"         // NcclComm
+#include "comm/ring_allreduce.h"         // ring_block: the same blocks
 #include "compress/cuda/device_codec.h"  // DeviceCodec
 #include "core/tensor.h"
 
@@ -23,11 +24,16 @@ class NcclRingAllreduce {
   NcclRingAllreduce& operator=(const NcclRingAllreduce&) = delete;
   // Enqueues the in-place sum of data[0, n) (device memory) on comm.stream().
   void enqueue(float* data, int64_t n);
+  // Its first half (RingAllreduce::reduce_scatter): block rank() of data[0, n) ends as enqueue()
+  // leaves it. The second half, uncompressed, is NcclComm::enqueue_all_gather_blocks.
+  void enqueue_reduce_scatter(float* data, int64_t n);
   // Seconds the GPU spent in the codec kernels of the last enqueue(); the stream must have
   // been synchronised since.
   double last_codec_seconds() const;
 
  private:
+  void enqueue_reduce_blocks(float* data, int64_t n);
+  void enqueue_round_own(float* data, int64_t n);
   // Brackets codec work with timing events: one pair per codec call of a run.
   void codec_begin();
   void codec_end();

@@ -22,10 +22,14 @@ ShardMode shard_mode_named(const std::string& word);
 const char* shard_word(ShardMode mode);
 
 // What the mode keeps of its own 1/p only.
-inline bool shards_optimizer(ShardMode m) { return m != ShardMode::none; }
+inline bool shards_optimizer(ShardMode m) {
+  return m != ShardMode::none;
+}
 inline bool shards_gradients(ShardMode m) {
   return m == ShardMode::gradients || m == ShardMode::parameters;
 }
-inline bool shards_parameters(ShardMode m) { return m == ShardMode::parameters; }
+inline bool shards_parameters(ShardMode m) {
+  return m == ShardMode::parameters;
+}
 
 }  // namespace dtrain

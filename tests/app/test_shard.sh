@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Sharded data parallelism (algorithm.shard, ZeRO): a sharded sync run ends with the unsharded
+# run's weights bit for bit — on 2 ranks with AdamW (clip, dropout, accumulation, fp32 and bf16),
+# SGD with momentum and Lion; on 4 ranks over the ring with a codec — and resumes from its own
+# checkpoints bit for bit (each rank's file holds its shard of the optimizer state). A checkpoint
+# of another shard layout, and `shard` on an algorithm that keeps a model per rank, are exit 2
+# naming the key.
+source "$(dirname "$0")/lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+TOOL="/usr/bin/python3 $ROOT/tests/app/checkpoint_tool.py"
+
+cat "$ROOT"/docs/*.md > "$WORK/corpus.txt"  # text the repository always has
+cat > "$WORK/gpt.yaml" <<YAML
+name: shard_gpt
+seed: 1
+model: {name: gpt, n_layer: 2, n_head: 2, n_embd: 32, dropout: 0.1, bias: true, tie_weights: true}
+dataset: {name: text, path: $WORK/corpus.txt, tokenizer: char, block_size: 16, batch_size: 8}
+algorithm: {name: sync, segments: 4}
+optimizer: {name: adamw, lr: 3.0e-3, weight_decay: 0.1, clip_grad_norm: 0.5}
+train: {epochs: 1, max_iterations: 20, eval_every_iterations: 0}
+YAML
+cat > "$WORK/mlp.yaml" <<'YAML'
+name: shard_mlp
+seed: 2
+model:
+  layers:
+    - {type: flatten}
+    - {name: fc1, type: linear, out_features: 24}
+    - {type: relu}
+    - {name: fc2, type: linear, out_features: 4}
+dataset: {name: synthetic, shape: [1, 6, 6], classes: 4, train_size: 480, test_size: 96, batch_size: 24}
+algorithm: {name: sync, segments: 2}
+optimizer: {name: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.001, clip_grad_norm: 0.3}
+train: {epochs: 2, max_iterations: 0, eval_every_epochs: 1}
+YAML
+
+# run NAME RANKS CONFIG [--set ...]: trains into $WORK/NAME; fails the test when the run does.
+run() {
+  local name=$1 ranks=$2 config=$3
+  shift 3
+  rm -rf "$WORK/$name"
+  mpirun -np "$ranks" --oversubscribe "$DTRAIN" --config "$WORK/$config" --out "$WORK/$name" \
+    --progress none "$@" > "$WORK/$name.log" 2>&1 || { fail "$name: $(tail -3 "$WORK/$name.log")"; return 1; }
+}
+# same_weights WHAT A B: the two runs' model.safetensors are identical.
+same_weights() {
+  cmp -s "$WORK/$2/model.safetensors" "$WORK/$3/model.safetensors" ||
+    fail "$1: the sharded run's weights differ from the unsharded run's"
+}
+
+# 2 ranks: every optimizer, fp32 and bf16 (where this CPU computes it), with clipping, dropout
+# and accumulation.
+variants=("adamw" "adamw_accum --set train.accumulation_steps=2 --set algorithm.segments=1")
+if "$DTRAIN" --dry-run --config "$WORK/gpt.yaml" --set cluster.precision=bf16 > "$WORK/probe.log" 2>&1; then
+  variants+=("adamw_bf16 --set cluster.precision=bf16")
+else
+  grep -q "no native bfloat16" "$WORK/probe.log" || fail "bf16 dry run: $(tail -3 "$WORK/probe.log")"
+  echo "note: no native bf16 on this CPU: the bf16 comparison is skipped"
+fi
+for variant in "${variants[@]}"; do
+  read -r name sets <<< "$variant"
+  # shellcheck disable=SC2086
+  run "${name}_none" 2 gpt.yaml $sets && run "${name}_opt" 2 gpt.yaml $sets --set algorithm.shard=optimizer &&
+    same_weights "2 ranks, $name" "${name}_none" "${name}_opt"
+done
+grep -q "reduce-scatter + all-gather" "$WORK/adamw_opt.log" ||
+  fail "the sharded run's log does not say how it communicates: $(grep algo "$WORK/adamw_opt.log")"
+run sgd_none 2 mlp.yaml && run sgd_opt 2 mlp.yaml --set algorithm.shard=optimizer &&
+  same_weights "2 ranks, SGD with momentum" sgd_none sgd_opt
+lion="optimizer={name: lion, lr: 0.002, weight_decay: 0.5, clip_grad_norm: 0.3}"
+run lion_none 2 mlp.yaml --set "$lion" && run lion_opt 2 mlp.yaml --set "$lion" --set algorithm.shard=optimizer &&
+  same_weights "2 ranks, Lion" lion_none lion_opt
+
+# 4 ranks: both over the ring (a codec), accumulation on.
+q8=(--set compression.name=quantize8 --set train.accumulation_steps=2)
+run q8_none 4 gpt.yaml "${q8[@]}" && run q8_opt 4 gpt.yaml "${q8[@]}" --set algorithm.shard=optimizer &&
+  same_weights "4 ranks, quantize8" q8_none q8_opt
+
+# Resumed from its checkpoints (after epoch 1 and within epoch 2), bit for bit.
+ck=(--set algorithm.shard=optimizer --set "checkpoint={every_epochs: 1, every_iterations: 7, keep: 100}")
+if run ck 2 mlp.yaml "${ck[@]}"; then
+  mid=$(cd "$WORK/ck/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
+  for from in epoch-0001 $mid; do
+    copy="$WORK/ck.from.$from"
+    rm -rf "$copy"; cp -r "$WORK/ck" "$copy"
+    $TOOL rewind "$copy" "$from"
+    mpirun -np 2 "$DTRAIN" --config "$WORK/mlp.yaml" "${ck[@]}" --resume "$copy" --progress none \
+      > "$copy.log" 2>&1 || { fail "resume from $from: $(tail -3 "$copy.log")"; continue; }
+    $TOOL same "$WORK/ck" "$copy" > "$WORK/same.txt" ||
+      fail "resumed from $from differs from the uninterrupted run: $(cat "$WORK/same.txt")"
+  done
+  # The same checkpoint read by an unsharded run: refused, naming the key.
+  copy="$WORK/ck.unsharded"
+  rm -rf "$copy"; cp -r "$WORK/ck" "$copy"
+  $TOOL rewind "$copy" epoch-0001
+  mpirun -np 2 "$DTRAIN" --config "$WORK/mlp.yaml" --set "${ck[3]}" --resume "$copy" \
+    --progress none > "$copy.log" 2>&1
+  status=$?
+  [ "$status" -eq 2 ] && grep -q "algorithm.shard" "$copy.log" ||
+    fail "an unsharded resume of a sharded checkpoint: exit $status, $(tail -2 "$copy.log")"
+fi
+
+# `shard` is sync's: an algorithm with a model per rank refuses it, naming the key.
+"$DTRAIN" --config "$WORK/mlp.yaml" --set "algorithm={name: local_sgd, shard: optimizer}" \
+  --dry-run > "$WORK/local.log" 2>&1
+status=$?
+[ "$status" -eq 2 ] && grep -q "algorithm.shard" "$WORK/local.log" ||
+  fail "local_sgd with shard: exit $status, $(tail -2 "$WORK/local.log")"
+finish
