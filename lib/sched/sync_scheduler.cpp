@@ -16,13 +16,6 @@ int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
   return o.segments.is("auto") ? segments_for_bytes(floats, kAutoSegmentBytes) : o.segments.value;
 }
 
-// Where a layer's parameters begin: segments hold whole layers (a sharded run binds and gathers
-// a segment at a time; an unsharded one cuts the same segments, so that both sum alike).
-std::vector<int64_t> layer_starts(const Model& model) {
-  std::vector<int64_t> starts;
-  for (const LayerRange& r : model.layer_ranges()) starts.push_back(r.offset);
-  return starts;
-}
 
 }  // namespace
 
@@ -58,8 +51,7 @@ SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
     : Scheduler(std::move(ctx)),
       segments_(
           ctx_.model.trainable_offset(), ctx_.model.num_parameters(),
-          resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset()),
-          layer_starts(ctx_.model)),
+          resolve_segments(options, ctx_.model.num_parameters() - ctx_.model.trainable_offset())),
       shard_(shard_mode_named(options.shard)) {
   auto_segments_ = options.segments.is("auto");
   inflight_.reserve(segments_.size());

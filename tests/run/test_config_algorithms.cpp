@@ -59,7 +59,7 @@ TEST_CASE("switching the algorithm by --set algorithm.name says how to switch it
   const std::string pipe = std::string(kValid) + "algorithm: {name: pipe_sgd, K: 3}\n";
   const std::string msg = error_of(pipe, {"algorithm.name=sync"});
   CHECK(msg.find("exp.yaml:3: algorithm.K: belongs to algorithm pipe_sgd, not to the chosen "
-                 "'sync' (sync's keys: segments); to switch algorithms, replace the whole map: "
+                 "'sync' (sync's keys: segments, shard); to switch algorithms, replace the whole map: "
                  "--set 'algorithm={name: sync}'") != std::string::npos);
   CHECK(parse_config(pipe, "exp.yaml", {"algorithm={name: sync}"}).algorithm.name == "sync");
   // A key given in the same --set as the name gets no such hint.
@@ -83,7 +83,7 @@ TEST_CASE("every registered algorithm trains; an unknown name suggests the neare
 
 TEST_CASE("algorithm keys: defaults, auto | N, and exactly the chosen algorithm's in the file") {
   ExperimentConfig c = parse_config(kValid, "exp.yaml");
-  CHECK(to_yaml(c).find("algorithm: {name: sync, segments: auto}") != std::string::npos);
+  CHECK(to_yaml(c).find("algorithm: {name: sync, segments: auto, shard: none}") != std::string::npos);
   c = parse_config(kValid, "exp.yaml", {"algorithm.segments=4"});
   CHECK(c.algorithm.get<SyncOptions>().segments == config::WordOr<int>::of(4));
   c = parse_config(kValid, "exp.yaml", {"algorithm={name: local_sgd}"});
