@@ -5,6 +5,8 @@
 #include <thread>
 
 #include <cmath>
+#include <cstring>  // memcmp
+#include <string>
 #include <vector>
 
 #include "comm/comm_thread.h"
@@ -72,6 +74,49 @@ TEST_CASE("ring all-reduce with codecs stays within the bound its steps imply") 
     std::vector<double> mine{checksum}, total{checksum * p};
     comm->allreduce_sum(mine);
     CHECK(mine[0] == doctest::Approx(total[0]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE(
+    "the ring's halves: reduce-scatter leaves block r as the all-reduce does, all-gather the "
+    "rest") {
+  auto comm = make_mpi_comm();
+  const int p = comm->size(), r = comm->rank();
+  for (const std::string name : {"none", "truncate16", "quantize8"}) {
+    auto codec = make_codec(name);
+    for (int64_t n : {1, 3, 7, 1000, 100003}) {
+      CAPTURE(name);
+      CAPTURE(n);
+      // Not small integers: the order of the sums shows in the bits.
+      std::vector<float> mine(n);
+      for (int64_t i = 0; i < n; ++i) mine[i] = std::sin(0.37f * i + r) * (1 + r);
+      std::vector<float> reduced = mine, halves = mine;
+      RingAllreduce ring(*comm, *codec, n);
+      ring.run(reduced.data(), n);
+      ring.reduce_scatter(halves.data(), n);
+      const RingBlock own = ring_block(n, r, p);
+      CHECK(std::memcmp(halves.data() + own.begin, reduced.data() + own.begin,
+                        own.count * sizeof(float)) == 0);
+      if (name != "none") continue;  // a codec's all-gather rounds: only run() delivers that
+      ring.all_gather(halves.data(), n);
+      CHECK(std::memcmp(halves.data(), reduced.data(), n * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("ring blocks cover the buffer in rank order") {
+  for (int p : {1, 2, 3, 4, 7}) {
+    for (int64_t n : {0, 1, 5, 6, 100}) {
+      int64_t next = 0;
+      for (int c = 0; c < p; ++c) {
+        const RingBlock b = ring_block(n, c, p);
+        CHECK(b.begin == next);
+        CHECK(b.count >= n / p);
+        CHECK(b.count <= n / p + 1);
+        next = b.begin + b.count;
+      }
+      CHECK(next == n);
+    }
   }
 }
 
