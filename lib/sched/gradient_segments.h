@@ -15,6 +15,10 @@ namespace dtrain {
 // Segments of about `target_bytes` for a range of `floats` (at least one): `segments: auto`.
 int64_t segments_for_bytes(int64_t floats, double target_bytes);
 inline constexpr double kAutoSegmentBytes = 25e6;  // as PyTorch DDP's default bucket
+// The k + 1 bounds of [begin, end) in `segments` parts of equal size (±1; fewer when the range
+// is smaller, at least one): the segments GradientSegments all-reduces, and how a sharded
+// state is cut (shard/shard_layout.h).
+std::vector<int64_t> segment_bounds(int64_t begin, int64_t end, int64_t segments);
 
 class GradientSegments {
  public:
@@ -29,7 +33,7 @@ class GradientSegments {
                    size_t& started, std::vector<std::future<void>>& inflight) const;
 
  private:
-  std::vector<int64_t> bounds_;  // size() + 1 boundaries
+  std::vector<int64_t> bounds_;  // size() + 1 boundaries: segment_bounds
 };
 
 }  // namespace dtrain
