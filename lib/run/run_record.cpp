@@ -144,10 +144,9 @@ void RunYamlFile::start(const std::string& record) {
   arm(record);
 }
 
-void RunYamlFile::memory(int64_t estimated_bytes, int rank, int world,
-                         std::function<int64_t()> device_peak) {
+void RunYamlFile::memory(int64_t estimated_bytes, int rank, int world) {
   status_.estimated_bytes = estimated_bytes;
-  rank_ = rank, world_ = world, device_peak_ = std::move(device_peak);
+  rank_ = rank, world_ = world;
 }
 
 void RunYamlFile::progress(int epoch, int64_t iteration, int64_t iterations) {
@@ -168,7 +167,7 @@ void RunYamlFile::end(const std::string& state, const std::string& reason) noexc
       status_.peak_rss_bytes.assign(world_, -1);
       status_.peak_device_bytes.assign(world_, -1);
       status_.peak_rss_bytes[rank_] = peak_resident_bytes();
-      status_.peak_device_bytes[rank_] = device_peak_ ? device_peak_() : 0;
+      status_.peak_device_bytes[rank_] = own_device_peak_;
     }
     status_.checkpoint = newest_checkpoint();
     write(record_, status_);

@@ -3,7 +3,6 @@
 // picked, the communicator and the algorithm as they describe themselves.
 #pragma once
 #include <cstdint>
-#include <functional>  // RunYamlFile::memory: the device's peak
 #include <optional>
 #include <string>
 #include <utility>  // pair
@@ -70,9 +69,12 @@ class RunYamlFile {
   void resolved(std::vector<std::pair<std::string, std::string>> settings) {
     status_.resolved = std::move(settings);
   }
-  // The memory table's total, and this process's rank among `world` with its backend's device
-  // peak (0 on the CPU): what a failure's end reports of its own rank.
-  void memory(int64_t estimated_bytes, int rank, int world, std::function<int64_t()> device_peak);
+  // The memory table's total, and this process's rank among `world`: what a failure's end
+  // reports of its own rank.
+  void memory(int64_t estimated_bytes, int rank, int world);
+  // This rank's device peak so far (0 on the CPU), for a failure's end: set when the backend
+  // goes (the trainer's end), since a failure is reported after it.
+  void own_device_peak(int64_t bytes) { own_device_peak_ = bytes; }
   // Every rank's peaks, gathered (a collective's result) before a completed or stopped end.
   void peak_memory(std::vector<int64_t> rss, std::vector<int64_t> device) {
     status_.peak_rss_bytes = std::move(rss), status_.peak_device_bytes = std::move(device);
@@ -91,7 +93,7 @@ class RunYamlFile {
   bool armed_ = false;
   RunStatus status_;
   int rank_ = 0, world_ = 1;
-  std::function<int64_t()> device_peak_;
+  int64_t own_device_peak_ = 0;
 };
 
 }  // namespace dtrain

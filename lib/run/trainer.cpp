@@ -87,12 +87,13 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   tokens_per_sample_ = labels.rank() == 1 ? labels[0] : 0;
   if (progress_) progress_->set_tokens_per_sample(tokens_per_sample_);
   run_yaml_ = std::make_shared<RunYamlFile>(config.output.dir);
-  Backend* backend = run_->backend.get();
-  run_yaml_->memory(run_->memory ? run_->memory->rank.total() : 0, comm.rank(), comm.size(),
-                    [backend] { return backend->peak_device_memory_bytes(); });
+  run_yaml_->memory(run_->memory ? run_->memory->rank.total() : 0, comm.rank(), comm.size());
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // A failure writes run.yaml after the trainer is gone: its device peak, kept now.
+  if (run_yaml_) run_yaml_->own_device_peak(run_->backend->peak_device_memory_bytes());
+}
 
 std::string Trainer::describe() const {
   std::string notes;  // (the config's warnings were printed when it was loaded)
