@@ -111,14 +111,17 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm,
   const dtrain::OutputMode output = !o.resume.empty() ? dtrain::OutputMode::resume
                                     : o.overwrite     ? dtrain::OutputMode::overwrite
                                                       : dtrain::OutputMode::fresh;
-  dtrain::Trainer trainer(
-      config, *comm,
-      {o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required,
-       o.progress, output, /*check_ranks=*/!alone});
+  dtrain::TrainerOptions options{
+      o.dry_run ? dtrain::DataFiles::stand_in_when_missing : dtrain::DataFiles::required,
+      o.progress, output, /*check_ranks=*/!alone};
+  options.dry_run = o.dry_run;
+  options.memory_ranks = alone ? std::max(o.dry_run_ranks, 1) : 0;
+  dtrain::Trainer trainer(config, *comm, options);
   if (comm->rank() == 0) {
     for (const auto& w : trainer.no_effect())
       if (std::ranges::find(for_want_of_ranks, w) == for_want_of_ranks.end()) warn(w);
     std::cout << unchecked << trainer.describe() << std::flush;
+    if (!trainer.built()) return 0;  // a dry run: the table says why
   }
   if (o.dry_run) return 0;
   run_yaml = trainer.run_yaml();

@@ -37,6 +37,11 @@ class Backend {
   // of the gradient all-reduce); null and -1 on the CPU, whose ops finish before they return.
   virtual void* native_stream() { return nullptr; }
   virtual int device_index() const { return -1; }
+  // Memory of the device a rank trains on, for the start-up memory check (docs/memory.md): its
+  // capacity, and the most the backend has held at once since it started. 0 on the CPU, whose
+  // ranks share the host's memory (the check reads /proc/meminfo; run.yaml the process's RSS).
+  virtual int64_t device_memory_bytes() const { return 0; }
+  virtual int64_t peak_device_memory_bytes() const { return 0; }
   // dst (this device) ← src (host), complete on return, on a queue of its own so that the
   // compute stream keeps running: prefetching loaders call it from their own thread to have
   // the next batch on the device before the compute thread asks for it.

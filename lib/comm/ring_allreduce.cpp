@@ -14,7 +14,8 @@ RingAllreduce::RingAllreduce(Comm& comm, const Codec& codec, int64_t max_element
     : comm_(comm), codec_(codec), max_elements_(max_elements) {
   const int p = comm.size();
   const int64_t block = (max_elements + p - 1) / p;
-  send_buf_.resize(codec.encoded_bytes(block));
+  // Uncompressed, blocks are sent from the data itself: only the received one needs room.
+  if (codec.name() != "none") send_buf_.resize(codec.encoded_bytes(block));
   recv_buf_.resize(codec.encoded_bytes(block));
 }
 

@@ -181,4 +181,10 @@ Kind<Duration> duration() {
   return k;
 }
 
+Kind<ByteSize> size() {
+  Kind<ByteSize> k = with_unit<ByteSize>("size (20GB, 512MiB)", parse_size, &ByteSize::bytes);
+  k.show = [](const ByteSize& v) { return fmt::format("{} ({:.0f} bytes)", v.text, v.bytes); };
+  return k;
+}
+
 }  // namespace dtrain::config

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "config/reader.h"  // Reader, Bounds: where problems go, numeric ranges
-#include "config/units.h"   // Rate, Duration
+#include "config/units.h"   // Rate, Duration, ByteSize
 
 namespace dtrain::config {
 
@@ -64,6 +64,7 @@ Kind<std::string> choice(std::vector<std::string> names);
 Kind<Pair> pair(Bounds bounds);
 Kind<Rate> rate();          // "10Gbps", "1.5GBps"
 Kind<Duration> duration();  // "20us", "1ms", "0"
+Kind<ByteSize> size();      // "20GB", "512MiB"
 
 // Shortest text that reads back as the same double ("0.1", not "0.10000000000000001").
 YAML::Node real_node(double value);

@@ -1,7 +1,7 @@
-// parse_bandwidth and parse_duration (see units.h).
+// parse_bandwidth, parse_duration and parse_size (see units.h).
 #include <cctype>    // std::tolower: the prefix letter
 #include <charconv>  // std::from_chars: strict, locale-free number parsing
-#include <cmath>     // std::isfinite
+#include <cmath>     // std::isfinite, pow
 #include <optional>  // number_and_unit
 #include <string_view>
 #include <utility>  // std::pair: prefix table
@@ -79,6 +79,29 @@ double parse_duration(const std::string& text) {
   DTRAIN_INPUT_CHECK(scale > 0) << "bad duration '" << text << "': " << hint;
   DTRAIN_INPUT_CHECK(value >= 0) << "bad duration '" << text << "': must be >= 0";
   return value * scale;
+}
+
+double parse_size(const std::string& text) {
+  const char* hint = "expected a size such as 20GB, 800MB (decimal) or 512MiB, 16GiB (binary)";
+  auto parsed = number_and_unit(text);
+  DTRAIN_INPUT_CHECK(parsed) << "bad size '" << text << "': " << hint;
+  auto [value, unit] = *parsed;
+  // The B is required (a lower-case b would be bits, as in a rate); the prefix's case is
+  // forgiven, and an i after it makes it binary.
+  DTRAIN_INPUT_CHECK(!unit.empty() && unit.back() == 'B') << "bad size '" << text << "': " << hint;
+  unit.remove_suffix(1);
+  double scale = unit.empty() ? 1 : 0;
+  const bool binary = !unit.empty() && unit.back() == 'i';
+  if (binary) unit.remove_suffix(1);
+  constexpr char kPrefixes[] = {'k', 'm', 'g', 't'};
+  for (int i = 0; i < 4 && unit.size() == 1; ++i)
+    if (std::tolower(static_cast<unsigned char>(unit[0])) == kPrefixes[i])
+      scale = std::pow(binary ? 1024.0 : 1000.0, i + 1);
+  DTRAIN_INPUT_CHECK(scale > 0) << "bad size '" << text << "': " << hint;
+  const double bytes = value * scale;
+  DTRAIN_INPUT_CHECK(bytes >= 1 && std::isfinite(bytes))
+      << "bad size '" << text << "': must be at least 1 byte";
+  return bytes;
 }
 
 }  // namespace dtrain

@@ -61,7 +61,8 @@ OptimizerEntry adamw_optimizer() {
           .keys = config::erase(adamw_schema()),
           .make = rule_factory<AdamWFamily>(),
           .update_summary =
-              "AdamW update of the trainable parameters (and of its 2 moments per parameter)"};
+              "AdamW update of the trainable parameters (and of its 2 moments per parameter)",
+          .states = family_states<AdamWFamily>()};
 }
 
 std::unique_ptr<Optimizer> make_adamw(Backend& backend, Tensor parameters, Tensor gradients,

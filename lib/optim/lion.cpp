@@ -47,14 +47,15 @@ const config::Schema<LionOptions>& lion_schema() {
 }  // namespace
 
 OptimizerEntry lion_optimizer() {
-  return {.name = "lion",
-          .summary =
-              "Lion (Chen et al. 2023): the sign of an interpolated moment, decoupled "
-              "weight decay; half AdamW's state",
-          .keys = config::erase(lion_schema()),
-          .make = rule_factory<LionFamily>(),
-          .update_summary =
-              "Lion update of the trainable parameters (and of its moment per parameter)"};
+  return {
+      .name = "lion",
+      .summary =
+          "Lion (Chen et al. 2023): the sign of an interpolated moment, decoupled "
+          "weight decay; half AdamW's state",
+      .keys = config::erase(lion_schema()),
+      .make = rule_factory<LionFamily>(),
+      .update_summary = "Lion update of the trainable parameters (and of its moment per parameter)",
+      .states = family_states<LionFamily>()};
 }
 
 std::unique_ptr<Optimizer> make_lion(Backend& backend, Tensor parameters, Tensor gradients,

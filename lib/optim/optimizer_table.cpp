@@ -73,6 +73,12 @@ bool OptimizerChoice::operator==(const OptimizerChoice& other) const {
          config::one_line(keys.write(other.options, config::Style::file));
 }
 
+int optimizer_state_floats(const OptimizerChoice& choice) {
+  const OptimizerEntry& row = choice.entry();
+  DTRAIN_CHECK(row.states) << "optimizer '" << row.name << "' does not name its state buffers";
+  return static_cast<int>(row.states(choice.options).size());
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& choice, Backend& backend,
                                           Tensor parameters, Tensor gradients,
                                           std::vector<DecayRange> decay, int64_t trainable_offset) {

@@ -39,7 +39,19 @@ struct OptimizerEntry {
   // problems go to the Reader under `section` ("optimizer").
   std::function<void(const std::any& options, config::Reader& reader, const std::string& section)>
       check{};
+  // The names of the state buffers it keeps for these options, a buffer of one float per
+  // parameter each (the checkpoint's optimizer.<name>; the memory model's count): SGD's
+  // momentum only with momentum > 0.
+  std::function<std::vector<std::string>(const std::any& options)> states{};
 };
+
+// A rule row's `states`: its Family's (rule_optimizer.h), read from the options struct.
+template <class Family>
+auto family_states() {
+  return [](const std::any& options) {
+    return Family::states(std::any_cast<const typename Family::Options&>(options));
+  };
+}
 
 // Every optimizer, in the order of the documentation.
 const std::vector<OptimizerEntry>& optimizers();
@@ -78,6 +90,9 @@ struct OptimizerChoice {
   // Same name and same keys.
   bool operator==(const OptimizerChoice& other) const;
 };
+
+// State floats the chosen optimizer keeps per trainable parameter (its row's `states`).
+int optimizer_state_floats(const OptimizerChoice& choice);
 
 // The chosen optimizer over `parameters` and `gradients` (row.make).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& choice, Backend& backend,

@@ -80,7 +80,8 @@ OptimizerEntry sgd_optimizer() {
           .keys = config::erase(sgd_schema()),
           .make = rule_factory<SgdFamily>(),
           .update_summary = "SGD update of the trainable parameters",
-          .check = check_sgd};
+          .check = check_sgd,
+          .states = family_states<SgdFamily>()};
 }
 
 std::unique_ptr<Optimizer> make_sgd(Backend& backend, Tensor parameters, Tensor gradients,

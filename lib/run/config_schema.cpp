@@ -55,7 +55,11 @@ const Schema<ClusterConfig>& cluster_schema() {
           .list("stragglers", &ClusterConfig::stragglers, straggler_schema(),
                 "compute EMULATION: these ranks are slowed down")
           .key("timeout_s", &ClusterConfig::timeout_s, real(Bounds::above(0)),
-               "a rank blocked this long on another one ends the job (exit 1, naming both)");
+               "a rank blocked this long on another one ends the job (exit 1, naming both)")
+          .key(
+              "memory_per_rank", &ClusterConfig::memory_per_rank, optional_of(size()),
+              "what a rank may hold: a run whose estimated memory (the --dry-run table) exceeds it "
+              "is refused at start (none: this host's available memory over its ranks)");
   return s;
 }
 

@@ -43,6 +43,9 @@ struct ClusterConfig {
   std::vector<StragglerConfig> stragglers;
   // A rank blocked this long on another one ends the job (exit 1, naming both): no hang.
   double timeout_s = 300;
+  // What a rank may hold (docs/memory.md); absent: this host's available memory shared by the
+  // ranks on it (a GPU's memory on a GPU).
+  std::optional<ByteSize> memory_per_rank;
 
   bool operator==(const ClusterConfig&) const = default;
 };

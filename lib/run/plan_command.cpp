@@ -6,15 +6,17 @@
 #include <fstream>
 #include <memory>
 
-#include "compress/codec.h"        // codec_names
-#include "core/error.h"            // DTRAIN_INPUT_CHECK
-#include "core/timer.h"            // Clock, seconds_since: where the profile's time went
-#include "data/dataset_section.h"  // dataset_example: the profile plan's dataset
-#include "plan/layer_profile.h"    // --write-profile, --profile
-#include "plan/profiler.h"         // profile_compute, profile_transport, profile_codec
-#include "run/run_builder.h"       // build_run: the rank as training builds it
-#include "run/run_options.h"       // nearest_batches, emulated_link
-#include "sched/algorithm.h"       // the registry's timing rows, recommendations and planner
+#include "compress/codec.h"            // codec_names
+#include "core/error.h"                // DTRAIN_INPUT_CHECK
+#include "core/timer.h"                // Clock, seconds_since: where the profile's time went
+#include "data/dataset_section.h"      // dataset_example: the profile plan's dataset
+#include "plan/layer_profile.h"        // --write-profile, --profile
+#include "plan/profiler.h"             // profile_compute, profile_transport, profile_codec
+#include "run/memory_check.h"          // the memory column
+#include "run/run_builder.h"           // build_run: the rank as training builds it
+#include "run/run_options.h"           // nearest_batches, emulated_link
+#include "sched/algorithm.h"           // the registry's timing rows, recommendations and planner
+#include "sched/shard/shard_timing.h"  // sharded_timing_inputs: the shard modes' rows
 
 namespace dtrain {
 namespace {
@@ -44,14 +46,24 @@ double straggler_slowdown(const ClusterConfig& cluster, int ranks) {
   return slowdown;
 }
 
-std::string table(const std::vector<Prediction>& rows) {
-  std::string t = fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10} {:>8} {:>6}  {}\n",
+// A row's memory per rank as the table shows it: "-" where not modelled, a mark where it does
+// not fit the limit.
+std::string memory_cell(int64_t bytes, const MemoryLimit& limit) {
+  if (bytes <= 0) return "-";
+  return human_bytes(bytes) + (limit.bytes > 0 && bytes > limit.bytes ? " !" : "");
+}
+
+std::string table(const std::vector<Prediction>& rows, const std::vector<int64_t>& memory,
+                  const MemoryLimit& limit) {
+  std::string t = fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10} {:>8} {:>6} {:>12}  {}\n",
                               "algorithm", "compression", "compute_ms", "comm_ms", "iteration_ms",
-                              "samples/s", "speedup", "SE", "bound");
-  for (const Prediction& r : rows) {
-    t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f}  {}\n",
+                              "samples/s", "speedup", "SE", "memory/rank", "bound");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Prediction& r = rows[i];
+    t += fmt::format("{:<9} {:<11} {:>10} {:>10} {:>13} {:>10.0f} {:>7.2f}x {:>6.2f} {:>12}  {}\n",
                      r.algorithm, r.compression, ms(r.compute_s), ms(r.comm_s), ms(r.iteration_s),
                      r.samples_per_s, r.speedup, r.scaling_efficiency,
+                     memory_cell(i < memory.size() ? memory[i] : 0, limit),
                      std::string(r.compute_bound ? "compute" : "communication") +
                          (r.configuration.empty() ? "" : "  " + r.configuration) +
                          (r.detail.empty() ? "" : ", " + r.detail));
@@ -150,6 +162,10 @@ struct Profile {
   std::vector<std::string> notes;  // stand-in data
   // Where the profile's seconds went, in the order taken: (what, seconds).
   std::vector<std::pair<std::string, double>> seconds;
+  // What the memory column is computed from: the model's input (its shape, classes, precision)
+  // and the limit of a rank, the ranks sharing this machine (as the timing rows assume).
+  ModelInput model_input;
+  MemoryLimit limit;
 };
 
 // The options of `algorithm`: the config's when it is the chosen one, else its defaults.
@@ -184,6 +200,8 @@ Profile profile(const ExperimentConfig& config, int p, int iterations) {
   };
   auto run = build_plan_run(config, p);
   took("building");
+  r.model_input = run->model_input;
+  r.limit = memory_limit(config, *run->backend, p);
   Model& model = *run->model;
   // SAPipe's per-layer profile comes from the same steps (every other timed one).
   const ComputeTimes compute = profile_compute(model, *run->optimizer, *run->train_loader, p,
@@ -414,17 +432,24 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks) {
   return build_run(profiled, {0, ranks, 0, true}, DataFiles::stand_in_when_missing);
 }
 
-std::string plan_csv(const std::vector<Prediction>& predictions, int ranks) {
+std::string plan_csv(const std::vector<Prediction>& predictions, int ranks,
+                     const std::vector<int64_t>& memory, int64_t limit) {
   // New columns go at the end: readers that index the first seven keep working.
   std::string csv =
       "algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,"
-      "samples_per_s,equivalence\n";
-  for (const Prediction& r : predictions)
-    csv += fmt::format("{},{},{:.9f},{:.9f},{:.9f},{},{},{:.3f},{}\n", r.algorithm, r.compression,
-                       r.compute_s, r.comm_s, r.iteration_s,
-                       r.compute_bound ? "compute" : "communication",
-                       r.configuration.empty() ? std::to_string(ranks) : r.configuration,
-                       r.samples_per_s, equivalence_name(equivalence_of(r.algorithm)));
+      "samples_per_s,equivalence,memory_per_rank_bytes,fits_memory\n";
+  for (size_t i = 0; i < predictions.size(); ++i) {
+    const Prediction& r = predictions[i];
+    const int64_t bytes = i < memory.size() ? memory[i] : 0;
+    csv += fmt::format(
+        "{},{},{:.9f},{:.9f},{:.9f},{},{},{:.3f},{},{},{}\n", r.algorithm, r.compression,
+        r.compute_s, r.comm_s, r.iteration_s, r.compute_bound ? "compute" : "communication",
+        r.configuration.empty() ? std::to_string(ranks) : r.configuration, r.samples_per_s,
+        equivalence_name(equivalence_of(r.algorithm)), bytes > 0 ? std::to_string(bytes) : "",
+        bytes <= 0 || limit <= 0 ? ""
+        : bytes <= limit         ? "yes"
+                                 : "no");
+  }
   return csv;
 }
 
@@ -480,13 +505,34 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   const TimingInputs& in = measured.in;
   // Every algorithm with a timing row (the registry's), with each codec, and what they
   // recommend from these rows.
+  // Each row's memory per rank (0: not modelled): the memory model's for a data-parallel row —
+  // unsharded, or with the shard mode of its row; an algorithm's own extra buffers (Pipe-SGD's
+  // K gradients, local copies) are not counted.
   std::vector<Prediction> rows;
+  std::vector<int64_t> memory;
+  auto memory_of = [&](ShardMode mode) {
+    return largest_rank_memory(memory_inputs(config, measured.model_input, p, mode)).total();
+  };
+  const int64_t unsharded = memory_of(ShardMode::none);
   for (const AlgorithmEntry& a : algorithms()) {
     if (!a.predict) continue;
     const AlgorithmConfig options = options_of(config, a);
     for (const CodecCost& codec : in.codecs)
-      if (a.compressions.empty() || std::ranges::count(a.compressions, codec.name) > 0)
+      if (a.compressions.empty() || std::ranges::count(a.compressions, codec.name) > 0) {
         rows.push_back(a.predict(in, codec, options));
+        memory.push_back(unsharded);
+      }
+    // An algorithm with algorithm.shard: a row per sharded mode, without a codec (the timing
+    // row on the mode's bytes: shard_timing.h).
+    if (!a.shard || p == 1) continue;
+    for (size_t m = 1; m < shard_words().size(); ++m) {
+      const ShardMode mode = static_cast<ShardMode>(m);
+      Prediction row = a.predict(sharded_timing_inputs(in, mode), in.codecs.front(), options);
+      row.reference = false;  // the speedups stay against the unsharded row
+      row.configuration = fmt::format("{} shard={}", p, shard_word(mode));
+      rows.push_back(row);
+      memory.push_back(memory_of(mode));
+    }
   }
   std::string recommendations;
   for (const AlgorithmEntry& a : algorithms())
@@ -509,6 +555,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
                                        .crowded_wait_s = crowded_yield_wait_s(in),
                                        .crowding = in.crowding});
     rows.push_back(plan.row);
+    memory.push_back(0);  // a pipeline's stages: not modelled yet
     planned = plan.text;
   }
   set_speedups(rows);
@@ -516,14 +563,19 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
   std::string o = describe(config, measured);
   o += "\npredicted per iteration (each algorithm with the config's keys when it is the chosen "
        "one, else its defaults; speedup vs sync+none; SE = scaling efficiency, Eq. 7):\n";
-  o += table(rows) + unmodelled(rows) + overall_recommendation(rows) + recommendations;
+  o += table(rows, memory, measured.limit) + unmodelled(rows);
+  if (measured.limit.bytes > 0)
+    o += fmt::format("memory/rank: the largest rank's (docs/memory.md); ! does not fit {} ({})\n",
+                     human_bytes(measured.limit.bytes), measured.limit.source);
+  o += overall_recommendation(rows) + recommendations;
   o += "compare with a training run: iteration_ms = 1000 * wall_s / iterations of timing.csv\n";
   const AlgorithmEntry& chosen = config.algorithm.entry();
   if (chosen.plan_note) o += chosen.plan_note(config.algorithm);
   o += planned;
   out << o;
 
-  if (!options.csv.empty()) write_text(options.csv, plan_csv(rows, p));
+  if (!options.csv.empty())
+    write_text(options.csv, plan_csv(rows, p, memory, measured.limit.bytes));
   if (!options.write_profile.empty())
     write_text(options.write_profile, layer_profile_csv(measured.chain));
 }

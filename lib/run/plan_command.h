@@ -42,8 +42,11 @@ std::unique_ptr<Run> build_plan_run(const ExperimentConfig& config, int ranks);
 void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::ostream& out);
 
 // The docs/architecture.md §3 CSV:
-// `algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound, configuration`
-// (data-parallel rows: the rank count).
-std::string plan_csv(const std::vector<Prediction>& predictions, int ranks);
+// `algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,
+// samples_per_s,equivalence,memory_per_rank_bytes,fits_memory` (data-parallel rows: the rank
+// count; `memory`: each row's bytes per rank, 0 or missing where not modelled; fits_memory
+// against `limit`, empty where either is unknown).
+std::string plan_csv(const std::vector<Prediction>& predictions, int ranks,
+                     const std::vector<int64_t>& memory = {}, int64_t limit = 0);
 
 }  // namespace dtrain

@@ -1,10 +1,13 @@
 #include "run/run_builder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>  // max
 
 #include "comm/paced_comm.h"   // make_paced_comm: cluster.link
 #include "core/error.h"        // DTRAIN_INPUT_CHECK
 #include "nn/model_weights.h"  // load_model_weights: model.init_from
+#include "run/host_memory.h"   // available_host_memory: a dry run's own build
 #include "run/rank_checks.h"   // no_effect_settings, check_accumulation
 #include "run/run_options.h"   // config → module options
 #include "sched/algorithm.h"   // make_scheduler
@@ -121,14 +124,34 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
     const std::string caveat = run->backend->bf16_caveat();
     if (!caveat.empty()) run->notes.push_back(caveat);
   }
+  // Before the model is allocated: a run that cannot fit stops here (exit 2, with the table).
+  if (place.memory && memory_modelled(config)) {
+    run->memory = memory_report(config, run->model_input, *run->backend, *place.memory);
+    check_memory(*run->memory, config.source_path);
+    // A dry run builds the model as this one process would train it alone (the whole batch),
+    // which may hold more than a rank of the job: not beyond what this host has.
+    const std::optional<int64_t> available = available_host_memory();
+    if (place.dry_run && available) {
+      const int64_t own =
+          largest_rank_memory(memory_inputs(config, run->model_input, place.world, ShardMode::none))
+              .total();
+      if (own > *available) {
+        run->not_built = fmt::format(
+            "not built: this process alone would hold {} ({} bytes), more than this host's "
+            "available {}; the table above is the job's",
+            human_bytes(own), own, human_bytes(*available));
+        return run;
+      }
+    }
+  }
   // Model parallel: the scheduler builds this rank's part; the whole model describes the run and
   // holds no batch.
-  run->model = build_model(
-      *run->backend, config.model,
-      model_parallel ? ModelInput{run->model_input.sample_shape, run->model_input.classes, 1,
-                                  run->model_input.precision}
-                     : run->model_input,
-      config.seed);
+  run->model = build_model(*run->backend, config.model,
+                           model_parallel
+                               ? ModelInput{run->model_input.sample_shape, run->model_input.classes,
+                                            1, run->model_input.precision}
+                               : run->model_input,
+                           config.seed);
   if (!config.init_from.empty() && place.fresh) {
     NamedTensors weights = load_initial_weights(config, *run->model);
     if (model_parallel)

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,9 @@
 #include "nn/safetensors.h"   // NamedTensors: model.init_from
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
-#include "run/config.h"       // ExperimentConfig
-#include "sched/scheduler.h"  // Scheduler, IterationReport
+#include "run/config.h"        // ExperimentConfig
+#include "run/memory_check.h"  // MemoryPlace, MemoryReport: the start-up memory check
+#include "sched/scheduler.h"   // Scheduler, IterationReport
 
 namespace dtrain {
 
@@ -32,6 +34,11 @@ struct RunPlace {
   // The run starts afresh: model.init_from's weights replace the initialisation. False for a
   // resumed run, whose checkpoint has the weights (the file is not read).
   bool fresh = true;
+  // The start-up memory check (memory_check.h) for this job, before the model is allocated:
+  // training and --dry-run; unset: none (dtrain plan, the tests).
+  std::optional<MemoryPlace> memory{};
+  // A --dry-run: the model is built only where this process's build of it fits this host.
+  bool dry_run = false;
 };
 
 // Training needs the dataset's files; --dry-run and `dtrain plan` may do with a stand-in of the
@@ -57,6 +64,12 @@ struct Run {
   // Settings without effect on place.world ranks (rank_checks.h): warnings, and run.yaml's notes.
   std::vector<std::string> no_effect;
   std::string planned;  // what a planner decided for `auto` keys, and why (empty: nothing)
+  // The memory table's figures, when RunPlace::memory asked for the check and the algorithm's
+  // ranks are data-parallel.
+  std::optional<MemoryReport> memory;
+  // A dry run's model too large for this host: why it was not built (model, optimizer and
+  // loaders are then null).
+  std::string not_built;
 };
 
 // Builds everything but the scheduler. InputError (exit 2) for what the config and the place

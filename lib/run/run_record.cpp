@@ -3,6 +3,7 @@
 #include <unistd.h>  // gethostname
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>  // any_of
 #include <chrono>
 #include <climits>  // HOST_NAME_MAX
 #include <ctime>    // gmtime_r, strftime
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "dtrain_git_version.h"  // DTRAIN_GIT_COMMIT (generated at build time)
 #include "run/checkpoint.h"      // newest_finished_checkpoint
+#include "run/host_memory.h"     // peak_resident_bytes: a failing rank's own
 
 #ifndef DTRAIN_VERSION
 #define DTRAIN_VERSION "0.0.0"
@@ -110,6 +112,20 @@ std::string run_status_yaml(const RunStatus& s) {
     for (const auto& [key, value] : s.resolved) resolved[key] = value;
     root["resolved"] = resolved;
   }
+  if (s.estimated_bytes > 0 || !s.peak_rss_bytes.empty()) {
+    YAML::Node memory(YAML::NodeType::Map);
+    if (s.estimated_bytes > 0) memory["estimated_bytes"] = s.estimated_bytes;
+    auto list = [](const std::vector<int64_t>& values) {
+      YAML::Node node(YAML::NodeType::Sequence);
+      for (int64_t v : values) node.push_back(v >= 0 ? YAML::Node(v) : YAML::Node());
+      node.SetStyle(YAML::EmitterStyle::Flow);
+      return node;
+    };
+    if (!s.peak_rss_bytes.empty()) memory["peak_rss_bytes"] = list(s.peak_rss_bytes);
+    if (std::ranges::any_of(s.peak_device_bytes, [](int64_t v) { return v > 0; }))
+      memory["peak_device_bytes"] = list(s.peak_device_bytes);
+    root["memory"] = memory;
+  }
   YAML::Emitter out;
   out.SetNullFormat(YAML::LowerNull);  // `checkpoint: null`, as a script greps it
   out << root;
@@ -117,7 +133,8 @@ std::string run_status_yaml(const RunStatus& s) {
          "# last_iteration: where the run was last counted (an epoch's end, a checkpoint, the "
          "stop):\n#   the epoch (1-based), the iteration within it, the iterations of the run\n"
          "# resolved: what `auto` settled on; pin these keys (--set KEY=VALUE) to repeat the "
-         "run\n" +
+         "run\n# memory: the memory table's estimate per rank; each rank's peak resident (and GPU) "
+         "bytes\n" +
          out.c_str() + "\n";
 }
 
@@ -125,6 +142,11 @@ void RunYamlFile::start(const std::string& record) {
   status_.checkpoint = newest_checkpoint();  // a resumed run's
   write(record, status_);
   arm(record);
+}
+
+void RunYamlFile::memory(int64_t estimated_bytes, int rank, int world) {
+  status_.estimated_bytes = estimated_bytes;
+  rank_ = rank, world_ = world;
 }
 
 void RunYamlFile::progress(int epoch, int64_t iteration, int64_t iterations) {
@@ -140,6 +162,13 @@ void RunYamlFile::end(const std::string& state, const std::string& reason) noexc
     if (!in || !text.str().starts_with(record_ + kStatusHeading)) return;
     status_.state = state;
     status_.reason = reason;
+    if (status_.peak_rss_bytes.empty()) {
+      // Not gathered (a failure: the other ranks may be gone): this rank's own.
+      status_.peak_rss_bytes.assign(world_, -1);
+      status_.peak_device_bytes.assign(world_, -1);
+      status_.peak_rss_bytes[rank_] = peak_resident_bytes();
+      status_.peak_device_bytes[rank_] = own_device_peak_;
+    }
     status_.checkpoint = newest_checkpoint();
     write(record_, status_);
   } catch (const std::exception&) {

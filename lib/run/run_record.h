@@ -43,6 +43,11 @@ struct RunStatus {
   // What `auto` settled on so far, as (key path, value) to paste back with --set to repeat the
   // run (SAPipe's stale_layers appears once its profile has chosen).
   std::vector<std::pair<std::string, std::string>> resolved;
+  // The memory table's total for the rank that holds most (0: none), and each rank's peak
+  // resident memory (getrusage) and, on a GPU, its device memory's, in bytes, in rank order: -1
+  // where not known (a failure reports its own rank's only); empty before the run ends.
+  int64_t estimated_bytes = 0;
+  std::vector<int64_t> peak_rss_bytes, peak_device_bytes;
 };
 std::string run_status_yaml(const RunStatus& status);
 
@@ -64,6 +69,16 @@ class RunYamlFile {
   void resolved(std::vector<std::pair<std::string, std::string>> settings) {
     status_.resolved = std::move(settings);
   }
+  // The memory table's total, and this process's rank among `world`: what a failure's end
+  // reports of its own rank.
+  void memory(int64_t estimated_bytes, int rank, int world);
+  // This rank's device peak so far (0 on the CPU), for a failure's end: set when the backend
+  // goes (the trainer's end), since a failure is reported after it.
+  void own_device_peak(int64_t bytes) { own_device_peak_ = bytes; }
+  // Every rank's peaks, gathered (a collective's result) before a completed or stopped end.
+  void peak_memory(std::vector<int64_t> rss, std::vector<int64_t> device) {
+    status_.peak_rss_bytes = std::move(rss), status_.peak_device_bytes = std::move(device);
+  }
   // Replaces the status block: `state` and `reason`, the last iteration, the newest finished
   // checkpoint in DIR/checkpoints. Nothing before arm(), or where run.yaml does not begin with
   // this run's record (a rank on another host whose output folder, on its local disk, holds no
@@ -77,6 +92,8 @@ class RunYamlFile {
   std::string record_;
   bool armed_ = false;
   RunStatus status_;
+  int rank_ = 0, world_ = 1;
+  int64_t own_device_peak_ = 0;
 };
 
 }  // namespace dtrain

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/stop_request.h"  // signal_name
 #include "run/consistency.h"    // check_ranks_agree
+#include "run/host_memory.h"    // peak_resident_bytes: run.yaml
 #include "run/metrics.h"        // MetricsWriter
 #include "run/model_file.h"     // model.safetensors
 #include "run/rank_checks.h"    // check_stragglers
@@ -39,10 +40,18 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
     comm.broadcast(bytes, 0);
     return bytes;
   };
-  run_ = build_run(config,
-                   {comm.rank(), comm.size(), comm.local_rank(), comm.rank() == 0, agree,
-                    /*plan=*/true, /*fresh=*/options.output != OutputMode::resume},
-                   options.data);
+  RunPlace place{comm.rank(),
+                 comm.size(),
+                 comm.local_rank(),
+                 comm.rank() == 0,
+                 agree,
+                 /*plan=*/true,
+                 /*fresh=*/options.output != OutputMode::resume};
+  place.memory = options.memory_ranks > 0 ? MemoryPlace{options.memory_ranks, options.memory_ranks}
+                                          : MemoryPlace{comm.size(), comm.local_size()};
+  place.dry_run = options.dry_run;
+  run_ = build_run(config, place, options.data);
+  if (!built()) return;  // a dry run's model too large for this host: describe() only
   if (trace_)
     trace_->reserve(tc.epochs, run_->train_loader->batches_per_epoch(), tc.max_iterations);
   // A resumed run's token ids must mean what they meant: rank 0 (which wrote vocab.json) judges.
@@ -78,9 +87,13 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
   tokens_per_sample_ = labels.rank() == 1 ? labels[0] : 0;
   if (progress_) progress_->set_tokens_per_sample(tokens_per_sample_);
   run_yaml_ = std::make_shared<RunYamlFile>(config.output.dir);
+  run_yaml_->memory(run_->memory ? run_->memory->rank.total() : 0, comm.rank(), comm.size());
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // A failure writes run.yaml after the trainer is gone: its device peak, kept now.
+  if (run_yaml_) run_yaml_->own_device_peak(run_->backend->peak_device_memory_bytes());
+}
 
 std::string Trainer::describe() const {
   std::string notes;  // (the config's warnings were printed when it was loaded)
@@ -93,10 +106,18 @@ std::string Trainer::describe() const {
         "of {} (the activations below are one micro-batch's); one update per {} rows\n",
         steps, run_->train_loader->local_batch(), steps, run_->model_input.batch,
         run_->config.dataset.batch_size);
-  return fmt::format("{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n{}\n{}",
-                     to_table(run_->config), run_->backend->name(), comm_.name(),
-                     scheduler_->describe(), run_->train_set->describe(),
-                     run_->test_set->describe(), notes, run_->model->summary());
+  const std::string memory = run_->memory ? memory_table(*run_->memory) + "\n" : "";
+  if (!built())
+    return fmt::format(
+        "{}\nbackend  {}\ncomm     {}\ntrain    {}\ntest     {}\n{}\n{}note     {}\n{}",
+        to_table(run_->config), run_->backend->name(), comm_.name(), run_->train_set->describe(),
+        run_->test_set->describe(), notes, memory, run_->not_built,
+        describe_model(run_->config.model, run_->model_input));
+  return fmt::format(
+      "{}\nbackend  {}\ncomm     {}\nalgo     {}\ntrain    {}\ntest     {}\n{}\n{}{}",
+      to_table(run_->config), run_->backend->name(), comm_.name(), scheduler_->describe(),
+      run_->train_set->describe(), run_->test_set->describe(), notes, memory,
+      run_->model->summary());
 }
 
 std::vector<std::pair<std::string, std::string>> Trainer::resolved_settings() const {
@@ -295,6 +316,7 @@ RunResult Trainer::run() {
   // A stop: run.yaml says so (rank 0, as for completion) before main exits 128 + signal.
   auto stop = [this](const CheckpointPoint& point, bool saved) {
     Stopped s = stopped(point, saved);
+    record_peak_memory();
     run_yaml_->resolved(resolved_settings());
     if (comm_.rank() == 0) run_yaml_->end("stopped", signal_name(s.signal));
     return s;
@@ -320,9 +342,23 @@ RunResult Trainer::run() {
     if (end.stopping) throw stop(at.point, save);
   }
   finish(result);
+  record_peak_memory();
   run_yaml_->resolved(resolved_settings());
   if (comm_.rank() == 0) run_yaml_->end("completed", "");
   return result;
+}
+
+void Trainer::record_peak_memory() {
+  // One row per rank, summed: every rank gets every rank's figures (exact in doubles).
+  const size_t world = static_cast<size_t>(comm_.size()), me = static_cast<size_t>(comm_.rank());
+  std::vector<double> row(2 * world, 0.0);
+  row[me] = static_cast<double>(peak_resident_bytes());
+  row[world + me] = static_cast<double>(run_->backend->peak_device_memory_bytes());
+  comm_.allreduce_sum(row);
+  std::vector<int64_t> rss(world), device(world);
+  for (size_t r = 0; r < world; ++r)
+    rss[r] = static_cast<int64_t>(row[r]), device[r] = static_cast<int64_t>(row[world + r]);
+  run_yaml_->peak_memory(std::move(rss), std::move(device));
 }
 
 void Trainer::write_run_files(const std::vector<std::string>& hosts,

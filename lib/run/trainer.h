@@ -41,6 +41,12 @@ struct TrainerOptions {
   // cluster.stragglers' ranks against the comm's; false for a one-process --dry-run, which
   // checks them for --ranks N (rank_checks.h) or notes that it did not.
   bool check_ranks = true;
+  // --dry-run: the model is built only where it fits this host (its memory table is shown
+  // either way).
+  bool dry_run = false;
+  // The ranks the memory table and the start-up check are for, all on this host (--dry-run
+  // --ranks N in one process); 0: the comm's ranks, Comm::local_size of them on this host.
+  int memory_ranks = 0;
 };
 
 class Trainer {
@@ -48,8 +54,12 @@ class Trainer {
   Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions options = {});
   ~Trainer();
 
-  // The resolved settings table and the model summary (ends with "parameters: N").
+  // The resolved settings table, the memory table and the model summary (ends with
+  // "parameters: N").
   std::string describe() const;
+  // False for a dry run whose model was too large to build on this host (describe() says so):
+  // nothing but describe() may be called.
+  bool built() const { return run_->model != nullptr; }
   // The run's notes, and what a planner decided (run.yaml).
   std::vector<std::string> notes_and_plan() const;
   // What the config's `auto` keys settled on (the device, the GPU gradients' transport, the
@@ -110,6 +120,8 @@ class Trainer {
   void finish(const RunResult& result);
   // Writes the checkpoint of `at` (a collective): the one place a checkpoint is written.
   void checkpoint(const Position& at, const RunResult& result);
+  // Every rank's peak resident (and device) memory into run.yaml's status (a collective).
+  void record_peak_memory();
   // The stop at `at` (a signal), for main; `saved`: a checkpoint of `at` was written.
   Stopped stopped(const CheckpointPoint& at, bool saved) const;
 

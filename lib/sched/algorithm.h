@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "config/reader.h"      // Reader: where read_algorithm reports problems
-#include "config/schema.h"      // AnySchema, Section, Style
-#include "core/error.h"         // DTRAIN_CHECK
-#include "plan/partitioner.h"   // LayerProfile: a model-parallel algorithm's plan
-#include "plan/timing_model.h"  // TimingInputs, CodecCost, Prediction
-#include "sched/scheduler.h"    // Scheduler, SchedulerContext
+#include "config/reader.h"           // Reader: where read_algorithm reports problems
+#include "config/schema.h"           // AnySchema, Section, Style
+#include "core/error.h"              // DTRAIN_CHECK
+#include "plan/partitioner.h"        // LayerProfile: a model-parallel algorithm's plan
+#include "plan/timing_model.h"       // TimingInputs, CodecCost, Prediction
+#include "sched/scheduler.h"         // Scheduler, SchedulerContext
 #include "sched/shard/shard_mode.h"  // ShardMode: algorithm.shard
 
 namespace dtrain {
@@ -186,12 +186,21 @@ struct AlgorithmEntry {
   // algorithm.shard of a configuration (shard/shard_mode.h); null: it has no such key (each
   // rank keeps the whole state).
   std::function<ShardMode(const AlgorithmConfig&)> shard{};
+  // The bounds of the gradient segments it cuts the trainable range [begin, end) into (its
+  // `segments` key resolved: gradient_segments.h), which a sharded state follows; null: segments
+  // of about kAutoSegmentBytes.
+  std::function<std::vector<int64_t>(const AlgorithmConfig&, int64_t begin, int64_t end)>
+      segment_bounds{};
 };
 
 // The shard mode a configuration asks for: its row's `shard`, none without one.
 inline ShardMode shard_mode(const AlgorithmConfig& a) {
   return a.entry().shard ? a.entry().shard(a) : ShardMode::none;
 }
+
+// The gradient segments of a configuration over [begin, end): its row's `segment_bounds`, else
+// segments of about kAutoSegmentBytes (the memory model's cut of a sharded state).
+std::vector<int64_t> gradient_segment_bounds(const AlgorithmConfig& a, int64_t begin, int64_t end);
 
 inline const AlgorithmEntry& AlgorithmConfig::entry() const {
   return *entry_;

@@ -15,16 +15,15 @@ namespace dtrain {
 // Segments of about `target_bytes` for a range of `floats` (at least one): `segments: auto`.
 int64_t segments_for_bytes(int64_t floats, double target_bytes);
 inline constexpr double kAutoSegmentBytes = 25e6;  // as PyTorch DDP's default bucket
+// The k + 1 bounds of [begin, end) in `segments` parts of equal size (±1; fewer when the range
+// is smaller, at least one): the segments GradientSegments all-reduces, and how a sharded
+// state is cut (shard/shard_layout.h).
+std::vector<int64_t> segment_bounds(int64_t begin, int64_t end, int64_t segments);
 
 class GradientSegments {
  public:
   // [begin, end) of the flat buffers in `segments` parts (fewer when the range is smaller).
   GradientSegments(int64_t begin, int64_t end, int64_t segments);
-  // The same, each boundary moved to the nearest of `cuts` (the offsets where a layer's
-  // parameters begin): every segment holds whole layers, so that a layer's gradient or weights
-  // are never split between two (sharded training binds a segment at a time). A layer larger
-  // than a segment is a segment of its own; there may then be fewer than `segments`.
-  GradientSegments(int64_t begin, int64_t end, int64_t segments, const std::vector<int64_t>& cuts);
 
   size_t size() const { return bounds_.size() - 1; }
   int64_t begin() const { return bounds_.front(); }
@@ -36,7 +35,7 @@ class GradientSegments {
                    size_t& started, std::vector<std::future<void>>& inflight) const;
 
  private:
-  std::vector<int64_t> bounds_;  // size() + 1 boundaries
+  std::vector<int64_t> bounds_;  // size() + 1 boundaries: segment_bounds
 };
 
 }  // namespace dtrain

@@ -5,6 +5,7 @@
 #include "sched/algorithm.h"
 #include "sched/gossip/d_psgd_algorithm.h"       // d_psgd_algorithm
 #include "sched/gossip/gossip_algorithm.h"       // gossip_algorithm
+#include "sched/gradient_segments.h"             // segment_bounds: a row without its own
 #include "sched/hpsgd/hpsgd_algorithm.h"         // hpsgd_algorithm
 #include "sched/local_sgd_scheduler.h"           // local_sgd_algorithm
 #include "sched/pipe_sgd_scheduler.h"            // pipe_sgd_algorithm
@@ -14,6 +15,11 @@
 #include "sched/sync_scheduler.h"                // sync_algorithm
 
 namespace dtrain {
+
+std::vector<int64_t> gradient_segment_bounds(const AlgorithmConfig& a, int64_t begin, int64_t end) {
+  if (a.entry().segment_bounds) return a.entry().segment_bounds(a, begin, end);
+  return segment_bounds(begin, end, segments_for_bytes(end - begin, kAutoSegmentBytes));
+}
 
 const std::vector<AlgorithmEntry>& algorithms() {
   static const std::vector<AlgorithmEntry> table = [] {

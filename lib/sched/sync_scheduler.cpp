@@ -16,7 +16,6 @@ int64_t resolve_segments(const SyncOptions& o, int64_t floats) {
   return o.segments.is("auto") ? segments_for_bytes(floats, kAutoSegmentBytes) : o.segments.value;
 }
 
-
 }  // namespace
 
 AlgorithmEntry sync_algorithm() {
@@ -55,7 +54,7 @@ SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
       shard_(shard_mode_named(options.shard)) {
   auto_segments_ = options.segments.is("auto");
   inflight_.reserve(segments_.size());
-  DTRAIN_INPUT_CHECK(shard_ == ShardMode::none || shard_ == ShardMode::optimizer)
+  DTRAIN_INPUT_CHECK(shard_mode_trains(shard_))
       << "algorithm.shard: " << options.shard
       << " is not available in this version yet (none and optimizer are; docs/memory.md)";
   if (ctx_.comm.size() == 1) return;  // one rank: nothing to shard

@@ -3,15 +3,20 @@
 # link, and bad input → exit 2 naming the culprit, with no CSV written.
 source "$(dirname "$0")/lib.sh"
 
-header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,samples_per_s,equivalence"
+header="algorithm,compression,compute_s,comm_s,predicted_iteration_s,bound,configuration,samples_per_s,equivalence,memory_per_rank_bytes,fits_memory"
 # What follows the configuration: samples_per_s and equivalence (test_plan_recommend.sh checks them).
-tail_cols=",[0-9.]*,[a-z]*"
+tail_cols=",[0-9.]*,[a-z]*,[0-9]*,[a-z]*"
 check_csv() {  # check_csv FILE WHAT RANKS
   local f=$1 what=$2 ranks=$3
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
-  # gossip and d_psgd exchange whole models, uncompressed: one row each.
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 21 ] || fail "$what: expected 21 rows, got $(tail -n +2 "$f" | wc -l)"
+  # gossip and d_psgd exchange whole models, uncompressed: one row each; sync has a row per
+  # sharded mode (algorithm.shard: optimizer, gradients, parameters).
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 24 ] || fail "$what: expected 24 rows, got $(tail -n +2 "$f" | wc -l)"
+  for m in optimizer gradients parameters; do
+    grep -q "^sync,none,.*,$ranks shard=$m,[0-9.]*,exact,[0-9][0-9]*,[a-z]*$" "$f" ||
+      fail "$what: no well-formed row for sync with algorithm.shard $m"
+  done
   for a in gossip d_psgd; do
     grep -q "^$a,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$tail_cols$" "$f" ||
       fail "$what: no well-formed row for $a,none"

@@ -21,11 +21,11 @@ out=$("$DTRAIN" plan --config "$cfg" --ranks 2 --csv "$WORK/plan.csv" \
       --set cluster.link.bandwidth=1Gbps --set cluster.link.latency=50us 2>&1) ||
   fail "plan failed: $out"
 
-head -1 "$WORK/plan.csv" | grep -q ",configuration,samples_per_s,equivalence$" ||
+head -1 "$WORK/plan.csv" | grep -q ",configuration,samples_per_s,equivalence," ||
   fail "header lacks samples_per_s,equivalence at its end: $(head -1 "$WORK/plan.csv")"
 # samples_per_s > 0 and the global batch over predicted_iteration_s (every row: the data-parallel
 # ones and PipeDream's minibatch); equivalence the row's algorithm's class.
-while IFS=, read -r algorithm compression _ _ iteration _ _ samples equivalence; do
+while IFS=, read -r algorithm compression _ _ iteration _ _ samples equivalence _; do
   awk -v s="$samples" -v i="$iteration" -v b="$batch" \
     'BEGIN { exit !(s > 0 && i > 0 && (s - b / i) ^ 2 <= (1e-4 * s) ^ 2 + 1e-6) }' ||
     fail "$algorithm,$compression: samples_per_s $samples, not $batch / $iteration"

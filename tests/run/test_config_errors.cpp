@@ -174,6 +174,14 @@ TEST_CASE("required values and bad unit strings") {
   CHECK(lines.at(0).starts_with("bad.yaml:4: cluster.link.bandwidth: bad bandwidth '10Gbs'"));
   CHECK(lines.at(1).starts_with("bad.yaml:4: cluster.link.latency: bad duration 'soon'"));
 
+  lines = problems_of(error_of(std::string(kValid) + "cluster: {memory_per_rank: 20Gb}\n"));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines.at(0).starts_with("bad.yaml:3: cluster.memory_per_rank: bad size '20Gb'"));
+  lines = problems_of(error_of(kValid, {"cluster.memory_per_rank=0MB"}));
+  CHECK(has_line(lines,
+                 "bad.yaml: cluster.memory_per_rank: bad size '0MB': must be at least 1 byte "
+                 "(from --set cluster.memory_per_rank=0MB)"));
+
   lines = problems_of(error_of(std::string(kValid) +
                                "cluster: {stragglers: [{rank: 1, slowdown: 0.5}, {rank: 1, "
                                "slowdown: 2}, {slowdown: 3}, 7]}\n"));

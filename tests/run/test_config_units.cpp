@@ -1,4 +1,4 @@
-// parse_bandwidth and parse_duration.
+// parse_bandwidth, parse_duration and parse_size.
 #include <doctest/doctest.h>
 
 #include "core/error.h"
@@ -32,4 +32,19 @@ TEST_CASE("duration: ns, us, ms, s; zero needs no unit") {
   for (const char* bad : {"", "soon", "20", "20 minutes", "-1ms", "1h", "nan s"})
     CHECK_THROWS_AS(parse_duration(bad), InputError);
   CHECK_THROWS_WITH(parse_duration("-1ms"), doctest::Contains(">= 0"));
+}
+
+TEST_CASE("sizes: decimal and binary prefixes, the B required") {
+  CHECK(parse_size("20GB") == doctest::Approx(2e10));
+  CHECK(parse_size("800MB") == doctest::Approx(8e8));
+  CHECK(parse_size("1.5TB") == doctest::Approx(1.5e12));
+  CHECK(parse_size("512MiB") == doctest::Approx(512.0 * 1024 * 1024));
+  CHECK(parse_size("16 GiB") == doctest::Approx(16.0 * 1024 * 1024 * 1024));
+  CHECK(parse_size("4kB") == doctest::Approx(4000));
+  CHECK(parse_size("4KiB") == doctest::Approx(4096));
+  CHECK(parse_size("4096B") == doctest::Approx(4096));
+  for (const char* bad :
+       {"", "big", "20", "20G", "20Gb", "20GiBs", "0GB", "-1GB", "GB", "20XB", "0.5B", "infGB"})
+    CHECK_THROWS_AS(parse_size(bad), InputError);
+  CHECK_THROWS_WITH(parse_size("20Gb"), doctest::Contains("bad size '20Gb'"));
 }

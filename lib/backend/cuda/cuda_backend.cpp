@@ -69,6 +69,10 @@ class CudaBackend final : public Backend {
   Allocator& host_allocator() override { return cuda::pinned_allocator(); }
   void* native_stream() override { return ctx_->stream(); }
   int device_index() const override { return ctx_->device(); }
+  int64_t device_memory_bytes() const override { return cuda::device_total_bytes(ctx_->device()); }
+  int64_t peak_device_memory_bytes() const override {
+    return cuda::device_peak_bytes(ctx_->device());
+  }
   void set_num_threads(int) override {}
   // On the loader's thread: its own stream, so the copy overlaps the compute stream's work.
   void upload(const Tensor& dst, const Tensor& src) override {

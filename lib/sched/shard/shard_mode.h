@@ -21,6 +21,12 @@ inline const std::vector<std::string>& shard_words() {
 ShardMode shard_mode_named(const std::string& word);
 const char* shard_word(ShardMode mode);
 
+// Whether this version trains with the mode (the others are modelled, not yet trained: their
+// runs are refused with exit 2, and the memory check does not suggest them).
+inline bool shard_mode_trains(ShardMode m) {
+  return m == ShardMode::none || m == ShardMode::optimizer;
+}
+
 // What the mode keeps of its own 1/p only.
 inline bool shards_optimizer(ShardMode m) {
   return m != ShardMode::none;
