@@ -40,6 +40,11 @@ struct RunContext {
   uint64_t seed = 0;  // dropout masks
   uint64_t step = 0;  // training forwards so far: a fresh dropout mask each step
   int node = 0;       // index of the running node in the graph: its dropout stream
+  // A training forward run again before its block's backward (model.recompute: blocks): `step`
+  // is the original forward's, so it must give the same outputs and per-batch state, and it
+  // must not update anything that outlives the step a second time (BatchNorm's running
+  // statistics).
+  bool recompute = false;
 };
 
 // The producers of a layer's inputs, for shape inference and its messages.

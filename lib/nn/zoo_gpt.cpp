@@ -78,6 +78,7 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
   for (int64_t i = 0; i < o.n_layer; ++i) {
     const std::string h = fmt::format("transformer.h.{}.", i);
     const std::string x = l.last();  // the residual stream
+    l.block(fmt::format("transformer.h.{}", i));
     layer_norm(h + "ln_1", {x});
     linear(h + "attn.c_attn", 3 * c, o.bias, kInitStd);
     YAML::Node attention = l.add(h + "attn.attention", "attention");
@@ -94,6 +95,7 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
     dropout(h + "mlp.dropout");
     l.add(h + "add_2", "add", {l.last(), x1});
   }
+  l.block("");
   layer_norm("transformer.ln_f");
   YAML::Node head = linear("lm_head", input.classes, false, kInitStd);
   if (o.tie_weights) head["tie_weight"] = "transformer.wte";
@@ -159,6 +161,7 @@ ZooEntry gpt_model() {
                          "tied output head; block size and vocabulary from the dataset",
                          gpt_schema(), gpt, false);
   row.sequence_input = true;
+  row.blocks = true;
   return row;
 }
 
@@ -179,6 +182,7 @@ ZooEntry gpt2_model() {
                          "50257): gpt with block size 1024, the vocabulary from the dataset",
                          std::move(s), gpt2, false);
   row.sequence_input = true;
+  row.blocks = true;
   return row;
 }
 
