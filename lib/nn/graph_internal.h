@@ -48,6 +48,7 @@ struct Graph::MemoryNode {
   std::vector<Shape> views;
   DType dtype = DType::f32;
   int block_id = -1;
+  int64_t saved = 0;  // Layer::saved_bytes
 };
 
 // The planner's answer (graph_plan.cpp), per node unless said otherwise.
@@ -58,6 +59,7 @@ struct Graph::MemoryPlan {
   int64_t scratch = 0;                               // bytes of the accumulation scratch
   std::vector<bool> gradient_writable;               // Layer::set_output_gradient_writable
   std::vector<int> act, grad;                        // the arena buffer of the owners, or -1
+  std::vector<int> saved;  // the arena buffer of each node\'s saved state, or -1
   ArenaPlan arena;
   // Recomputation: the blocks' nodes that run again (in order), and per node the block to
   // recompute just before its backward (-1: none).

@@ -35,8 +35,9 @@ std::vector<Graph::MemoryNode> Graph::memory_nodes() const {
   std::vector<MemoryNode> out(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
-    out[i] = {node.layer.get(), node.inputs, node.consumers, node.shape,
-              node.views,       node.dtype,  node.block_id};
+    out[i] = {
+        node.layer.get(), node.inputs, node.consumers, node.shape,
+        node.views,       node.dtype,  node.block_id,  node.layer ? node.layer->saved_bytes() : 0};
   }
   return out;
 }
@@ -183,17 +184,26 @@ Graph::MemoryPlan Graph::plan_activations(const std::vector<MemoryNode>& nodes, 
   std::vector<bool> recomputed;  // per buffer: an interior activation
   m.act.assign(n, -1);
   m.grad.assign(n, -1);
-  auto add = [&](const MemoryNode& node, bool interior_activation) {
-    buffers.push_back({node.shape.numel() * static_cast<int64_t>(dtype_size(node.dtype)), 0, 0});
+  auto add_bytes = [&](int64_t bytes, bool interior_activation) {
+    buffers.push_back({bytes, 0, 0});
     forward_span.emplace_back();
     backward_span.emplace_back();
     recomputed.push_back(interior_activation);
     return static_cast<int>(buffers.size()) - 1;
   };
+  auto add = [&](const MemoryNode& node, bool interior_activation) {
+    return add_bytes(node.shape.numel() * static_cast<int64_t>(dtype_size(node.dtype)),
+                     interior_activation);
+  };
   for (int i = 1; i < n; ++i)
     if (m.out_owner[i] == i) m.act[i] = add(nodes[i], interior[i]);
   for (int i = 0; i < n; ++i)
     if (m.grad_owner[i] == i && (i > 0 || input_gradient)) m.grad[i] = add(nodes[i], false);
+  // What a layer saves for its backward: from its forward to its backward, and like an interior
+  // activation when its block's recomputation runs the layer again.
+  m.saved.assign(n, -1);
+  for (int i = 1; i < n; ++i)
+    if (nodes[i].saved > 0) m.saved[i] = add_bytes(nodes[i].saved, recompute_step[i] >= 0);
   auto touch = [&](int b, int s) { (s < n ? forward_span : backward_span)[b].touch(s); };
 
   for (int i = 1; i < n; ++i) {
@@ -209,6 +219,13 @@ Graph::MemoryPlan Graph::plan_activations(const std::vector<MemoryNode>& nodes, 
     }
     if (node.layer->backward_reads_output()) touch(b, backward_step[i]);
     if (i == n - 1) touch(b, end);
+  }
+  for (int i = 1; i < n; ++i) {
+    const int b = m.saved[i];
+    if (b < 0) continue;
+    touch(b, i);
+    if (recompute_step[i] >= 0) touch(b, recompute_step[i]);
+    touch(b, backward_step[i]);
   }
   for (int i = 0; i < n; ++i) {
     const int b = m.grad[m.grad_owner[i]];
@@ -255,6 +272,9 @@ void Graph::apply_memory_plan(const MemoryPlan& m) {
       node.out_buf = arena_.view_bytes(m.arena.offsets[m.act[i]], node.shape, node.dtype);
     if (m.grad[i] >= 0)
       node.grad_buf = arena_.view_bytes(m.arena.offsets[m.grad[i]], node.shape, node.dtype);
+    if (m.saved[i] >= 0)
+      node.layer->bind_saved(
+          arena_.view_bytes(m.arena.offsets[m.saved[i]], {node.layer->saved_bytes()}, DType::u8));
   }
   recompute_nodes_ = m.recompute_nodes;
   recompute_at_ = m.recompute_at;

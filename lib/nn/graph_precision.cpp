@@ -130,13 +130,20 @@ std::vector<Graph::MemoryNode> Graph::memory_nodes_under(
     auto [it, fresh] = casts.emplace(std::make_pair(src, to), static_cast<int>(out.size()));
     if (!fresh) return it->second;
     cast_layers.push_back(make_cast(to));
-    out.push_back({cast_layers.back().get(), {src}, {}, out[src].shape, {out[src].shape}, to, -1});
+    out.push_back(
+        {cast_layers.back().get(), {src}, {}, out[src].shape, {out[src].shape}, to, -1, 0});
     return it->second;
   };
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
-    MemoryNode m{node.layer.get(), node.inputs, {},           node.shape,
-                 node.views,       DType::f32,  node.block_id};
+    MemoryNode m{node.layer.get(),
+                 node.inputs,
+                 {},
+                 node.shape,
+                 node.views,
+                 DType::f32,
+                 node.block_id,
+                 node.layer ? node.layer->saved_bytes() : 0};
     for (int& src : m.inputs) src = moved[src];
     if (i == 0) {
       m.dtype = input_dtype_;
