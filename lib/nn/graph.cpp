@@ -299,9 +299,12 @@ std::string Graph::summary() const {
   if (arena_bytes_ > 0) {
     const int64_t batch = nodes_[0].shape[0];
     out += fmt::format(
-        "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse)\n",
+        "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse){}\n",
         activation_bytes() / 1e6, batch, static_cast<double>(activation_bytes()) / batch,
-        static_cast<double>(unplanned_activation_bytes()) / batch);
+        static_cast<double>(unplanned_activation_bytes()) / batch,
+        recompute_ && !recompute_nodes_.empty()
+            ? fmt::format(", {} blocks recomputed", recompute_nodes_.size())
+            : "");
   }
   out += fmt::format("parameters: {}\n", num_params_);
   return out;
