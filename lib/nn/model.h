@@ -156,8 +156,7 @@ int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
 // casts included), with (`recompute`: model.recompute: blocks) or without recomputation,
 // whatever the spec's own model.recompute says: the same planner on shapes alone, without
 // allocating anything (Graph::estimate_activation_bytes).
-int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input,
-                                  bool recompute);
+int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input, bool recompute);
 // The weights the model has, by name (what a weights file for it must hold).
 std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input);
 std::string describe_model(const YAML::Node& model, const ModelInput& input);

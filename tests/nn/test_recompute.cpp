@@ -157,6 +157,19 @@ TEST_CASE("recompute: the estimate without allocating equals what materialize pl
         estimate_activation_bytes(mlp, images, false));
 }
 
+TEST_CASE("recompute: GPT-2 large's estimate is planned on shapes alone") {
+  // 774M parameters: building them would take 3 GB; the estimate allocates no tensor.
+  const ModelInput input{{1024}, 50257, 2};
+  const YAML::Node spec = YAML::Load("{name: gpt2, size: large}");
+  const int64_t none = estimate_activation_bytes(spec, input, false);
+  const int64_t blocks = estimate_activation_bytes(spec, input, true);
+  MESSAGE("gpt2 large, batch 2 × 1024: " << none / 1e6 << " MB of activations, " << blocks / 1e6
+                                         << " MB with recomputation");
+  CHECK(blocks < none / 3);
+  // The logits alone, [2, 1024, 50257] f32, and their gradient are in either.
+  CHECK(blocks > 2 * 1024 * 50257 * 4);
+}
+
 TEST_CASE("recompute: errors name model.recompute and model.layers[i].block") {
   auto problems_of = [](const std::string& yaml) {
     std::vector<std::string> problems;
