@@ -19,6 +19,7 @@ std::vector<GraphNode> make_nodes(const YAML::Node& layers, int64_t classes) {
     DTRAIN_CHECK(node.layer->type() == type)
         << "the row of '" << type << "' builds a '" << node.layer->type() << "' layer";
     if (classes > 0) node.layer->set_dataset_classes(classes);
+    if (e["block"]) node.block = e["block"].as<std::string>();
     if (e["inputs"])
       for (const YAML::Node& in : e["inputs"]) node.inputs.push_back(in.as<std::string>());
     nodes.push_back(std::move(node));

@@ -3,8 +3,9 @@
 
 #include <fmt/format.h>  // summary table
 
-#include <map>    // name → node lookups at build time
-#include <queue>  // priority_queue: stable topological sort
+#include <algorithm>  // find
+#include <map>        // name → node lookups at build time
+#include <queue>      // priority_queue: stable topological sort
 
 #include "nn/graph_internal.h"  // Graph::Node
 
@@ -92,6 +93,11 @@ Graph::Graph(std::vector<GraphNode> specs, const Shape& input_shape, bool fuse_r
     Node& node = nodes_[t + 1];
     node.name = specs[order[t]].name;
     node.layer = std::move(specs[order[t]].layer);
+    const std::string& block = specs[order[t]].block;
+    if (block.empty()) continue;
+    const auto known = std::find(block_names_.begin(), block_names_.end(), block);
+    node.block_id = static_cast<int>(known - block_names_.begin());
+    if (known == block_names_.end()) block_names_.push_back(block);
   }
   bool input_read = false;
   for (int t = 0; t < n; ++t) {
@@ -261,10 +267,12 @@ int64_t Graph::forward_flops() const {
   return total;
 }
 
-int64_t Graph::estimate_activation_bytes(bool) const {
-  int64_t total = 0;  // every output and its gradient in memory of its own, in f32
-  for (size_t i = 1; i < nodes_.size(); ++i) total += 2 * 4 * nodes_[i].shape.numel();
-  return total;
+int64_t Graph::estimate_activation_bytes(bool recompute) const {
+  // Materialized: the nodes are as planned; otherwise as assign_precision will make them.
+  std::vector<std::unique_ptr<Layer>> casts;
+  const std::vector<MemoryNode> nodes =
+      backend_ != nullptr ? memory_nodes() : memory_nodes_under(precision_, casts);
+  return plan_activations(nodes, input_gradient_, recompute).arena.size;
 }
 
 size_t Graph::name_width() const {
@@ -291,9 +299,12 @@ std::string Graph::summary() const {
   if (arena_bytes_ > 0) {
     const int64_t batch = nodes_[0].shape[0];
     out += fmt::format(
-        "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse)\n",
+        "activations: {:.2f} MB at batch {} ({:.0f} bytes per sample; {:.0f} without reuse){}\n",
         activation_bytes() / 1e6, batch, static_cast<double>(activation_bytes()) / batch,
-        static_cast<double>(unplanned_activation_bytes()) / batch);
+        static_cast<double>(unplanned_activation_bytes()) / batch,
+        recompute_ && !recompute_nodes_.empty()
+            ? fmt::format(", {} blocks recomputed", recompute_nodes_.size())
+            : "");
   }
   out += fmt::format("parameters: {}\n", num_params_);
   return out;

@@ -27,6 +27,9 @@ struct GraphNode {
   // Producer names: earlier nodes, or "input" for the graph input. Empty: the previous node
   // (the graph input for the first node).
   std::vector<std::string> inputs;
+  // The block it belongs to (a `layers:` entry's `block`; the zoo's transformer and residual
+  // blocks), empty for none: what model.recompute: blocks recomputes as one.
+  std::string block;
 };
 
 class Graph {
@@ -105,8 +108,10 @@ class Graph {
   const std::string& output_name() const;
   int64_t forward_flops() const;  // per sample
   // Bytes the activations and their gradients would take for a training step at the build
-  // batch, without allocating anything (--dry-run's memory table, the start-up memory check);
-  // `recompute`: with model.recompute: blocks. An upper bound until the planner estimates it.
+  // batch, without allocating anything (--dry-run's memory table, the start-up memory check):
+  // the arena materialize plans, under the precision given to use_precision, with (`recompute`,
+  // model.recompute: blocks; the same as without for a graph without blocks) or without
+  // activation recomputation. Equals activation_bytes() after materialize.
   int64_t estimate_activation_bytes(bool recompute) const;
   // Table of layer, type, output shape, parameters, FLOPs; once materialized, a line with the
   // planned activation memory; the last line is "parameters: N".
@@ -115,6 +120,17 @@ class Graph {
   // lifetime) and as they would take each in memory of its own; 0 before materialize.
   int64_t activation_bytes() const { return arena_bytes_; }
   int64_t unplanned_activation_bytes() const { return unshared_bytes_; }
+  // Activation recomputation (model.recompute: blocks; Megatron-LM's full recompute). The
+  // layers of a block (GraphNode::block) run their training forward as usual, but the graph
+  // keeps only what leaves the block (its output, read by later layers): the block's interior
+  // activations share memory with the other blocks' (graph_plan.cpp), and just before the
+  // block's backward the graph runs the block's forward again from its saved input, at the
+  // original step (the same dropout masks; BatchNorm does not update its running statistics
+  // twice: RunContext::recompute). Results are bit for bit those without it. Before materialize.
+  void recompute_blocks(bool on) { recompute_ = on; }
+  bool recomputes_blocks() const { return recompute_; }
+  int num_blocks() const { return static_cast<int>(block_names_.size()); }
+
   // The layout of a node's output (ops.h ChannelBlock), after materialize.
   ChannelBlock output_block(const std::string& name) const;
   // The dtype of a node's output (f32 unless the graph trains in bf16), after materialize;
@@ -180,6 +196,8 @@ class Graph {
   enum class Route { write, accumulate, shared };
   struct Node;
   struct Plan;
+  struct MemoryNode;
+  struct MemoryPlan;
 
   Plan& plan_for(int64_t batch);
   std::unique_ptr<Plan> make_plan(int64_t batch);
@@ -190,9 +208,17 @@ class Graph {
   void resolve_ties();
   void choose_layouts();
   void assign_precision();
-  bool runs_in_place(int node) const;
-  void share_first_gradients();
-  void plan_memory();
+  // The planner's view of the nodes: as they are (materialized), or as assign_precision would
+  // make them under `precision` (casts it would insert are made into `casts`).
+  std::vector<MemoryNode> memory_nodes() const;
+  std::vector<MemoryNode> memory_nodes_under(DType precision,
+                                             std::vector<std::unique_ptr<Layer>>& casts) const;
+  // Who owns which activation and gradient, how gradients reach producers, and the arena
+  // (graph_plan.cpp): one function for materialize and the estimate.
+  static MemoryPlan plan_activations(const std::vector<MemoryNode>& nodes, bool input_gradient,
+                                     bool recompute);
+  void apply_memory_plan(const MemoryPlan& plan);
+  void recompute_block(Plan& plan, int block);
   void update_needs();
   void update_targets(Plan& plan);
   void initialise(uint64_t seed, uint64_t first_param_stream);
@@ -218,6 +244,11 @@ class Graph {
   bool training_ = true;
   uint64_t seed_ = 0, step_ = 0;
   int frozen_ = 0;
+  bool recompute_ = false;
+  std::vector<std::string> block_names_;           // by block id (Node::block)
+  std::vector<std::vector<int>> recompute_nodes_;  // per block: the nodes it re-runs, in order
+  std::vector<int> recompute_at_;  // per node: the block recomputed before its backward, or -1
+  uint64_t forward_step_ = 0;      // the step of the last training forward
   std::vector<std::function<void()>> hooks_;  // by node; empty: none
   bool profiling_ = false;
   struct LayerTime {

@@ -6,7 +6,8 @@
 #include <utility>  // pair
 #include <vector>
 
-#include "nn/graph.h"  // Graph, Layer
+#include "nn/graph.h"        // Graph, Layer
+#include "nn/memory_plan.h"  // ArenaPlan
 
 namespace dtrain {
 
@@ -24,6 +25,7 @@ struct Graph::Node {
   int64_t flops = 0;  // per sample
   DType dtype = DType::f32;  // of the output and its gradient (assign_precision)
   int stream = 0;            // the node's index before casts were inserted: its dropout stream
+  int block_id = -1;         // index in block_names_, or -1 (GraphNode::block)
 
   // Memory (materialize): whose buffers this node's output and gradient live in.
   ChannelBlock block = 1;  // the output's layout (and its gradient's)
@@ -34,6 +36,35 @@ struct Graph::Node {
   // Depend on freezing (update_needs).
   bool need_grad = false;  // d(loss)/d(output) is needed
   bool trainable = false;  // parameter gradients are computed
+};
+
+// What the activation planner reads of a node: its layer's answers to the memory questions,
+// its edges, shape and dtype, its block.
+struct Graph::MemoryNode {
+  const Layer* layer = nullptr;  // null for the graph input
+  std::vector<int> inputs;
+  std::vector<std::pair<int, int>> consumers;
+  Shape shape;
+  std::vector<Shape> views;
+  DType dtype = DType::f32;
+  int block_id = -1;
+  int64_t saved = 0;  // Layer::saved_bytes
+};
+
+// The planner's answer (graph_plan.cpp), per node unless said otherwise.
+struct Graph::MemoryPlan {
+  std::vector<int> out_owner, grad_owner;
+  std::vector<std::vector<Route>> routes;            // per input
+  std::vector<std::vector<int64_t>> scratch_offset;  // per input with Route::accumulate, bytes
+  int64_t scratch = 0;                               // bytes of the accumulation scratch
+  std::vector<bool> gradient_writable;               // Layer::set_output_gradient_writable
+  std::vector<int> act, grad;                        // the arena buffer of the owners, or -1
+  std::vector<int> saved;  // the arena buffer of each node\'s saved state, or -1
+  ArenaPlan arena;
+  // Recomputation: the blocks' nodes that run again (in order), and per node the block to
+  // recompute just before its backward (-1: none).
+  std::vector<std::vector<int>> recompute_nodes;
+  std::vector<int> recompute_at;
 };
 
 // Tensors for one batch size: views of the build-batch buffers, made once.

@@ -1,7 +1,6 @@
 // Graph::materialize: flat buffers, parameter initialisation, activation and gradient memory
-// (which buffers are shared, where gradients accumulate) and the per-batch tensor plans.
-#include <algorithm>  // max, sort, fill
-#include <climits>    // INT_MAX
+// (planned in graph_plan.cpp) and the per-batch tensor plans.
+#include <algorithm>  // fill
 
 #include "core/rng.h"  // random_uniform, random_normal, stream_id
 #include "nn/graph.h"
@@ -109,100 +108,10 @@ void Graph::materialize_sharing(const Graph& other, bool input_gradient) {
   allocate_activations();
 }
 
-namespace {
-// A producer's readers (node, input slot) in the order their backward passes write its gradient:
-// backward runs in reverse topological order, a node's slots in increasing order.
-std::vector<std::pair<int, int>> in_backward_order(std::vector<std::pair<int, int>> edges) {
-  std::sort(edges.begin(), edges.end(), [](auto a, auto b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  return edges;
-}
-}  // namespace
-
-// A producer read by several layers (a ResNet block's output: the next block's convolution
-// and its shortcut) gets its gradient written by the reader that runs backward first and
-// accumulated by the others. When that first reader passes the gradient through (Add), the
-// producer may share its buffer instead of receiving a copy, provided every layer that reads
-// the buffer as its own gradient runs backward before the first accumulation changes it.
-// Once per buffer, highest producers first (backward order).
-void Graph::share_first_gradients() {
-  std::vector<bool> taken(nodes_.size(), false);
-  for (size_t p = nodes_.size(); p-- > 0;) {
-    Node& producer = nodes_[p];
-    if (producer.consumers.size() < 2 || producer.grad_owner != static_cast<int>(p)) continue;
-    const auto edges = in_backward_order(producer.consumers);
-    auto [first, slot] = edges[0];
-    const int owner = nodes_[first].grad_owner;
-    if (!nodes_[first].layer->gradient_passes_through(slot) || taken[owner]) continue;
-    int last_accumulator = -1, first_reader = INT_MAX;
-    for (size_t e = 1; e < edges.size(); ++e)
-      last_accumulator = std::max(last_accumulator, edges[e].first);
-    for (size_t j = 0; j < nodes_.size(); ++j)
-      if (nodes_[j].grad_owner == owner) first_reader = std::min(first_reader, static_cast<int>(j));
-    if (first_reader <= last_accumulator) continue;
-    for (Node& node : nodes_)
-      if (node.grad_owner == static_cast<int>(p)) node.grad_owner = owner;
-    nodes_[first].routes[slot] = Route::shared;
-    taken[owner] = true;
-  }
-}
-
 void Graph::allocate_activations() {
-  Backend& backend = *backend_;
   bind_layers();
   choose_layouts();
-
-  // Outputs: views share their producer's memory; layers that can run in place overwrite
-  // their input where nothing reads it later.
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    Node& node = nodes_[i];
-    const bool view = node.layer && node.layer->output_is_view();
-    node.out_owner = view || runs_in_place(static_cast<int>(i)) ? nodes_[node.inputs[0]].out_owner
-                                                                : static_cast<int>(i);
-  }
-  // Gradients, from the output backwards: a producer whose only reader passes the gradient
-  // through unchanged (Add, Flatten) shares that reader's buffer; otherwise the first reader
-  // to run backward writes the producer's gradient and the others accumulate into it.
-  for (size_t i = nodes_.size(); i-- > 0;) {
-    Node& node = nodes_[i];
-    node.grad_owner = static_cast<int>(i);
-    if (node.consumers.size() == 1) {
-      auto [c, k] = node.consumers[0];
-      if (nodes_[c].layer->gradient_passes_through(k)) {
-        node.grad_owner = nodes_[c].grad_owner;
-        nodes_[c].routes.resize(nodes_[c].inputs.size(), Route::write);
-        nodes_[c].routes[k] = Route::shared;
-      }
-    }
-  }
-  int64_t scratch = 0;
-  for (size_t i = 1; i < nodes_.size(); ++i)
-    nodes_[i].routes.resize(nodes_[i].inputs.size(), Route::write);
-  for (Node& producer : nodes_) {
-    if (producer.consumers.size() < 2) continue;
-    const auto edges = in_backward_order(producer.consumers);
-    for (size_t e = 1; e < edges.size(); ++e)
-      nodes_[edges[e].first].routes[edges[e].second] = Route::accumulate;
-  }
-  share_first_gradients();
-  for (size_t i = 1; i < nodes_.size(); ++i) {
-    Node& node = nodes_[i];
-    node.scratch_offset.assign(node.inputs.size(), 0);
-    int64_t used = 0;
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      if (node.routes[k] != Route::accumulate) continue;
-      node.scratch_offset[k] = used;  // bytes, each slice 64-byte aligned
-      used +=
-          (node.views[k].numel() * static_cast<int64_t>(dtype_size(nodes_[node.inputs[k]].dtype)) +
-           63) /
-          64 * 64;
-    }
-    scratch = std::max(scratch, used);
-  }
-  if (scratch > 0) scratch_ = backend.empty({scratch}, DType::u8);
-
-  plan_memory();
+  apply_memory_plan(plan_activations(memory_nodes(), input_gradient_, recompute_));
   update_needs();
   plans_.push_back(make_plan(nodes_[0].shape[0]));
   current_ = plans_.back().get();

@@ -35,6 +35,18 @@ DType layer_dtype(const Layer& layer, const std::vector<DType>& inputs, DType pr
   }
   return DType::f32;
 }
+
+// The block of a cast (recomputation): its readers' when they share one (a cast into a block's
+// matrix product is recomputed with it), else none.
+template <class Nodes>
+int cast_block(const Nodes& nodes, int cast) {
+  int block = -2;
+  for (auto [c, k] : nodes[cast].consumers) {
+    if (block == -2) block = nodes[c].block_id;
+    if (nodes[c].block_id != block) return -1;
+  }
+  return block < 0 ? -1 : block;
+}
 }  // namespace
 
 std::map<std::string, DType> Graph::dtypes_under(DType precision) const {
@@ -103,6 +115,55 @@ void Graph::assign_precision() {
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (size_t k = 0; k < nodes_[i].inputs.size(); ++k)
       nodes_[nodes_[i].inputs[k]].consumers.emplace_back(static_cast<int>(i), static_cast<int>(k));
+  for (const auto& [key, cast] : casts) nodes_[cast].block_id = cast_block(nodes_, cast);
+}
+
+// assign_precision's walk on the planner's view of the nodes, without changing the graph: the
+// same dtypes, the same casts at the same places (estimate_activation_bytes before materialize).
+std::vector<Graph::MemoryNode> Graph::memory_nodes_under(
+    DType precision, std::vector<std::unique_ptr<Layer>>& cast_layers) const {
+  std::vector<MemoryNode> out;
+  out.reserve(2 * nodes_.size());
+  std::vector<int> moved(nodes_.size(), 0);
+  std::map<std::pair<int, DType>, int> casts;
+  auto cast_of = [&](int src, DType to) {
+    auto [it, fresh] = casts.emplace(std::make_pair(src, to), static_cast<int>(out.size()));
+    if (!fresh) return it->second;
+    cast_layers.push_back(make_cast(to));
+    out.push_back(
+        {cast_layers.back().get(), {src}, {}, out[src].shape, {out[src].shape}, to, -1, 0});
+    return it->second;
+  };
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    MemoryNode m{node.layer.get(),
+                 node.inputs,
+                 {},
+                 node.shape,
+                 node.views,
+                 DType::f32,
+                 node.block_id,
+                 node.layer ? node.layer->saved_bytes() : 0};
+    for (int& src : m.inputs) src = moved[src];
+    if (i == 0) {
+      m.dtype = input_dtype_;
+    } else {
+      std::vector<DType> in;
+      for (int src : m.inputs) in.push_back(out[src].dtype);
+      m.dtype = precision == DType::f32 ? DType::f32 : layer_dtype(*node.layer, in, precision);
+      for (int& src : m.inputs)
+        if (out[src].dtype != m.dtype) src = cast_of(src, m.dtype);
+    }
+    moved[i] = static_cast<int>(out.size());
+    out.push_back(std::move(m));
+  }
+  if (precision != DType::f32 && f32_output_ && out.back().dtype != DType::f32)
+    cast_of(static_cast<int>(out.size()) - 1, DType::f32);
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t k = 0; k < out[i].inputs.size(); ++k)
+      out[out[i].inputs[k]].consumers.emplace_back(static_cast<int>(i), static_cast<int>(k));
+  for (const auto& [key, cast] : casts) out[cast].block_id = cast_block(out, cast);
+  return out;
 }
 
 }  // namespace dtrain

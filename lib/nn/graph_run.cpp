@@ -98,7 +98,7 @@ const Tensor& Graph::forward(const Tensor& input) {
     ++times_[i].forwards;
     times_[i].samples += p.batch;
   }
-  if (training_) ++step_;
+  if (training_) forward_step_ = step_++;
   return p.out.back();
 }
 
@@ -113,6 +113,8 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
   bool reported = false;
   for (size_t i = nodes_.size(); i-- > 1;) {
     Node& node = nodes_[i];
+    if (training_ && i < recompute_at_.size() && recompute_at_[i] >= 0)
+      recompute_block(p, recompute_at_[i]);
     if (!node.need_grad) continue;
     ctx.node = node.stream;
     if (profiling_) backend_->synchronize();
@@ -140,6 +142,31 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
     }
   }
   if (on_ready && !reported) on_ready(num_params_);
+}
+
+// The block's forward again, from its saved input, at the step of the forward it replays
+// (model.recompute: blocks): its interior activations and its layers' per-batch state come
+// back bit for bit. Skipped when no layer of the block needs its backward (frozen).
+void Graph::recompute_block(Plan& p, int block) {
+  const std::vector<int>& layers = recompute_nodes_[block];
+  bool needed = false;
+  for (size_t i = 1; i < nodes_.size() && !needed; ++i)
+    needed = nodes_[i].block_id == block && nodes_[i].need_grad;
+  if (!needed) return;
+  RunContext ctx{backend_, true, seed_, forward_step_, 0, true};
+  for (int j : layers) {
+    ctx.node = nodes_[j].stream;
+    if (!profiling_) {
+      nodes_[j].layer->forward(ctx, p.in[j], p.out[j]);
+      continue;
+    }
+    // Profiled as part of the layer's backward: it is what the layer's backward costs now.
+    backend_->synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    nodes_[j].layer->forward(ctx, p.in[j], p.out[j]);
+    backend_->synchronize();
+    times_[j].backward_s += seconds_since(start);
+  }
 }
 
 const Tensor& Graph::input_gradient() {

@@ -40,6 +40,11 @@ struct RunContext {
   uint64_t seed = 0;  // dropout masks
   uint64_t step = 0;  // training forwards so far: a fresh dropout mask each step
   int node = 0;       // index of the running node in the graph: its dropout stream
+  // A training forward run again before its block's backward (model.recompute: blocks): `step`
+  // is the original forward's, so it must give the same outputs and per-batch state, and it
+  // must not update anything that outlives the step a second time (BatchNorm's running
+  // statistics).
+  bool recompute = false;
 };
 
 // The producers of a layer's inputs, for shape inference and its messages.
@@ -113,6 +118,15 @@ class Layer {
   // Nothing reads this layer's output gradient after its backward (the graph's plan says so
   // before prepare): the backward may overwrite it.
   virtual void set_output_gradient_writable(bool) {}
+  // What the training forward saves for the backward besides the output, in bytes at the build
+  // batch (a dropout mask, attention's row log-sum-exps, layer norm's statistics): the graph
+  // plans it in its arena like an activation, alive from the layer's forward to its backward
+  // (two spans when its block is recomputed), and hands the layer its memory (64-byte aligned)
+  // in bind_saved, before prepare. Known from the shapes alone (infer), so that the estimate
+  // without a backend counts it. 0: nothing, or state too small or op-dependent to plan (op
+  // workspaces), which the layer allocates itself.
+  virtual int64_t saved_bytes() const { return 0; }
+  virtual void bind_saved(const Tensor& bytes) {}
 
   // ---- weight tying (a linear output head computing with an embedding's table) ----
   // The layer whose parameter 0 this layer uses as its own weight, of shape `shape` (it

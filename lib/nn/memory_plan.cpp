@@ -20,6 +20,16 @@ ArenaPlan plan_arena(std::span<const BufferLifetime> buffers, int64_t alignment)
     if (buffers[a].size != buffers[b].size) return buffers[a].size > buffers[b].size;
     return a < b;
   });
+  // Whether two buffers are alive at a common step (each span against each span).
+  auto overlap = [](const BufferLifetime& a, const BufferLifetime& b) {
+    auto meet = [](int f1, int l1, int f2, int l2) {
+      return f1 <= l2 && f2 <= l1 && f1 <= l1 && f2 <= l2;
+    };
+    return meet(a.first, a.last, b.first, b.last) ||
+           meet(a.first, a.last, b.again_first, b.again_last) ||
+           meet(a.again_first, a.again_last, b.first, b.last) ||
+           meet(a.again_first, a.again_last, b.again_first, b.again_last);
+  };
   std::vector<size_t> placed;
   std::vector<std::pair<int64_t, int64_t>> taken;  // [begin, end) of overlapping buffers
   for (size_t b : order) {
@@ -30,7 +40,7 @@ ArenaPlan plan_arena(std::span<const BufferLifetime> buffers, int64_t alignment)
     taken.clear();
     for (size_t p : placed) {
       const BufferLifetime& other = buffers[p];
-      if (other.first <= buf.last && buf.first <= other.last)
+      if (overlap(other, buf))
         taken.emplace_back(plan.offsets[p], plan.offsets[p] + aligned(other.size));
     }
     std::sort(taken.begin(), taken.end());

@@ -123,11 +123,17 @@ std::unique_ptr<Graph> make_graph(const YAML::Node& model, const ModelInput& inp
       << "model: class count must be positive, got " << input.classes;
   DTRAIN_INPUT_CHECK(input.sample_shape.rank() >= 1 && input.sample_shape.numel() > 0)
       << "model: bad sample shape " << input.sample_shape.str();
-  const YAML::Node layers = expand_model_spec(model, input)["layers"];
+  const YAML::Node spec = expand_model_spec(model, input);
   std::vector<int64_t> dims{input.batch};
   for (int64_t d : input.sample_shape.dims()) dims.push_back(d);
-  auto graph = std::make_unique<Graph>(make_nodes(layers, input.classes), Shape(dims));
+  auto graph = std::make_unique<Graph>(make_nodes(spec["layers"], input.classes), Shape(dims));
   loss_positions(graph->output_shape(), graph->output_name(), input);
+  graph->use_precision(input.precision);
+  const bool recompute = spec["recompute"] && spec["recompute"].as<std::string>() == "blocks";
+  // The spec reader checked this for the list it was given; a list a caller edited may lack them.
+  DTRAIN_INPUT_CHECK(!recompute || graph->num_blocks() > 0)
+      << "model.recompute: blocks, but no layer of the model has a `block`";
+  graph->recompute_blocks(recompute);
   return graph;
 }
 
@@ -144,6 +150,7 @@ YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
   out["layers"] = check_layer_list(spec["layers"], problems);
   DTRAIN_CHECK(problems.empty()) << "zoo model '" << checked["name"].as<std::string>()
                                  << "' is malformed: " << problems.front();
+  out["recompute"] = checked["recompute"];
   // Where a planner may cut it (model_stage_boundaries), when the zoo says.
   if (spec["stage_boundaries"]) out["stage_boundaries"] = spec["stage_boundaries"];
   return out;
@@ -152,7 +159,6 @@ YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input) {
 std::unique_ptr<Model> build_model(Backend& backend, const YAML::Node& model,
                                    const ModelInput& input, uint64_t seed) {
   std::unique_ptr<Graph> graph = make_graph(model, input);
-  graph->use_precision(input.precision);
   graph->materialize(backend, seed);
   return std::make_unique<Model>(std::move(graph), input);
 }
@@ -163,6 +169,7 @@ int64_t count_parameters(const YAML::Node& model, const ModelInput& input) {
 
 int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input,
                                   bool recompute) {
+  // The graph as build_model makes it (input.precision), planned but not materialized.
   return make_graph(model, input)->estimate_activation_bytes(recompute);
 }
 

@@ -152,10 +152,11 @@ std::string chain_ends_tie_lender(const YAML::Node& model, const ModelInput& inp
 
 // Without allocating anything on a device: the number of parameters, and the summary table.
 int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
-// Graph::estimate_activation_bytes of the model at the build batch of `input`, without
-// allocating anything.
-int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input,
-                                  bool recompute);
+// The activation arena build_model would plan for `input` (its batch, its precision: bf16's
+// casts included), with (`recompute`: model.recompute: blocks) or without recomputation,
+// whatever the spec's own model.recompute says: the same planner on shapes alone, without
+// allocating anything (Graph::estimate_activation_bytes).
+int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input, bool recompute);
 // The weights the model has, by name (what a weights file for it must hold).
 std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input);
 std::string describe_model(const YAML::Node& model, const ModelInput& input);

@@ -78,6 +78,42 @@ YAML::Node check_inputs(Section& entry, const LayerEntry* layer, size_t index,
   return config::flow(list);
 }
 
+// A `layers:` entry's `block` (model.recompute: blocks), "" when it has none, appended to
+// `blocks` (every earlier entry's): consecutive entries of one name are one block, so a name
+// that comes back after another block is a problem.
+std::string check_block(Section& entry, std::vector<std::string>& blocks) {
+  std::string block;
+  if (entry.has("block") &&
+      config::nonempty_text().read(entry.reader(), entry.path_of("block"), entry.get("block"),
+                                   block) &&
+      std::find(blocks.begin(), blocks.end(), block) != blocks.end() && blocks.back() != block) {
+    entry.reader().add(entry.path_of("block"),
+                       "block '" + block +
+                           "' is not consecutive: the layers of a block follow each other in "
+                           "the list",
+                       entry.get("block"));
+    block.clear();
+  }
+  blocks.push_back(block);
+  return block;
+}
+
+// model.recompute, a key of every model: "none" or "blocks". `blocks` says whether the model has
+// any (a `layers:` entry's `block`, a zoo model's transformer or residual blocks).
+void check_recompute(Section& model, bool blocks, const std::string& what, YAML::Node& out) {
+  std::string recompute = "none";
+  if (model.has("recompute") &&
+      config::choice({"none", "blocks"})
+          .read(model.reader(), "model.recompute", model.get("recompute"), recompute) &&
+      recompute == "blocks" && !blocks)
+    model.reader().add("model.recompute",
+                       "blocks: " + what +
+                           " has no blocks to recompute (the gpt, gpt2 and "
+                           "ResNet models have; a `layers:` list marks them with `block:`)",
+                       model.get("recompute"));
+  out["recompute"] = recompute;
+}
+
 // The name of a `layers:` entry that gives none: its type and its 0-based position in the list
 // ("linear0", "relu1"), as PyTorch's nn.Sequential names its children by position. Written into
 // the resolved list, so config.yaml, the weights file and a resumed run all see it.
@@ -99,9 +135,10 @@ YAML::Node check_layers(Section& model, const std::string& key) {
     return out;
   }
   const std::vector<std::string> types = layer_type_names();
-  std::vector<std::string> names;  // in order; "" for entries without a usable name
-  std::vector<bool> defaulted;     // names[i] is the entry's default name (it gave none)
-  std::set<std::string> read;      // names some layer reads
+  std::vector<std::string> blocks;  // each entry's `block`, "" for none
+  std::vector<std::string> names;   // in order; "" for entries without a usable name
+  std::vector<bool> defaulted;      // names[i] is the entry's default name (it gave none)
+  std::set<std::string> read;       // names some layer reads
   // Where the name `name` is already taken, or -1.
   auto taken = [&](const std::string& name) {
     const auto at = std::find(names.begin(), names.end(), name);
@@ -151,6 +188,8 @@ YAML::Node check_layers(Section& model, const std::string& key) {
     if (layer) o["type"] = type;
     YAML::Node inputs = check_inputs(e, layer, i, names, read);
     if (inputs.IsDefined()) o["inputs"] = inputs;
+    const std::string block = check_block(e, blocks);
+    if (!block.empty()) o["block"] = block;
     if (layer) {
       std::any options = layer->options->defaults();
       layer->options->read(e, options);
@@ -210,6 +249,9 @@ YAML::Node check_model_section(Section& top) {
   }
   if (has_layers) {
     out["layers"] = check_layers(model, "layers");
+    bool blocks = false;
+    for (const YAML::Node& e : out["layers"]) blocks |= e["block"].IsDefined();
+    check_recompute(model, blocks, "the `layers:` list", out);
     return out;
   }
   if (!has_name) {
@@ -237,6 +279,7 @@ YAML::Node check_model_section(Section& top) {
   std::any options = zoo.options->defaults();
   zoo.options->read(model, options);
   append_options(*zoo.options, options, out);
+  check_recompute(model, zoo.blocks, "model '" + name + "'", out);
   return out;
 }
 
@@ -254,7 +297,16 @@ YAML::Node check_layer_list(const YAML::Node& layers, std::vector<std::string>& 
 }
 
 std::vector<config::KeyDoc> model_reference() {
-  std::vector<config::KeyDoc> rows;
+  std::vector<config::KeyDoc> rows{
+      {"model.recompute", "none | blocks", "none", true,
+       "activation recomputation: blocks keeps only each block's input in the training forward "
+       "and runs the block's forward again just before its backward (less activation memory, "
+       "about one more forward of time; results bit for bit the same; docs/memory.md)",
+       ""},
+      {"model.layers[].block", "non-empty text", "absent", false,
+       "the block the layer belongs to (consecutive layers of one name), for model.recompute: "
+       "blocks; the zoo's GPT and ResNet lists mark their transformer and residual blocks",
+       ""}};
   for (const ZooEntry& zoo : zoo_models())
     for (auto row : zoo.options->reference("model")) {
       row.applies = "model " + zoo.name;

@@ -24,10 +24,13 @@ class LayerList {
       for (const auto& s : inputs) in.push_back(s);
       e["inputs"] = in;
     }
+    if (!block_.empty()) e["block"] = block_;
     list_.push_back(e);
     last_ = name;
     return e;
   }
+  // The entries added from now on belong to block `name` (model.recompute: blocks); "" ends it.
+  void block(const std::string& name) { block_ = name; }
   YAML::Node conv(const std::string& name, int64_t out, int64_t kernel, int64_t stride,
                   int64_t padding, bool bias, const std::vector<std::string>& inputs = {}) {
     YAML::Node e = add(name, "conv2d", inputs);
@@ -62,6 +65,7 @@ class LayerList {
  private:
   YAML::Node list_;
   std::string last_;
+  std::string block_;  // of the entries being added, "" for none
 };
 
 }  // namespace dtrain

@@ -78,6 +78,7 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
   for (int64_t i = 0; i < o.n_layer; ++i) {
     const std::string h = fmt::format("transformer.h.{}.", i);
     const std::string x = l.last();  // the residual stream
+    l.block(fmt::format("transformer.h.{}", i));
     layer_norm(h + "ln_1", {x});
     linear(h + "attn.c_attn", 3 * c, o.bias, kInitStd);
     YAML::Node attention = l.add(h + "attn.attention", "attention");
@@ -94,6 +95,7 @@ YAML::Node gpt(const GptOptions& o, const ModelInput& input) {
     dropout(h + "mlp.dropout");
     l.add(h + "add_2", "add", {l.last(), x1});
   }
+  l.block("");
   layer_norm("transformer.ln_f");
   YAML::Node head = linear("lm_head", input.classes, false, kInitStd);
   if (o.tie_weights) head["tie_weight"] = "transformer.wte";
@@ -127,16 +129,24 @@ config::Schema<GptOptions> gpt_schema() {
   return s;
 }
 
-// GPT-2 small: 124,439,808 parameters at GPT-2's vocabulary (50257) and block size (1024).
+// GPT-2's four sizes (Radford et al. 2019, Table 2, as released): at its vocabulary (50257) and
+// block size (1024), small has 124,439,808 parameters, medium 354,823,168, large 774,030,080 and
+// xl 1,557,611,200 (V·C + 1024·C + L·(12·C² + 13·C) + 2·C, tied head).
+struct Gpt2Size {
+  int64_t n_layer, n_head, n_embd;
+  bool operator==(const Gpt2Size&) const = default;
+};
+
 struct Gpt2Options {
+  Gpt2Size size{12, 12, 768};
   double dropout = 0.0;
 };
 
 YAML::Node gpt2(const Gpt2Options& o, const ModelInput& input) {
   GptOptions shape;
-  shape.n_layer = 12;
-  shape.n_head = 12;
-  shape.n_embd = 768;
+  shape.n_layer = o.size.n_layer;
+  shape.n_head = o.size.n_head;
+  shape.n_embd = o.size.n_embd;
   shape.dropout = o.dropout;
   shape.block_size = 1024;
   return gpt(shape, input);
@@ -151,18 +161,28 @@ ZooEntry gpt_model() {
                          "tied output head; block size and vocabulary from the dataset",
                          gpt_schema(), gpt, false);
   row.sequence_input = true;
+  row.blocks = true;
   return row;
 }
 
 ZooEntry gpt2_model() {
   config::Schema<Gpt2Options> s("gpt2");
-  s.key("dropout", &Gpt2Options::dropout, config::real(Bounds::closed_open(0, 1)),
-        "dropout after the embeddings, on attention weights and on each block's two branches");
+  s.key("size", &Gpt2Options::size,
+        config::enum_choice<Gpt2Size>({{"small", {12, 12, 768}},
+                                       {"medium", {24, 16, 1024}},
+                                       {"large", {36, 20, 1280}},
+                                       {"xl", {48, 25, 1600}}}),
+        "small: 12 layers, 12 heads, width 768 (124M); medium: 24, 16, 1024 (355M); large: 36, "
+        "20, 1280 (774M); xl: 48, 25, 1600 (1558M)")
+      .key("dropout", &Gpt2Options::dropout, config::real(Bounds::closed_open(0, 1)),
+           "dropout after the embeddings, on attention weights and on each block's two branches");
   ZooEntry row = zoo_row("gpt2",
-                         "GPT-2 small (Radford et al. 2019; 124M parameters at its vocabulary of "
-                         "50257 and block size 1024): gpt with 12 layers, 12 heads, width 768",
+                         "GPT-2 (Radford et al. 2019) at one of its four sizes, small, medium, "
+                         "large or xl (124M, 355M, 774M, 1558M parameters at its vocabulary of "
+                         "50257): gpt with block size 1024, the vocabulary from the dataset",
                          std::move(s), gpt2, false);
   row.sequence_input = true;
+  row.blocks = true;
   return row;
 }
 

@@ -42,6 +42,7 @@ struct ResnetBuilder {
 
   std::string basic(const std::string& prefix, const std::string& in, int64_t in_ch, int64_t planes,
                     int64_t stride, char shortcut) {
+    l.block(prefix.substr(0, prefix.size() - 1));  // "layer1.0": the residual block
     conv_bn(prefix, "1", planes, 3, stride, true, {in});
     conv_bn(prefix, "2", planes, 3, 1, false);
     std::string sc = in;
@@ -58,11 +59,13 @@ struct ResnetBuilder {
     // The residual branch ends at bn2, which the shortcut entries may follow in the list.
     l.add(prefix + "add", "add", {prefix + "bn2", sc});
     l.add(prefix + "relu", "relu");
+    l.block("");
     return l.last();
   }
 
   std::string bottleneck(const std::string& prefix, const std::string& in, int64_t in_ch,
                          int64_t planes, int64_t stride) {
+    l.block(prefix.substr(0, prefix.size() - 1));
     conv_bn(prefix, "1", planes, 1, 1, true, {in});
     conv_bn(prefix, "2", planes, 3, stride, true);
     conv_bn(prefix, "3", planes * 4, 1, 1, false);
@@ -70,6 +73,7 @@ struct ResnetBuilder {
     if (stride != 1 || in_ch != planes * 4) sc = projection(prefix, in, planes * 4, stride);
     l.add(prefix + "add", "add", {prefix + "bn3", sc});
     l.add(prefix + "relu", "relu");
+    l.block("");
     return l.last();
   }
 
@@ -147,29 +151,35 @@ YAML::Node resnet20(const Resnet20Options& o, const ModelInput& input) {
 }  // namespace
 
 ZooEntry resnet18_model() {
-  return zoo_row("resnet18", "torchvision ResNet-18 (He et al. 2016): basic blocks",
-                 resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
-                   return torchvision_resnet(false, o, input);
-                 });
+  ZooEntry row = zoo_row("resnet18", "torchvision ResNet-18 (He et al. 2016): basic blocks",
+                         resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
+                           return torchvision_resnet(false, o, input);
+                         });
+  row.blocks = true;
+  return row;
 }
 
 ZooEntry resnet50_model() {
-  return zoo_row("resnet50",
-                 "torchvision ResNet-50 (He et al. 2016): bottleneck blocks, the stride on their "
-                 "3×3 convolution (v1.5)",
-                 resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
-                   return torchvision_resnet(true, o, input);
-                 });
+  ZooEntry row = zoo_row("resnet50",
+                         "torchvision ResNet-50 (He et al. 2016): bottleneck blocks, the stride on "
+                         "their 3×3 convolution (v1.5)",
+                         resnet_schema(), [](const ResnetOptions& o, const ModelInput& input) {
+                           return torchvision_resnet(true, o, input);
+                         });
+  row.blocks = true;
+  return row;
 }
 
 ZooEntry resnet20_model() {
   config::Schema<Resnet20Options> s("resnet20");
   s.key("shortcut", &Resnet20Options::shortcut, config::enum_choice<char>({{"A", 'A'}, {"B", 'B'}}),
         "A: identity with zero-padded channels; B: 1×1 projection");
-  return zoo_row("resnet20",
-                 "the CIFAR ResNet of He et al. 2016 §4.2: 3 stages of 3 basic blocks, 16/32/64 "
-                 "channels",
-                 std::move(s), resnet20);
+  ZooEntry row = zoo_row("resnet20",
+                         "the CIFAR ResNet of He et al. 2016 §4.2: 3 stages of 3 basic blocks, "
+                         "16/32/64 channels",
+                         std::move(s), resnet20);
+  row.blocks = true;
+  return row;
 }
 
 }  // namespace dtrain

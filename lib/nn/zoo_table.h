@@ -28,6 +28,8 @@ struct ZooEntry {
   std::function<YAML::Node(const std::any& options, const ModelInput& input)> layers;
   bool image_input = true;      // needs [channels, height, width] samples
   bool sequence_input = false;  // needs sequences of token ids [T] (a language model)
+  // Its list marks blocks (`block:` on its entries) that model.recompute: blocks recomputes.
+  bool blocks = false;
 };
 
 // Every zoo model, in the order of the documentation and the messages.

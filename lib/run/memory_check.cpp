@@ -41,8 +41,9 @@ bool memory_modelled(const ExperimentConfig& config) {
   return !config.algorithm.entry().model_parallel.has_value();
 }
 
-bool configured_recompute(const ExperimentConfig&) {
-  return false;  // model.recompute: read it here once the `model:` section has the key
+bool configured_recompute(const ExperimentConfig& c) {
+  const YAML::Node recompute = c.model["recompute"];  // the checked spec always has it
+  return recompute && recompute.as<std::string>() == "blocks";
 }
 
 int64_t build_batch(const ExperimentConfig& c, int ranks) {

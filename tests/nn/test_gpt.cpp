@@ -318,6 +318,33 @@ TEST_CASE("gpt parameter counts: GPT-2 small is 124,439,808 at its vocabulary an
   CHECK(tied == kVocab * kC + kT * kC + kLayers * (12 * kC * kC + 13 * kC) + 2 * kC);
 }
 
+TEST_CASE("gpt2 sizes: medium, large and xl have GPT-2's published 355M, 774M and 1558M") {
+  // wte, wpe (1024 rows), L blocks of 12C² + 13C, ln_f: the formula of the test above.
+  auto formula = [](int64_t layers, int64_t c) {
+    return 50257 * c + 1024 * c + layers * (12 * c * c + 13 * c) + 2 * c;
+  };
+  auto count = [](const char* size) {
+    return count_parameters(YAML::Load(std::string("{name: gpt2, size: ") + size + "}"),
+                            {{1024}, 50257, 1});
+  };
+  CHECK(count("small") == 124439808);
+  CHECK(count("small") == formula(12, 768));
+  CHECK(count("medium") == formula(24, 1024));
+  CHECK(count("medium") == 354823168);
+  CHECK(count("large") == formula(36, 1280));
+  CHECK(count("large") == 774030080);
+  CHECK(count("xl") == formula(48, 1600));
+  CHECK(count("xl") == 1557611200);
+  // Hugging Face's model cards round them to 355M, 774M and 1558M (1.5B).
+  CHECK((count("medium") + 500000) / 1000000 == 355);
+  CHECK((count("large") + 500000) / 1000000 == 774);
+  CHECK((count("xl") + 500000) / 1000000 == 1558);
+  std::vector<std::string> problems;
+  check_model_spec(YAML::Load("{name: gpt2, size: huge}"), problems);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].find("model.size") != std::string::npos);
+}
+
 TEST_CASE("gpt: cuts between blocks, and a 2-stage split chained equals the whole model") {
   const YAML::Node spec = small_gpt(false);
   const std::vector<std::string> points = model_cut_points(spec, kInput);

@@ -32,7 +32,7 @@ model:
   CHECK(p.size() == 3);
   CHECK(has(p, "model.hidden[1]: must be > 0, got 0 (line 4)"));
   CHECK(has(p, "model.hidden[2]: expected an integer, got 'x' (line 4)"));
-  CHECK(has(p, "model.depth: unknown key (known keys: hidden, name) (line 5)"));
+  CHECK(has(p, "model.depth: unknown key (known keys: hidden, name, recompute) (line 5)"));
 
   CHECK(has(problems_of("model: {name: mlp, hidden: 500}"),
             "model.hidden: expected a list of integer > 0, got '500' (line 1)"));
@@ -43,7 +43,7 @@ model:
   CHECK(has(problems_of("model: {name: resnet20, shortcut: C}"),
             "model.shortcut: expected one of A, B, got 'C'; did you mean 'A'? (line 1)"));
   CHECK(has(problems_of("model: {name: lenet, lrn: true}"),
-            "model.lrn: unknown key (known keys: name) (line 1)"));
+            "model.lrn: unknown key (known keys: name, recompute) (line 1)"));
   CHECK(problems_of("model: {name: resnet99}").front().find("model.name: expected one of mlp, ") ==
         0);
   CHECK(problems_of("model: {}").front().find("model: needs `name` or `layers`") == 0);
@@ -97,8 +97,9 @@ TEST_CASE("custom layer lists are validated entry by entry") {
             "layers or 'input') (line 8)"));
   CHECK(has(p, "model.layers[6].inputs: add needs `inputs: [a, b]` (line 9)"));
   CHECK(has(p, "model.layers[7].p: must be in [0, 1), got 1 (line 10)"));
-  CHECK(
-      has(p, "model.layers[7].colour: unknown key (known keys: inputs, name, p, type) (line 10)"));
+  CHECK(has(
+      p,
+      "model.layers[7].colour: unknown key (known keys: block, inputs, name, p, type) (line 10)"));
   // The last entry gives no name: it has its default one (relu8), no problem.
   for (const auto& problem : p) CHECK(problem.find("model.layers[8]") == std::string::npos);
   CHECK(has(
@@ -120,7 +121,7 @@ TEST_CASE("custom layer lists are validated entry by entry") {
   CHECK(has(problems_of("model: {layers: []}"),
             "model.layers: must be a non-empty list of layers (line 1)"));
   CHECK(has(problems_of("model: {layers: [{name: a, type: relu}], extra: 1}"),
-            "model.extra: unknown key (known keys: layers) (line 1)"));
+            "model.extra: unknown key (known keys: layers, recompute) (line 1)"));
 }
 
 TEST_CASE("a layer without a name is named by its type and its position, from 0") {

@@ -428,3 +428,20 @@ TEST_CASE("adamw's defaults: PyTorch's betas, eps and weight decay 0.01; sgd kee
   TempConfig file("good.yaml", kValid);
   CHECK(load_config({file.path.string(), {}, {}}).optimizer.get<SgdOptions>().weight_decay == 0.0);
 }
+
+TEST_CASE(
+    "model.recompute: blocks on a model without blocks, or a bad value, is exit 2 naming it") {
+  auto lines =
+      problems_of(error_of("model: {name: mlp, recompute: blocks}\n"
+                           "dataset: {name: fashion_mnist}\n"));
+  CHECK(has_line(lines,
+                 "bad.yaml:1: model.recompute: blocks: model 'mlp' has no blocks to "
+                 "recompute (the gpt, gpt2 and ResNet models have; a `layers:` list marks "
+                 "them with `block:`)"));
+  lines = problems_of(error_of(kValid, {"model.recompute=always"}));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("model.recompute: expected one of none, blocks, got 'always'") !=
+        std::string::npos);
+  CHECK(
+      error_of("model: {name: resnet20, recompute: blocks}\ndataset: {name: synthetic}\n").empty());
+}

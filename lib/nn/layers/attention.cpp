@@ -39,12 +39,19 @@ class Attention final : public Layer {
         << "layer '" << self << "' reads queries, keys and values [batch, positions, 3·C] with C "
         << "a multiple of n_head " << options_.n_head << " (a linear layer of 3·C outputs) but '"
         << in[0].name << "' gives " << s.str();
+    batch_ = s[0];
     seq_ = s[1];
     channels_ = s[2] / 3;
     return {s[0], seq_, channels_};
   }
 
   void set_dtype(DType dtype) override { dtype_ = dtype; }
+  // The rows' log-sum-exps [N, heads, T] f32, in the graph's arena (set at infer: the build
+  // batch is the input's).
+  int64_t saved_bytes() const override { return 4 * batch_ * options_.n_head * seq_; }
+  void bind_saved(const Tensor& bytes) override {
+    lse_ = bytes.view_bytes(0, {batch_, options_.n_head, seq_}, DType::f32);
+  }
   void prepare(Backend& backend, int64_t batch) override {
     const AttentionSpec spec{batch,
                              seq_,
@@ -87,7 +94,7 @@ class Attention final : public Layer {
     Tensor dx;   // scratch input gradient, made when first needed
   };
   AttentionOptions options_;
-  int64_t seq_ = 0, channels_ = 0;
+  int64_t batch_ = 0, seq_ = 0, channels_ = 0;
   bool training_ = true;
   uint64_t seed_ = 0, stream_ = 0;  // of the last forward's dropout
   Tensor lse_, workspace_;

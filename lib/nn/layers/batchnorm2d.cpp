@@ -92,6 +92,7 @@ class BatchNorm2d final : public Layer {
       return;
     }
     p.op->forward_training(x[0], scale_, shift_, y, mean_, var_, p.workspace);
+    if (ctx.recompute) return;  // the step's statistics are in already
     const auto m = static_cast<float>(config_.momentum);
     const int64_t n = batch * spec_.height * spec_.width;
     const float unbias = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;

@@ -33,9 +33,13 @@ class Dropout final : public Layer {
   bool backward_reads_input(int) const override { return false; }
   bool backward_reads_output() const override { return false; }
 
+  // The mask, one byte per element, in the graph's arena.
+  int64_t saved_bytes() const override { return shape_.numel(); }
+  void bind_saved(const Tensor& bytes) override { mask_ = bytes.view_bytes(0, shape_, DType::u8); }
+
   void prepare(Backend& backend, int64_t batch) override {
     const Shape shape = shape_.with_batch(batch);
-    if (!mask_.defined()) mask_ = backend.empty(shape, DType::u8);
+    if (!mask_.defined()) mask_ = backend.empty(shape, DType::u8);  // a graph that plans none
     plans_.add(batch, {backend.make_dropout({shape, block_, dtype_}), mask_.narrow_batch(batch)});
   }
   void forward(const RunContext& ctx, std::span<const Tensor> x, const Tensor& y) override {

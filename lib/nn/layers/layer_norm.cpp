@@ -47,10 +47,16 @@ class LayerNorm final : public Layer {
   }
   bool backward_reads_output() const override { return false; }
 
+  // Each row's mean and 1/std, [2, rows] f32 at the build batch, in the graph's arena.
+  int64_t saved_bytes() const override { return 4 * 2 * shape_[0] * rows_per_sample_; }
+  void bind_saved(const Tensor& bytes) override {
+    stats_ = bytes.view_bytes(0, {2, shape_[0] * rows_per_sample_}, DType::f32);
+  }
+
   void prepare(Backend& backend, int64_t batch) override {
     const int64_t rows = batch * rows_per_sample_;
-    if (!stats_.defined()) {  // the build batch: the largest
-      stats_ = backend.empty({2, rows});
+    if (!frozen_dgamma_.defined()) {                             // the build batch: the largest
+      if (!stats_.defined()) stats_ = backend.empty({2, rows});  // a graph that plans none
       const Tensor frozen = backend.empty({2, features_});
       frozen_dgamma_ = frozen.slice(0, {features_});
       if (options_.bias) frozen_dbeta_ = frozen.slice(features_, {features_});
