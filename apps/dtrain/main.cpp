@@ -116,6 +116,7 @@ int train(const Options& o, std::unique_ptr<dtrain::Comm>& comm,
       o.progress, output, /*check_ranks=*/!alone};
   options.dry_run = o.dry_run;
   options.memory_ranks = alone ? std::max(o.dry_run_ranks, 1) : 0;
+  options.memory_ranks_known = !alone || o.dry_run_ranks > 0;
   dtrain::Trainer trainer(config, *comm, options);
   if (comm->rank() == 0) {
     for (const auto& w : trainer.no_effect())

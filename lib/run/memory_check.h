@@ -22,6 +22,9 @@ namespace dtrain {
 struct MemoryPlace {
   int ranks = 1;
   int local_ranks = 1;
+  // False for a dry run in one process without --ranks: the job's ranks are not known, so a
+  // table that does not fit is a note (pass --ranks N), not a refusal.
+  bool ranks_known = true;
 };
 
 // What a rank may hold: 0 bytes when nothing is known (no check).

@@ -127,7 +127,13 @@ std::unique_ptr<Run> build_run(const ExperimentConfig& config, const RunPlace& p
   // Before the model is allocated: a run that cannot fit stops here (exit 2, with the table).
   if (place.memory && memory_modelled(config)) {
     run->memory = memory_report(config, run->model_input, *run->backend, *place.memory);
-    check_memory(*run->memory, config.source_path);
+    if (place.memory->ranks_known)
+      check_memory(*run->memory, config.source_path);
+    else if (!run->memory->fits())
+      run->notes.push_back(fmt::format(
+          "memory: on one rank this run would need {} a rank, more than {}; the job's ranks "
+          "decide (--dry-run --ranks N checks them)",
+          human_bytes(run->memory->rank.total()), human_bytes(run->memory->limit.bytes)));
     // A dry run builds the model as this one process would train it alone (the whole batch),
     // which may hold more than a rank of the job: not beyond what this host has.
     const std::optional<int64_t> available = available_host_memory();

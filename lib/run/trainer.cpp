@@ -47,7 +47,8 @@ Trainer::Trainer(const ExperimentConfig& config, Comm& comm, TrainerOptions opti
                  agree,
                  /*plan=*/true,
                  /*fresh=*/options.output != OutputMode::resume};
-  place.memory = options.memory_ranks > 0 ? MemoryPlace{options.memory_ranks, options.memory_ranks}
+  place.memory = options.memory_ranks > 0 ? MemoryPlace{options.memory_ranks, options.memory_ranks,
+                                                        options.memory_ranks_known}
                                           : MemoryPlace{comm.size(), comm.local_size()};
   place.dry_run = options.dry_run;
   run_ = build_run(config, place, options.data);

@@ -47,6 +47,8 @@ struct TrainerOptions {
   // The ranks the memory table and the start-up check are for, all on this host (--dry-run
   // --ranks N in one process); 0: the comm's ranks, Comm::local_size of them on this host.
   int memory_ranks = 0;
+  // Whether memory_ranks is the job's (--ranks N) or an assumption (a dry run without --ranks).
+  bool memory_ranks_known = true;
 };
 
 class Trainer {

@@ -29,21 +29,25 @@ AlgorithmEntry sync_algorithm() {
                "state each rank keeps of its 1/p only (ZeRO-1/2/3): none | optimizer "
                "(its optimizer state) | gradients (and gradients) | parameters (and "
                "weights, gathered layer by layer)");
-  return {
-      .name = "sync",
-      .summary =
-          "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
-          "backward in segments (Pipe-SGD paper's baseline)",
-      .keys = erase(std::move(keys)),
-      .make = scheduler_factory<SyncScheduler, SyncOptions>(),
-      .predict =
-          [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
-            return predict_sync(in, codec,
-                                static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
-          },
-      .equivalence = Equivalence::exact,
-      .shard =
-          [](const AlgorithmConfig& a) { return shard_mode_named(a.get<SyncOptions>().shard); }};
+  return {.name = "sync",
+          .summary =
+              "D-Sync: ring/MPI all-reduce of the gradients every iteration, overlapped with "
+              "backward in segments (Pipe-SGD paper's baseline)",
+          .keys = erase(std::move(keys)),
+          .make = scheduler_factory<SyncScheduler, SyncOptions>(),
+          .predict =
+              [](const TimingInputs& in, const CodecCost& codec, const AlgorithmConfig& a) {
+                return predict_sync(in, codec,
+                                    static_cast<int>(resolve_segments(a.get<SyncOptions>(), in.n)));
+              },
+          .equivalence = Equivalence::exact,
+          .shard =
+              [](const AlgorithmConfig& a) { return shard_mode_named(a.get<SyncOptions>().shard); },
+          .segment_bounds =
+              [](const AlgorithmConfig& a, int64_t begin, int64_t end) {
+                return segment_bounds(begin, end,
+                                      resolve_segments(a.get<SyncOptions>(), end - begin));
+              }};
 }
 
 SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)

@@ -100,6 +100,42 @@ if run ck 2 mlp.yaml "${ck[@]}"; then
     fail "an unsharded resume of a sharded checkpoint: exit $status, $(tail -2 "$copy.log")"
 fi
 
+# Memory: a model whose AdamW state dominates (8.4 M parameters: 67 MB of state unsharded, half
+# of it sharded on 2 ranks) — each rank's peak resident memory (run.yaml) drops by at least half
+# of what the dry run's table predicts.
+cat > "$WORK/wide.yaml" <<'YAML'
+name: shard_wide
+seed: 4
+model:
+  layers:
+    - {type: flatten}
+    - {name: fc1, type: linear, out_features: 4096}
+    - {name: fc2, type: linear, out_features: 4}
+dataset: {name: synthetic, shape: [1, 32, 64], classes: 4, train_size: 64, test_size: 16, batch_size: 8}
+algorithm: {name: sync, segments: 8}
+optimizer: {name: adamw, lr: 0.001}
+train: {epochs: 1, max_iterations: 3, eval_every_iterations: 0}
+YAML
+predicted() {  # the dry run's total for 2 ranks with algorithm.shard=$1
+  "$DTRAIN" --config "$WORK/wide.yaml" --dry-run --ranks 2 --set algorithm.shard="$1" 2>&1 |
+    awk '$1 == "total" { print $NF; exit }'
+}
+peak() {  # the larger rank's peak resident bytes of the run in $WORK/$1
+  /usr/bin/python3 - "$WORK/$1/run.yaml" <<'PY'
+import sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1]).read().replace("\n# how", "\n---\n# how")))
+print(max(docs[-1]["memory"]["peak_rss_bytes"]))
+PY
+}
+if run wide_none 2 wide.yaml && run wide_opt 2 wide.yaml --set algorithm.shard=optimizer; then
+  saving=$(($(predicted none) - $(predicted optimizer)))
+  measured=$(($(peak wide_none) - $(peak wide_opt)))
+  [ "$saving" -gt 25000000 ] || fail "memory: the table predicts a saving of only $saving bytes"
+  [ "$measured" -gt $((saving / 2)) ] ||
+    fail "memory: peak RSS fell by $measured bytes; the table predicts $saving"
+  echo "memory: predicted saving $saving bytes a rank, measured $measured"
+fi
+
 # `shard` is sync's: an algorithm with a model per rank refuses it, naming the key.
 "$DTRAIN" --config "$WORK/mlp.yaml" --set "algorithm={name: local_sgd, shard: optimizer}" \
   --dry-run > "$WORK/local.log" 2>&1
