@@ -38,7 +38,8 @@ def config(path, model, block, batch, iterations):
         f.write(f"""name: memory_goals
 seed: 1
 model: {model}
-dataset: {{name: text, path: {CORPUS}, tokenizer: byte, block_size: {block}, batch_size: {batch}}}
+dataset: {{name: text, path: {CORPUS}, tokenizer: byte, block_size: {block}, batch_size: {batch},
+          test_size: {batch}}}
 cluster: {{threads_per_rank: 1}}
 algorithm: {{name: sync}}
 optimizer: {{name: adamw, lr: 1.0e-4, weight_decay: 0.1, clip_grad_norm: 1.0}}

@@ -293,6 +293,9 @@ PipedreamScheduler::PipedreamScheduler(SchedulerContext ctx, const PipedreamOpti
   const ModelSource& src = ctx_.source;
   DTRAIN_INPUT_CHECK(src.frozen_layers == 0)
       << "optimizer.freeze_layers: pipedream trains every layer (set it to 0)";
+  DTRAIN_INPUT_CHECK(!src.spec["recompute"] || src.spec["recompute"].as<std::string>() == "none")
+      << "model.recompute: blocks is not available with pipedream yet (its stages are built "
+         "without recomputation); use model.recompute: none";
   check_accumulation(src);
   layout_ = pipeline_layout(options_, ctx_.comm.size(), src.batch_size);
   stages_ = split(layout_, src);

@@ -1,5 +1,7 @@
 #include "sched/sapipe/sapipe_scheduler.h"
 
+#include "nn/graph.h"  // Graph::recomputes_blocks
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -53,6 +55,11 @@ SapipeScheduler::SapipeScheduler(SchedulerContext ctx, const SapipeOptions& opti
     : Scheduler(std::move(ctx)), options_(options) {
   Model& model = ctx_.model;
   Backend& backend = model.backend();
+  // Its pre-forward hooks change weights between a layer's forward and its backward: a
+  // recomputed block would compute with other weights than its forward did.
+  DTRAIN_INPUT_CHECK(!model.graph().recomputes_blocks())
+      << "model.recompute: blocks cannot be used with sapipe (its weight updates between forward "
+         "and backward would change the recomputed blocks); use model.recompute: none";
   DTRAIN_INPUT_CHECK(options_.compensation == "none" || ctx_.optimizer.prediction())
       << "optimizer.name: " << ctx_.optimizer.name()
       << " cannot predict its next step, which sapipe's compensation '" << options_.compensation
