@@ -72,3 +72,16 @@ TEST_CASE("a resumed config may change only the length, the output and the check
             saved, "name: a\nseed: 4\noptimizer: {lr: 0.1, momentum: 0.9}\ntrain: {epochs: 2}\n") ==
         "seed");
 }
+
+TEST_CASE("keys added since a checkpoint was written are no difference at their old meaning") {
+  const std::string saved = "name: a\nalgorithm: {name: sync}\nmodel: {name: mlp}\n";
+  CHECK(first_config_difference(saved,
+                                "name: a\nalgorithm: {name: sync, shard: none}\nmodel: {name: mlp, "
+                                "recompute: none}\n") == "");
+  CHECK(first_config_difference(saved,
+                                "name: a\nalgorithm: {name: sync, shard: optimizer}\nmodel: "
+                                "{name: mlp}\n") == "algorithm.shard");
+  CHECK(first_config_difference(
+            saved, "name: a\nalgorithm: {name: sync}\nmodel: {name: mlp, recompute: blocks}\n") ==
+        "model.recompute");
+}
