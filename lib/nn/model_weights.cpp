@@ -35,15 +35,23 @@ std::unordered_map<std::string, const NamedTensor*> by_name(const NamedTensors& 
 
 NamedTensors download_weights(const std::vector<WeightSlot>& slots, const Tensor& parameters,
                               const Tensor& buffers, Backend& backend) {
-  const std::vector<float> params = to_host(parameters, backend);
-  const std::vector<float> stats = to_host(buffers, backend);
+  // Host buffers are read where they are; device ones through one host copy each.
+  std::vector<float> params_copy, stats_copy;
+  auto host_view = [&](const Tensor& flat, std::vector<float>& copy) -> const float* {
+    if (flat.numel() == 0) return nullptr;
+    if (flat.device() == Device::cpu) return flat.data<float>();
+    copy = to_host(flat, backend);
+    return copy.data();
+  };
+  const float* params = host_view(parameters, params_copy);
+  const float* stats = host_view(buffers, stats_copy);
   NamedTensors tensors;
   tensors.reserve(slots.size());
   for (const WeightSlot& s : slots) {
-    const std::vector<float>& flat = s.buffer ? stats : params;
-    DTRAIN_CHECK(s.offset + s.shape.numel() <= static_cast<int64_t>(flat.size()))
+    const int64_t size = s.buffer ? buffers.numel() : parameters.numel();
+    DTRAIN_CHECK(s.offset + s.shape.numel() <= size)
         << "weight '" << s.name << "' lies beyond its flat buffer";
-    const auto first = flat.begin() + s.offset;
+    const float* first = (s.buffer ? stats : params) + s.offset;
     tensors.push_back({s.name, s.shape, std::vector<float>(first, first + s.shape.numel())});
   }
   return tensors;

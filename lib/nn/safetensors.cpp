@@ -80,7 +80,12 @@ Entry read_entry(const std::string& name, const Json& info, const std::string& w
 
 }  // namespace
 
-std::string encode_safetensors(const NamedTensors& tensors, const TensorMetadata& metadata) {
+namespace {
+
+// The length field and the JSON header (padded to a multiple of 8 bytes), and the data bytes
+// that follow it.
+std::string header_bytes(const NamedTensors& tensors, const TensorMetadata& metadata,
+                         uint64_t* data_bytes) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json meta = Json::object();
@@ -104,8 +109,16 @@ std::string encode_safetensors(const NamedTensors& tensors, const TensorMetadata
   std::string out(kLengthBytes, '\0');
   const uint64_t length = text.size();
   std::memcpy(out.data(), &length, kLengthBytes);
-  out.reserve(kLengthBytes + text.size() + offset);
-  out += text;
+  *data_bytes = offset;
+  return out + text;
+}
+
+}  // namespace
+
+std::string encode_safetensors(const NamedTensors& tensors, const TensorMetadata& metadata) {
+  uint64_t data_bytes = 0;
+  std::string out = header_bytes(tensors, metadata, &data_bytes);
+  out.reserve(out.size() + data_bytes);
   for (const NamedTensor& t : tensors)
     out.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float));
   return out;
@@ -177,11 +190,16 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const TensorMetadata& metadata) {
-  const std::string bytes = encode_safetensors(tensors, metadata);
+  // Tensor by tensor into the file: no second copy of the weights in memory.
+  uint64_t data_bytes = 0;
+  const std::string header = header_bytes(tensors, metadata, &data_bytes);
   const std::string temporary = path + ".partial";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const NamedTensor& t : tensors)
+      out.write(reinterpret_cast<const char*>(t.values.data()),
+                static_cast<std::streamsize>(t.values.size() * sizeof(float)));
     out.close();
     if (!out) {
       std::error_code ignored;
