@@ -67,6 +67,14 @@ void RingAllreduce::reduce_blocks(float* data, int64_t n, AllreduceTimes& t) {
   }
 }
 
+void RingAllreduce::round_own_block(float* data, int64_t n, AllreduceTimes& t) {
+  const RingBlock own = ring_block(n, comm_.rank(), comm_.size());
+  coding(&t.compress_s, [&] {
+    codec_.encode(data + own.begin, own.count, send_buf_.data());
+    codec_.decode(send_buf_.data(), own.count, data + own.begin);
+  });
+}
+
 AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
   DTRAIN_CHECK(n <= max_elements_) << "all-reduce of " << n << " > " << max_elements_;
   AllreduceTimes t;
@@ -82,11 +90,7 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
   // else will); each rank forwards what it received in the step before.
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   auto block = [&](int c) { return ring_block(n, c, p); };
-  const RingBlock own = block(r);
-  coding(&t.compress_s, [&] {
-    codec_.encode(data + own.begin, own.count, send_buf_.data());
-    codec_.decode(send_buf_.data(), own.count, data + own.begin);
-  });
+  round_own_block(data, n, t);  // its encoding stays in send_buf_, the first to send
   WaitContext step("ring all-gather");
   for (int s = 0; s < p - 1; ++s) {
     step.set_step(s + 1);
@@ -104,17 +108,11 @@ AllreduceTimes RingAllreduce::run(float* data, int64_t n) {
 AllreduceTimes RingAllreduce::reduce_scatter(float* data, int64_t n) {
   DTRAIN_CHECK(n <= max_elements_) << "reduce-scatter of " << n << " > " << max_elements_;
   AllreduceTimes t;
-  const int p = comm_.size(), r = comm_.rank();
+  const int p = comm_.size();
   if (p == 1 || n == 0) return t;
   reduce_blocks(data, n, t);
-  if (codec_.name() != "none") {
-    // The value run() would deliver: its all-gather sends the owned block through the codec.
-    const RingBlock own = ring_block(n, r, p);
-    coding(&t.compress_s, [&] {
-      codec_.encode(data + own.begin, own.count, send_buf_.data());
-      codec_.decode(send_buf_.data(), own.count, data + own.begin);
-    });
-  }
+  // The value run() would deliver: its all-gather sends the owned block through the codec.
+  if (codec_.name() != "none") round_own_block(data, n, t);
   return t;
 }
 

@@ -46,6 +46,9 @@ class RingAllreduce {
  private:
   // The reduce-scatter's steps, without rounding the owned block.
   void reduce_blocks(float* data, int64_t n, AllreduceTimes& t);
+  // The owned block through the codec (encoded into send_buf_, decoded back in place): what
+  // every rank receives of it.
+  void round_own_block(float* data, int64_t n, AllreduceTimes& t);
 
   Comm& comm_;
   const Codec& codec_;

@@ -130,7 +130,9 @@ void NcclComm::enqueue_allreduce_sum(float* data, int64_t n) {
       ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, comm_, stream_));
 }
 
-void NcclComm::enqueue_reduce_scatter_blocks(float* data, int64_t n) {
+// One grouped NCCL call per ring block c of data[0, n), rooted at rank c.
+template <class PerBlock>
+void NcclComm::enqueue_per_block(float* data, int64_t n, PerBlock per_block) {
   const int p = size();
   if (n <= 0 || p == 1) return;
   cuda::set_device(device_);
@@ -138,26 +140,23 @@ void NcclComm::enqueue_reduce_scatter_blocks(float* data, int64_t n) {
   ncclResult_t result = ncclSuccess;
   for (int c = 0; c < p && result == ncclSuccess; ++c) {
     const RingBlock b = ring_block(n, c, p);
-    result = ncclReduce(data + b.begin, data + b.begin, static_cast<size_t>(b.count), ncclFloat32,
-                        ncclSum, c, comm_, stream_);
+    result = per_block(data + b.begin, static_cast<size_t>(b.count), c);
   }
+  // The group is closed even when a call in it failed (see enqueue_sendrecv).
   DTRAIN_NCCL_CHECK(ncclGroupEnd());
   DTRAIN_NCCL_CHECK(result);
 }
 
+void NcclComm::enqueue_reduce_scatter_blocks(float* data, int64_t n) {
+  enqueue_per_block(data, n, [&](float* block, size_t count, int root) {
+    return ncclReduce(block, block, count, ncclFloat32, ncclSum, root, comm_, stream_);
+  });
+}
+
 void NcclComm::enqueue_all_gather_blocks(float* data, int64_t n) {
-  const int p = size();
-  if (n <= 0 || p == 1) return;
-  cuda::set_device(device_);
-  DTRAIN_NCCL_CHECK(ncclGroupStart());
-  ncclResult_t result = ncclSuccess;
-  for (int c = 0; c < p && result == ncclSuccess; ++c) {
-    const RingBlock b = ring_block(n, c, p);
-    result = ncclBroadcast(data + b.begin, data + b.begin, static_cast<size_t>(b.count),
-                           ncclFloat32, c, comm_, stream_);
-  }
-  DTRAIN_NCCL_CHECK(ncclGroupEnd());
-  DTRAIN_NCCL_CHECK(result);
+  enqueue_per_block(data, n, [&](float* block, size_t count, int root) {
+    return ncclBroadcast(block, block, count, ncclFloat32, root, comm_, stream_);
+  });
 }
 
 void NcclComm::enqueue_sendrecv(const void* send_data, size_t send_bytes, int dst, void* recv_data,

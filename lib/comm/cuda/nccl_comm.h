@@ -65,6 +65,9 @@ class NcclComm final : public Comm {
   void synchronize();
 
  private:
+  template <class PerBlock>
+  void enqueue_per_block(float* data, int64_t n, PerBlock per_block);
+
   std::unique_ptr<Comm> host_;
   int device_;
   ncclComm_t comm_ = nullptr;
