@@ -58,6 +58,15 @@ class Backend {
     fill_zero(t);
     return t;
   }
+  // A flat f32 buffer of zeros whose memory is taken only where it is written, and the return
+  // of a part of it to the system (it reads as zero afterwards): how a sharded run
+  // (algorithm.shard: gradients, parameters; docs/memory.md) keeps a whole model's buffer while
+  // only its shard and the segments in use take memory. The model's flat buffers are reserved.
+  // The defaults allocate zeros and keep the memory (the same results without the saving):
+  // releases_memory() says whether this backend gives memory back.
+  virtual Tensor reserve(const Shape& shape) { return zeros(shape); }
+  virtual void release(const Tensor& part) {}
+  virtual bool releases_memory() const { return false; }
 
   // ---- op factories (called at build time, once per shape) ----
   virtual std::unique_ptr<LinearOp> make_linear(const LinearSpec&) = 0;

@@ -1,7 +1,9 @@
 #include "core/tensor.h"
 
-#include <sys/mman.h>  // mmap: huge buffers; madvise: huge pages
+#include <sys/mman.h>  // mmap: huge buffers; madvise: huge pages, released pages
+#include <unistd.h>    // sysconf: the page size
 
+#include <cstdint>        // uintptr_t
 #include <cstdlib>        // aligned_alloc, free
 #include <cstring>        // memset
 #include <mutex>          // the table of huge buffers
@@ -14,12 +16,14 @@ namespace {
 
 class CpuAllocator final : public Allocator {
  public:
+  // `lazy`: every buffer is reserved, not committed (the huge path below, at any size).
+  explicit CpuAllocator(bool lazy = false) : lazy_(lazy) {}
   void* allocate(size_t bytes) override {
     // Huge buffers (a big model's activation arena at a big batch) are reserved, not committed:
     // memory is taken page by page as it is touched, so that --dry-run, which builds the model
     // but runs nothing, works for any batch, as it did with one buffer per activation (the
     // kernel's overcommit check refuses a single request larger than the machine).
-    if (bytes >= kHuge) {
+    if (bytes >= kHuge || (lazy_ && bytes > 0)) {
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       DTRAIN_CHECK(p != MAP_FAILED) << "out of host memory allocating " << bytes << " bytes";
@@ -64,6 +68,7 @@ class CpuAllocator final : public Allocator {
  private:
   static constexpr size_t kHuge = size_t{1} << 30;
   static constexpr size_t kPage = size_t{2} << 20, kLarge = size_t{8} << 20;
+  const bool lazy_;
   std::mutex mutex_;
   std::unordered_map<void*, size_t> huge_;
 };
@@ -73,6 +78,20 @@ class CpuAllocator final : public Allocator {
 Allocator& cpu_allocator() {
   static CpuAllocator instance;
   return instance;
+}
+
+Allocator& cpu_lazy_allocator() {
+  static CpuAllocator instance(true);
+  return instance;
+}
+
+void release_host_pages(void* data, size_t bytes) {
+  // Only the pages wholly inside: the neighbours' memory on a shared page stays.
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (first + page - 1) / page * page;
+  const uintptr_t end = (first + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& alloc) {

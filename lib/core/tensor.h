@@ -22,6 +22,13 @@ class Allocator {
 
 // 64-byte aligned host memory (one cache line, one AVX-512 register).
 Allocator& cpu_allocator();
+// Page-aligned host memory that the system commits page by page as it is written: untouched
+// memory reads as zero and takes none (a sharded run's whole-model buffers, of which a rank
+// holds only its shard and the segments in use: Backend::reserve).
+Allocator& cpu_lazy_allocator();
+// Gives the pages wholly inside [data, data + bytes) back to the system; they read as zero
+// afterwards (anonymous memory only: what the allocators above return).
+void release_host_pages(void* data, size_t bytes);
 
 class Tensor {
  public:

@@ -1,6 +1,6 @@
 // Graph::materialize: flat buffers, parameter initialisation, activation and gradient memory
 // (planned in graph_plan.cpp) and the per-batch tensor plans.
-#include <algorithm>  // fill
+#include <algorithm>  // fill, sort
 
 #include "core/rng.h"  // random_uniform, random_normal, stream_id
 #include "nn/graph.h"
@@ -77,16 +77,49 @@ void Graph::set_forward_hook(const std::string& name, std::function<void()> hook
   DTRAIN_INPUT_CHECK(false) << "no layer named '" << name << "' to hook into";
 }
 
+Graph::WeightRanges Graph::weight_ranges_of(const Node& node) const {
+  WeightRanges ranges;
+  if (node.tie >= 0) {
+    const Node& lender = nodes_[node.tie];
+    ranges.emplace_back(lender.param_offset, lender.param_offset + lender.params[0].shape.numel());
+  }
+  if (node.param_count > 0)
+    ranges.emplace_back(node.param_offset, node.param_offset + node.param_count);
+  return ranges;
+}
+
+std::vector<Graph::WeightRanges> Graph::forward_weight_ranges() const {
+  std::vector<WeightRanges> ranges;
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    WeightRanges r = weight_ranges_of(nodes_[i]);
+    if (!r.empty()) ranges.push_back(std::move(r));
+  }
+  return ranges;
+}
+
+void Graph::set_weight_hook(std::function<void(const WeightRanges&, bool)> need) {
+  weight_hook_ = std::move(need);
+  node_weights_.assign(nodes_.size(), {});
+  block_weights_.assign(block_names_.size(), {});
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    node_weights_[i] = weight_ranges_of(nodes_[i]);
+    const int b = nodes_[i].block_id;
+    if (b < 0) continue;
+    for (const auto& r : node_weights_[i]) block_weights_[b].push_back(r);
+  }
+  for (WeightRanges& r : block_weights_) std::sort(r.begin(), r.end());
+}
+
 void Graph::materialize(Backend& backend, uint64_t seed, bool input_gradient,
                         uint64_t first_param_stream) {
   DTRAIN_CHECK(backend_ == nullptr) << "graph materialized twice";
   backend_ = &backend;
   seed_ = seed;
   input_gradient_ = input_gradient;
-  params_ = backend.empty({num_params_});
-  grads_ = backend.empty({num_params_});
+  // Reserved: a sharded run gives back what its rank does not hold (Backend::release).
+  params_ = backend.reserve({num_params_});
+  grads_ = backend.reserve({num_params_});
   buffers_ = backend.empty({num_buffers_});
-  backend.fill_zero(grads_);
   initialise(seed, first_param_stream);
   assign_precision();
   allocate_activations();
@@ -118,8 +151,10 @@ void Graph::allocate_activations() {
 }
 
 void Graph::initialise(uint64_t seed, uint64_t first_param_stream) {
-  // Host buffers filled element by element from the counter RNG, then one copy each.
-  Tensor host = Tensor::empty({num_params_});
+  // Host buffers filled element by element from the counter RNG, then one copy each (host
+  // parameters are filled where they are: no second copy of a big model's weights).
+  const bool in_place = params_.device() == Device::cpu;
+  Tensor host = in_place ? params_ : Tensor::empty({num_params_});
   Tensor host_buffers = Tensor::empty({num_buffers_});
   float* p = host.data<float>();
   float* b = host_buffers.data<float>();
@@ -155,7 +190,7 @@ void Graph::initialise(uint64_t seed, uint64_t first_param_stream) {
       offset += d.shape.numel();
     }
   }
-  backend_->copy(params_, host);
+  if (!in_place) backend_->copy(params_, host);
   backend_->copy(buffers_, host_buffers);
 }
 

@@ -20,6 +20,12 @@ class CpuBackend final : public Backend {
   std::string bf16_caveat() const override;
   Device device() const override { return Device::cpu; }
   Allocator& allocator() override { return cpu_allocator(); }
+  // Host pages committed as they are written, given back with madvise (core/tensor.h).
+  Tensor reserve(const Shape& shape) override {
+    return Tensor::empty(shape, DType::f32, cpu_lazy_allocator());
+  }
+  void release(const Tensor& part) override { release_host_pages(part.raw(), part.bytes()); }
+  bool releases_memory() const override { return true; }
   void set_num_threads(int threads) override;
   int num_threads() const { return threads_; }
   void synchronize() override {}
