@@ -1,6 +1,6 @@
 #include "nn/safetensors.h"
 
-#include <algorithm>  // sort
+#include <algorithm>  // sort, max
 #include <bit>        // endian: the format is little-endian, as the machines dtrain runs on
 #include <cstdint>
 #include <cstring>  // memcpy
@@ -9,6 +9,7 @@
 #include <iterator>  // istreambuf_iterator
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>  // pair
 
 #include "core/error.h"
 
@@ -78,14 +79,47 @@ Entry read_entry(const std::string& name, const Json& info, const std::string& w
   return e;
 }
 
+std::vector<std::pair<std::string, Shape>> shapes_of(const NamedTensors& tensors) {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const NamedTensor& t : tensors) {
+    DTRAIN_CHECK(static_cast<int64_t>(t.values.size()) == t.shape.numel())
+        << "tensor '" << t.name << "' has " << t.values.size() << " values for shape "
+        << t.shape.str();
+    shapes.emplace_back(t.name, t.shape);
+  }
+  return shapes;
+}
+
+// Writes the header, then each tensor's bytes from `bytes_of(k)`, into a temporary file beside
+// `path`, then renames it: a reader never sees half a file, an old file stays whole until then.
+void write_file(const std::string& path, const std::string& header, size_t count,
+                const std::function<std::pair<const char*, size_t>(size_t)>& bytes_of) {
+  const std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (size_t k = 0; k < count && out; ++k) {
+      const auto [data, size] = bytes_of(k);
+      out.write(data, static_cast<std::streamsize>(size));
+    }
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw Error("cannot write " + temporary);
+    }
+  }
+  std::filesystem::rename(temporary, path);
+}
+
 }  // namespace
 
 namespace {
 
 // The length field and the JSON header (padded to a multiple of 8 bytes), and the data bytes
 // that follow it.
-std::string header_bytes(const NamedTensors& tensors, const TensorMetadata& metadata,
-                         uint64_t* data_bytes) {
+std::string header_bytes(const std::vector<std::pair<std::string, Shape>>& tensors,
+                         const TensorMetadata& metadata, uint64_t* data_bytes) {
   Json header = Json::object();
   if (!metadata.empty()) {
     Json meta = Json::object();
@@ -94,14 +128,11 @@ std::string header_bytes(const NamedTensors& tensors, const TensorMetadata& meta
   }
   uint64_t offset = 0;
   std::set<std::string> names;
-  for (const NamedTensor& t : tensors) {
-    DTRAIN_CHECK(names.insert(t.name).second) << "tensor '" << t.name << "' named twice";
-    DTRAIN_CHECK(static_cast<int64_t>(t.values.size()) == t.shape.numel())
-        << "tensor '" << t.name << "' has " << t.values.size() << " values for shape "
-        << t.shape.str();
-    const uint64_t bytes = t.values.size() * sizeof(float);
-    header[t.name] = {
-        {"dtype", "F32"}, {"shape", t.shape.dims()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const auto& [name, shape] : tensors) {
+    DTRAIN_CHECK(names.insert(name).second) << "tensor '" << name << "' named twice";
+    const uint64_t bytes = static_cast<uint64_t>(shape.numel()) * sizeof(float);
+    header[name] = {
+        {"dtype", "F32"}, {"shape", shape.dims()}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text = header.dump();
@@ -117,7 +148,7 @@ std::string header_bytes(const NamedTensors& tensors, const TensorMetadata& meta
 
 std::string encode_safetensors(const NamedTensors& tensors, const TensorMetadata& metadata) {
   uint64_t data_bytes = 0;
-  std::string out = header_bytes(tensors, metadata, &data_bytes);
+  std::string out = header_bytes(shapes_of(tensors), metadata, &data_bytes);
   out.reserve(out.size() + data_bytes);
   for (const NamedTensor& t : tensors)
     out.append(reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float));
@@ -192,22 +223,29 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const TensorMetadata& metadata) {
   // Tensor by tensor into the file: no second copy of the weights in memory.
   uint64_t data_bytes = 0;
-  const std::string header = header_bytes(tensors, metadata, &data_bytes);
-  const std::string temporary = path + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const NamedTensor& t : tensors)
-      out.write(reinterpret_cast<const char*>(t.values.data()),
-                static_cast<std::streamsize>(t.values.size() * sizeof(float)));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw Error("cannot write " + temporary);
-    }
+  const std::string header = header_bytes(shapes_of(tensors), metadata, &data_bytes);
+  write_file(path, header, tensors.size(), [&](size_t k) {
+    const std::vector<float>& v = tensors[k].values;
+    return std::pair{reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
+  });
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorSource>& tensors,
+                       const TensorMetadata& metadata) {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  int64_t largest = 0;
+  for (const TensorSource& t : tensors) {
+    shapes.emplace_back(t.name, t.shape);
+    largest = std::max(largest, t.shape.numel());
   }
-  std::filesystem::rename(temporary, path);
+  uint64_t data_bytes = 0;
+  const std::string header = header_bytes(shapes, metadata, &data_bytes);
+  std::vector<float> buffer(static_cast<size_t>(largest));
+  write_file(path, header, tensors.size(), [&](size_t k) {
+    tensors[k].fill(buffer.data());
+    const size_t bytes = static_cast<size_t>(tensors[k].shape.numel()) * sizeof(float);
+    return std::pair{reinterpret_cast<const char*>(buffer.data()), bytes};
+  });
 }
 
 NamedTensors read_safetensors(const std::string& path, TensorMetadata* metadata) {

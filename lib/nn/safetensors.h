@@ -5,6 +5,7 @@
 // order) and an optional "__metadata__" map of strings, then the raw little-endian data.
 // model.safetensors, model.init_from and `dtrain eval` read and write it through this file.
 #pragma once
+#include <functional>  // TensorSource::fill
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
 // Writes `path` atomically: a temporary file beside it, then a rename, so that a reader never
 // sees half a file and an old file stays whole until the new one is complete. Error on I/O.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
+                       const TensorMetadata& metadata = {});
+// A tensor a writer reads when it reaches it: `fill` writes its shape.numel() values to `dst`
+// (so that the caller holds one tensor at a time, not a copy of the model).
+struct TensorSource {
+  std::string name;
+  Shape shape;
+  std::function<void(float* dst)> fill;
+};
+// write_safetensors of tensors read one by one, in order, through one buffer of the largest.
+void write_safetensors(const std::string& path, const std::vector<TensorSource>& tensors,
                        const TensorMetadata& metadata = {});
 // InputError naming the file when it cannot be read or is not valid (decode_safetensors).
 NamedTensors read_safetensors(const std::string& path, TensorMetadata* metadata = nullptr);

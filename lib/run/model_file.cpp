@@ -1,5 +1,8 @@
 #include "run/model_file.h"
 
+#include <algorithm>  // max
+#include <vector>
+
 #include "run/run_record.h"  // dtrain_version, dtrain_commit
 
 namespace dtrain {
@@ -14,10 +17,18 @@ TensorMetadata model_file_metadata(const ExperimentConfig& config) {
 }
 
 void write_model_file(Scheduler& scheduler, const ExperimentConfig& config, int rank) {
-  const NamedTensors weights = scheduler.weights();
-  if (rank == 0)
-    write_safetensors(config.output.dir + "/" + kModelFileName, weights,
-                      model_file_metadata(config));
+  scheduler.write_weights([&](const std::vector<TensorSource>& tensors) {
+    if (rank == 0) {
+      write_safetensors(config.output.dir + "/" + kModelFileName, tensors,
+                        model_file_metadata(config));
+      return;
+    }
+    // Weights sharded over the ranks: the others read each tensor too, which gathers it.
+    int64_t largest = 0;
+    for (const TensorSource& t : tensors) largest = std::max(largest, t.shape.numel());
+    std::vector<float> ignored(static_cast<size_t>(largest));
+    for (const TensorSource& t : tensors) t.fill(ignored.data());
+  });
 }
 
 }  // namespace dtrain
