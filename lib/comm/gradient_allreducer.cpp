@@ -25,22 +25,26 @@ std::future<void> GradientAllreducer::start(const Tensor& buffer) {
   return submit(&GradientTransport::reduce, buffer);
 }
 
-std::future<void> GradientAllreducer::start_reduce_scatter(const Tensor& buffer) {
-  return submit(&GradientTransport::reduce_scatter, buffer);
+std::future<void> GradientAllreducer::start_reduce_scatter(const Tensor& buffer,
+                                                           std::function<void()> after) {
+  return submit(&GradientTransport::reduce_scatter, buffer, std::move(after));
 }
 
 std::future<void> GradientAllreducer::start_all_gather(const Tensor& buffer) {
   return submit(&GradientTransport::all_gather, buffer);
 }
 
-std::future<void> GradientAllreducer::submit(Collective collective, const Tensor& buffer) {
+std::future<void> GradientAllreducer::submit(Collective collective, const Tensor& buffer,
+                                             std::function<void()> after) {
   DTRAIN_CHECK(buffer.dtype() == DType::f32) << "gradient collective of a non-f32 buffer";
   std::shared_ptr<void> ready = transport_->mark_ready(buffer);
-  return thread_.submit([this, collective, buffer, ready = std::move(ready)] {
-    const double codec_s = (transport_.get()->*collective)(buffer, ready);
-    std::lock_guard lock(mutex_);
-    compress_s_ += codec_s;
-  });
+  return thread_.submit(
+      [this, collective, buffer, ready = std::move(ready), after = std::move(after)] {
+        const double codec_s = (transport_.get()->*collective)(buffer, ready);
+        if (after) after();
+        std::lock_guard lock(mutex_);
+        compress_s_ += codec_s;
+      });
 }
 
 std::future<void> GradientAllreducer::then(std::function<void(Comm&)> task) {

@@ -36,7 +36,9 @@ class GradientAllreducer {
   std::future<void> start(const Tensor& buffer);
   // The halves of start() for sharded training (GradientTransport::reduce_scatter, all_gather):
   // block rank() of `buffer` (ring_block) summed, or every rank's block copied to all.
-  std::future<void> start_reduce_scatter(const Tensor& buffer);
+  // `after`, if given, runs on the comm thread once the reduce-scatter is done (a sharded run
+  // gives back the memory of the blocks it does not own).
+  std::future<void> start_reduce_scatter(const Tensor& buffer, std::function<void()> after = {});
   std::future<void> start_all_gather(const Tensor& buffer);
   // Runs `task` on the comm thread after the reductions started before it, with the all-reducer's
   // own communicator: small control collectives that must follow a reduction in every rank's
@@ -50,7 +52,8 @@ class GradientAllreducer {
 
  private:
   using Collective = double (GradientTransport::*)(const Tensor&, const std::shared_ptr<void>&);
-  std::future<void> submit(Collective collective, const Tensor& buffer);
+  std::future<void> submit(Collective collective, const Tensor& buffer,
+                           std::function<void()> after = {});
 
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<GradientTransport> transport_;

@@ -12,6 +12,7 @@
 #include <map>         // dtypes_under
 #include <memory>      // unique_ptr
 #include <string>
+#include <utility>  // pair: weight ranges
 #include <vector>
 
 #include "backend/backend.h"  // Backend
@@ -160,6 +161,16 @@ class Graph {
   // Each layer has at most one hook (SAPipe's profile hooks every parameterised layer); an
   // empty hook removes that layer's. InputError when no layer has that name.
   void set_forward_hook(const std::string& name, std::function<void()> hook);
+  using WeightRanges = dtrain::WeightRanges;  // model_input.h
+  // Calls `need(ranges, backward)` before every computation that reads parameters: each
+  // parameterised layer's forward (training and evaluation; a tied layer reads its lender's
+  // range too), a recomputed block's forward (once, with every range of the block), and each
+  // parameterised layer's backward (`backward` true for the last two). A sharded run gathers the
+  // weights a layer is about to use there (algorithm.shard: parameters). Empty: none.
+  void set_weight_hook(std::function<void(const WeightRanges& ranges, bool backward)> need);
+  // The ranges forward reads, in forward order, one entry per parameterised layer: what a
+  // weight hook will be asked for (a sharded run's prefetch looks ahead in it).
+  std::vector<WeightRanges> forward_weight_ranges() const;
   void set_training(bool training) { training_ = training; }
   bool training() const { return training_; }
   void set_dropout_seed(uint64_t seed) { seed_ = seed; }
@@ -250,6 +261,10 @@ class Graph {
   std::vector<int> recompute_at_;  // per node: the block recomputed before its backward, or -1
   uint64_t forward_step_ = 0;      // the step of the last training forward
   std::vector<std::function<void()>> hooks_;  // by node; empty: none
+  std::function<void(const WeightRanges&, bool)> weight_hook_;
+  std::vector<WeightRanges> node_weights_;   // by node: the ranges it reads (weight hook)
+  std::vector<WeightRanges> block_weights_;  // by block: its nodes' ranges
+  WeightRanges weight_ranges_of(const Node& node) const;
   bool profiling_ = false;
   struct LayerTime {
     double forward_s = 0, backward_s = 0;

@@ -84,6 +84,7 @@ const Tensor& Graph::forward(const Tensor& input) {
   if (profiling_) times_.resize(nodes_.size());
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (training_ && i < hooks_.size() && hooks_[i]) hooks_[i]();
+    if (weight_hook_ && !node_weights_[i].empty()) weight_hook_(node_weights_[i], false);
     if (nodes_[i].layer->output_is_view()) continue;
     ctx.node = nodes_[i].stream;
     if (!profiling_ || !training_) {  // the profile is of training steps
@@ -116,6 +117,7 @@ void Graph::backward(const std::function<void(int64_t)>& on_ready) {
     if (training_ && i < recompute_at_.size() && recompute_at_[i] >= 0)
       recompute_block(p, recompute_at_[i]);
     if (!node.need_grad) continue;
+    if (weight_hook_ && !node_weights_[i].empty()) weight_hook_(node_weights_[i], true);
     ctx.node = node.stream;
     if (profiling_) backend_->synchronize();
     const auto start = std::chrono::steady_clock::now();
@@ -153,6 +155,7 @@ void Graph::recompute_block(Plan& p, int block) {
   for (size_t i = 1; i < nodes_.size() && !needed; ++i)
     needed = nodes_[i].block_id == block && nodes_[i].need_grad;
   if (!needed) return;
+  if (weight_hook_ && !block_weights_[block].empty()) weight_hook_(block_weights_[block], true);
   RunContext ctx{backend_, true, seed_, forward_step_, 0, true};
   for (int j : layers) {
     ctx.node = nodes_[j].stream;

@@ -177,6 +177,10 @@ std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelI
   return make_graph(model, input)->weight_slots();
 }
 
+std::vector<WeightRanges> model_weight_reads(const YAML::Node& model, const ModelInput& input) {
+  return make_graph(model, input)->forward_weight_ranges();
+}
+
 std::string describe_model(const YAML::Node& model, const ModelInput& input) {
   return make_graph(model, input)->summary();
 }

@@ -159,6 +159,9 @@ int64_t count_parameters(const YAML::Node& model, const ModelInput& input);
 int64_t estimate_activation_bytes(const YAML::Node& model, const ModelInput& input, bool recompute);
 // The weights the model has, by name (what a weights file for it must hold).
 std::vector<WeightSlot> model_weight_slots(const YAML::Node& model, const ModelInput& input);
+// What each parameterised layer reads, in forward order (Graph::forward_weight_ranges): the
+// memory table's gathered weights and gradients in flight when sharding them.
+std::vector<WeightRanges> model_weight_reads(const YAML::Node& model, const ModelInput& input);
 std::string describe_model(const YAML::Node& model, const ModelInput& input);
 // The `layers:` list a zoo model expands to (zoo specs only; custom specs are returned as is).
 YAML::Node expand_model_spec(const YAML::Node& model, const ModelInput& input);

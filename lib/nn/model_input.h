@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>  // int64_t
 #include <string>
+#include <utility>  // pair: weight ranges
 #include <vector>
 
 #include "core/dtype.h"  // DType
@@ -24,6 +25,10 @@ struct LayerRange {
   std::string name, type;
   int64_t offset = 0, count = 0;
 };
+// Ranges [begin, end) of the flat parameter buffer a layer reads (its own, and a tied layer's
+// lender's), in buffer order.
+using WeightRanges = std::vector<std::pair<int64_t, int64_t>>;
+
 // One named tensor of a model's weights, named as PyTorch's state_dict names it ("<layer>.<name>":
 // "fc1.weight", "bn1.running_mean"): a parameter at `offset` of the flat parameters(), or a
 // non-trainable buffer (BatchNorm's running statistics) at `offset` of the flat buffers().

@@ -66,6 +66,7 @@ MemoryInputs memory_inputs(const ExperimentConfig& c, const ModelInput& like, in
   in.ranks = ranks;
   in.shard = shard;
   in.segments = gradient_segment_bounds(c.algorithm, in.trainable_offset, in.parameters);
+  in.layer_reads = model_weight_reads(c.model, input);
   in.accumulation_steps = c.train.accumulation_steps;
   in.codec = c.compression.name != "none";
   in.activations = estimate_activation_bytes(c.model, input, false);
@@ -94,6 +95,7 @@ MemoryReport memory_report(const ExperimentConfig& c, const ModelInput& like,
                            const Backend& backend, const MemoryPlace& place) {
   MemoryReport report;
   report.inputs = memory_inputs(c, like, place.ranks, shard_mode(c.algorithm));
+  report.inputs.releases = backend.releases_memory();
   report.rank = largest_rank_memory(report.inputs);
   report.limit = memory_limit(c, backend, place.local_ranks);
   if (report.fits()) return report;
@@ -104,7 +106,7 @@ MemoryReport memory_report(const ExperimentConfig& c, const ModelInput& like,
     for (size_t m = 0; m < shard_words().size(); ++m) {
       const ShardMode mode = static_cast<ShardMode>(m);
       if (!shardable && mode != report.inputs.shard) continue;
-      if (!shard_mode_trains(mode)) continue;
+      if (shardable && mode > c.algorithm.entry().deepest_shard) continue;
       MemoryInputs in = report.inputs;
       in.shard = mode;
       const int64_t total = largest_rank_memory(in).total_with(recompute);

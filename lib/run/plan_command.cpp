@@ -525,7 +525,7 @@ void run_plan(const ExperimentConfig& config, const PlanOptions& options, std::o
     // An algorithm with algorithm.shard: a row per sharded mode, without a codec (the timing
     // row on the mode's bytes: shard_timing.h).
     if (!a.shard || p == 1) continue;
-    for (size_t m = 1; m < shard_words().size(); ++m) {
+    for (size_t m = 1; m <= static_cast<size_t>(a.deepest_shard); ++m) {
       const ShardMode mode = static_cast<ShardMode>(m);
       Prediction row = a.predict(sharded_timing_inputs(in, mode), in.codecs.front(), options);
       row.reference = false;  // the speedups stay against the unsharded row

@@ -186,6 +186,8 @@ struct AlgorithmEntry {
   // algorithm.shard of a configuration (shard/shard_mode.h); null: it has no such key (each
   // rank keeps the whole state).
   std::function<ShardMode(const AlgorithmConfig&)> shard{};
+  // The deepest mode its `shard` key offers (the modes up to it, in ShardMode's order).
+  ShardMode deepest_shard = ShardMode::parameters;
   // The bounds of the gradient segments it cuts the trainable range [begin, end) into (its
   // `segments` key resolved: gradient_segments.h), which a sharded state follows; null: segments
   // of about kAutoSegmentBytes.

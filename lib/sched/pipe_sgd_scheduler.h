@@ -18,14 +18,16 @@
 #include "sched/algorithm.h"           // AlgorithmEntry
 #include "sched/gradient_segments.h"   // GradientSegments
 #include "sched/scheduler.h"           // Scheduler
+#include "sched/shard/sharded_step.h"  // ShardedStep: algorithm.shard
 
 namespace dtrain {
 
 // Pipe-SGD's keys (algorithm.K, .warmup_epochs, .segments).
 struct PipeSgdOptions {
-  int K = 2;              // iteration dependency: the update at t uses the gradient of t − K
-  int warmup_epochs = 0;  // epochs of D-Sync before pipelining starts
-  int segments = 1;       // gradient segments all-reduced as backward produces them
+  int K = 2;                   // iteration dependency: the update at t uses the gradient of t − K
+  int warmup_epochs = 0;       // epochs of D-Sync before pipelining starts
+  int segments = 1;            // gradient segments all-reduced as backward produces them
+  std::string shard = "none";  // none | optimizer | gradients: ZeRO-1/2 (sched/shard)
 };
 
 AlgorithmEntry pipe_sgd_algorithm();
@@ -41,6 +43,11 @@ class PipeSgdScheduler final : public Scheduler {
   // the iteration counter and the last learning rate.
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
+  // Sharded (algorithm.shard), the stale all-reduce is split the same way: each slot's gradient
+  // is reduce-scattered while the next iterations compute, the rank steps its shard with it, and
+  // the updated weights are all-gathered, each segment waited for by the next forward's first
+  // layer that reads it.
+  void write_weights(const WeightWriter& write) override;
 
  private:
   // One iteration's gradient buffer: computed into by backward, then summed over the ranks in
@@ -65,9 +72,13 @@ class PipeSgdScheduler final : public Scheduler {
   size_t segments_started_ = 0;  // of the iteration being computed
   int64_t iteration_ = 0;        // over the whole run
   float last_lr_ = 0;
+  ShardMode shard_ = ShardMode::none;
   // Declared last: its thread is joined, finishing any all-reduce still writing into a slot,
   // before the slots are freed.
   std::unique_ptr<GradientAllreducer> allreducer_;  // null on one rank
+  // algorithm.shard on more than one rank; destroyed before the all-reducer whose futures it
+  // holds.
+  std::unique_ptr<ShardedStep> sharded_;
 };
 
 }  // namespace dtrain

@@ -36,15 +36,10 @@ double Scheduler::emulate_straggler(double seconds) const {
   return extra;
 }
 
-namespace {
-
-// Rows [first, first + count) of a batch tensor ([rows, ...]): a view, no copy.
 Tensor rows_of(const Tensor& t, int64_t first, int64_t count) {
   const int64_t per_row = t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 0;
   return t.slice(first * per_row, t.shape().with_batch(count));
 }
-
-}  // namespace
 
 // Gradient accumulation (train.accumulation_steps N > 1) keeps one extra flat buffer,
 // accumulated_, and adds gradients segment by segment as backward finishes them:
@@ -131,6 +126,31 @@ NamedTensors Scheduler::weights() {
   return ctx_.comm.rank() == 0 ? model_weights(ctx_.model) : NamedTensors{};
 }
 
+void Scheduler::write_weights(const WeightWriter& write) {
+  const auto held = std::make_shared<NamedTensors>(weights());
+  if (ctx_.comm.rank() != 0) return;
+  std::vector<TensorSource> sources;
+  for (const NamedTensor& t : *held)
+    sources.push_back(
+        {t.name, t.shape, [&t](float* dst) { std::copy(t.values.begin(), t.values.end(), dst); }});
+  write(sources);
+}
+
+std::vector<TensorSource> Scheduler::model_weight_sources() {
+  Model& model = ctx_.model;
+  std::vector<TensorSource> sources;
+  for (const WeightSlot& s : model.weight_slots()) {
+    const Tensor& flat = s.buffer ? model.buffers() : model.parameters();
+    const Tensor part = flat.slice(s.offset, s.shape);
+    sources.push_back({s.name, s.shape, [&model, part](float* dst) {
+                         Backend& backend = model.backend();
+                         backend.copy(Tensor::borrow(dst, part.shape()), part);
+                         backend.synchronize();
+                       }});
+  }
+  return sources;
+}
+
 Tensor Scheduler::trainable_part(const Tensor& flat) const {
   const int64_t offset = ctx_.model.trainable_offset();
   return flat.slice(offset, {flat.numel() - offset});
@@ -202,7 +222,7 @@ EvalResult Scheduler::evaluate_model(Loader& test) {
 void Scheduler::save(SchedulerState& state) {
   Model& model = ctx_.model;
   Backend& backend = model.backend();
-  state.put("model.parameters", model.parameters(), backend);
+  save_parameters(state);
   state.put("model.buffers", model.buffers(), backend);
   // By the names the optimizer gives them: SGD's momentum is "optimizer.momentum"; AdamW's
   // moments and step count "optimizer.m", "optimizer.v", "optimizer.step".
@@ -213,10 +233,18 @@ void Scheduler::save(SchedulerState& state) {
   state.set_counter("model.step", static_cast<int64_t>(model.graph().step()));
 }
 
+void Scheduler::save_parameters(SchedulerState& state) {
+  state.put("model.parameters", ctx_.model.parameters(), ctx_.model.backend());
+}
+
+void Scheduler::load_parameters(const SchedulerState& state) {
+  state.get("model.parameters", ctx_.model.parameters(), ctx_.model.backend());
+}
+
 void Scheduler::load(const SchedulerState& state) {
   Model& model = ctx_.model;
   Backend& backend = model.backend();
-  state.get("model.parameters", model.parameters(), backend);
+  load_parameters(state);
   state.get("model.buffers", model.buffers(), backend);
   for (const auto& [name, buffer] : ctx_.optimizer.state_buffers())
     state.get("optimizer." + name, buffer, backend);

@@ -60,6 +60,8 @@ struct EvalResult {
 // The summed loss, correct predictions and samples of `model` (in evaluation mode) over this
 // rank's batches of `test`, from its start; the model's training mode is kept.
 LossStats test_sums(Model& model, Loader& test);
+// Rows [first, first + count) of a batch tensor ([rows, ...]): a view, no copy.
+Tensor rows_of(const Tensor& t, int64_t first, int64_t count);
 
 // Decoupled weight decay per parameter tensor of `slots` (a model's or a stage's): tensors of two
 // or more dimensions decay, biases, norms' weights and other 1-D tensors do not (nanoGPT's
@@ -167,6 +169,15 @@ class Scheduler {
   // other ranks: what a run saves as model.safetensors (a collective: every rank calls it).
   // Default: flush, then rank 0's model (the ranks hold the same one).
   virtual NamedTensors weights();
+  // Receives the tensors of model.safetensors, to read one at a time (TensorSource::fill).
+  using WeightWriter = std::function<void(const std::vector<TensorSource>& tensors)>;
+  // The same weights streamed to `write` (a collective): rank 0 calls it to write the file;
+  // where reading a tensor takes the ranks' communication (weights sharded over the ranks),
+  // every rank calls it and reads every tensor in order. Default: weights() on rank 0.
+  virtual void write_weights(const WeightWriter& write);
+  // The flat parameters and buffers of the scheduler's model as TensorSources read in place
+  // (host) or through a copy of one tensor (device): rank 0's model, no copy of the weights.
+  std::vector<TensorSource> model_weight_sources();
   // The complete training state: parameters, BatchNorm statistics, momentum, the dropout
   // counter, and what the algorithm keeps of its own (overrides add theirs after the base's).
   // Waits for communication in flight but changes nothing: training continues as if not saved.
@@ -205,6 +216,9 @@ class Scheduler {
   void clip_gradients(const Tensor& gradients) const;
   // The part of a flat buffer the optimizer updates: frozen layers are not communicated.
   Tensor trainable_part(const Tensor& flat) const;
+  // How save() and load() keep the model's weights: whole ("model.parameters") by default.
+  virtual void save_parameters(SchedulerState& state);
+  virtual void load_parameters(const SchedulerState& state);
   Tensor trainable_gradients() const { return trainable_part(ctx_.model.gradients()); }
   // Where the gradient all-reduce finds the buffers (host or GPU) and how GPU ones travel.
   GradientPlacement gradient_placement() const { return {&ctx_.model.backend(), ctx_.gpu_comm}; }

@@ -1,10 +1,8 @@
 #include "sched/sync_scheduler.h"
 
 #include <algorithm>  // max
-#include <cmath>      // sqrt
 
 #include "core/error.h"
-#include "optim/clip.h"              // clip_coefficient
 #include "sched/shard/shard_mode.h"  // shard_words
 #include "sched/sync_timing.h"       // predict_sync
 
@@ -58,9 +56,6 @@ SyncScheduler::SyncScheduler(SchedulerContext ctx, const SyncOptions& options)
       shard_(shard_mode_named(options.shard)) {
   auto_segments_ = options.segments.is("auto");
   inflight_.reserve(segments_.size());
-  DTRAIN_INPUT_CHECK(shard_mode_trains(shard_))
-      << "algorithm.shard: " << options.shard
-      << " is not available in this version yet (none and optimizer are; docs/memory.md)";
   if (ctx_.comm.size() == 1) return;  // one rank: nothing to shard
   int64_t largest = 0;                // the ring's scratch is for a block of the largest segment
   for (size_t j = 0; j < segments_.size(); ++j)
@@ -101,17 +96,70 @@ void SyncScheduler::load(const SchedulerState& state) {
   Scheduler::load(state);
 }
 
+void SyncScheduler::save_parameters(SchedulerState& state) {
+  if (sharded_ && sharded_->shards_weights()) return sharded_->save_parameters(state);
+  Scheduler::save_parameters(state);
+}
+
+void SyncScheduler::load_parameters(const SchedulerState& state) {
+  if (sharded_ && sharded_->shards_weights()) return sharded_->load_parameters(state);
+  Scheduler::load_parameters(state);
+}
+
+void SyncScheduler::write_weights(const WeightWriter& write) {
+  flush();
+  if (sharded_ && sharded_->shards_weights()) return write(sharded_->weight_sources());
+  if (ctx_.comm.rank() == 0) write(model_weight_sources());
+}
+
+EvalResult SyncScheduler::evaluate(Loader& test) {
+  if (!sharded_ || !sharded_->shards_weights()) return Scheduler::evaluate(test);
+  flush();
+  Model& model = ctx_.model;
+  const bool training = model.training();
+  model.set_training(false);
+  test.start_epoch(0);
+  LossStats sums;
+  Batch batch;
+  const int64_t most = model.graph().input_shape()[0];
+  int64_t rows = 0, first = 0;  // the batch in hand, and the next row of it to forward
+  Tensor images, labels;        // the last part forwarded: run again once this rank is done
+  for (;;) {
+    if (first >= rows && test.next(batch)) rows = batch.rows(), first = 0;
+    const bool mine = first < rows;
+    std::vector<double> more{mine ? 1.0 : 0.0};
+    ctx_.comm.allreduce_sum(more);  // whether any rank still has a part: all forward, or none
+    if (more[0] == 0) break;
+    if (mine) {
+      const int64_t count = std::min(most, rows - first);
+      images = count == rows ? batch.images : rows_of(batch.images, first, count);
+      labels = count == rows ? batch.labels : rows_of(batch.labels, first, count);
+      first += count;
+    }
+    if (!images.defined()) {  // nothing of its own at all: any batch of the right shape
+      const Shape& out = model.graph().output_shape();  // [b, classes] or [b, T, classes]
+      images = model.backend().zeros(model.graph().input_shape().with_batch(1));
+      labels = model.backend().zeros(out.rank() == 3 ? Shape{1, out[1]} : Shape{1}, DType::i32);
+    }
+    model.forward(images, labels);
+    if (!mine) continue;
+    const LossStats s = model.last_stats();
+    sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
+  }
+  model.set_training(training);
+  std::vector<double> total{sums.loss_sum, sums.correct, static_cast<double>(sums.count)};
+  ctx_.comm.allreduce_sum(total);
+  return total[2] > 0 ? EvalResult{total[0] / total[2], total[1] / total[2]} : EvalResult{};
+}
+
 void SyncScheduler::step(int epoch, int64_t i, EpochStats& stats) {
   PhaseTimer timer(stats.phases, Phase::update);
-  if (sharded_) return sharded_->step(lr_at(epoch, i), ctx_.clip_grad_norm);
+  if (sharded_) return sharded_->step(lr_at(epoch, i), ctx_.clip_grad_norm, ctx_.model.gradients());
   // The all-reduced gradient is the same on every rank, so are its norm and its clip. Over
   // ranks the norm is summed as a sharded run sums it, so that both clip alike.
   if (allreducer_ && ctx_.clip_grad_norm > 0) {
-    Backend& backend = ctx_.model.backend();
-    const double norm = std::sqrt(blockwise_squared_norm(backend, ctx_.model.gradients(),
-                                                         segments_.bounds(), ctx_.comm.size()));
-    const double coefficient = clip_coefficient(norm, ctx_.clip_grad_norm);
-    if (coefficient < 1.0) backend.scale(trainable_gradients(), static_cast<float>(coefficient));
+    clip_blockwise(ctx_.model.backend(), ctx_.model.gradients(), segments_.bounds(),
+                   ctx_.comm.size(), ctx_.clip_grad_norm);
   } else {
     clip_gradients(trainable_gradients());
   }
@@ -155,10 +203,9 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       continue;
     }
     started_ = 0;
-    if (sharded_) sharded_->begin_iteration();
     auto start = [&](int64_t offset) {
       if (sharded_)
-        sharded_->start_ready(offset);
+        sharded_->start_ready(offset, grads, started_, inflight_);
       else
         segments_.start_ready(*allreducer_, grads, offset, started_, inflight_);
     };
@@ -168,15 +215,16 @@ EpochStats SyncScheduler::run_epoch(Loader& loader, const EpochPart& part) {
       compute_gradients(batch, stats);
     if (sharded_) {
       // The forward's waits for the weights' all-gathers are exposed communication, not compute.
-      const double waited = sharded_->take_gather_wait();
-      t[Phase::forward] -= waited;
-      t[Phase::wait] += waited;
+      const double forward = sharded_->take_gather_wait(false);
+      const double backward = sharded_->take_gather_wait(true);
+      t[Phase::forward] -= forward;
+      t[Phase::backward] -= backward;
+      t[Phase::wait] += forward + backward;
     }
     start(segments_.begin());  // whatever backward has not started (all of it with one)
     {
       // What is still running after backward is exposed: the compute thread waits for it.
       PhaseTimer timer(t, Phase::wait);
-      if (sharded_) sharded_->finish_reduce();
       for (auto& f : inflight_) f.get();
       inflight_.clear();
     }

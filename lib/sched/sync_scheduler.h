@@ -40,6 +40,14 @@ class SyncScheduler final : public Scheduler {
   void flush() override;
   void save(SchedulerState& state) override;
   void load(const SchedulerState& state) override;
+  void save_parameters(SchedulerState& state) override;
+  void load_parameters(const SchedulerState& state) override;
+  // Streams the model's weights without a copy; sharding the weights, every rank reads every
+  // tensor (gathered as it is read).
+  void write_weights(const WeightWriter& write) override;
+  // Sharding the weights, every forward gathers them with the other ranks: a rank whose part of
+  // the test set has ended runs its last batch again, uncounted, while another still evaluates.
+  EvalResult evaluate(Loader& test) override;
 
   GradientSegments segments_;
   bool auto_segments_ = false;  // segments: auto (resolved_settings says how many it made)

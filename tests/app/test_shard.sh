@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Sharded data parallelism (algorithm.shard, ZeRO): a sharded sync run ends with the unsharded
-# run's weights bit for bit — on 2 ranks with AdamW (clip, dropout, accumulation, fp32 and bf16),
-# SGD with momentum and Lion; on 4 ranks over the ring with a codec — and resumes from its own
-# checkpoints bit for bit (each rank's file holds its shard of the optimizer state). A checkpoint
-# of another shard layout, and `shard` on an algorithm that keeps a model per rank, are exit 2
-# naming the key; so are sapipe and pipedream with model.recompute: blocks. A sharded rank's peak
-# resident memory falls by at least half of what the dry run's table predicts.
+# Sharded data parallelism (algorithm.shard, ZeRO-1/2/3): a sharded sync run, in every mode, ends
+# with the unsharded run's weights (model.safetensors) bit for bit — on 2 ranks with AdamW (clip,
+# dropout, accumulation, fp32 and bf16), SGD with momentum, Lion, recomputed blocks with
+# evaluations; on 4 ranks over the ring with a codec; pipe_sgd's optimizer and gradients modes
+# too — and resumes from its own checkpoints bit for bit (each rank's file holds its shard of the
+# optimizer state, and of the weights when they are sharded). A checkpoint of another shard
+# layout, `shard` on an algorithm that keeps a model per rank, and pipe_sgd's `parameters` are
+# exit 2 naming the key; so are sapipe and pipedream with model.recompute: blocks. Each mode's
+# peak resident memory falls below the previous one's, by at least half of what the dry run's
+# table predicts against none.
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TOOL="/usr/bin/python3 $ROOT/tests/app/checkpoint_tool.py"
@@ -26,7 +29,7 @@ seed: 2
 model:
   layers:
     - {type: flatten}
-    - {name: fc1, type: linear, out_features: 24}
+    - {name: fc1, type: linear, out_features: 256}
     - {type: relu}
     - {name: fc2, type: linear, out_features: 4}
 dataset: {name: synthetic, shape: [1, 6, 6], classes: 4, train_size: 480, test_size: 96, batch_size: 24}
@@ -58,67 +61,101 @@ else
   grep -q "no native bfloat16" "$WORK/probe.log" || fail "bf16 dry run: $(tail -3 "$WORK/probe.log")"
   echo "note: no native bf16 on this CPU: the bf16 comparison is skipped"
 fi
+MODES=(optimizer gradients parameters)
+# compare NAME RANKS CONFIG [--set ...]: the unsharded run and one per mode end alike.
+compare() {
+  local name=$1 ranks=$2 config=$3
+  shift 3
+  run "${name}_none" "$ranks" "$config" "$@" || return
+  for mode in "${MODES[@]}"; do
+    run "${name}_$mode" "$ranks" "$config" "$@" --set algorithm.shard="$mode" &&
+      same_weights "$ranks ranks, $name, $mode" "${name}_none" "${name}_$mode"
+  done
+}
 for variant in "${variants[@]}"; do
   read -r name sets <<< "$variant"
   # shellcheck disable=SC2086
-  run "${name}_none" 2 gpt.yaml $sets && run "${name}_opt" 2 gpt.yaml $sets --set algorithm.shard=optimizer &&
-    same_weights "2 ranks, $name" "${name}_none" "${name}_opt"
+  compare "$name" 2 gpt.yaml $sets
 done
-grep -q "reduce-scatter + all-gather" "$WORK/adamw_opt.log" ||
-  fail "the sharded run's log does not say how it communicates: $(grep algo "$WORK/adamw_opt.log")"
-run sgd_none 2 mlp.yaml && run sgd_opt 2 mlp.yaml --set algorithm.shard=optimizer &&
-  same_weights "2 ranks, SGD with momentum" sgd_none sgd_opt
-lion="optimizer={name: lion, lr: 0.002, weight_decay: 0.5, clip_grad_norm: 0.3}"
-run lion_none 2 mlp.yaml --set "$lion" && run lion_opt 2 mlp.yaml --set "$lion" --set algorithm.shard=optimizer &&
-  same_weights "2 ranks, Lion" lion_none lion_opt
+grep -q "reduce-scatter + all-gather" "$WORK/adamw_optimizer.log" ||
+  fail "the sharded run's log does not say how it communicates: $(grep algo "$WORK/adamw_optimizer.log")"
+compare sgd 2 mlp.yaml
+compare lion 2 mlp.yaml --set "optimizer={name: lion, lr: 0.002, weight_decay: 0.5, clip_grad_norm: 0.3}"
+# Recomputed blocks with evaluations between steps (every rank gathers the weights with the
+# others in each evaluation forward): the same weights and the same test figures.
+compare recompute 2 gpt.yaml --set model.recompute=blocks --set train.eval_every_iterations=7
+cut -d, -f1,2,4- "$WORK/recompute_none/accuracy.csv" > "$WORK/acc_none.csv"
+cut -d, -f1,2,4- "$WORK/recompute_parameters/accuracy.csv" > "$WORK/acc_parameters.csv"
+cmp -s "$WORK/acc_none.csv" "$WORK/acc_parameters.csv" ||
+  fail "the sharded weights evaluate otherwise: $(diff "$WORK/acc_none.csv" "$WORK/acc_parameters.csv" | head -4)"
+
+# Pipe-SGD's stale all-reduce split the same way (optimizer and gradients: its deepest mode),
+# K = 2 with segments; `parameters` is refused naming the key.
+pipe=(--set "algorithm={name: pipe_sgd, K: 2, segments: 3}")
+run pipe_none 2 gpt.yaml "${pipe[@]}" && for mode in optimizer gradients; do
+  run "pipe_$mode" 2 gpt.yaml "${pipe[@]}" --set algorithm.shard=$mode &&
+    same_weights "pipe_sgd, $mode" pipe_none "pipe_$mode"
+done
+"$DTRAIN" --config "$WORK/gpt.yaml" --set "algorithm={name: pipe_sgd, shard: parameters}" \
+  --dry-run > "$WORK/pipe_p.log" 2>&1
+status=$?
+[ "$status" -eq 2 ] && grep -q "algorithm.shard" "$WORK/pipe_p.log" ||
+  fail "pipe_sgd with shard: parameters: exit $status, $(tail -2 "$WORK/pipe_p.log")"
 
 # 4 ranks: both over the ring (a codec), accumulation on.
-q8=(--set compression.name=quantize8 --set train.accumulation_steps=2)
-run q8_none 4 gpt.yaml "${q8[@]}" && run q8_opt 4 gpt.yaml "${q8[@]}" --set algorithm.shard=optimizer &&
-  same_weights "4 ranks, quantize8" q8_none q8_opt
+compare q8 4 gpt.yaml --set compression.name=quantize8 --set train.accumulation_steps=2
 
-# Resumed from its checkpoints (after epoch 1 and within epoch 2), bit for bit.
-ck=(--set algorithm.shard=optimizer --set "checkpoint={every_epochs: 1, every_iterations: 7, keep: 100}")
-if run ck 2 mlp.yaml "${ck[@]}"; then
-  mid=$(cd "$WORK/ck/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
+# Resumed from its checkpoints (after epoch 1 and within epoch 2), bit for bit, in each mode
+# (sharding the weights, each rank's file holds its pieces of them).
+for mode in "${MODES[@]}"; do
+  ck=(--set algorithm.shard=$mode --set "checkpoint={every_epochs: 1, every_iterations: 7, keep: 100}")
+  run "ck_$mode" 2 mlp.yaml "${ck[@]}" || continue
+  mid=$(cd "$WORK/ck_$mode/checkpoints" && ls -d epoch-0002-iteration-* | head -1)
   for from in epoch-0001 $mid; do
-    copy="$WORK/ck.from.$from"
-    rm -rf "$copy"; cp -r "$WORK/ck" "$copy"
+    copy="$WORK/ck_$mode.from.$from"
+    rm -rf "$copy"; cp -r "$WORK/ck_$mode" "$copy"
     $TOOL rewind "$copy" "$from"
     mpirun -np 2 "$DTRAIN" --config "$WORK/mlp.yaml" "${ck[@]}" --resume "$copy" --progress none \
-      > "$copy.log" 2>&1 || { fail "resume from $from: $(tail -3 "$copy.log")"; continue; }
-    $TOOL same "$WORK/ck" "$copy" > "$WORK/same.txt" ||
-      fail "resumed from $from differs from the uninterrupted run: $(cat "$WORK/same.txt")"
+      > "$copy.log" 2>&1 || { fail "$mode: resume from $from: $(tail -3 "$copy.log")"; continue; }
+    $TOOL same "$WORK/ck_$mode" "$copy" > "$WORK/same.txt" ||
+      fail "$mode: resumed from $from differs from the uninterrupted run: $(cat "$WORK/same.txt")"
   done
   # The same checkpoint read by an unsharded run: refused, naming the key.
-  copy="$WORK/ck.unsharded"
-  rm -rf "$copy"; cp -r "$WORK/ck" "$copy"
+  copy="$WORK/ck_$mode.unsharded"
+  rm -rf "$copy"; cp -r "$WORK/ck_$mode" "$copy"
   $TOOL rewind "$copy" epoch-0001
   mpirun -np 2 "$DTRAIN" --config "$WORK/mlp.yaml" --set "${ck[3]}" --resume "$copy" \
     --progress none > "$copy.log" 2>&1
   status=$?
   [ "$status" -eq 2 ] && grep -q "algorithm.shard" "$copy.log" ||
-    fail "an unsharded resume of a sharded checkpoint: exit $status, $(tail -2 "$copy.log")"
-fi
+    fail "$mode: an unsharded resume of a sharded checkpoint: exit $status, $(tail -2 "$copy.log")"
+done
 
-# Memory: a model whose AdamW state dominates (8.4 M parameters: 67 MB of state unsharded, half
-# of it sharded on 2 ranks) — each rank's peak resident memory (run.yaml) drops by at least half
-# of what the dry run's table predicts.
-cat > "$WORK/wide.yaml" <<'YAML'
-name: shard_wide
+# Memory: a model whose AdamW state dominates (eight 1024-wide layers, 8.4 M parameters: 134 MB
+# of state unsharded on 2 ranks) — each rank's peak resident memory (run.yaml) falls with the
+# mode, and by at least half of what the dry run's table predicts against none.
+cat > "$WORK/deep.yaml" <<'YAML'
+name: shard_deep
 seed: 4
 model:
   layers:
     - {type: flatten}
-    - {name: fc1, type: linear, out_features: 4096}
-    - {name: fc2, type: linear, out_features: 4}
-dataset: {name: synthetic, shape: [1, 32, 64], classes: 4, train_size: 64, test_size: 16, batch_size: 8}
+    - {name: fc1, type: linear, out_features: 1024}
+    - {name: fc2, type: linear, out_features: 1024}
+    - {name: fc3, type: linear, out_features: 1024}
+    - {name: fc4, type: linear, out_features: 1024}
+    - {name: fc5, type: linear, out_features: 1024}
+    - {name: fc6, type: linear, out_features: 1024}
+    - {name: fc7, type: linear, out_features: 1024}
+    - {name: fc8, type: linear, out_features: 1024}
+    - {name: head, type: linear, out_features: 4}
+dataset: {name: synthetic, shape: [1, 32, 32], classes: 4, train_size: 64, test_size: 16, batch_size: 8}
 algorithm: {name: sync, segments: 8}
 optimizer: {name: adamw, lr: 0.001}
 train: {epochs: 1, max_iterations: 3, eval_every_iterations: 0}
 YAML
 predicted() {  # the dry run's total for 2 ranks with algorithm.shard=$1
-  "$DTRAIN" --config "$WORK/wide.yaml" --dry-run --ranks 2 --set algorithm.shard="$1" 2>&1 |
+  "$DTRAIN" --config "$WORK/deep.yaml" --dry-run --ranks 2 --set algorithm.shard="$1" 2>&1 |
     awk '$1 == "total" { print $NF; exit }'
 }
 peak() {  # the larger rank's peak resident bytes of the run in $WORK/$1
@@ -128,13 +165,20 @@ docs = list(yaml.safe_load_all(open(sys.argv[1]).read().replace("\n# how", "\n--
 print(max(docs[-1]["memory"]["peak_rss_bytes"]))
 PY
 }
-if run wide_none 2 wide.yaml && run wide_opt 2 wide.yaml --set algorithm.shard=optimizer; then
-  saving=$(($(predicted none) - $(predicted optimizer)))
-  measured=$(($(peak wide_none) - $(peak wide_opt)))
-  [ "$saving" -gt 25000000 ] || fail "memory: the table predicts a saving of only $saving bytes"
-  [ "$measured" -gt $((saving / 2)) ] ||
-    fail "memory: peak RSS fell by $measured bytes; the table predicts $saving"
-  echo "memory: predicted saving $saving bytes a rank, measured $measured"
+if run deep_none 2 deep.yaml; then
+  before=$(peak deep_none)
+  for mode in "${MODES[@]}"; do
+    run "deep_$mode" 2 deep.yaml --set algorithm.shard="$mode" || continue
+    saving=$(($(predicted none) - $(predicted "$mode")))
+    now=$(peak "deep_$mode")
+    measured=$(($(peak deep_none) - now))
+    [ "$saving" -gt 25000000 ] || fail "memory, $mode: the table predicts a saving of only $saving bytes"
+    [ "$measured" -gt $((saving / 2)) ] ||
+      fail "memory, $mode: peak RSS fell by $measured bytes; the table predicts $saving"
+    [ "$now" -lt "$before" ] || fail "memory, $mode: peak RSS $now is not below the previous mode's $before"
+    before=$now
+    echo "memory, $mode: predicted saving $saving bytes a rank, measured $measured"
+  done
 fi
 
 # Recomputation where it cannot be exact: refused, naming the key.

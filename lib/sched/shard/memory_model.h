@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/model_input.h"          // WeightRanges
 #include "sched/shard/shard_mode.h"  // ShardMode
 
 namespace dtrain {
@@ -27,7 +28,14 @@ struct MemoryInputs {
   // Bounds of the gradient segments over [trainable_offset, parameters) (absolute offsets; k + 1
   // for k segments): how the sharded state is cut (shard_layout.h).
   std::vector<int64_t> segments;
+  // What each parameterised layer reads, in forward order (nn/model.h: model_weight_reads):
+  // the segments a layer's weights and gradients lie in are whole while it runs. Empty: the
+  // working set is kSegmentsInFlight segments.
+  std::vector<WeightRanges> layer_reads;
   int accumulation_steps = 1;  // > 1: a whole gradient accumulation buffer
+  // Whether the backend gives memory back (Backend::releases_memory): where it does not (the
+  // GPU, for now), sharded gradients and weights still take their whole buffers.
+  bool releases = true;
   // compression.name is not none: the ring all-reduce keeps an encoded block to send beside the
   // block it receives.
   bool codec = false;
@@ -44,9 +52,12 @@ struct RankMemory {
   int64_t optimizer = 0;     // the optimizer's state of what it updates
   int64_t buffers = 0;       // BatchNorm's statistics
   int64_t accumulation = 0;  // train.accumulation_steps > 1
-  // Sharded modes: the gathered weight segments (parameters) and the gradient segments in flight
-  // (gradients, parameters), kSegmentsInFlight of each; and the ring's scratch, where the ring
-  // runs (sharded, or with a codec): a block of the largest segment received, one sent encoded.
+  // Sharded modes: the gathered weight segments (parameters) and the whole gradient segments
+  // (gradients, parameters) beyond the rank's own pieces, at the layer where they are most:
+  // the segments the layer reads (or writes) and the one prefetched (or still reducing), and a
+  // tied weight's gradient segments, which its two layers write at both ends of backward; and
+  // the ring's scratch, where the ring runs (sharded, or with a codec): a block of the largest
+  // segment received, one sent encoded.
   int64_t working_set = 0;
   int64_t activations = 0, activations_recompute = 0;
   bool recompute = false;

@@ -17,15 +17,14 @@ inline const std::vector<std::string>& shard_words() {
   static const std::vector<std::string> words{"none", "optimizer", "gradients", "parameters"};
   return words;
 }
+// The words of the modes up to `deepest` (an algorithm's `shard` key that offers fewer).
+inline std::vector<std::string> shard_words_to(ShardMode deepest) {
+  const auto& all = shard_words();
+  return {all.begin(), all.begin() + static_cast<int>(deepest) + 1};
+}
 // The mode a word of shard_words() names (the schema has checked it).
 ShardMode shard_mode_named(const std::string& word);
 const char* shard_word(ShardMode mode);
-
-// Whether this version trains with the mode (the others are modelled, not yet trained: their
-// runs are refused with exit 2, and the memory check does not suggest them).
-inline bool shard_mode_trains(ShardMode m) {
-  return m == ShardMode::none || m == ShardMode::optimizer;
-}
 
 // What the mode keeps of its own 1/p only.
 inline bool shards_optimizer(ShardMode m) {

@@ -40,6 +40,15 @@ double blockwise_squared_norm(Backend& backend, const Tensor& flat,
   return total;
 }
 
+void clip_blockwise(Backend& backend, const Tensor& flat, const std::vector<int64_t>& bounds,
+                    int ranks, double clip_max) {
+  const double norm = std::sqrt(blockwise_squared_norm(backend, flat, bounds, ranks));
+  const double coefficient = clip_coefficient(norm, clip_max);
+  if (coefficient < 1.0)
+    backend.scale(flat.slice(bounds.front(), {bounds.back() - bounds.front()}),
+                  static_cast<float>(coefficient));
+}
+
 ShardedStep::ShardedStep(ShardMode mode, Model& model, Optimizer& optimizer, Comm& comm,
                          GradientAllreducer& allreducer, const GradientSegments& segments)
     : mode_(mode),
@@ -51,6 +60,10 @@ ShardedStep::ShardedStep(ShardMode mode, Model& model, Optimizer& optimizer, Com
       layout_(segments.bounds(), comm.rank(), comm.size()) {
   DTRAIN_CHECK(mode != ShardMode::none) << "a sharded step without a shard mode";
   optimizer_.shard(layout_.pieces());
+  if (shards_parameters(mode_)) {
+    gather_ = std::make_unique<ParameterGather>(model_, allreducer_, segments_, layout_);
+    return;
+  }
   gathering_.resize(segments_.size());
   // Each layer with weights of its own waits for theirs; a tied head reads its lender's, which
   // the lender's own wait covered earlier in the same forward.
@@ -66,33 +79,30 @@ ShardedStep::~ShardedStep() {
   for (const std::string& name : hooked_) model_.set_forward_hook(name, {});
   for (auto& f : gathering_)
     if (f.valid()) f.wait();
-  for (auto& f : reducing_)
-    if (f.valid()) f.wait();
 }
 
-void ShardedStep::start_ready(int64_t offset) {
+void ShardedStep::start_ready(int64_t offset, const Tensor& gradients, size_t& started,
+                              std::vector<std::future<void>>& inflight) {
   const auto& bounds = segments_.bounds();
   const size_t count = segments_.size();
-  const Tensor& grads = model_.gradients();
   // Backward finishes the buffer from its end: segments start last to first.
-  while (started_ < count) {
-    const size_t j = count - 1 - started_;
+  while (started < count) {
+    const size_t j = count - 1 - started;
     if (bounds[j] < offset) break;
-    reducing_.push_back(
-        allreducer_.start_reduce_scatter(grads.slice(bounds[j], {bounds[j + 1] - bounds[j]})));
-    ++started_;
+    std::function<void()> after;
+    // Sharding gradients, the blocks this rank does not own are given back once reduced.
+    if (shards_gradients(mode_))
+      after = [this, gradients, j] {
+        release_unowned(model_.backend(), gradients, segments_, layout_, j);
+      };
+    inflight.push_back(allreducer_.start_reduce_scatter(
+        gradients.slice(bounds[j], {bounds[j + 1] - bounds[j]}), std::move(after)));
+    ++started;
   }
 }
 
-void ShardedStep::finish_reduce() {
-  start_ready(segments_.begin());  // whatever backward has not started (all of it with one)
-  for (auto& f : reducing_) f.get();
-  reducing_.clear();
-}
-
-void ShardedStep::step(float lr, double clip_max) {
+void ShardedStep::step(float lr, double clip_max, const Tensor& grads) {
   Backend& backend = model_.backend();
-  const Tensor& grads = model_.gradients();
   if (clip_max > 0) {
     // Every rank's sum of squares in its slot, zeros elsewhere: the all-reduce adds each slot
     // to zeros only (exact in any order), and every rank sums the slots in rank order.
@@ -106,11 +116,14 @@ void ShardedStep::step(float lr, double clip_max) {
       for (const ShardPiece& p : layout_.pieces())
         backend.scale(grads.slice(p.offset, {p.count}), static_cast<float>(coefficient));
   }
+  flush();  // no gather reads the pieces while they change (two steps with no forward between)
   optimizer_.begin_step();
-  for (const ShardPiece& p : layout_.pieces()) optimizer_.step_range(lr, p.offset, p.count);
+  const Tensor& weights = model_.parameters();
+  for (const ShardPiece& p : layout_.pieces())
+    optimizer_.step_range(lr, weights, grads, p.offset, p.count);
+  if (gather_) return gather_->refresh();
   // The weights' all-gathers in forward order: the next forward's first layers wait least.
   const auto& bounds = segments_.bounds();
-  const Tensor& weights = model_.parameters();
   for (size_t j = 0; j < segments_.size(); ++j)
     gathering_[j] =
         allreducer_.start_all_gather(weights.slice(bounds[j], {bounds[j + 1] - bounds[j]}));
@@ -129,7 +142,56 @@ void ShardedStep::wait_gathered(int64_t end) {
 }
 
 void ShardedStep::flush() {
+  if (gather_) return gather_->flush();
   wait_gathered(segments_.bounds().back());
+}
+
+double ShardedStep::take_gather_wait(bool backward) {
+  if (gather_) return gather_->take_wait(backward);
+  return backward ? 0.0 : std::exchange(gather_wait_s_, 0.0);
+}
+
+void ShardedStep::save_parameters(SchedulerState& state) const {
+  Backend& backend = model_.backend();
+  const Tensor& weights = model_.parameters();
+  const int64_t frozen = segments_.begin();
+  // The frozen weights (whole on every rank), then this rank's pieces back to back.
+  Tensor shard = backend.empty({frozen + layout_.owned()});
+  if (frozen > 0) backend.copy(shard.slice(0, {frozen}), weights.slice(0, {frozen}));
+  for (const ShardPiece& p : layout_.pieces())
+    backend.copy(shard.slice(frozen + p.compact, {p.count}), weights.slice(p.offset, {p.count}));
+  state.put("model.parameters.shard", shard, backend);
+}
+
+void ShardedStep::load_parameters(const SchedulerState& state) {
+  flush();
+  Backend& backend = model_.backend();
+  const Tensor& weights = model_.parameters();
+  const int64_t frozen = segments_.begin();
+  Tensor shard = backend.empty({frozen + layout_.owned()});
+  state.get("model.parameters.shard", shard, backend);
+  if (frozen > 0) backend.copy(weights.slice(0, {frozen}), shard.slice(0, {frozen}));
+  for (const ShardPiece& p : layout_.pieces())
+    backend.copy(weights.slice(p.offset, {p.count}), shard.slice(frozen + p.compact, {p.count}));
+  backend.synchronize();
+  gather_->refresh();
+}
+
+std::vector<TensorSource> ShardedStep::weight_sources() {
+  std::vector<TensorSource> sources;
+  for (const WeightSlot& s : model_.weight_slots()) {
+    const Tensor& flat = s.buffer ? model_.buffers() : model_.parameters();
+    const Tensor part = flat.slice(s.offset, s.shape);
+    const bool gathered = !s.buffer;
+    const int64_t begin = s.offset, end = s.offset + s.shape.numel();
+    sources.push_back({s.name, s.shape, [this, part, gathered, begin, end](float* dst) {
+                         if (gathered) gather_->need({{begin, end}}, false);
+                         Backend& backend = model_.backend();
+                         backend.copy(Tensor::borrow(dst, part.shape()), part);
+                         backend.synchronize();
+                       }});
+  }
+  return sources;
 }
 
 void ShardedStep::save(SchedulerState& state) const {

@@ -10,18 +10,21 @@
 #pragma once
 #include <cstdint>
 #include <future>
+#include <memory>  // unique_ptr
 #include <string>
 #include <utility>  // exchange
 #include <vector>
 
-#include "comm/comm.h"                 // Comm: the norm's partial sums
-#include "comm/gradient_allreducer.h"  // GradientAllreducer: the ring's halves
-#include "nn/model.h"                  // Model: its buffers and forward hooks
-#include "optim/optimizer.h"           // Optimizer: sharded by this
-#include "sched/gradient_segments.h"   // GradientSegments: the segments and their bounds
-#include "sched/scheduler_state.h"     // SchedulerState: the shard's layout in checkpoints
-#include "sched/shard/shard_layout.h"  // ShardLayout
-#include "sched/shard/shard_mode.h"    // ShardMode
+#include "comm/comm.h"                     // Comm: the norm's partial sums
+#include "comm/gradient_allreducer.h"      // GradientAllreducer: the ring's halves
+#include "nn/model.h"                      // Model: its buffers and forward hooks
+#include "nn/safetensors.h"                // TensorSource: model.safetensors, gathered
+#include "optim/optimizer.h"               // Optimizer: sharded by this
+#include "sched/gradient_segments.h"       // GradientSegments: the segments and their bounds
+#include "sched/scheduler_state.h"         // SchedulerState: the shard's layout in checkpoints
+#include "sched/shard/parameter_gather.h"  // ParameterGather: the weights' shard
+#include "sched/shard/shard_layout.h"      // ShardLayout
+#include "sched/shard/shard_mode.h"        // ShardMode
 
 namespace dtrain {
 
@@ -30,6 +33,10 @@ namespace dtrain {
 // An unsharded sync run clips with this norm too, so that its clip equals a sharded run's.
 double blockwise_squared_norm(Backend& backend, const Tensor& flat,
                               const std::vector<int64_t>& bounds, int ranks);
+// Clips flat[bounds.front(), bounds.back()) — a gradient whole and equal on every rank, summed
+// over `ranks` — to `clip_max` by that norm: an unsharded multi-rank run clips as a sharded one.
+void clip_blockwise(Backend& backend, const Tensor& flat, const std::vector<int64_t>& bounds,
+                    int ranks, double clip_max);
 
 class ShardedStep {
  public:
@@ -42,20 +49,31 @@ class ShardedStep {
   ShardedStep(const ShardedStep&) = delete;
   ShardedStep& operator=(const ShardedStep&) = delete;
 
-  // Backward's on_ready: starts the reduce-scatter of every segment of the gradients that is
-  // final once gradients[offset, P) are. `begin_iteration` first, before backward.
-  void begin_iteration() { started_ = 0; }
-  void start_ready(int64_t offset);
-  // Waits for the reduce-scatters (exposed communication: the caller times it as wait).
-  void finish_reduce();
-  // The update of this rank's shard: clipped to `clip_max` by the global norm (0: off), then
-  // the optimizer's step of the shard at `lr`; then the all-gathers of the weights start.
-  void step(float lr, double clip_max);
+  // Backward's on_ready: starts the reduce-scatter of every segment of `gradients` (a flat
+  // buffer of the model's layout: the model's, or a pipelined scheduler's slot) that is final
+  // once gradients[offset, P) are and is not started yet; their futures go to `inflight`, which
+  // the caller waits for (exposed communication: it times the wait). `started` counts them
+  // within the iteration (0 before backward), as GradientSegments::start_ready does.
+  void start_ready(int64_t offset, const Tensor& gradients, size_t& started,
+                   std::vector<std::future<void>>& inflight);
+  // The update of this rank's shard from `gradients` (reduce-scattered): clipped to `clip_max`
+  // by the global norm (0: off), then the optimizer's step of the shard at `lr`; then the
+  // all-gathers of the weights start (sharding the weights: the first one; ParameterGather).
+  void step(float lr, double clip_max, const Tensor& gradients);
   // Waits for every weight all-gather in flight: the model's weights are whole again (before
   // evaluating, saving, or reading the weights).
   void flush();
-  // Seconds the forward hooks spent waiting for all-gathers since the last call.
-  double take_gather_wait() { return std::exchange(gather_wait_s_, 0.0); }
+  // Seconds the forward (or the backward) pass spent waiting for all-gathers since the last
+  // call: exposed communication.
+  double take_gather_wait(bool backward);
+  bool shards_weights() const { return gather_ != nullptr; }
+
+  // Sharding the weights (parameters): a checkpoint holds the frozen weights and this rank's
+  // pieces ("model.parameters.shard") in place of the whole buffer; and model.safetensors is
+  // read tensor by tensor, each gathered as it is read (every rank reads every tensor, in order).
+  void save_parameters(SchedulerState& state) const;
+  void load_parameters(const SchedulerState& state);
+  std::vector<TensorSource> weight_sources();
 
   // What a checkpoint needs besides the optimizer's (compact) state: the shard's layout, so
   // that a checkpoint is read only by the same layout (the next step: resharding).
@@ -76,11 +94,10 @@ class ShardedStep {
   GradientAllreducer& allreducer_;
   const GradientSegments& segments_;
   ShardLayout layout_;
-  size_t started_ = 0;
-  std::vector<std::future<void>> reducing_;
   std::vector<std::future<void>> gathering_;  // by segment; valid while in flight
   std::vector<std::string> hooked_;           // the layers whose forward waits
   double gather_wait_s_ = 0;
+  std::unique_ptr<ParameterGather> gather_;  // sharding the weights
 };
 
 }  // namespace dtrain

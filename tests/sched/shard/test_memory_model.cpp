@@ -99,3 +99,30 @@ TEST_CASE("sizes are shown in decimal units") {
   CHECK(human_bytes(512'000'000) == "512.0 MB");
   CHECK(human_bytes(12'345'678'901) == "12.35 GB");
 }
+
+// With what each layer reads: three layers over [100, 400), [400, 701), [701, 1000) — one
+// segment each — and a fourth, tied, reading the first layer's range again (a GPT's head).
+// Rank 3's unowned elements per segment: 300 − 75 = 225, 301 − 76 = 225, 299 − 75 = 224.
+TEST_CASE("the working set from the layers' reads: used, prefetched and tied segments") {
+  MemoryInputs in = example(ShardMode::parameters);
+  in.layer_reads = {{{100, 400}}, {{400, 701}}, {{701, 1000}}, {{100, 400}}};
+  const RankMemory p = rank_memory(in, 3);
+  // Weights: a layer's segment and the next or previous one, at most 225 + 225 = 450; the
+  // gradients: a layer's, the one after it still reducing, and the tied segment 0 throughout:
+  // at the first layer 225 + 225, at the second 225 + 224 + 225 = 674. Ring block: 76.
+  CHECK(p.working_set == 4 * (450 + 674 + 76));
+  in.shard = ShardMode::gradients;
+  CHECK(rank_memory(in, 3).working_set == 4 * (674 + 76));
+  in.layer_reads.pop_back();  // untied: the first layer's and the second, 225 + 225
+  CHECK(rank_memory(in, 3).working_set == 4 * (450 + 76));
+}
+
+TEST_CASE("a backend that does not give memory back keeps sharded gradients and weights whole") {
+  MemoryInputs in = example(ShardMode::parameters);
+  in.releases = false;
+  const RankMemory m = rank_memory(in, 3);
+  CHECK(m.weights == 4000);
+  CHECK(m.gradients == 3600);
+  CHECK(m.optimizer == 1808);   // the optimizer's state is its own allocation: still sharded
+  CHECK(m.working_set == 304);  // the ring's block only
+}
