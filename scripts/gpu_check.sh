@@ -9,7 +9,8 @@
 #
 # `run` fails (rather than skips) when no GPU is usable, runs the CUDA op and codec tests, the
 # GPU all-reduce and scheduler tests on 1 and 2 ranks (two ranks share the GPU through host
-# staging), the end-to-end CPU-vs-GPU loss curves (the small GPT's included, fp32 and bf16), and
+# staging), the end-to-end CPU-vs-GPU loss curves (the small GPT's included, fp32 and bf16), the
+# sharded modes against the unsharded run (tests/app/test_gpu_shard.sh), and
 # bench/gpu_vs_pytorch.py (the CNNs and GPT-2 124M; then ResNet-18 and GPT-2 in bf16 against
 # PyTorch's autocast); it writes the outputs under ${OUT:-gpu-check}/ and ends with a summary.
 # The whole run should stay within ~10 minutes.
@@ -63,6 +64,8 @@ case "${1:-}" in
     done
     # The CPU-vs-GPU curves: MLP, LeNet, ResNet-20, then two small GPTs (seconds each) and eval.
     step app_cuda 240 bash tests/app/test_cuda.sh /tmp/devbundle/bin/dtrain "$PWD"
+    # Sharded training (algorithm.shard) on 2 ranks of the GPU: every mode equals none, bit for bit.
+    step gpu_shard 300 bash tests/app/test_gpu_shard.sh /tmp/devbundle/bin/dtrain "$PWD"
     # resnet18, alexnet, mlp and gpt2 (10-iteration runs: about half a minute of GPT-2 a side).
     step bench "${GPU_CHECK_BENCH_SECONDS:-300}" python3 bench/gpu_vs_pytorch.py \
       --dtrain /tmp/devbundle/bin/dtrain ${GPU_CHECK_BENCH_ARGS:-}

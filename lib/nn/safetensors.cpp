@@ -233,17 +233,21 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 void write_safetensors(const std::string& path, const std::vector<TensorSource>& tensors,
                        const TensorMetadata& metadata) {
   std::vector<std::pair<std::string, Shape>> shapes;
-  int64_t largest = 0;
-  for (const TensorSource& t : tensors) {
-    shapes.emplace_back(t.name, t.shape);
-    largest = std::max(largest, t.shape.numel());
+  // (tensor, first element) of each part, in file order.
+  std::vector<std::pair<size_t, int64_t>> parts;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    shapes.emplace_back(tensors[k].name, tensors[k].shape);
+    for (int64_t begin = 0; begin < tensors[k].shape.numel(); begin += kTensorSourcePart)
+      parts.emplace_back(k, begin);
   }
   uint64_t data_bytes = 0;
   const std::string header = header_bytes(shapes, metadata, &data_bytes);
-  std::vector<float> buffer(static_cast<size_t>(largest));
-  write_file(path, header, tensors.size(), [&](size_t k) {
-    tensors[k].fill(buffer.data());
-    const size_t bytes = static_cast<size_t>(tensors[k].shape.numel()) * sizeof(float);
+  std::vector<float> buffer(kTensorSourcePart);
+  write_file(path, header, parts.size(), [&](size_t i) {
+    const auto [k, begin] = parts[i];
+    const int64_t count = std::min(kTensorSourcePart, tensors[k].shape.numel() - begin);
+    tensors[k].fill(buffer.data(), begin, count);
+    const size_t bytes = static_cast<size_t>(count) * sizeof(float);
     return std::pair{reinterpret_cast<const char*>(buffer.data()), bytes};
   });
 }

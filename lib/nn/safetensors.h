@@ -36,14 +36,19 @@ NamedTensors decode_safetensors(const std::string& bytes, const std::string& wha
 // sees half a file and an old file stays whole until the new one is complete. Error on I/O.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const TensorMetadata& metadata = {});
-// A tensor a writer reads when it reaches it: `fill` writes its shape.numel() values to `dst`
-// (so that the caller holds one tensor at a time, not a copy of the model).
+// A tensor a writer reads when it reaches it, in parts: `fill(dst, begin, count)` writes its
+// values [begin, begin + count) (row-major) to `dst`, so that the caller holds a part of one
+// tensor at a time, not a copy of the model. Where reading takes the ranks' communication
+// (sharded weights), ranks that write nothing call it with a null `dst`: the same parts, in the
+// same order, nothing copied.
 struct TensorSource {
   std::string name;
   Shape shape;
-  std::function<void(float* dst)> fill;
+  std::function<void(float* dst, int64_t begin, int64_t count)> fill;
 };
-// write_safetensors of tensors read one by one, in order, through one buffer of the largest.
+// The parts (elements) in which write_safetensors reads a TensorSource: 16 MB.
+inline constexpr int64_t kTensorSourcePart = int64_t{1} << 22;
+// write_safetensors of tensors read one by one, in order, in parts of kTensorSourcePart.
 void write_safetensors(const std::string& path, const std::vector<TensorSource>& tensors,
                        const TensorMetadata& metadata = {});
 // InputError naming the file when it cannot be read or is not valid (decode_safetensors).

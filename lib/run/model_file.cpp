@@ -1,6 +1,6 @@
 #include "run/model_file.h"
 
-#include <algorithm>  // max
+#include <algorithm>  // min
 #include <vector>
 
 #include "run/run_record.h"  // dtrain_version, dtrain_commit
@@ -23,11 +23,11 @@ void write_model_file(Scheduler& scheduler, const ExperimentConfig& config, int 
                         model_file_metadata(config));
       return;
     }
-    // Weights sharded over the ranks: the others read each tensor too, which gathers it.
-    int64_t largest = 0;
-    for (const TensorSource& t : tensors) largest = std::max(largest, t.shape.numel());
-    std::vector<float> ignored(static_cast<size_t>(largest));
-    for (const TensorSource& t : tensors) t.fill(ignored.data());
+    // Weights sharded over the ranks: the others read each part too (which gathers it), into
+    // nothing.
+    for (const TensorSource& t : tensors)
+      for (int64_t begin = 0; begin < t.shape.numel(); begin += kTensorSourcePart)
+        t.fill(nullptr, begin, std::min(kTensorSourcePart, t.shape.numel() - begin));
   });
 }
 

@@ -131,8 +131,9 @@ void Scheduler::write_weights(const WeightWriter& write) {
   if (ctx_.comm.rank() != 0) return;
   std::vector<TensorSource> sources;
   for (const NamedTensor& t : *held)
-    sources.push_back(
-        {t.name, t.shape, [&t](float* dst) { std::copy(t.values.begin(), t.values.end(), dst); }});
+    sources.push_back({t.name, t.shape, [&t](float* dst, int64_t begin, int64_t count) {
+                         std::copy_n(t.values.begin() + begin, count, dst);
+                       }});
   write(sources);
 }
 
@@ -141,12 +142,13 @@ std::vector<TensorSource> Scheduler::model_weight_sources() {
   std::vector<TensorSource> sources;
   for (const WeightSlot& s : model.weight_slots()) {
     const Tensor& flat = s.buffer ? model.buffers() : model.parameters();
-    const Tensor part = flat.slice(s.offset, s.shape);
-    sources.push_back({s.name, s.shape, [&model, part](float* dst) {
-                         Backend& backend = model.backend();
-                         backend.copy(Tensor::borrow(dst, part.shape()), part);
-                         backend.synchronize();
-                       }});
+    const int64_t offset = s.offset;
+    sources.push_back(
+        {s.name, s.shape, [&model, flat, offset](float* dst, int64_t begin, int64_t count) {
+           Backend& backend = model.backend();
+           backend.copy(Tensor::borrow(dst, {count}), flat.slice(offset + begin, {count}));
+           backend.synchronize();
+         }});
   }
   return sources;
 }

@@ -1,8 +1,10 @@
 // The safetensors file (nn/safetensors.h) and a model's named weights (nn/model_weights.h):
 // every zoo model's weights go to a file and back into another model bit for bit, the header is
 // the format's JSON, and damaged or foreign files are InputErrors that say what is wrong.
-#include <cstring>  // memcpy
+#include <algorithm>  // copy_n
+#include <cstring>    // memcpy
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -259,5 +261,34 @@ TEST_CASE("files are written whole and read back; a missing file is an InputErro
   CHECK(metadata.at("model") == "m");
   CHECK_THROWS_AS(read_safetensors(dir + "/none.safetensors"), InputError);
   CHECK_THROWS_WITH_AS(read_safetensors(dir), (dir + ": no such file").c_str(), InputError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tensors read part by part make the same file as tensors held whole") {
+  // One tensor longer than a part (its last part short), one of a single element.
+  NamedTensors held{{"big", Shape{kTensorSourcePart + 5}, {}}, {"one", Shape{1}, {-2.5f}}};
+  held[0].values.resize(static_cast<size_t>(kTensorSourcePart + 5));
+  for (size_t i = 0; i < held[0].values.size(); ++i)
+    held[0].values[i] = static_cast<float>(i) * 0.5f;
+  std::vector<std::pair<int64_t, int64_t>> asked;  // (begin, count) of every read
+  std::vector<TensorSource> sources;
+  for (const NamedTensor& t : held)
+    sources.push_back({t.name, t.shape, [&t, &asked](float* dst, int64_t begin, int64_t count) {
+                         asked.emplace_back(begin, count);
+                         std::copy_n(t.values.begin() + begin, count, dst);
+                       }});
+  const auto dir = std::filesystem::temp_directory_path() / "dtrain_test_sources";
+  std::filesystem::create_directories(dir);
+  const TensorMetadata metadata{{"format", "pt"}};
+  write_safetensors((dir / "held.safetensors").string(), held, metadata);
+  write_safetensors((dir / "parts.safetensors").string(), sources, metadata);
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(bytes(dir / "parts.safetensors") == bytes(dir / "held.safetensors"));
+  const std::vector<std::pair<int64_t, int64_t>> expected{
+      {0, kTensorSourcePart}, {kTensorSourcePart, 5}, {0, 1}};
+  CHECK(asked == expected);
   std::filesystem::remove_all(dir);
 }

@@ -181,15 +181,17 @@ std::vector<TensorSource> ShardedStep::weight_sources() {
   std::vector<TensorSource> sources;
   for (const WeightSlot& s : model_.weight_slots()) {
     const Tensor& flat = s.buffer ? model_.buffers() : model_.parameters();
-    const Tensor part = flat.slice(s.offset, s.shape);
     const bool gathered = !s.buffer;
-    const int64_t begin = s.offset, end = s.offset + s.shape.numel();
-    sources.push_back({s.name, s.shape, [this, part, gathered, begin, end](float* dst) {
-                         if (gathered) gather_->need({{begin, end}}, false);
-                         Backend& backend = model_.backend();
-                         backend.copy(Tensor::borrow(dst, part.shape()), part);
-                         backend.synchronize();
-                       }});
+    const int64_t offset = s.offset;
+    sources.push_back(
+        {s.name, s.shape, [this, flat, gathered, offset](float* dst, int64_t begin, int64_t count) {
+           const int64_t first = offset + begin, end = first + count;
+           if (gathered) gather_->need({{first, end}}, false);
+           if (dst == nullptr) return;
+           Backend& backend = model_.backend();
+           backend.copy(Tensor::borrow(dst, {count}), flat.slice(first, {count}));
+           backend.synchronize();
+         }});
   }
   return sources;
 }
