@@ -26,8 +26,9 @@ int64_t loss_positions(const Shape& out, const std::string& name, const ModelInp
 
 Model::Model(std::unique_ptr<Graph> graph, const ModelInput& input) : graph_(std::move(graph)) {
   const int64_t positions = loss_positions(graph_->output_shape(), graph_->output_name(), input);
+  // The softmax kept in the logits' gradient (computed in place by the loss's backward).
   loss_ = std::make_unique<SoftmaxCrossEntropy>(graph_->backend(), input.batch, input.classes,
-                                                positions);
+                                                positions, graph_->output_gradient());
 }
 
 Model::~Model() = default;

@@ -3,10 +3,15 @@
 namespace dtrain {
 
 SoftmaxCrossEntropy::SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_t classes,
-                                         int64_t positions)
+                                         int64_t positions, const Tensor& probabilities)
     : backend_(backend), classes_(classes), positions_(positions) {
   DTRAIN_CHECK(positions >= 1) << "softmax cross-entropy over " << positions << " positions";
-  probs_ = backend.empty({batch * positions, classes});
+  const Shape rows{batch * positions, classes};
+  if (probabilities.defined() && probabilities.dtype() == DType::f32 &&
+      probabilities.device() == backend.device() && probabilities.numel() >= rows.numel())
+    probs_ = probabilities.slice(0, rows);
+  else
+    probs_ = backend.empty(rows);
   labels_ = positions == 1 ? backend.empty({batch}, DType::i32)
                            : backend.empty({batch, positions}, DType::i32);
   stats_ = backend.zeros({2});

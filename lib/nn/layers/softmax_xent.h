@@ -20,8 +20,13 @@ namespace dtrain {
 
 class SoftmaxCrossEntropy {
  public:
-  // `positions`: T of [b, T, classes] logits; 1 for [b, classes].
-  SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_t classes, int64_t positions = 1);
+  // `positions`: T of [b, T, classes] logits; 1 for [b, classes]. `probabilities`, if given (f32,
+  // at least batch·T·classes elements, on the backend's device), is where the forward keeps the
+  // softmax: the logits' gradient, which the backward then computes in place (the model passes
+  // its graph's output gradient, which nothing else uses between the forward and the backward:
+  // a language model's batch × T × vocabulary floats are not held twice).
+  SoftmaxCrossEntropy(Backend& backend, int64_t batch, int64_t classes, int64_t positions = 1,
+                      const Tensor& probabilities = {});
   // logits [b, classes] (or [b, T, classes]) on the device; labels [b] (or [b, T]) i32 on the
   // host or the device.
   void forward(const Tensor& logits, const Tensor& labels);
