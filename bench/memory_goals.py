@@ -108,7 +108,8 @@ def part_recompute(build):
     bench = os.path.join(build, "bench", "dtrain_recompute_bench")
     print("2. recomputation (the wide GPT):")
     r = subprocess.run([bench, "--pairs", "3"], env=ENV, capture_output=True, text=True)
-    print("   " + "\n   ".join(r.stdout.strip().splitlines()[-4:]))
+    lines = [l for l in r.stdout.strip().splitlines() if "ratio" in l or "goal" in l]
+    print("   " + "\n   ".join(lines or r.stdout.strip().splitlines()[-4:]))
 
 
 def part_speed(dtrain, work, quick, pairs):
