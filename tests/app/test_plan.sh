@@ -11,12 +11,18 @@ check_csv() {  # check_csv FILE WHAT RANKS
   [ "$(head -1 "$f")" = "$header" ] || fail "$what: header is '$(head -1 "$f")'"
   # Every algorithm with a timing row (the registry's), with every codec, and PipeDream's.
   # gossip and d_psgd exchange whole models, uncompressed: one row each; sync has a row per
-  # sharded mode (algorithm.shard: optimizer, gradients, parameters).
-  [ "$(tail -n +2 "$f" | wc -l)" -eq 24 ] || fail "$what: expected 24 rows, got $(tail -n +2 "$f" | wc -l)"
+  # sharded mode (algorithm.shard: optimizer, gradients, parameters), pipe_sgd per mode it offers
+  # (optimizer, gradients).
+  [ "$(tail -n +2 "$f" | wc -l)" -eq 26 ] || fail "$what: expected 26 rows, got $(tail -n +2 "$f" | wc -l)"
   for m in optimizer gradients parameters; do
     grep -q "^sync,none,.*,$ranks shard=$m,[0-9.]*,exact,[0-9][0-9]*,[a-z]*$" "$f" ||
       fail "$what: no well-formed row for sync with algorithm.shard $m"
   done
+  for m in optimizer gradients; do
+    grep -q "^pipe_sgd,none,.*,$ranks shard=$m,[0-9.]*,stale,[0-9][0-9]*,[a-z]*$" "$f" ||
+      fail "$what: no well-formed row for pipe_sgd with algorithm.shard $m"
+  done
+  grep -q "^pipe_sgd,none,.*shard=parameters" "$f" && fail "$what: pipe_sgd has a row for shard=parameters"
   for a in gossip d_psgd; do
     grep -q "^$a,none,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,\(compute\|communication\),$ranks$tail_cols$" "$f" ||
       fail "$what: no well-formed row for $a,none"
