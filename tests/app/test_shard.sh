@@ -102,8 +102,9 @@ status=$?
 [ "$status" -eq 2 ] && grep -q "algorithm.shard" "$WORK/pipe_p.log" ||
   fail "pipe_sgd with shard: parameters: exit $status, $(tail -2 "$WORK/pipe_p.log")"
 
-# 4 ranks: both over the ring (a codec), accumulation on.
+# 4 ranks: both over the ring (a codec), accumulation on; AdamW and SGD with momentum.
 compare q8 4 gpt.yaml --set compression.name=quantize8 --set train.accumulation_steps=2
+compare sgd_q8 4 mlp.yaml --set compression.name=quantize8 --set train.accumulation_steps=2
 
 # Resumed from its checkpoints (after epoch 1 and within epoch 2), bit for bit, in each mode
 # (sharding the weights, each rank's file holds its pieces of them).
