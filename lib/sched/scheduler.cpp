@@ -189,7 +189,7 @@ EvalResult Scheduler::evaluate(Loader& test) {
   return evaluate_model(test);
 }
 
-LossStats test_sums(Model& model, Loader& test) {
+LossStats test_sums(Model& model, Loader& test, Comm* lockstep) {
   const bool training = model.training();
   model.set_training(false);
   test.start_epoch(0);
@@ -198,24 +198,40 @@ LossStats test_sums(Model& model, Loader& test) {
   // A model built for micro-batches (train.accumulation_steps) may be smaller than a test
   // batch: the batch then goes through in parts of the build batch.
   const int64_t most = model.graph().input_shape()[0];
-  while (test.next(batch)) {
-    const int64_t rows = batch.rows();
-    for (int64_t first = 0; first < rows; first += most) {
-      const int64_t count = std::min(most, rows - first);
-      if (count == rows)
-        model.forward(batch.images, batch.labels);
-      else
-        model.forward(rows_of(batch.images, first, count), rows_of(batch.labels, first, count));
-      const LossStats s = model.last_stats();
-      sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
+  int64_t rows = 0, first = 0;  // the batch in hand, and the next row of it to forward
+  Tensor images, labels;        // the last part forwarded: run again once this rank is done
+  for (;;) {
+    if (first >= rows && test.next(batch)) rows = batch.rows(), first = 0;
+    const bool mine = first < rows;
+    if (lockstep) {
+      std::vector<double> more{mine ? 1.0 : 0.0};
+      lockstep->allreduce_sum(more);  // whether any rank still has a part: all forward, or none
+      if (more[0] == 0) break;
+    } else if (!mine) {
+      break;
     }
+    if (mine) {
+      const int64_t count = std::min(most, rows - first);
+      images = count == rows ? batch.images : rows_of(batch.images, first, count);
+      labels = count == rows ? batch.labels : rows_of(batch.labels, first, count);
+      first += count;
+    }
+    if (!images.defined()) {  // nothing of its own at all: any batch of the right shape
+      const Shape& out = model.graph().output_shape();  // [b, classes] or [b, T, classes]
+      images = model.backend().zeros(model.graph().input_shape().with_batch(1));
+      labels = model.backend().zeros(out.rank() == 3 ? Shape{1, out[1]} : Shape{1}, DType::i32);
+    }
+    model.forward(images, labels);
+    if (!mine) continue;  // a lockstep forward for the other ranks: not counted
+    const LossStats s = model.last_stats();
+    sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
   }
   model.set_training(training);
   return sums;
 }
 
-EvalResult Scheduler::evaluate_model(Loader& test) {
-  const LossStats mine = test_sums(ctx_.model, test);
+EvalResult Scheduler::evaluate_model(Loader& test, Comm* lockstep) {
+  const LossStats mine = test_sums(ctx_.model, test, lockstep);
   std::vector<double> sums{mine.loss_sum, mine.correct, static_cast<double>(mine.count)};
   ctx_.comm.allreduce_sum(sums);
   return sums[2] > 0 ? EvalResult{sums[0] / sums[2], sums[1] / sums[2]} : EvalResult{};

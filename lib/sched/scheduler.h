@@ -59,7 +59,10 @@ struct EvalResult {
 
 // The summed loss, correct predictions and samples of `model` (in evaluation mode) over this
 // rank's batches of `test`, from its start; the model's training mode is kept.
-LossStats test_sums(Model& model, Loader& test);
+// With `lockstep` (a model whose forward communicates: weights sharded over the ranks), every
+// rank of it runs as many forwards as the rank with most: one whose part has ended runs its last
+// part again, uncounted.
+LossStats test_sums(Model& model, Loader& test, Comm* lockstep = nullptr);
 // Rows [first, first + count) of a batch tensor ([rows, ...]): a view, no copy.
 Tensor rows_of(const Tensor& t, int64_t first, int64_t count);
 
@@ -233,7 +236,7 @@ class Scheduler {
   // Accounts the step's loss (throws on divergence) and reports progress.
   void finish_iteration(int epoch, int64_t i, int64_t rows, EpochStats& stats);
   // Evaluates the model's current parameters on `test` (every rank its shard; a collective).
-  EvalResult evaluate_model(Loader& test);
+  EvalResult evaluate_model(Loader& test, Comm* lockstep = nullptr);
 
   SchedulerContext ctx_;
 

@@ -113,43 +113,9 @@ void SyncScheduler::write_weights(const WeightWriter& write) {
 }
 
 EvalResult SyncScheduler::evaluate(Loader& test) {
-  if (!sharded_ || !sharded_->shards_weights()) return Scheduler::evaluate(test);
   flush();
-  Model& model = ctx_.model;
-  const bool training = model.training();
-  model.set_training(false);
-  test.start_epoch(0);
-  LossStats sums;
-  Batch batch;
-  const int64_t most = model.graph().input_shape()[0];
-  int64_t rows = 0, first = 0;  // the batch in hand, and the next row of it to forward
-  Tensor images, labels;        // the last part forwarded: run again once this rank is done
-  for (;;) {
-    if (first >= rows && test.next(batch)) rows = batch.rows(), first = 0;
-    const bool mine = first < rows;
-    std::vector<double> more{mine ? 1.0 : 0.0};
-    ctx_.comm.allreduce_sum(more);  // whether any rank still has a part: all forward, or none
-    if (more[0] == 0) break;
-    if (mine) {
-      const int64_t count = std::min(most, rows - first);
-      images = count == rows ? batch.images : rows_of(batch.images, first, count);
-      labels = count == rows ? batch.labels : rows_of(batch.labels, first, count);
-      first += count;
-    }
-    if (!images.defined()) {  // nothing of its own at all: any batch of the right shape
-      const Shape& out = model.graph().output_shape();  // [b, classes] or [b, T, classes]
-      images = model.backend().zeros(model.graph().input_shape().with_batch(1));
-      labels = model.backend().zeros(out.rank() == 3 ? Shape{1, out[1]} : Shape{1}, DType::i32);
-    }
-    model.forward(images, labels);
-    if (!mine) continue;
-    const LossStats s = model.last_stats();
-    sums.loss_sum += s.loss_sum, sums.correct += s.correct, sums.count += s.count;
-  }
-  model.set_training(training);
-  std::vector<double> total{sums.loss_sum, sums.correct, static_cast<double>(sums.count)};
-  ctx_.comm.allreduce_sum(total);
-  return total[2] > 0 ? EvalResult{total[0] / total[2], total[1] / total[2]} : EvalResult{};
+  const bool lockstep = sharded_ && sharded_->shards_weights();
+  return evaluate_model(test, lockstep ? &ctx_.comm : nullptr);
 }
 
 void SyncScheduler::step(int epoch, int64_t i, EpochStats& stats) {
