@@ -45,3 +45,29 @@ train: {epochs: 2}
 output: {dir: $2}
 YAML
 }
+
+# require_cuda: exits 77 (CTest: skipped), saying why, when this dtrain was built without CUDA or
+# no GPU is usable — a failure instead with DTRAIN_REQUIRE_CUDA set (not 0); otherwise leaves the
+# dry run on the GPU in $CUDA_PROBE.
+require_cuda() {
+  local cfg="$WORK/cuda_probe.yaml" rc why
+  write_synthetic_config "$cfg" "$WORK/cuda_probe"
+  CUDA_PROBE=$("$DTRAIN" --config "$cfg" --set cluster.device=cuda --dry-run 2>&1)
+  rc=$?
+  if [ "$rc" -eq 2 ] && echo "$CUDA_PROBE" | grep -q "cluster.device"; then
+    why=$(echo "$CUDA_PROBE" | grep -m1 "cluster.device" | sed 's/^dtrain: [a-z ]*: //')
+    if [ "${DTRAIN_REQUIRE_CUDA:-0}" != 0 ]; then
+      echo "FAIL: no usable CUDA GPU: $why (DTRAIN_REQUIRE_CUDA is set)"
+      exit 1
+    fi
+    case "$why" in
+      *"without CUDA"*) echo "no CUDA in this build of dtrain: $why; skipped" ;;
+      *) echo "no usable CUDA GPU: $why; skipped" ;;
+    esac
+    exit 77
+  fi
+  if [ "$rc" -ne 0 ]; then
+    echo "FAIL: dry run with cluster.device=cuda: exit code $rc: $CUDA_PROBE"
+    exit 1
+  fi
+}

@@ -16,26 +16,8 @@ source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # ---- a GPU, and a dtrain built for it? ----
-probe_cfg="$WORK/probe.yaml"
-write_synthetic_config "$probe_cfg" "$WORK/probe"
-probe=$("$DTRAIN" --config "$probe_cfg" --set cluster.device=cuda --dry-run 2>&1)
-rc=$?
-if [ "$rc" -eq 2 ] && echo "$probe" | grep -q "cluster.device"; then
-  why=$(echo "$probe" | grep -m1 "cluster.device" | sed 's/^dtrain: [a-z ]*: //')
-  if [ "${DTRAIN_REQUIRE_CUDA:-0}" != 0 ]; then
-    echo "FAIL: no usable CUDA GPU: $why (DTRAIN_REQUIRE_CUDA is set)"
-    exit 1
-  fi
-  case "$why" in
-    *"without CUDA"*) echo "no CUDA in this build of dtrain: $why; skipped" ;;
-    *) echo "no usable CUDA GPU: $why; skipped" ;;
-  esac
-  exit 77
-fi
-if [ "$rc" -ne 0 ]; then
-  echo "FAIL: dry run with cluster.device=cuda: exit code $rc: $probe"
-  exit 1
-fi
+require_cuda
+probe=$CUDA_PROBE probe_cfg="$WORK/cuda_probe.yaml"  # the config require_cuda dry-ran
 echo "$probe" | grep -q "^backend  *cuda" ||
   fail "the dry run with cluster.device=cuda names no cuda backend: $(echo "$probe" | grep '^backend')"
 echo "$probe" | grep -m1 "^backend"

@@ -9,15 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-probe_cfg="$WORK/probe.yaml"
-write_synthetic_config "$probe_cfg" "$WORK/probe"
-probe=$("$DTRAIN" --config "$probe_cfg" --set cluster.device=cuda --dry-run 2>&1)
-rc=$?
-if [ "$rc" -eq 2 ] && echo "$probe" | grep -q "cluster.device"; then
-  [ "${DTRAIN_REQUIRE_CUDA:-0}" != 0 ] && { echo "FAIL: no usable CUDA GPU (DTRAIN_REQUIRE_CUDA is set)"; exit 1; }
-  echo "no usable CUDA GPU or no CUDA in this build: $(echo "$probe" | grep -m1 cluster.device); skipped"
-  exit 77
-fi
+require_cuda
 
 cat "$ROOT"/docs/*.md > "$WORK/corpus.txt"
 cat > "$WORK/gpt.yaml" <<YAML
